@@ -1,0 +1,242 @@
+// Package frame seals sidecar values at rest: zstd compression followed by
+// AES-256-GCM, in a self-describing frame that names the key id.
+//
+// Frame layout (all integers big-endian):
+//
+//	offset 0  magic   "NF"
+//	       2  version 0x01
+//	       3  flags   bit0: zstd-compressed, bit1: compressed with the built-in dictionary
+//	       4  L       length of the key id (1..64)
+//	       5  key id  L bytes
+//	     5+L  nonce   12 random bytes
+//	    17+L  AES-256-GCM ciphertext of the (compressed) payload, with 16-byte tag
+//
+// The additional authenticated data is the whole header (bytes 0..17+L) plus
+// the tenant, the value kind and the value id, each length-prefixed. A frame
+// therefore only opens for the tenant, kind and id it was sealed for, and any
+// change to the header (key id, flags) fails authentication. A tag failure or
+// an unknown key id is always an error, never an empty value.
+package frame
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/neuronetes/neuronetes/sidecar/keys"
+)
+
+const (
+	magic0, magic1 = 'N', 'F'
+	// Version is the only frame version this package writes and reads.
+	Version   = 1
+	flagZstd  = 1 << 0
+	flagDict  = 1 << 1
+	nonceSize = 12
+	tagSize   = 16
+	fixedHdr  = 5
+	dictID    = 0x4e4e0001
+)
+
+// Errors returned by Open. They are wrapped; test with errors.Is.
+var (
+	// ErrMalformed means the bytes are not a frame this package can parse.
+	ErrMalformed = errors.New("malformed frame")
+	// ErrAuth means the GCM tag did not verify: wrong key, tenant, id or tampering.
+	ErrAuth = errors.New("frame authentication failed")
+	// ErrTooLarge means the decompressed payload exceeds the codec's limit.
+	ErrTooLarge = errors.New("frame payload too large")
+)
+
+// Binding names what a frame belongs to; it is authenticated but not stored.
+type Binding struct {
+	// Kind separates value families ("sess", "emb") so one cannot be replayed as another.
+	Kind string
+	// ID is the value's id within the tenant, e.g. the conversation id.
+	ID string
+}
+
+// Options tune a Codec.
+type Options struct {
+	// Tenant is bound into every frame (normally the pod's namespace).
+	Tenant string
+	// MaxPlaintext bounds the decompressed size Open accepts (0: 16 MiB).
+	MaxPlaintext int
+	// UseDict compresses with the built-in JSON dictionary. Frames record
+	// whether they used it, so readers open both kinds whatever this says.
+	UseDict bool
+	// MinCompress is the payload size below which compression is skipped (0: 64).
+	MinCompress int
+}
+
+// Codec seals and opens frames for one tenant. It is safe for concurrent use.
+type Codec struct {
+	opts  Options
+	ring  atomic.Pointer[keys.Ring]
+	aeads sync.Map // key id -> cipher.AEAD; cleared when the ring changes
+
+	enc, encDict *zstd.Encoder
+	dec          *zstd.Decoder
+}
+
+// New returns a codec for ring and opts.
+func New(ring *keys.Ring, opts Options) (*Codec, error) {
+	if ring == nil {
+		return nil, fmt.Errorf("ring: must not be nil")
+	}
+	if opts.MaxPlaintext <= 0 {
+		opts.MaxPlaintext = 16 << 20
+	}
+	if opts.MinCompress <= 0 {
+		opts.MinCompress = 64
+	}
+	c := &Codec{opts: opts}
+	c.ring.Store(ring)
+	var err error
+	if c.enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1)); err != nil {
+		return nil, fmt.Errorf("zstd encoder: %w", err)
+	}
+	if c.encDict, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
+		zstd.WithEncoderDictRaw(dictID, jsonDict)); err != nil {
+		return nil, fmt.Errorf("zstd dict encoder: %w", err)
+	}
+	if c.dec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0),
+		zstd.WithDecoderMaxMemory(uint64(opts.MaxPlaintext)), zstd.WithDecoderDictRaw(dictID, jsonDict)); err != nil {
+		return nil, fmt.Errorf("zstd decoder: %w", err)
+	}
+	return c, nil
+}
+
+// Tenant returns the tenant the codec binds frames to.
+func (c *Codec) Tenant() string { return c.opts.Tenant }
+
+// SetRing swaps the key ring (rotation). New writes use the new active key;
+// frames sealed with any key still in the ring keep opening.
+func (c *Codec) SetRing(r *keys.Ring) {
+	c.ring.Store(r)
+	c.aeads.Clear()
+}
+
+// Ring returns the current key ring.
+func (c *Codec) Ring() *keys.Ring { return c.ring.Load() }
+
+func (c *Codec) aead(id string) (cipher.AEAD, error) {
+	if a, ok := c.aeads.Load(id); ok {
+		return a.(cipher.AEAD), nil
+	}
+	k, err := c.ring.Load().Derive(id, c.opts.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	blk, err := aes.NewCipher(k)
+	if err != nil {
+		return nil, fmt.Errorf("aes key %q: %w", id, err)
+	}
+	a, err := cipher.NewGCM(blk)
+	if err != nil {
+		return nil, fmt.Errorf("gcm key %q: %w", id, err)
+	}
+	c.aeads.Store(id, a)
+	return a, nil
+}
+
+func (c *Codec) aad(hdr []byte, b Binding) []byte {
+	out := make([]byte, 0, len(hdr)+len(c.opts.Tenant)+len(b.Kind)+len(b.ID)+3*binary.MaxVarintLen32)
+	out = append(out, hdr...)
+	for _, s := range []string{c.opts.Tenant, b.Kind, b.ID} {
+		out = binary.AppendUvarint(out, uint64(len(s)))
+		out = append(out, s...)
+	}
+	return out
+}
+
+// Seal compresses and encrypts plaintext with the active key, bound to b.
+func (c *Codec) Seal(b Binding, plaintext []byte) ([]byte, error) {
+	if len(plaintext) > c.opts.MaxPlaintext {
+		return nil, fmt.Errorf("plaintext %d bytes over %d: %w", len(plaintext), c.opts.MaxPlaintext, ErrTooLarge)
+	}
+	id := c.ring.Load().Active()
+	a, err := c.aead(id)
+	if err != nil {
+		return nil, err
+	}
+	var flags byte
+	payload := plaintext
+	if len(plaintext) >= c.opts.MinCompress {
+		enc := c.enc
+		flags = flagZstd
+		if c.opts.UseDict {
+			enc, flags = c.encDict, flagZstd|flagDict
+		}
+		payload = enc.EncodeAll(plaintext, make([]byte, 0, len(plaintext)/2+64))
+	}
+	hdrLen := fixedHdr + len(id) + nonceSize
+	out := make([]byte, hdrLen, hdrLen+len(payload)+tagSize)
+	out[0], out[1], out[2], out[3], out[4] = magic0, magic1, Version, flags, byte(len(id))
+	copy(out[fixedHdr:], id)
+	if _, err := rand.Read(out[fixedHdr+len(id) : hdrLen]); err != nil {
+		return nil, fmt.Errorf("nonce: %w", err)
+	}
+	return a.Seal(out, out[fixedHdr+len(id):hdrLen], payload, c.aad(out[:hdrLen], b)), nil
+}
+
+// KeyID returns the key id named by a frame without opening it.
+func KeyID(f []byte) (string, error) {
+	if len(f) < fixedHdr || f[0] != magic0 || f[1] != magic1 {
+		return "", fmt.Errorf("magic: %w", ErrMalformed)
+	}
+	if f[2] != Version {
+		return "", fmt.Errorf("version %d: %w", f[2], ErrMalformed)
+	}
+	l := int(f[4])
+	if l == 0 || len(f) < fixedHdr+l+nonceSize+tagSize {
+		return "", fmt.Errorf("key id length %d for %d bytes: %w", l, len(f), ErrMalformed)
+	}
+	id := string(f[fixedHdr : fixedHdr+l])
+	if !keys.ValidID(id) {
+		return "", fmt.Errorf("key id %q: %w", id, ErrMalformed)
+	}
+	return id, nil
+}
+
+// Open authenticates, decrypts and decompresses a frame sealed for b.
+func (c *Codec) Open(b Binding, f []byte) ([]byte, error) {
+	id, err := KeyID(f)
+	if err != nil {
+		return nil, err
+	}
+	flags := f[3]
+	if flags&^(flagZstd|flagDict) != 0 || (flags&flagDict != 0 && flags&flagZstd == 0) {
+		return nil, fmt.Errorf("flags %#x: %w", flags, ErrMalformed)
+	}
+	a, err := c.aead(id)
+	if err != nil {
+		return nil, err
+	}
+	hdrLen := fixedHdr + len(id) + nonceSize
+	payload, err := a.Open(nil, f[fixedHdr+len(id):hdrLen], f[hdrLen:], c.aad(f[:hdrLen], b))
+	if err != nil {
+		return nil, fmt.Errorf("key %q: %w", id, ErrAuth)
+	}
+	if flags&flagZstd == 0 {
+		return payload, nil
+	}
+	out, err := c.dec.DecodeAll(payload, nil)
+	if err != nil {
+		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
+			return nil, fmt.Errorf("decompress: %w", ErrTooLarge)
+		}
+		return nil, fmt.Errorf("decompress: %v: %w", err, ErrMalformed)
+	}
+	if len(out) > c.opts.MaxPlaintext {
+		return nil, fmt.Errorf("plaintext %d bytes: %w", len(out), ErrTooLarge)
+	}
+	return out, nil
+}
