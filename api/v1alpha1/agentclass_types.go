@@ -1,0 +1,138 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// GPURequest asks for GPUs or MIG slices through a DRA ResourceClaimTemplate.
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.migProfile) && has(self.deviceClassName))",message="spec.gpu: set at most one of migProfile and deviceClassName"
+type GPURequest struct {
+	// Count of devices per pod.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	// +kubebuilder:default=1
+	// +optional
+	Count int32 `json:"count,omitempty"`
+
+	// MIGProfile requests MIG slices of this profile (e.g. "1g.10gb") through DeviceClass
+	// "mig-<profile>.neuronetes.io"; empty requests whole GPUs through "gpu.neuronetes.io".
+	// +kubebuilder:validation:Pattern=`^[0-9]+g\.[0-9]+gb$`
+	// +optional
+	MIGProfile string `json:"migProfile,omitempty"`
+
+	// DeviceClassName overrides the DeviceClass the claim template uses.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	DeviceClassName string `json:"deviceClassName,omitempty"`
+}
+
+// SLO is the service level an agent class aims for; the autoscaler reads it.
+type SLO struct {
+	// TTFT is the target time to first token.
+	// +optional
+	TTFT Duration `json:"ttft,omitempty"`
+	// TokensPerSecond is the target generation throughput per session.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TokensPerSecond *int32 `json:"tokensPerSecond,omitempty"`
+	// P95Latency is the target 95th percentile request latency.
+	// +optional
+	P95Latency Duration `json:"p95Latency,omitempty"`
+	// AvailabilityPercent is the availability target, 0 to 100.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	AvailabilityPercent Decimal `json:"availabilityPercent,omitempty"`
+}
+
+// SidecarConfig tunes the injected sidecar.
+type SidecarConfig struct {
+	// Inject turns sidecar injection for this class on or off (default on).
+	// +optional
+	Inject *bool `json:"inject,omitempty"`
+	// RedisAddr is the session store address (host:port) passed as NEURONETES_REDIS_ADDR.
+	// +optional
+	RedisAddr string `json:"redisAddr,omitempty"`
+	// KeysSecretName is the Secret mounted at /etc/neuronetes/keys (encryption keys).
+	// +optional
+	KeysSecretName string `json:"keysSecretName,omitempty"`
+}
+
+// AgentClassSpec describes how to run one kind of agent.
+type AgentClassSpec struct {
+	// ModelRef names the Model the agent serves; pods prefer nodes where it is warm.
+	// +optional
+	ModelRef *LocalObjectReference `json:"modelRef,omitempty"`
+
+	// Template is the agent pod template. The first container is the agent.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Type=object
+	// +optional
+	Template *corev1.PodTemplateSpec `json:"template,omitempty"`
+
+	// GPU requests devices per pod; omit for CPU-only agents.
+	// +optional
+	GPU *GPURequest `json:"gpu,omitempty"`
+
+	// SLO targets of the class.
+	// +optional
+	SLO *SLO `json:"slo,omitempty"`
+
+	// CostPerReplicaHour in US dollars, used by cost-aware scaling.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	CostPerReplicaHour Decimal `json:"costPerReplicaHour,omitempty"`
+
+	// Sidecar configures the injected sidecar.
+	// +optional
+	Sidecar *SidecarConfig `json:"sidecar,omitempty"`
+}
+
+// AgentClassStatus reports the class's derived objects.
+type AgentClassStatus struct {
+	// ResourceClaimTemplateName is the claim template the controller keeps for the GPU request.
+	// +optional
+	ResourceClaimTemplateName string `json:"resourceClaimTemplateName,omitempty"`
+	// Conditions of the class.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// AgentClass is the template and contract of one kind of agent.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=neuronetes
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.modelRef.name`
+// +kubebuilder:printcolumn:name="GPUs",type=integer,JSONPath=`.spec.gpu.count`
+// +kubebuilder:printcolumn:name="MIG",type=string,JSONPath=`.spec.gpu.migProfile`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type AgentClass struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec describes the agent.
+	Spec AgentClassSpec `json:"spec"`
+	// Status reports derived objects.
+	// +optional
+	Status AgentClassStatus `json:"status,omitempty"`
+}
+
+// AgentClassList is a list of AgentClasses.
+//
+// +kubebuilder:object:root=true
+type AgentClassList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the AgentClasses.
+	Items []AgentClass `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&AgentClass{}, &AgentClassList{})
+}

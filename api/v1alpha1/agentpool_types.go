@@ -1,0 +1,142 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AgentPoolSpec is the seed 001 pool spec. The reconciler keeps Replicas serving pods and
+// prewarmPercent% of MaxReplicas warm pods.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",message="spec.minReplicas must be less than or equal to spec.maxReplicas",fieldPath=".minReplicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.replicas) || !has(self.maxReplicas) || self.replicas <= self.maxReplicas",message="spec.replicas must be less than or equal to spec.maxReplicas",fieldPath=".replicas"
+type AgentPoolSpec struct {
+	// AgentClassRef names the AgentClass whose template the pods use. When omitted, the AgentClass
+	// with the pool's own name is used.
+	// +optional
+	AgentClassRef *LocalObjectReference `json:"agentClassRef,omitempty"`
+
+	// Replicas is the number of serving pods. The autoscaler and `kubectl scale` write it through
+	// the scale subresource; when unset, MinReplicas (or 1) is used. The reconciler clamps it to
+	// [MinReplicas, MaxReplicas].
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// MinReplicas is the lower bound of serving pods (default 1).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MinReplicas *int32 `json:"minReplicas,omitempty"`
+
+	// MaxReplicas is the upper bound of serving pods (default: max(MinReplicas, 1)).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	MaxReplicas *int32 `json:"maxReplicas,omitempty"`
+
+	// PrewarmPercent of MaxReplicas is kept as warm pods: started and Ready, outside the Service.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	PrewarmPercent *int32 `json:"prewarmPercent,omitempty"`
+
+	// DrainGracePeriodSeconds is the termination grace period of pods removed by scale-down, so that
+	// open streams can finish (default: the template's, else 30).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	DrainGracePeriodSeconds *int64 `json:"drainGracePeriodSeconds,omitempty"`
+
+	// Autoscaling configures the autoscaler and the warm pool's use.
+	// +optional
+	Autoscaling *AutoscalingSpec `json:"autoscaling,omitempty"`
+}
+
+// AgentPoolStatus is observed state plus the autoscaler's last decision.
+type AgentPoolStatus struct {
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Replicas counts serving pods (the scale subresource's status replicas).
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// ReadyReplicas counts serving pods that are Ready.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// WarmReplicas counts warm pods that are Ready.
+	// +optional
+	WarmReplicas int32 `json:"warmReplicas,omitempty"`
+	// WarmTarget is the number of warm pods the reconciler aims for.
+	// +optional
+	WarmTarget int32 `json:"warmTarget,omitempty"`
+	// DesiredReplicas is the serving count the autoscaler last decided (informational; the
+	// reconciler acts on spec.replicas).
+	// +optional
+	DesiredReplicas int32 `json:"desiredReplicas,omitempty"`
+	// Selector is the label selector of serving pods, for the scale subresource.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+	// LastScaleTime is when the serving count last changed.
+	// +optional
+	LastScaleTime *metav1.Time `json:"lastScaleTime,omitempty"`
+	// LastActivationTime is when warm pods were last turned into serving ones; the warm pool is
+	// replenished replenishStrategy.delay after it.
+	// +optional
+	LastActivationTime *metav1.Time `json:"lastActivationTime,omitempty"`
+	// WarmActivations counts warm pods turned into serving ones over the pool's life.
+	// +optional
+	WarmActivations int64 `json:"warmActivations,omitempty"`
+	// Conditions: Ready, Scaling, WarmPoolReady.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Condition types of an AgentPool.
+const (
+	// AgentPoolReady is true when the ready serving pods reach spec.replicas.
+	AgentPoolReady = "Ready"
+	// AgentPoolScaling is true while the serving count differs from spec.replicas.
+	AgentPoolScaling = "Scaling"
+	// AgentPoolWarmPoolReady is true when the ready warm pods reach the warm target.
+	AgentPoolWarmPoolReady = "WarmPoolReady"
+)
+
+// AgentPool is a set of agent pods of one AgentClass with a warm pool and autoscaling.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:categories=neuronetes,shortName=ap
+// +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.agentClassRef.name`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Serving",type=integer,JSONPath=`.status.replicas`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Warm",type=integer,JSONPath=`.status.warmReplicas`
+// +kubebuilder:printcolumn:name="Min",type=integer,JSONPath=`.spec.minReplicas`,priority=1
+// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxReplicas`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type AgentPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec declares the pool.
+	Spec AgentPoolSpec `json:"spec,omitempty"`
+	// Status reports the pool.
+	// +optional
+	Status AgentPoolStatus `json:"status,omitempty"`
+}
+
+// AgentPoolList is a list of AgentPools.
+//
+// +kubebuilder:object:root=true
+type AgentPoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the AgentPools.
+	Items []AgentPool `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&AgentPool{}, &AgentPoolList{})
+}
