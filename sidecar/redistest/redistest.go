@@ -1,0 +1,122 @@
+// Package redistest starts a private, real redis-server for tests: bound to
+// 127.0.0.1 (or a given address) on a free port, with its data in a temp dir,
+// and stopped at test cleanup. Tests skip when redis-server is not installed.
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is a running (or stopped) redis-server owned by one test.
+type Server struct {
+	// Addr is host:port.
+	Addr string
+	// Dir holds the server's data (AOF) files.
+	Dir  string
+	args []string
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+}
+
+// Options select how the server runs.
+type Options struct {
+	// Bind is the address to bind (default 127.0.0.1).
+	Bind string
+	// AOF enables appendonly with appendfsync always.
+	AOF bool
+}
+
+// Binary returns the redis-server path, or "" when it is not installed.
+func Binary() string {
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+// Start starts a redis-server and registers its shutdown with t.Cleanup.
+func Start(t testing.TB, o Options) *Server {
+	t.Helper()
+	bin := Binary()
+	if bin == "" {
+		t.Skip("redis-server not installed (hack/test-deps.d/20-redis.sh installs it)")
+	}
+	if o.Bind == "" {
+		o.Bind = "127.0.0.1"
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(o.Bind, "0"))
+	if err != nil {
+		t.Fatalf("free port on %s: %v", o.Bind, err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	s := &Server{Addr: net.JoinHostPort(o.Bind, strconv.Itoa(port)), Dir: t.TempDir()}
+	s.args = []string{"--port", strconv.Itoa(port), "--bind", o.Bind, "--dir", s.Dir, "--save", "",
+		"--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning", "--logfile", s.Dir + "/redis.log"}
+	if o.AOF {
+		s.args = append(s.args, "--appendonly", "yes", "--appendfsync", "always")
+	} else {
+		s.args = append(s.args, "--appendonly", "no")
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Kill() })
+	return s
+}
+
+// Start (re)starts the server process with its original arguments and waits
+// until it answers PING.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		return fmt.Errorf("redis %s already running", s.Addr)
+	}
+	cmd := exec.Command(Binary(), s.args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start redis-server: %w", err)
+	}
+	s.cmd = cmd
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(s.Dir + "/redis.log")
+			return fmt.Errorf("redis-server on %s not ready: %v; log: %s", s.Addr, err, log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Kill stops the server with SIGKILL (a crash: only fsynced data survives).
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}

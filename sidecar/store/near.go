@@ -1,0 +1,242 @@
+package store
+
+import (
+	"container/list"
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// nearCache keeps decoded hot sessions in the sidecar. Coherence invariant:
+// an entry is served only while the invalidation subscription is live
+// (enabled), and only entries whose version is at least the highest version
+// announced for that id are kept. Every write publishes its version in the
+// same Lua script that performs it, so a served entry is at most one
+// pub/sub delivery behind Redis, and never older than maxAge. A nil
+// *nearCache is a disabled cache; all methods are no-ops on it.
+type nearCache struct {
+	mu      sync.Mutex
+	budget  int
+	used    int
+	maxAge  time.Duration
+	ll      *list.List // front = most recently used
+	items   map[string]*list.Element
+	enabled atomic.Bool
+	gen     atomic.Uint64 // bumped on every invalidation and reset
+
+	touchMu sync.Mutex
+	touched map[string]struct{}
+}
+
+type nearEntry struct {
+	id      string
+	version int64 // for tombstones: the highest announced version
+	data    []byte
+	ttl     time.Duration
+	stored  time.Time
+	tomb    bool
+}
+
+func newNearCache(budget int, maxAge time.Duration) *nearCache {
+	return &nearCache{budget: budget, maxAge: maxAge, ll: list.New(), items: map[string]*list.Element{}, touched: map[string]struct{}{}}
+}
+
+func (e *nearEntry) size() int { return len(e.data) + len(e.id) + 96 }
+
+func (c *nearCache) generation() uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.gen.Load()
+}
+
+func (c *nearCache) get(id string) (*nearEntry, bool) {
+	if c == nil || !c.enabled.Load() {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.items[id]
+	if !ok {
+		return nil, false
+	}
+	e := el.Value.(*nearEntry)
+	if e.tomb || time.Since(e.stored) > c.maxAge {
+		return nil, false
+	}
+	c.ll.MoveToFront(el)
+	return e, true
+}
+
+// put stores s unless an invalidation happened since gen was read and
+// announced a newer version (then the fetched data may be stale).
+func (c *nearCache) put(id string, s *Session, gen uint64) {
+	if c == nil || !c.enabled.Load() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[id]; ok {
+		old := el.Value.(*nearEntry)
+		if old.version > s.Version {
+			return
+		}
+		c.removeLocked(el)
+	} else if c.gen.Load() != gen {
+		// An invalidation for an id we hold no tombstone for (evicted) may
+		// have raced with this fetch; skip caching rather than risk staleness.
+		return
+	}
+	e := &nearEntry{id: id, version: s.Version, data: s.Data, ttl: s.TTL, stored: time.Now()}
+	if e.size() > c.budget {
+		return
+	}
+	c.items[id] = c.ll.PushFront(e)
+	c.used += e.size()
+	for c.used > c.budget {
+		c.removeLocked(c.ll.Back())
+	}
+}
+
+// invalidate records that version v of id exists (or a delete at v).
+func (c *nearCache) invalidate(id string, v int64) {
+	if c == nil {
+		return
+	}
+	c.gen.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[id]; ok {
+		e := el.Value.(*nearEntry)
+		if e.version >= v {
+			return
+		}
+		c.removeLocked(el)
+	}
+	t := &nearEntry{id: id, version: v, tomb: true, stored: time.Now()}
+	c.items[id] = c.ll.PushFront(t)
+	c.used += t.size()
+	for c.used > c.budget {
+		c.removeLocked(c.ll.Back())
+	}
+}
+
+func (c *nearCache) removeLocked(el *list.Element) {
+	e := el.Value.(*nearEntry)
+	c.ll.Remove(el)
+	delete(c.items, e.id)
+	c.used -= e.size()
+}
+
+func (c *nearCache) reset(enabled bool) {
+	c.gen.Add(1)
+	c.mu.Lock()
+	c.ll.Init()
+	c.items = map[string]*list.Element{}
+	c.used = 0
+	c.mu.Unlock()
+	c.enabled.Store(enabled)
+}
+
+func (c *nearCache) touch(id string) {
+	c.touchMu.Lock()
+	c.touched[id] = struct{}{}
+	c.touchMu.Unlock()
+}
+
+func (c *nearCache) takeTouched() []string {
+	c.touchMu.Lock()
+	defer c.touchMu.Unlock()
+	ids := make([]string, 0, len(c.touched))
+	for id := range c.touched {
+		ids = append(ids, id)
+	}
+	clear(c.touched)
+	return ids
+}
+
+// Run serves the near cache until ctx ends: it subscribes to the tenant's
+// invalidation channel (the cache is enabled only while subscribed, and
+// emptied on every (re)subscription) and flushes refresh-on-read TTL
+// touches for near-cache hits every touchEvery. Without a near cache it
+// returns when ctx ends.
+func (s *Store) Run(ctx context.Context, touchEvery time.Duration) {
+	c := s.near
+	if c == nil {
+		<-ctx.Done()
+		return
+	}
+	log := klog.FromContext(ctx).WithValues("tenant", s.tenant)
+	go func() {
+		t := time.NewTicker(touchEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			ids := c.takeTouched()
+			for len(ids) > 0 {
+				n := min(len(ids), 256)
+				keys := make([]string, n)
+				for i, id := range ids[:n] {
+					keys[i] = s.Key(id)
+				}
+				if err := touchScript.Run(ctx, s.rdb, keys).Err(); err != nil {
+					log.V(2).Info("ttl refresh failed", "err", err)
+				}
+				ids = ids[n:]
+			}
+		}
+	}()
+	for ctx.Err() == nil {
+		s.subscribe(ctx, log)
+		c.reset(false)
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Store) subscribe(ctx context.Context, log klog.Logger) {
+	c := s.near
+	ps := s.rdb.Subscribe(ctx, s.channel())
+	defer ps.Close()
+	// Receive (not Channel) so that a dropped connection ends the loop and
+	// disables the cache instead of being retried silently underneath.
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, 5*time.Second)
+		if err != nil {
+			if isTimeout(err) {
+				if perr := ps.Ping(ctx); perr == nil {
+					continue
+				}
+			}
+			if ctx.Err() == nil {
+				log.V(2).Info("invalidation subscription lost; near cache off", "err", err)
+			}
+			return
+		}
+		switch m := msg.(type) {
+		case *redisSubscription:
+			if m.Kind == "subscribe" {
+				c.reset(true)
+				log.V(2).Info("invalidation subscription live; near cache on")
+			}
+		case *redisMessage:
+			ver, id, ok := strings.Cut(m.Payload, " ")
+			v, err := strconv.ParseInt(ver, 10, 64)
+			if !ok || err != nil {
+				continue
+			}
+			c.invalidate(id, v)
+		}
+	}
+}

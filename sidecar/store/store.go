@@ -1,0 +1,302 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"k8s.io/klog/v2"
+
+	"github.com/neuronetes/neuronetes/sidecar/frame"
+)
+
+// Options configure a Store.
+type Options struct {
+	// DefaultTTL applies when a write names no TTL (0: 24h).
+	DefaultTTL time.Duration
+	// MaxTTL caps per-entry TTLs (0: 30 days).
+	MaxTTL time.Duration
+	// MaxSize bounds the plaintext JSON of one session in bytes (0: 1 MiB).
+	MaxSize int
+	// RefreshOnRead resets an entry's TTL to its own TTL on every read.
+	RefreshOnRead bool
+	// NearCacheBytes enables the near cache with this budget (0: off).
+	NearCacheBytes int
+	// NearCacheMaxAge bounds how long a near-cache entry is trusted without
+	// Redis (0: 5s); it limits staleness if invalidations are ever missed.
+	NearCacheMaxAge time.Duration
+	// AppendRetries bounds CAS retries of one Append (0: 100).
+	AppendRetries int
+	// Observer receives per-operation timings and outcomes (may be nil).
+	Observer Observer
+}
+
+// Observer is told about Redis calls and near-cache lookups (for metrics).
+type Observer interface {
+	RedisCall(op string, d time.Duration, err error)
+	NearCache(hit bool)
+}
+
+// Session is one stored session document.
+type Session struct {
+	// Version changes on every write and never repeats within a tenant.
+	Version int64
+	// Data is the session's JSON object.
+	Data []byte
+	// TTL is the entry's own time to live.
+	TTL time.Duration
+}
+
+// Store reads and writes one tenant's sessions. It is safe for concurrent use.
+type Store struct {
+	rdb    redis.UniversalClient
+	codec  *frame.Codec
+	opts   Options
+	tenant string
+	near   *nearCache
+}
+
+// New returns a store for codec's tenant on rdb. Call Run to start the near
+// cache's invalidation listener and TTL refresher when NearCacheBytes > 0.
+func New(rdb redis.UniversalClient, codec *frame.Codec, opts Options) (*Store, error) {
+	if !ValidTenant(codec.Tenant()) {
+		return nil, fmt.Errorf("tenant %q: %w", codec.Tenant(), ErrBadID)
+	}
+	if opts.DefaultTTL <= 0 {
+		opts.DefaultTTL = 24 * time.Hour
+	}
+	if opts.MaxTTL <= 0 {
+		opts.MaxTTL = 30 * 24 * time.Hour
+	}
+	if opts.MaxSize <= 0 {
+		opts.MaxSize = 1 << 20
+	}
+	if opts.NearCacheMaxAge <= 0 {
+		opts.NearCacheMaxAge = 5 * time.Second
+	}
+	if opts.AppendRetries <= 0 {
+		opts.AppendRetries = 100
+	}
+	s := &Store{rdb: rdb, codec: codec, opts: opts, tenant: codec.Tenant()}
+	if opts.NearCacheBytes > 0 {
+		s.near = newNearCache(opts.NearCacheBytes, opts.NearCacheMaxAge)
+	}
+	return s, nil
+}
+
+// MaxSize returns the session size limit in bytes.
+func (s *Store) MaxSize() int { return s.opts.MaxSize }
+
+// Key returns the Redis key of a session: nn:{<tenant>}:sess:<id>.
+func (s *Store) Key(id string) string { return "nn:{" + s.tenant + "}:sess:" + id }
+
+func (s *Store) seqKey() string  { return "nn:{" + s.tenant + "}:seq" }
+func (s *Store) channel() string { return "nn:{" + s.tenant + "}:inval" }
+
+func (s *Store) observe(op string, start time.Time, err error) {
+	if s.opts.Observer != nil {
+		s.opts.Observer.RedisCall(op, time.Since(start), err)
+	}
+}
+
+func (s *Store) ttl(d time.Duration) (time.Duration, error) {
+	switch {
+	case d == 0:
+		return s.opts.DefaultTTL, nil
+	case d < time.Millisecond || d > s.opts.MaxTTL:
+		return 0, fmt.Errorf("ttl %s: must be within [1ms, %s]: %w", d, s.opts.MaxTTL, ErrBadDocument)
+	}
+	return d, nil
+}
+
+// Get returns a session. It refreshes the entry's TTL when RefreshOnRead is set.
+func (s *Store) Get(ctx context.Context, id string) (*Session, error) {
+	if !ValidID(id) {
+		return nil, fmt.Errorf("conversation id %q: %w", id, ErrBadID)
+	}
+	if s.near != nil {
+		if e, ok := s.near.get(id); ok {
+			s.nearObserve(true)
+			if s.opts.RefreshOnRead {
+				s.near.touch(id)
+			}
+			return &Session{Version: e.version, Data: e.data, TTL: e.ttl}, nil
+		}
+		s.nearObserve(false)
+	}
+	gen := s.near.generation()
+	start := time.Now()
+	refresh := "0"
+	if s.opts.RefreshOnRead {
+		refresh = "1"
+	}
+	res, err := getScript.Run(ctx, s.rdb, []string{s.Key(id)}, refresh).Slice()
+	if errors.Is(err, redis.Nil) {
+		s.observe("get", start, nil)
+		return nil, fmt.Errorf("conversation %q: %w", id, ErrNotFound)
+	}
+	s.observe("get", start, err)
+	if err != nil {
+		return nil, classify("get", err)
+	}
+	if len(res) != 3 {
+		return nil, fmt.Errorf("get %q: unexpected reply %v", id, res)
+	}
+	ver, _ := strconv.ParseInt(fmt.Sprint(res[0]), 10, 64)
+	raw, _ := res[1].(string)
+	ttlMs, _ := strconv.ParseInt(fmt.Sprint(res[2]), 10, 64)
+	data, err := s.codec.Open(frame.Binding{Kind: "sess", ID: id}, []byte(raw))
+	if err != nil {
+		return nil, fmt.Errorf("conversation %q version %d: %w", id, ver, err)
+	}
+	sess := &Session{Version: ver, Data: data, TTL: time.Duration(ttlMs) * time.Millisecond}
+	s.near.put(id, sess, gen)
+	return sess, nil
+}
+
+func (s *Store) nearObserve(hit bool) {
+	if s.opts.Observer != nil {
+		s.opts.Observer.NearCache(hit)
+	}
+}
+
+// Put writes a session. ifVersion < 0 writes unconditionally, 0 only creates,
+// and > 0 writes only if that is the current version (else ErrConflict).
+// ttl 0 means the default TTL. It returns the new version.
+func (s *Store) Put(ctx context.Context, id string, data []byte, ifVersion int64, ttl time.Duration) (int64, error) {
+	if !ValidID(id) {
+		return 0, fmt.Errorf("conversation id %q: %w", id, ErrBadID)
+	}
+	if len(data) > s.opts.MaxSize {
+		return 0, fmt.Errorf("session %d bytes over %d: %w", len(data), s.opts.MaxSize, ErrTooLarge)
+	}
+	if !isObject(data) {
+		return 0, fmt.Errorf("body: must be a JSON object: %w", ErrBadDocument)
+	}
+	ttl, err := s.ttl(ttl)
+	if err != nil {
+		return 0, err
+	}
+	f, err := s.codec.Seal(frame.Binding{Kind: "sess", ID: id}, data)
+	if err != nil {
+		return 0, fmt.Errorf("seal %q: %w", id, err)
+	}
+	expect := ""
+	if ifVersion >= 0 {
+		expect = strconv.FormatInt(ifVersion, 10)
+	}
+	start := time.Now()
+	res, err := putScript.Run(ctx, s.rdb, []string{s.Key(id), s.seqKey()},
+		expect, f, ttl.Milliseconds(), id, s.channel()).Int64Slice()
+	s.observe("put", start, err)
+	if err != nil {
+		return 0, classify("put", err)
+	}
+	if len(res) != 2 {
+		return 0, fmt.Errorf("put %q: unexpected reply %v", id, res)
+	}
+	if res[0] == 0 {
+		return res[1], fmt.Errorf("conversation %q at version %d, not %d: %w", id, res[1], ifVersion, ErrConflict)
+	}
+	s.near.put(id, &Session{Version: res[1], Data: append([]byte(nil), data...), TTL: ttl}, s.near.generation())
+	return res[1], nil
+}
+
+// Delete removes a session; ifVersion >= 0 makes it conditional.
+func (s *Store) Delete(ctx context.Context, id string, ifVersion int64) error {
+	if !ValidID(id) {
+		return fmt.Errorf("conversation id %q: %w", id, ErrBadID)
+	}
+	expect := ""
+	if ifVersion >= 0 {
+		expect = strconv.FormatInt(ifVersion, 10)
+	}
+	start := time.Now()
+	res, err := delScript.Run(ctx, s.rdb, []string{s.Key(id), s.seqKey()}, expect, id, s.channel()).Int64Slice()
+	s.observe("delete", start, err)
+	if err != nil {
+		return classify("delete", err)
+	}
+	switch {
+	case len(res) != 2:
+		return fmt.Errorf("delete %q: unexpected reply %v", id, res)
+	case res[0] == -1:
+		return fmt.Errorf("conversation %q: %w", id, ErrNotFound)
+	case res[0] == 0:
+		return fmt.Errorf("conversation %q at version %d, not %d: %w", id, res[1], ifVersion, ErrConflict)
+	}
+	s.near.invalidate(id, res[1])
+	return nil
+}
+
+// Append adds one turn (a JSON object) to the session's "turns" array,
+// creating the session if needed. Concurrent appends never lose a turn: each
+// attempt is a CAS on the version it read, retried on conflict.
+func (s *Store) Append(ctx context.Context, id string, turn []byte, ttl time.Duration) (int64, error) {
+	if !isObject(turn) {
+		return 0, fmt.Errorf("turn: must be a JSON object: %w", ErrBadDocument)
+	}
+	log := klog.FromContext(ctx)
+	for attempt := 0; attempt < s.opts.AppendRetries; attempt++ {
+		cur, err := s.Get(ctx, id)
+		base, ver := []byte(`{}`), int64(0)
+		switch {
+		case err == nil:
+			base, ver = cur.Data, cur.Version
+			if ttl == 0 {
+				ttl = cur.TTL
+			}
+		case !errors.Is(err, ErrNotFound):
+			return 0, err
+		}
+		doc, err := appendTurn(base, turn)
+		if err != nil {
+			return 0, err
+		}
+		nv, err := s.Put(ctx, id, doc, ver, ttl)
+		if !errors.Is(err, ErrConflict) {
+			return nv, err
+		}
+		s.near.invalidate(id, nv)
+		log.V(5).Info("append conflict, retrying", "conversation", id, "attempt", attempt, "version", ver)
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(time.Duration(rand.IntN(1000*(attempt+1))) * time.Microsecond):
+		}
+	}
+	return 0, fmt.Errorf("append %q: %d attempts: %w", id, s.opts.AppendRetries, ErrConflict)
+}
+
+func isObject(b []byte) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal(b, &m) == nil && m != nil
+}
+
+func appendTurn(doc, turn []byte) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &m); err != nil || m == nil {
+		return nil, fmt.Errorf("stored session is not a JSON object: %w", ErrBadDocument)
+	}
+	var turns []json.RawMessage
+	if raw, ok := m["turns"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &turns); err != nil {
+			return nil, fmt.Errorf("field turns: not an array: %w", ErrBadDocument)
+		}
+	}
+	ts, err := json.Marshal(append(turns, json.RawMessage(turn)))
+	if err != nil {
+		return nil, fmt.Errorf("turn: %v: %w", err, ErrBadDocument)
+	}
+	m["turns"] = ts
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode session: %w", err)
+	}
+	return out, nil
+}
