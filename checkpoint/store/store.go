@@ -1,0 +1,267 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/klog/v2"
+)
+
+// ErrCorrupt is wrapped by Get when stored data does not match its manifest.
+var ErrCorrupt = errors.New("checkpoint data corrupt")
+
+// Progress reports bytes moved by Put or Get.
+type Progress struct {
+	// Phase is "upload" or "download".
+	Phase string
+	// Done and Total count uncompressed bytes of the image files.
+	Done, Total int64
+	// NewBytes counts bytes of chunks that were not yet stored (upload).
+	NewBytes int64
+}
+
+// ProgressFunc receives progress; it is called from one goroutine at a time.
+type ProgressFunc func(Progress)
+
+// Options configure a Store.
+type Options struct {
+	// Compression of new chunks; empty means zstd for remote backends and
+	// none for local ones.
+	Compression Compression
+	// Parallel is how many chunks move at once; 0 means 4.
+	Parallel int
+}
+
+// Store is the checkpoint image store over one Backend.
+type Store struct {
+	b    Backend
+	comp Compression
+	par  int
+	enc  *zstd.Encoder
+	dec  *zstd.Decoder
+	// mu serializes Put against Prune in this process.
+	mu sync.RWMutex
+}
+
+// New returns a store over b.
+func New(b Backend, opts Options) (*Store, error) {
+	s := &Store{b: b, comp: opts.Compression, par: opts.Parallel}
+	if s.comp == "" {
+		s.comp = CompressionNone
+		if b.Remote() {
+			s.comp = CompressionZstd
+		}
+	}
+	if s.comp != CompressionNone && s.comp != CompressionZstd {
+		return nil, fmt.Errorf("invalid Compression %q", s.comp)
+	}
+	if s.par <= 0 {
+		s.par = 4
+	}
+	var err error
+	if s.enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1)); err != nil {
+		return nil, fmt.Errorf("zstd encoder: %w", err)
+	}
+	if s.dec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0)); err != nil {
+		return nil, fmt.Errorf("zstd decoder: %w", err)
+	}
+	return s, nil
+}
+
+// Backend returns the store's backend.
+func (s *Store) Backend() Backend { return s.b }
+
+// progress serializes progress callbacks.
+type progress struct {
+	mu  sync.Mutex
+	fn  ProgressFunc
+	p   Progress
+	new atomic.Int64
+}
+
+func (p *progress) add(done, newBytes int64) {
+	if p.fn == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.p.Done += done
+	p.p.NewBytes += newBytes
+	p.fn(p.p)
+}
+
+// Put stores every regular file under srcDir as checkpoint agent/id and
+// returns its manifest. Chunks already in the store are not uploaded again.
+// The manifest is written last, so a failed Put leaves no visible checkpoint.
+func (s *Store) Put(ctx context.Context, agent, id, srcDir string, labels map[string]string, fn ProgressFunc) (*Manifest, error) {
+	if err := ValidateName("agent", agent); err != nil {
+		return nil, err
+	}
+	if err := ValidateName("id", id); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	logger := klog.FromContext(ctx)
+	m := &Manifest{Agent: agent, ID: id, Created: time.Now().UTC(), Compression: s.comp, Labels: labels}
+	err := filepath.WalkDir(srcDir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !e.Type().IsRegular() {
+			return nil
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(srcDir, p)
+		m.Files = append(m.Files, File{Path: filepath.ToSlash(rel), Mode: uint32(info.Mode().Perm()), Size: info.Size()})
+		m.TotalBytes += info.Size()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scan %q: %w", srcDir, err)
+	}
+	pr := &progress{fn: fn, p: Progress{Phase: "upload", Total: m.TotalBytes}}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.par)
+	var inflight sync.Map // chunk sums being uploaded in this Put
+	var newBytes, stored atomic.Int64
+	for i := range m.Files {
+		f := &m.Files[i]
+		if err := s.putFile(gctx, g, filepath.Join(srcDir, filepath.FromSlash(f.Path)), f, &inflight, &newBytes, &stored, pr); err != nil {
+			_ = g.Wait()
+			return nil, err
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	m.NewBytes, m.StoredBytes = newBytes.Load(), stored.Load()
+	b, err := json.MarshalIndent(m, "", " ")
+	if err != nil {
+		return nil, fmt.Errorf("encode manifest: %w", err)
+	}
+	if err := s.b.Put(ctx, manifestKey(agent, id), bytes.NewReader(b), int64(len(b))); err != nil {
+		return nil, fmt.Errorf("write manifest %s/%s: %w", agent, id, err)
+	}
+	logger.V(2).Info("Checkpoint stored", "agent", agent, "id", id, "files", len(m.Files), "totalBytes", m.TotalBytes, "newBytes", m.NewBytes, "storedBytes", m.StoredBytes)
+	return m, nil
+}
+
+// putFile chunks one file, hashing it whole, and schedules chunk uploads on g.
+func (s *Store) putFile(ctx context.Context, g *errgroup.Group, path string, f *File, inflight *sync.Map, newBytes, stored *atomic.Int64, pr *progress) error {
+	fh, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open %q: %w", path, err)
+	}
+	defer fh.Close()
+	whole := sha256.New()
+	c := NewChunker(io.TeeReader(fh, whole))
+	for {
+		chunk, err := c.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("chunk %q: %w", path, err)
+		}
+		sum := sha256.Sum256(chunk)
+		ref := ChunkRef{SHA256: hex.EncodeToString(sum[:]), Size: int64(len(chunk))}
+		f.Chunks = append(f.Chunks, ref)
+		if _, dup := inflight.LoadOrStore(ref.SHA256, true); dup {
+			pr.add(ref.Size, 0)
+			continue
+		}
+		data := append([]byte(nil), chunk...) // the chunker reuses its buffer
+		g.Go(func() error {
+			key := chunkKey(ref.SHA256, s.comp)
+			ok, err := s.b.Exists(ctx, key)
+			if err != nil {
+				return fmt.Errorf("stat chunk %s: %w", ref.SHA256, err)
+			}
+			if ok {
+				pr.add(ref.Size, 0)
+				return nil
+			}
+			body := data
+			if s.comp == CompressionZstd {
+				body = s.enc.EncodeAll(data, nil)
+			}
+			if err := s.b.Put(ctx, key, bytes.NewReader(body), int64(len(body))); err != nil {
+				return fmt.Errorf("upload chunk %s: %w", ref.SHA256, err)
+			}
+			newBytes.Add(ref.Size)
+			stored.Add(int64(len(body)))
+			pr.add(ref.Size, ref.Size)
+			return nil
+		})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	f.SHA256 = hex.EncodeToString(whole.Sum(nil))
+	return nil
+}
+
+// Manifest reads the manifest of agent/id.
+func (s *Store) Manifest(ctx context.Context, agent, id string) (*Manifest, error) {
+	rc, err := s.b.Get(ctx, manifestKey(agent, id))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s/%s: %w", agent, id, err)
+	}
+	defer rc.Close()
+	var m Manifest
+	if err := json.NewDecoder(rc).Decode(&m); err != nil {
+		return nil, fmt.Errorf("checkpoint %s/%s manifest: %w: %v", agent, id, ErrCorrupt, err)
+	}
+	return &m, nil
+}
+
+// List returns the manifests of agent, oldest first.
+func (s *Store) List(ctx context.Context, agent string) ([]*Manifest, error) {
+	objs, err := s.b.List(ctx, "manifests/"+agent+"/")
+	if err != nil {
+		return nil, err
+	}
+	var out []*Manifest
+	for _, o := range objs {
+		id := strings.TrimSuffix(o.Key[strings.LastIndex(o.Key, "/")+1:], ".json")
+		m, err := s.Manifest(ctx, agent, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out, nil
+}
+
+// Latest returns the newest checkpoint of agent, wrapping ErrNotFound if none.
+func (s *Store) Latest(ctx context.Context, agent string) (*Manifest, error) {
+	ms, err := s.List(ctx, agent)
+	if err != nil {
+		return nil, err
+	}
+	if len(ms) == 0 {
+		return nil, fmt.Errorf("no checkpoint for agent %q: %w", agent, ErrNotFound)
+	}
+	return ms[len(ms)-1], nil
+}
