@@ -187,24 +187,27 @@ func (c *Client) Restore(ctx context.Context, imageDir string, opts RestoreOptio
 		return nil, fmt.Errorf("restored pid %d: %w", notify.pid, err)
 	}
 	r := &Restored{Pid: int(notify.pid), proc: proc, done: make(chan struct{})}
-	go func() {
-		var ws syscall.WaitStatus
-		for {
-			_, err := syscall.Wait4(r.Pid, &ws, 0, nil)
-			if errors.Is(err, syscall.EINTR) {
-				continue
-			}
-			if err != nil {
-				r.err = fmt.Errorf("wait restored pid %d: %w", r.Pid, err)
-			} else if !ws.Exited() || ws.ExitStatus() != 0 {
-				r.err = fmt.Errorf("restored pid %d ended: status %v", r.Pid, ws)
-			}
-			break
-		}
-		close(r.done)
-	}()
+	go r.reap()
 	logger.V(2).Info("CRIU restore done", "pid", r.Pid, "dir", imageDir, "duration", time.Since(start))
 	return r, nil
+}
+
+// reap waits for the restored root and records how it ended.
+func (r *Restored) reap() {
+	var ws syscall.WaitStatus
+	for {
+		_, err := syscall.Wait4(r.Pid, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			r.err = fmt.Errorf("wait restored pid %d: %w", r.Pid, err)
+		} else if !ws.Exited() || ws.ExitStatus() != 0 {
+			r.err = fmt.Errorf("restored pid %d ended: status %v", r.Pid, ws)
+		}
+		break
+	}
+	close(r.done)
 }
 
 // pidNotify records the restored root PID from CRIU's post-restore callback.
@@ -239,4 +242,16 @@ func logTail(path string) string {
 		errs = errs[len(errs)-5:]
 	}
 	return " (" + path + ": " + strings.Join(errs, " | ") + ")"
+}
+
+// Adopt wraps an existing child process of the caller as a Restored handle,
+// so fakes and callers that restore by other means share one API.
+func Adopt(pid int) (*Restored, error) {
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		return nil, fmt.Errorf("adopt pid %d: %w", pid, err)
+	}
+	r := &Restored{Pid: pid, proc: proc, done: make(chan struct{})}
+	go r.reap()
+	return r, nil
 }

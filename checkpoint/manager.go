@@ -1,0 +1,136 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/neuronetes/neuronetes/checkpoint/criu"
+	"github.com/neuronetes/neuronetes/checkpoint/gpu"
+	"github.com/neuronetes/neuronetes/checkpoint/store"
+	"k8s.io/klog/v2"
+)
+
+// Dumper is the part of the CRIU client the manager uses.
+type Dumper interface {
+	Dump(ctx context.Context, pid int, imageDir string, opts criu.DumpOptions) error
+	Restore(ctx context.Context, imageDir string, opts criu.RestoreOptions) (*criu.Restored, error)
+}
+
+// Manager checkpoints process trees into a store and restores them.
+type Manager struct {
+	CRIU  Dumper
+	Store *store.Store
+	// GPU toggles CUDA state; nil skips GPU handling.
+	GPU *gpu.Hooks
+	// WorkDir holds image directories while they move; it should be on
+	// tmpfs or fast local disk.
+	WorkDir string
+	// Tree lists the pids of a tree for the GPU hooks; nil means gpu.Tree.
+	Tree func(pid int) []int
+}
+
+// CheckpointRequest names a process and where its checkpoint goes.
+type CheckpointRequest struct {
+	Pid   int
+	Agent string
+	ID    string
+	// LeaveRunning keeps the process running after the dump.
+	LeaveRunning bool
+	Dump         criu.DumpOptions
+	Labels       map[string]string
+	Progress     store.ProgressFunc
+}
+
+func (m *Manager) tree(pid int) []int {
+	if m.Tree != nil {
+		return m.Tree(pid)
+	}
+	return gpu.Tree(pid)
+}
+
+// Checkpoint suspends GPU state (if any), dumps the tree with CRIU, resumes
+// GPU state when leaving it running, and stores the images.
+func (m *Manager) Checkpoint(ctx context.Context, req CheckpointRequest) (*store.Manifest, error) {
+	logger := klog.FromContext(ctx).WithValues("agent", req.Agent, "id", req.ID, "pid", req.Pid)
+	dir, err := os.MkdirTemp(m.WorkDir, "dump-")
+	if err != nil {
+		return nil, fmt.Errorf("work dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	images := filepath.Join(dir, "images")
+	if err := os.Mkdir(images, 0o755); err != nil {
+		return nil, fmt.Errorf("images dir: %w", err)
+	}
+	var toggled []int
+	if m.GPU != nil {
+		pids := m.tree(req.Pid)
+		if toggled, err = m.GPU.Toggle(ctx, "pre-dump", pids); err != nil {
+			// Put back whatever was suspended before failing.
+			_, _ = m.GPU.Toggle(ctx, "undo", toggled)
+			return nil, err
+		}
+	}
+	opts := req.Dump
+	opts.LeaveRunning = req.LeaveRunning
+	opts.LogDir = dir
+	if err := m.CRIU.Dump(ctx, req.Pid, images, opts); err != nil {
+		if m.GPU != nil && len(toggled) > 0 {
+			_, _ = m.GPU.Toggle(ctx, "undo", toggled)
+		}
+		return nil, err
+	}
+	if m.GPU != nil && req.LeaveRunning && len(toggled) > 0 {
+		if _, err := m.GPU.Toggle(ctx, "post-dump", toggled); err != nil {
+			return nil, err
+		}
+	}
+	labels := map[string]string{"gpuPids": fmt.Sprint(toggled)}
+	for k, v := range req.Labels {
+		labels[k] = v
+	}
+	man, err := m.Store.Put(ctx, req.Agent, req.ID, images, labels, req.Progress)
+	if err != nil {
+		return nil, fmt.Errorf("store checkpoint: %w", err)
+	}
+	logger.Info("Checkpointed process", "bytes", man.TotalBytes, "newBytes", man.NewBytes)
+	return man, nil
+}
+
+// RestoreRequest names a stored checkpoint to restore.
+type RestoreRequest struct {
+	Agent, ID string
+	Restore   criu.RestoreOptions
+	Progress  store.ProgressFunc
+}
+
+// Restore fetches and fully verifies the checkpoint before CRIU runs, so
+// corrupt images fail with store.ErrCorrupt and start nothing. It then
+// restores the tree and resumes GPU state; if that fails the restored tree
+// is killed.
+func (m *Manager) Restore(ctx context.Context, req RestoreRequest) (*criu.Restored, error) {
+	dir, err := os.MkdirTemp(m.WorkDir, "restore-")
+	if err != nil {
+		return nil, fmt.Errorf("work dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	images := filepath.Join(dir, "images")
+	if _, err := m.Store.Get(ctx, req.Agent, req.ID, images, req.Progress); err != nil {
+		return nil, fmt.Errorf("fetch checkpoint %s/%s: %w", req.Agent, req.ID, err)
+	}
+	opts := req.Restore
+	opts.LogDir = dir
+	r, err := m.CRIU.Restore(ctx, images, opts)
+	if err != nil {
+		return nil, err
+	}
+	if m.GPU != nil {
+		if _, err := m.GPU.Toggle(ctx, "post-restore", m.tree(r.Pid)); err != nil {
+			return nil, errors.Join(err, r.Kill())
+		}
+	}
+	klog.FromContext(ctx).Info("Restored process", "agent", req.Agent, "id", req.ID, "pid", r.Pid)
+	return r, nil
+}

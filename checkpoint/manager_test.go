@@ -1,0 +1,233 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/neuronetes/neuronetes/checkpoint/criu"
+	"github.com/neuronetes/neuronetes/checkpoint/gpu"
+	"github.com/neuronetes/neuronetes/checkpoint/internal/stateproc"
+	"github.com/neuronetes/neuronetes/checkpoint/store"
+)
+
+func TestMain(m *testing.M) {
+	stateproc.MaybeRun()
+	os.Exit(m.Run())
+}
+
+// events records the order of CRIU and cuda-checkpoint calls.
+type events []string
+
+type fakeRunner struct{ ev *events }
+
+func (f fakeRunner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
+	*f.ev = append(*f.ev, filepath.Base(name)+" "+strings.Join(args, " "))
+	return nil, nil
+}
+
+type fakeCRIU struct {
+	ev      *events
+	dumpErr error
+}
+
+func (f *fakeCRIU) Dump(_ context.Context, pid int, dir string, o criu.DumpOptions) error {
+	*f.ev = append(*f.ev, fmt.Sprintf("criu dump %d leave=%v", pid, o.LeaveRunning))
+	if f.dumpErr != nil {
+		return f.dumpErr
+	}
+	return os.WriteFile(filepath.Join(dir, "pages-1.img"), []byte("pages"), 0o600)
+}
+
+func (f *fakeCRIU) Restore(_ context.Context, dir string, _ criu.RestoreOptions) (*criu.Restored, error) {
+	if _, err := os.Stat(filepath.Join(dir, "pages-1.img")); err != nil {
+		return nil, fmt.Errorf("restore without images: %w", err)
+	}
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	*f.ev = append(*f.ev, "criu restore")
+	return criu.Adopt(cmd.Process.Pid)
+}
+
+// TestGPUToggleOrder checks the anchors' order: cuda-checkpoint before the
+// CRIU dump (and again after it when leaving the process running), and after
+// the CRIU restore; only processes that hold GPU state are toggled.
+func TestGPUToggleOrder(t *testing.T) {
+	tests := []struct {
+		name         string
+		leaveRunning bool
+		dumpErr      error
+		want         []string
+	}{
+		{"dump and stop", false, nil, []string{
+			"cuda-checkpoint --toggle --pid 11", "criu dump 10 leave=false", "criu restore", "cuda-checkpoint --toggle --pid 11"}},
+		{"dump leave running", true, nil, []string{
+			"cuda-checkpoint --toggle --pid 11", "criu dump 10 leave=true", "cuda-checkpoint --toggle --pid 11",
+			"criu restore", "cuda-checkpoint --toggle --pid 11"}},
+		{"failed dump resumes GPU", false, errors.New("boom"), []string{
+			"cuda-checkpoint --toggle --pid 11", "criu dump 10 leave=false", "cuda-checkpoint --toggle --pid 11"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			var ev events
+			d, _ := store.NewDir(t.TempDir())
+			st, _ := store.New(d, store.Options{})
+			hooks := &gpu.Hooks{
+				Support: gpu.Support{Tool: "/usr/bin/cuda-checkpoint", Devices: []string{"/dev/nvidia0"}},
+				Runner:  fakeRunner{&ev},
+				UsesGPU: func(pid int) bool { return pid == 11 },
+			}
+			m := &Manager{CRIU: &fakeCRIU{ev: &ev, dumpErr: tc.dumpErr}, Store: st, GPU: hooks, WorkDir: t.TempDir(),
+				Tree: func(pid int) []int { return []int{pid, 11, 12} }}
+			_, err := m.Checkpoint(ctx, CheckpointRequest{Pid: 10, Agent: "a", ID: "c1", LeaveRunning: tc.leaveRunning})
+			if (err != nil) != (tc.dumpErr != nil) {
+				t.Fatalf("Checkpoint err = %v, want error %v", err, tc.dumpErr)
+			}
+			if err == nil {
+				r, err := m.Restore(ctx, RestoreRequest{Agent: "a", ID: "c1"})
+				if err != nil {
+					t.Fatalf("Restore: %v", err)
+				}
+				_ = r.Kill()
+			}
+			if !reflect.DeepEqual([]string(ev), tc.want) {
+				t.Errorf("call order:\n got %q\nwant %q", ev, tc.want)
+			}
+		})
+	}
+}
+
+func TestGPUSkippedWithoutDevices(t *testing.T) {
+	var ev events
+	h := &gpu.Hooks{Support: gpu.Support{Reason: "no /dev/nvidia* devices"}, Runner: fakeRunner{&ev}}
+	pids, err := h.Toggle(context.Background(), "pre-dump", []int{1})
+	if err != nil || pids != nil || len(ev) != 0 {
+		t.Errorf("Toggle without GPUs ran %q, pids %v, err %v", ev, pids, err)
+	}
+	if s := gpu.Detect(); !s.Available() && s.Reason == "" {
+		t.Error("Detect reports unavailable without a reason")
+	}
+}
+
+// requireCRIU returns a working CRIU client or skips with CRIU's reason.
+func requireCRIU(t *testing.T) *criu.Client {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("CRIU needs root")
+	}
+	p, err := criu.Locate()
+	if err != nil {
+		t.Skipf("CRIU not found: %v", err)
+	}
+	if err := criu.Check(context.Background(), p); err != nil {
+		t.Skipf("criu check fails here, skipping: %v", err)
+	}
+	return &criu.Client{Path: p}
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// TestProcessCheckpointStoreRestore is the acceptance test: a process with a
+// counter and a 256 MiB weights buffer is checkpointed, stored, restored from
+// the store and continues from the same state; a corrupt chunk is detected
+// before anything is restored.
+func TestProcessCheckpointStoreRestore(t *testing.T) {
+	c := requireCRIU(t)
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		comp    store.Compression
+		corrupt bool
+	}{
+		{"restore from store", store.CompressionNone, false},
+		{"corrupt chunk detected", store.CompressionZstd, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			root := t.TempDir()
+			d, _ := store.NewDir(root)
+			st, err := store.New(d, store.Options{Compression: tc.comp})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := &Manager{CRIU: c, Store: st, GPU: gpu.NewHooks(), WorkDir: t.TempDir()}
+			cmd, err := stateproc.Start(dir, 256, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid := cmd.Process.Pid
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			before, err := stateproc.Verify(pid, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			man, err := m.Checkpoint(ctx, CheckpointRequest{Pid: pid, Agent: "stateproc", ID: "ck1"})
+			if err != nil {
+				t.Fatalf("Checkpoint: %v", err)
+			}
+			_ = cmd.Wait()
+			if man.TotalBytes < 256<<20 {
+				t.Errorf("checkpoint holds %d bytes, less than the 256 MiB of weights", man.TotalBytes)
+			}
+			dumped, err := stateproc.ReadState(dir, "state")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.corrupt {
+				objs, _ := d.List(ctx, "chunks/")
+				var biggest store.Object
+				for _, o := range objs {
+					if o.Size > biggest.Size {
+						biggest = o
+					}
+				}
+				p := filepath.Join(root, biggest.Key)
+				b, _ := os.ReadFile(p)
+				b[len(b)/3] ^= 0x55
+				if err := os.WriteFile(p, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				r, err := m.Restore(ctx, RestoreRequest{Agent: "stateproc", ID: "ck1"})
+				if err == nil {
+					_ = r.Kill()
+					t.Fatal("Restore of a corrupt checkpoint succeeded")
+				}
+				if !errors.Is(err, store.ErrCorrupt) {
+					t.Errorf("error %v does not wrap ErrCorrupt", err)
+				}
+				if alive(pid) {
+					t.Errorf("pid %d is running after a failed restore", pid)
+				}
+				t.Logf("corruption error: %v", err)
+				return
+			}
+			r, err := m.Restore(ctx, RestoreRequest{Agent: "stateproc", ID: "ck1"})
+			if err != nil {
+				t.Fatalf("Restore: %v", err)
+			}
+			defer r.Kill()
+			after, err := stateproc.Verify(r.Pid, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.Digest != before.Digest {
+				t.Errorf("weights digest %s after restore, want %s", after.Digest, before.Digest)
+			}
+			if after.Counter < dumped.Counter || dumped.Counter < 5 {
+				t.Errorf("counter at dump %d, after restore %d: state did not continue", dumped.Counter, after.Counter)
+			}
+			t.Logf("stored %d bytes (%d new); counter %d -> %d", man.TotalBytes, man.NewBytes, dumped.Counter, after.Counter)
+		})
+	}
+}
