@@ -80,18 +80,26 @@ func run() error {
 	// an agent does after loading (tokenizer, KV layout, warmup).
 	sum := sha256.Sum256(weights)
 	digest := hex.EncodeToString(sum[:])
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	// The state file stays open and is rewritten in place with fixed-width
+	// records: a dump never catches a half-renamed temp file, and the
+	// restored process finds its file where it was.
+	st, err := os.OpenFile(filepath.Join(dir, "state"), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	t := time.NewTicker(Tick)
+	var counter int64
+	// Ready only once the signal handler and state file exist.
 	if err := writeAtomic(filepath.Join(dir, "ready"), digest); err != nil {
 		return err
 	}
-	usr1 := make(chan os.Signal, 1)
-	signal.Notify(usr1, syscall.SIGUSR1)
-	t := time.NewTicker(Tick)
-	var counter int64
 	for {
 		select {
 		case <-t.C:
 			counter++
-			if err := writeAtomic(filepath.Join(dir, "state"), fmt.Sprintf("%d %s", counter, digest)); err != nil {
+			if _, err := st.WriteAt([]byte(fmt.Sprintf("%020d %s\n", counter, digest)), 0); err != nil {
 				return err
 			}
 		case <-usr1:
@@ -130,7 +138,7 @@ func Start(dir string, mib int, weightsFile string) (*exec.Cmd, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	if err := WaitFile(filepath.Join(dir, "state"), 60*time.Second); err != nil {
+	if err := WaitFile(filepath.Join(dir, "ready"), 60*time.Second); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return nil, err
@@ -160,13 +168,20 @@ type State struct {
 
 // ReadState parses the file the helper rewrites every tick.
 func ReadState(dir, name string) (State, error) {
-	b, err := os.ReadFile(filepath.Join(dir, name))
-	if err != nil {
-		return State{}, err
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return State{}, fmt.Errorf("malformed %s: %q", name, b)
+	var b []byte
+	var f []string
+	for try := 0; ; try++ {
+		var err error
+		if b, err = os.ReadFile(filepath.Join(dir, name)); err != nil {
+			return State{}, err
+		}
+		if f = strings.Fields(string(b)); len(f) == 2 {
+			break
+		}
+		if try == 100 { // an in-place rewrite can be seen half done
+			return State{}, fmt.Errorf("malformed %s: %q", name, b)
+		}
+		time.Sleep(time.Millisecond)
 	}
 	n, err := strconv.ParseInt(f[0], 10, 64)
 	if err != nil {
