@@ -13,3 +13,5 @@ func rewriteManifest(ctx context.Context, s *Store, m *Manifest) error {
 	}
 	return s.b.Put(ctx, manifestKey(m.Agent, m.ID), bytes.NewReader(b), int64(len(b)))
 }
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
