@@ -254,9 +254,9 @@ func TestCostMeter(t *testing.T) {
 		want     float64
 	}{
 		{0, 3, 0},
-		{time.Hour, 5, 6},                      // 3 replicas for 1h at 2/h
-		{90 * time.Minute, 5, 6 + 5},           // +5 replicas for 0.5h
-		{150 * time.Minute, 1, 5 * 0.5 * 2},    // crossed midnight: only 00:00-00:30 counts
+		{time.Hour, 5, 6},                       // 3 replicas for 1h at 2/h
+		{90 * time.Minute, 5, 6 + 5},            // +5 replicas for 0.5h
+		{150 * time.Minute, 1, 5 * 0.5 * 2},     // crossed midnight: only 00:00-00:30 counts
 		{150*time.Minute + time.Hour, 1, 5 + 2}, // +1 replica for 1h
 	}
 	for i, s := range steps {

@@ -15,7 +15,7 @@ func poolWide(t MetricType) bool { return t == TTFTP95 || t == ContextLength }
 // TTFT*(1-headroom).
 func (p Policy) effectiveMetrics() []MetricSpec {
 	ms := p.Metrics
-	if !p.SLO.Enabled {
+	if !p.SLO.Enabled || p.SLO.BreachOnly {
 		return ms
 	}
 	for _, m := range ms {

@@ -105,6 +105,11 @@ type SLOTarget struct {
 	ScaleUpImmediately bool
 	// MaxScaleUp caps how many replicas one fast-path decision adds (0: no cap).
 	MaxScaleUp int32
+	// BreachOnly keeps the SLO out of the proportional metrics: no implicit
+	// ttft-p95 metric is added, the SLO only drives the breach fast path and the
+	// scale-down safety. Latency lags capacity, so a proportional TTFT metric
+	// compounds while new replicas start; token metrics do not.
+	BreachOnly bool
 	// RequireHeadroomPercent: scale-down is allowed only while ttft-p95 <=
 	// TTFT*(1-RequireHeadroomPercent/100)...
 	RequireHeadroomPercent float64

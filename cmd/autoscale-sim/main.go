@@ -1,0 +1,84 @@
+// Command autoscale-sim replays LLM request traces against a replica model and
+// compares NeuroNetes' autoscaler with the HPA, KEDA, Knative KPA, AIBrix APA and
+// an oracle, printing a table per trace and writing an SVG plot per trace.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/neuronetes/neuronetes/controller/autoscaler/sim"
+)
+
+func main() {
+	var (
+		traces   = flag.String("trace", "", "comma-separated trace files (.csv Azure, .jsonl Mooncake)")
+		out      = flag.String("out", ".local/bench/autoscale", "directory for the SVG plots")
+		maxDur   = flag.Duration("max-duration", 0, "replay only the first part of each trace (0: all)")
+		prefill  = flag.Float64("prefill-tps", 2000, "prompt tokens/s one replica prefills")
+		decode   = flag.Float64("decode-tps", 30, "generated tokens/s of one sequence")
+		slots    = flag.Int("slots", 16, "sequences one replica holds")
+		cold     = flag.Duration("cold-start", 60*time.Second, "replica cold start time")
+		warmAct  = flag.Duration("warm-activation", 5*time.Second, "warm replica activation time")
+		slo      = flag.Duration("ttft-slo", 2*time.Second, "TTFT budget over a request's unloaded prefill time")
+		step     = flag.Duration("step", 100*time.Millisecond, "simulation step")
+		warmup   = flag.Duration("warmup", 5*time.Minute, "initial part of each trace excluded from the evaluation of every policy")
+		maxRep   = flag.Int("max-replicas", 64, "max replicas of every policy")
+		util     = flag.Float64("target-utilization", 0.7, "baselines' per-pod concurrency target as a fraction of slots")
+		prewarm  = flag.Float64("prewarm-percent", 1.5, "NeuroNetes warm pool in percent of max replicas")
+		parallel = flag.Int("parallel", 2, "policies simulated at once")
+	)
+	flag.Parse()
+	if *traces == "" {
+		fmt.Fprintln(os.Stderr, "autoscale-sim: --trace is required")
+		os.Exit(2)
+	}
+	m := sim.Model{PrefillTPS: *prefill, DecodeTPS: *decode, Slots: *slots, ColdStart: *cold, WarmActivation: *warmAct, SLO: *slo, Step: *step, Warmup: *warmup}
+	cfg := sim.Config{MaxReplicas: *maxRep, TargetUtilization: *util, PrewarmPercent: *prewarm}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "autoscale-sim: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Printf("model: prefill %.0f tok/s, decode %.0f tok/s/seq, %d slots, cold start %s, warm activation %s, SLO: TTFT <= unloaded + %s, warm-up %s\n",
+		m.PrefillTPS, m.DecodeTPS, m.Slots, m.ColdStart, m.WarmActivation, m.SLO, m.Warmup)
+	failed := false
+	for _, path := range strings.Split(*traces, ",") {
+		tr, err := sim.LoadTrace(path, *maxDur)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "autoscale-sim: %v\n", err)
+			failed = true
+			continue
+		}
+		start := time.Now()
+		oracle, curve := sim.BestOracle(tr, m, 0.99, cfg.MaxReplicas)
+		pols := sim.All(m, cfg)
+		res := make([]sim.Result, len(pols))
+		sem := make(chan struct{}, max(*parallel, 1))
+		var wg sync.WaitGroup
+		for i, p := range pols {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				res[i] = sim.Run(tr, m, p, curve[0])
+			}()
+		}
+		wg.Wait()
+		sim.WriteTable(os.Stdout, tr.Name, oracle, res)
+		svg := filepath.Join(*out, tr.Name+".svg")
+		if err := sim.WriteSVG(svg, fmt.Sprintf("%s: load and replicas", tr.Name), oracle, res); err != nil {
+			fmt.Fprintf(os.Stderr, "autoscale-sim: %v\n", err)
+			failed = true
+		}
+		fmt.Printf("(%s simulated in %s; plot %s)\n\n", tr.Name, time.Since(start).Round(time.Millisecond), svg)
+	}
+	if failed {
+		os.Exit(1)
+	}
+}

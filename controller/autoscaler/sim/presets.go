@@ -1,0 +1,91 @@
+package sim
+
+import (
+	"math"
+	"time"
+
+	"github.com/neuronetes/neuronetes/controller/autoscaler"
+)
+
+// Config sizes the policies under comparison.
+type Config struct {
+	// MaxReplicas bounds every policy.
+	MaxReplicas int
+	// TargetUtilization is the per-pod concurrency target of the baselines, as a
+	// fraction of Slots (Knative's default target utilization is 70%).
+	TargetUtilization float64
+	// PrewarmPercent is NeuroNetes' warm pool, in percent of MaxReplicas.
+	PrewarmPercent float64
+}
+
+// NeuroNetes returns the NeuroNetes policy tuned on the Azure code trace: token
+// backlog and token velocity against per-replica capacity, the TTFT SLO with a
+// breach fast path and a scale-down safety check, a trend forecaster, a slow
+// guarded scale-down and a small warm pool.
+func NeuroNetes(m Model, c Config) *Decider {
+	slo := m.SLO
+	return &Decider{
+		Label: "neuronetes",
+		Every: 5 * time.Second,
+		Policy: autoscaler.Policy{
+			MinReplicas: 1, MaxReplicas: int32(c.MaxReplicas),
+			Metrics: []autoscaler.MetricSpec{
+				// Backlog the replicas can clear within the SLO.
+				{Type: autoscaler.TokensInQueue, Target: m.PrefillTPS * slo.Seconds(), AveragingWindow: 5 * time.Second},
+				{Type: autoscaler.TokensPerSecond, Target: m.PrefillTPS * 0.8, AveragingWindow: 30 * time.Second},
+				{Type: autoscaler.ConcurrentSessions, Target: float64(m.Slots) * 0.7, AveragingWindow: 30 * time.Second},
+			},
+			Strategy: autoscaler.StrategyMax,
+			Behavior: autoscaler.Behavior{
+				ScaleUp:   autoscaler.ScalingRules{MaxChangePercent: 100, MaxChangeAbsolute: 4, Period: 15 * time.Second, Select: autoscaler.SelectMax},
+				ScaleDown: autoscaler.ScalingRules{StabilizationWindow: 120 * time.Second, MaxChangePercent: 10, Period: 60 * time.Second},
+			},
+			SLO: autoscaler.SLOTarget{Enabled: true, TTFT: slo, BreachOnly: true, ScaleUpImmediately: true, MaxScaleUp: 30,
+				RequireHeadroomPercent: 50, CheckDuration: 60 * time.Second},
+			Predictive: autoscaler.Predictive{Enabled: true, Horizon: 2 * time.Minute, MinConfidence: 0.8, Season: -1},
+		},
+		Warm:           int(math.Ceil(c.PrewarmPercent / 100 * float64(c.MaxReplicas))),
+		ReplenishDelay: 30 * time.Second,
+		ReplenishBatch: 2,
+	}
+}
+
+// HPA returns the Kubernetes HPA (autoscaling/v2 defaults: 15 s sync, 0.1
+// tolerance, scale-up max(100%, 4 pods) per 15 s with no stabilization,
+// scale-down 100% per 15 s after a 300 s stabilization window) on the per-pod
+// concurrency custom metric, AverageValue = TargetUtilization x Slots.
+func HPA(m Model, c Config) *Decider {
+	return &Decider{Label: "hpa", Every: 15 * time.Second, Policy: hpaPolicy(m, c)}
+}
+
+func hpaPolicy(m Model, c Config) autoscaler.Policy {
+	return autoscaler.Policy{
+		MinReplicas: 1, MaxReplicas: int32(c.MaxReplicas),
+		Metrics:   []autoscaler.MetricSpec{{Type: autoscaler.ConcurrentSessions, Target: float64(m.Slots) * c.TargetUtilization}},
+		Tolerance: 0.1,
+		Behavior: autoscaler.Behavior{
+			ScaleUp:   autoscaler.ScalingRules{MaxChangePercent: 100, MaxChangeAbsolute: 4, Period: 15 * time.Second, Select: autoscaler.SelectMax},
+			ScaleDown: autoscaler.ScalingRules{StabilizationWindow: 300 * time.Second, MaxChangePercent: 100, Period: 15 * time.Second, Select: autoscaler.SelectMax},
+		},
+	}
+}
+
+// KEDA returns a KEDA ScaledObject's behaviour (defaults: pollingInterval 30 s,
+// cooldownPeriod 300 s, minReplicaCount 0, activation threshold 0) on top of the
+// HPA it generates (same metric, AverageValue target).
+func KEDA(m Model, c Config) *Decider {
+	return &Decider{Label: "keda", Every: 15 * time.Second, Policy: hpaPolicy(m, c),
+		KEDA: &KEDAActivation{CooldownPeriod: 300 * time.Second, PollingInterval: 30 * time.Second}}
+}
+
+// All returns NeuroNetes and the four baselines.
+func All(m Model, c Config) []Policy {
+	target := float64(m.Slots) * c.TargetUtilization
+	return []Policy{
+		NeuroNetes(m, c),
+		HPA(m, c),
+		KEDA(m, c),
+		&KPA{Target: target, MinScale: 0, MaxScale: c.MaxReplicas},
+		&APA{Target: target, MinReplicas: 1, MaxReplicas: c.MaxReplicas},
+	}
+}
