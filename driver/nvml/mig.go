@@ -1,0 +1,283 @@
+package nvml
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	"k8s.io/klog/v2"
+
+	"github.com/neuronetes/neuronetes/driver/model"
+)
+
+// describeMIG fills the MIG fields of g: capability, mode, profiles with placements and existing
+// instances.
+func describeMIG(d gonvml.Device, g *model.GPUInfo) error {
+	mode, _, ret := d.GetMigMode()
+	if ret == gonvml.ERROR_NOT_SUPPORTED {
+		return nil
+	}
+	if ret != gonvml.SUCCESS {
+		return fmt.Errorf("mig mode: %s", gonvml.ErrorString(ret))
+	}
+	g.MIGEnabled = mode == gonvml.DEVICE_MIG_ENABLE
+	infos := map[int]gonvml.GpuInstanceProfileInfo{}
+	for id := 0; id < gonvml.GPU_INSTANCE_PROFILE_COUNT; id++ {
+		info, ret := d.GetGpuInstanceProfileInfo(id)
+		if ret != gonvml.SUCCESS {
+			continue
+		}
+		infos[id] = info
+		pls, ret := d.GetGpuInstancePossiblePlacements(&info)
+		if ret != gonvml.SUCCESS {
+			return fmt.Errorf("mig profile %d placements: %s", id, gonvml.ErrorString(ret))
+		}
+		p := model.MIGProfile{
+			ID:              id,
+			Name:            model.ProfileName(int(info.SliceCount), info.MemorySizeMB<<20, id == gonvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1 || id == gonvml.GPU_INSTANCE_PROFILE_2_SLICE_REV1),
+			ComputeSlices:   int(info.SliceCount),
+			MemoryBytes:     info.MemorySizeMB << 20,
+			Multiprocessors: int(info.MultiprocessorCount),
+			MaxInstances:    int(info.InstanceCount),
+			CopyEngines:     int(info.CopyEngineCount),
+			Decoders:        int(info.DecoderCount),
+			Encoders:        int(info.EncoderCount),
+			JPEGs:           int(info.JpegCount),
+			OFAs:            int(info.OfaCount),
+		}
+		for _, pl := range pls {
+			p.Placements = append(p.Placements, model.Placement{Start: int(pl.Start), Size: int(pl.Size)})
+		}
+		sort.Slice(p.Placements, func(i, j int) bool { return p.Placements[i].Start < p.Placements[j].Start })
+		g.MIGProfiles = append(g.MIGProfiles, p)
+		g.Multiprocessors = max(g.Multiprocessors, p.Multiprocessors)
+	}
+	g.MIGCapable = len(g.MIGProfiles) > 0
+	if !g.MIGEnabled {
+		return nil
+	}
+	ids := make([]int, 0, len(infos))
+	for id := range infos {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	for _, id := range ids {
+		info := infos[id]
+		gis, ret := d.GetGpuInstances(&info)
+		if ret != gonvml.SUCCESS {
+			return fmt.Errorf("mig profile %d instances: %s", id, gonvml.ErrorString(ret))
+		}
+		for _, gi := range gis {
+			giInfo, ret := gi.GetInfo()
+			if ret != gonvml.SUCCESS {
+				return fmt.Errorf("gpu instance info: %s", gonvml.ErrorString(ret))
+			}
+			for _, ciID := range computeInstanceIDs(gi) {
+				g.MIGInstances = append(g.MIGInstances, model.MIGInstance{
+					ProfileID: id,
+					GIID:      int(giInfo.Id),
+					CIID:      ciID,
+					Placement: model.Placement{Start: int(giInfo.Placement.Start), Size: int(giInfo.Placement.Size)},
+				})
+			}
+		}
+	}
+	sort.Slice(g.MIGInstances, func(i, j int) bool {
+		a, b := g.MIGInstances[i], g.MIGInstances[j]
+		if a.GIID != b.GIID {
+			return a.GIID < b.GIID
+		}
+		return a.CIID < b.CIID
+	})
+	for i := range g.MIGInstances {
+		g.MIGInstances[i].UUID = migUUID(d, g.UUID, g.MIGInstances[i].GIID, g.MIGInstances[i].CIID)
+	}
+	return nil
+}
+
+func computeInstanceIDs(gi gonvml.GpuInstance) []int {
+	var out []int
+	for ciProfile := 0; ciProfile < gonvml.COMPUTE_INSTANCE_PROFILE_COUNT; ciProfile++ {
+		info, ret := gi.GetComputeInstanceProfileInfo(ciProfile, gonvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		if ret != gonvml.SUCCESS {
+			continue
+		}
+		cis, ret := gi.GetComputeInstances(&info)
+		if ret != gonvml.SUCCESS {
+			continue
+		}
+		for _, ci := range cis {
+			if ciInfo, ret := ci.GetInfo(); ret == gonvml.SUCCESS {
+				out = append(out, int(ciInfo.Id))
+			}
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// migUUID returns the MIG device UUID. Real NVML enumerates MIG device handles; the mocks cannot
+// (those calls panic), so mock MIG UUIDs are derived deterministically from GPU UUID and ids.
+func migUUID(d gonvml.Device, gpuUUID string, giID, ciID int) string {
+	if _, isMock := d.(*server.Device); isMock {
+		return mockMIGUUID(gpuUUID, giID, ciID)
+	}
+	n, ret := d.GetMaxMigDeviceCount()
+	if ret != gonvml.SUCCESS {
+		return ""
+	}
+	for i := 0; i < n; i++ {
+		m, ret := d.GetMigDeviceHandleByIndex(i)
+		if ret != gonvml.SUCCESS {
+			continue
+		}
+		g, r1 := m.GetGpuInstanceId()
+		c, r2 := m.GetComputeInstanceId()
+		if r1 == gonvml.SUCCESS && r2 == gonvml.SUCCESS && g == giID && c == ciID {
+			u, _ := m.GetUUID()
+			return u
+		}
+	}
+	return ""
+}
+
+// GPU returns the current model of one GPU.
+func (b *Backend) GPU(ctx context.Context, uuid string) (model.GPUInfo, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.gpuLocked(uuid)
+}
+
+func (b *Backend) gpuLocked(uuid string) (model.GPUInfo, error) {
+	d, err := b.device(uuid)
+	if err != nil {
+		return model.GPUInfo{}, err
+	}
+	idx, ret := d.GetIndex()
+	if ret != gonvml.SUCCESS {
+		return model.GPUInfo{}, fmt.Errorf("gpu %s: index: %s", uuid, gonvml.ErrorString(ret))
+	}
+	dv, _ := b.Lib.SystemGetDriverVersion()
+	return b.describe(idx, d, dv)
+}
+
+// CreateMIG creates a GPU instance of the profile at the placement plus one full-size compute
+// instance, after checking every MIG constraint against the instances that exist. MIG mode is
+// switched on when needed.
+func (b *Backend) CreateMIG(ctx context.Context, gpuUUID string, profileID int, pl model.Placement) (model.MIGInstance, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	logger := klog.FromContext(ctx)
+	g, err := b.gpuLocked(gpuUUID)
+	if err != nil {
+		return model.MIGInstance{}, err
+	}
+	if err := g.CheckPlacement(g.MIGInstances, profileID, pl); err != nil {
+		return model.MIGInstance{}, err
+	}
+	d, err := b.device(gpuUUID)
+	if err != nil {
+		return model.MIGInstance{}, err
+	}
+	if !g.MIGEnabled {
+		if ret, _ := d.SetMigMode(gonvml.DEVICE_MIG_ENABLE); ret != gonvml.SUCCESS {
+			return model.MIGInstance{}, fmt.Errorf("gpu %s: enable MIG mode: %s", gpuUUID, gonvml.ErrorString(ret))
+		}
+	}
+	info, ret := d.GetGpuInstanceProfileInfo(profileID)
+	if ret != gonvml.SUCCESS {
+		return model.MIGInstance{}, fmt.Errorf("gpu %s: profile %d: %s", gpuUUID, profileID, gonvml.ErrorString(ret))
+	}
+	gi, ret := d.CreateGpuInstanceWithPlacement(&info, &gonvml.GpuInstancePlacement{Start: uint32(pl.Start), Size: uint32(pl.Size)})
+	if ret != gonvml.SUCCESS {
+		return model.MIGInstance{}, fmt.Errorf("gpu %s: create gpu instance profile %d at %d: %s", gpuUUID, profileID, pl.Start, gonvml.ErrorString(ret))
+	}
+	giInfo, _ := gi.GetInfo()
+	ciInfo, err := fullComputeProfile(gi, int(info.SliceCount))
+	if err == nil {
+		var ci gonvml.ComputeInstance
+		ci, ret = gi.CreateComputeInstance(&ciInfo)
+		if ret == gonvml.SUCCESS {
+			c, _ := ci.GetInfo()
+			in := model.MIGInstance{ProfileID: profileID, GIID: int(giInfo.Id), CIID: int(c.Id), Placement: pl}
+			in.UUID = migUUID(d, gpuUUID, in.GIID, in.CIID)
+			b.saveMock(ctx)
+			logger.V(2).Info("Created MIG instance", "gpu", gpuUUID, "profile", profileID, "start", pl.Start, "gi", in.GIID, "ci", in.CIID)
+			return in, nil
+		}
+		err = fmt.Errorf("create compute instance: %s", gonvml.ErrorString(ret))
+	}
+	gi.Destroy()
+	b.saveMock(ctx)
+	return model.MIGInstance{}, fmt.Errorf("gpu %s: %w", gpuUUID, err)
+}
+
+func fullComputeProfile(gi gonvml.GpuInstance, slices int) (gonvml.ComputeInstanceProfileInfo, error) {
+	for p := gonvml.COMPUTE_INSTANCE_PROFILE_COUNT - 1; p >= 0; p-- {
+		info, ret := gi.GetComputeInstanceProfileInfo(p, gonvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		if ret == gonvml.SUCCESS && int(info.SliceCount) == slices {
+			return info, nil
+		}
+	}
+	return gonvml.ComputeInstanceProfileInfo{}, fmt.Errorf("no compute instance profile with %d slices", slices)
+}
+
+// DestroyMIG destroys the compute instances and the GPU instance giID. It returns an error wrapping
+// ErrNotFound when the GPU instance does not exist. MIG mode is switched off when no instance is
+// left, so the whole GPU is usable again.
+func (b *Backend) DestroyMIG(ctx context.Context, gpuUUID string, giID int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d, err := b.device(gpuUUID)
+	if err != nil {
+		return err
+	}
+	found := false
+	remaining := 0
+	for id := 0; id < gonvml.GPU_INSTANCE_PROFILE_COUNT; id++ {
+		info, ret := d.GetGpuInstanceProfileInfo(id)
+		if ret != gonvml.SUCCESS {
+			continue
+		}
+		gis, ret := d.GetGpuInstances(&info)
+		if ret != gonvml.SUCCESS {
+			continue
+		}
+		for _, gi := range gis {
+			giInfo, _ := gi.GetInfo()
+			if int(giInfo.Id) != giID {
+				remaining++
+				continue
+			}
+			found = true
+			for ciProfile := 0; ciProfile < gonvml.COMPUTE_INSTANCE_PROFILE_COUNT; ciProfile++ {
+				ciInfo, ret := gi.GetComputeInstanceProfileInfo(ciProfile, gonvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+				if ret != gonvml.SUCCESS {
+					continue
+				}
+				cis, _ := gi.GetComputeInstances(&ciInfo)
+				for _, ci := range cis {
+					if ret := ci.Destroy(); ret != gonvml.SUCCESS {
+						return fmt.Errorf("gpu %s: destroy compute instance of gi %d: %s", gpuUUID, giID, gonvml.ErrorString(ret))
+					}
+				}
+			}
+			if ret := gi.Destroy(); ret != gonvml.SUCCESS {
+				return fmt.Errorf("gpu %s: destroy gpu instance %d: %s", gpuUUID, giID, gonvml.ErrorString(ret))
+			}
+		}
+	}
+	if !found {
+		return fmt.Errorf("gpu %s: gpu instance %d: %w", gpuUUID, giID, ErrNotFound)
+	}
+	if remaining == 0 {
+		if ret, _ := d.SetMigMode(gonvml.DEVICE_MIG_DISABLE); ret != gonvml.SUCCESS {
+			klog.FromContext(ctx).Error(nil, "Disabling MIG mode failed", "gpu", gpuUUID, "ret", gonvml.ErrorString(ret))
+		}
+	}
+	b.saveMock(ctx)
+	klog.FromContext(ctx).V(2).Info("Destroyed MIG instance", "gpu", gpuUUID, "gi", giID)
+	return nil
+}

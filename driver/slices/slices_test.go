@@ -1,0 +1,182 @@
+package slices
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/neuronetes/neuronetes/driver/model"
+	"github.com/neuronetes/neuronetes/driver/nvml"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func inventory(t testing.TB, profile string) []model.GPUInfo {
+	t.Helper()
+	b, err := nvml.Open("mock:"+profile, nvml.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, err := nvml.Inventory(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gpus
+}
+
+func TestBuildGolden(t *testing.T) {
+	tests := []struct {
+		name    string
+		profile string
+		opts    Options
+	}{
+		{"dgxa100", "dgxa100", Options{}},
+		{"dgxh100", "dgxh100", Options{}},
+		{"dgxh200", "dgxh200", Options{}},
+		{"dgxb200", "dgxb200", Options{}},
+		{"nvlink-pairs", "nvlink-pairs", Options{}},
+		{"mixed", "mixed", Options{}},
+		{"dgxh100-whole", "dgxh100", Options{MIG: MIGNone}},
+		{"dgxh100-selected", "dgxh100", Options{Profiles: []string{"1g.10gb", "3g.40gb"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Build("node-a", inventory(t, tc.profile), tc.opts)
+			if err := Validate(res); err != nil {
+				t.Fatalf("invalid: %v", err)
+			}
+			got, err := json.MarshalIndent(res, "", " ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", tc.name+".json")
+			if *update {
+				if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("golden file (run with -update): %v", err)
+			}
+			if string(want) != string(got)+"\n" {
+				t.Errorf("%s differs from Build output; rerun with -update and review the diff", path)
+			}
+		})
+	}
+}
+
+func TestBuildLayout(t *testing.T) {
+	tests := []struct {
+		profile      string
+		opts         Options
+		counterSlice int
+		devices      int
+	}{
+		// H100: whole + 7 (1g.10gb) + 7 (1g.10gb+me) + 7 (1g.20gb) + 3 + 2 + 1 + 1 = 29 per GPU.
+		{"dgxh100", Options{}, 1, 8 * 29},
+		{"dgxh100", Options{MIG: MIGNone}, 0, 8},
+		{"dgxh100", Options{Profiles: []string{"1g.10gb"}}, 1, 8 * 8},
+		{"mixed", Options{}, 1, 2*29 + 2},
+	}
+	for _, tc := range tests {
+		res := Build("n", inventory(t, tc.profile), tc.opts)
+		pool := res.Pools["n"]
+		counters, devices := 0, 0
+		for _, s := range pool.Slices {
+			if len(s.SharedCounters) > 0 {
+				counters++
+			}
+			devices += len(s.Devices)
+		}
+		if counters != tc.counterSlice || devices != tc.devices {
+			t.Errorf("%s %+v: counter slices %d devices %d, want %d %d", tc.profile, tc.opts, counters, devices, tc.counterSlice, tc.devices)
+		}
+	}
+}
+
+func TestBuildSplitsAndTaints(t *testing.T) {
+	gpus := inventory(t, "dgxh100")
+	taint := resourceapi.DeviceTaint{Key: "gpu.neuronetes.io/xid", Value: "79", Effect: resourceapi.DeviceTaintEffectNoSchedule}
+	res := Build("n", gpus, Options{MaxDevicesPerSlice: 10, Taints: map[string][]resourceapi.DeviceTaint{gpus[2].UUID: {taint}}})
+	if err := Validate(res); err != nil {
+		t.Fatal(err)
+	}
+	tainted := 0
+	for _, s := range res.Pools["n"].Slices {
+		if len(s.Devices) > 10 {
+			t.Errorf("slice with %d devices, cap 10", len(s.Devices))
+		}
+		for _, d := range s.Devices {
+			if len(d.Taints) > 0 {
+				tainted++
+				if *d.Attributes[AttrIndex].IntValue != 2 {
+					t.Errorf("device %s of another GPU tainted", d.Name)
+				}
+			}
+		}
+	}
+	if tainted != 29 {
+		t.Errorf("tainted devices = %d, want 29", tainted)
+	}
+}
+
+func TestValidateRejects(t *testing.T) {
+	gpus := inventory(t, "dgxh100")
+	res := Build("n", gpus, Options{})
+	pool := res.Pools["n"]
+	pool.Slices[1].Devices[1].ConsumesCounters[0].CounterSet = "missing"
+	if err := Validate(res); err == nil {
+		t.Error("missing counter set accepted")
+	}
+	res = Build("n", gpus, Options{})
+	pool = res.Pools["n"]
+	pool.Slices[1].Devices[2].Name = "gpu-0"
+	if err := Validate(res); err == nil {
+		t.Error("duplicate device accepted")
+	}
+}
+
+func TestResolve(t *testing.T) {
+	gpus := inventory(t, "dgxh100")
+	tests := []struct {
+		name    string
+		opts    Options
+		kind    Kind
+		wantErr bool
+	}{
+		{"gpu-3", Options{}, KindGPU, false},
+		{"gpu-3-mig-1g-10gb-p4", Options{}, KindDynamicMIG, false},
+		{"gpu-3-mig-1g-10gb-me-p0", Options{}, KindDynamicMIG, false},
+		{"gpu-3-mig-3g-40gb-p4", Options{}, KindDynamicMIG, false},
+		{"gpu-3-mig-3g-40gb-p1", Options{}, 0, true},
+		{"gpu-3-mig-1g-10gb-p4", Options{MIG: MIGNone}, 0, true},
+		{"gpu-3-mig-2g-20gb-p0", Options{Profiles: []string{"1g.10gb"}}, 0, true},
+		{"gpu-9", Options{}, 0, true},
+		{"gpu-1-mig-0-0", Options{}, 0, true},
+		{"tpu-0", Options{}, 0, true},
+	}
+	for _, tc := range tests {
+		ref, err := Resolve(gpus, tc.opts, tc.name)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%s: err %v, wantErr %v", tc.name, err, tc.wantErr)
+			continue
+		}
+		if err == nil && ref.Kind != tc.kind {
+			t.Errorf("%s: kind %v, want %v", tc.name, ref.Kind, tc.kind)
+		}
+	}
+	// Every published name resolves.
+	for _, s := range Build("n", gpus, Options{}).Pools["n"].Slices {
+		for _, d := range s.Devices {
+			if _, err := Resolve(gpus, Options{}, d.Name); err != nil {
+				t.Errorf("published device does not resolve: %v", err)
+			}
+		}
+	}
+}
