@@ -1,0 +1,71 @@
+# NeuroNetes build, test and run entry points. Every target installs what it
+# needs (Debian packages through apt-get, Go tools from the module proxy).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+ROOT := $(CURDIR)
+GO ?= go
+LOCALCLUSTER := $(GO) run ./e2e/cmd/localcluster
+UNIT_PKGS = $$($(GO) list ./... | grep -v '/e2e$$')
+E2E_TIMEOUT ?= 45m
+
+.PHONY: all build tools deps test-deps lint unit e2e test bench bench-autoscale bench-scale \
+	cluster-up cluster-down cluster-status images run generate deploy-local help
+
+all: build
+
+help: ## List the targets.
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+build: ## Compile every package and command.
+	$(GO) build ./...
+
+deps: ## Install the Debian packages the cluster and tests need (when missing).
+	bash hack/install-deps.sh
+
+tools: ## Build the pinned cluster binaries, helm and controller-gen into .local/ (cached by version).
+	bash hack/build-tools.sh all
+
+test-deps: deps ## Run every hack/test-deps.d script (CRIU, minio, ...).
+	@for f in hack/test-deps.d/*.sh; do [ -e "$$f" ] || continue; echo "== $$f"; bash "$$f"; done
+
+lint: ## gofmt and go vet.
+	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+unit: ## Unit tests (no cluster).
+	$(GO) test -count=1 $(UNIT_PKGS)
+
+e2e: tools deps ## End-to-end tests on the local real cluster (started and stopped when not running).
+	NEURONETES_E2E=1 $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v ./e2e/ 2>&1 | tee .local/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)|\[e2e\]'
+
+test: test-deps tools lint unit e2e ## Everything CI runs.
+
+bench: tools deps ## Every benchmark (hack/bench.d/*.sh), each printing medians and ratios.
+	@for f in hack/bench.d/*.sh; do [ -e "$$f" ] || continue; echo "== $$f"; bash "$$f"; done
+
+bench-autoscale: ## The autoscaler's trace-driven comparison.
+	bash hack/bench.d/40-autoscale.sh
+
+bench-scale: tools deps ## The scheduler scale benchmark with kwok GPU nodes.
+	bash hack/bench.d/60-scale.sh
+
+cluster-up: deps ## Start the local real cluster (idempotent).
+	bash hack/build-tools.sh cluster
+	$(LOCALCLUSTER) up
+
+cluster-down: ## Stop the local cluster and restore the host.
+	$(LOCALCLUSTER) down
+
+cluster-status: ## Exit 0 when the local cluster runs.
+	$(LOCALCLUSTER) status
+
+images: ## Build every cmd/ image and import it into the local containerd.
+	$(LOCALCLUSTER) images
+
+generate: ## Regenerate deepcopy code and CRDs with controller-gen.
+	bash hack/build-tools.sh controller-gen
+	.local/bin/controller-gen object paths=./api/... crd paths=./api/... output:crd:dir=deploy/crds
+
+run: deps ## The main job: build, start the local cluster, deploy NeuroNetes, run the demo.
+	bash hack/build-tools.sh all
+	$(GO) run ./e2e/cmd/demo

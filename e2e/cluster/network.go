@@ -1,0 +1,199 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// cniBinDir is where Debian's containernetworking-plugins installs plugins.
+const cniBinDir = "/usr/lib/cni"
+
+// hostState records what Up found on the host, so Down restores exactly it.
+type hostState struct {
+	// Sysctls holds the original value of every sysctl the cluster may change.
+	Sysctls map[string]string `json:"sysctls"`
+	// NetnsBefore lists the named network namespaces present before Up.
+	NetnsBefore []string `json:"netnsBefore"`
+	// DirsExisted records which of hostDirs were there before Up; Down
+	// removes the ones that were not.
+	DirsExisted map[string]bool `json:"dirsExisted"`
+}
+
+// watchedSysctls are the sysctls that the CNI bridge or kubelet may change.
+var watchedSysctls = []string{
+	"net/ipv4/ip_forward",
+	"net/ipv6/conf/all/forwarding",
+	"net/bridge/bridge-nf-call-iptables",
+	"net/bridge/bridge-nf-call-ip6tables",
+	"kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+// hostDirs are the host directories the cluster and its node components
+// may create: the kubelet root, CDI spec directories, containerd's shim
+// socket directory and the NeuroNetes node directories.
+var hostDirs = []string{KubeletRootDir, "/etc/cdi", "/var/run/cdi", "/run/containerd", "/var/lib/neuronetes", "/var/run/neuronetes"}
+
+func statePath(p Paths) string { return filepath.Join(p.Run, "host-state.json") }
+
+// recordHostState saves the host's state once; a state saved by an earlier
+// Up that was never torn down is kept, since it holds the true originals.
+func recordHostState(p Paths) error {
+	if fileExists(statePath(p)) {
+		return nil
+	}
+	st := hostState{Sysctls: map[string]string{}, DirsExisted: map[string]bool{}}
+	for _, s := range watchedSysctls {
+		if b, err := os.ReadFile("/proc/sys/" + s); err == nil {
+			st.Sysctls[s] = strings.TrimSpace(string(b))
+		}
+	}
+	st.NetnsBefore = listNetns()
+	for _, d := range hostDirs {
+		st.DirsExisted[d] = fileExists(d)
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(p.Run, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(statePath(p), b, 0o644)
+}
+
+func loadHostState(p Paths) (*hostState, error) {
+	b, err := os.ReadFile(statePath(p))
+	if err != nil {
+		return nil, err
+	}
+	var st hostState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", statePath(p), err)
+	}
+	return &st, nil
+}
+
+func listNetns() []string {
+	ents, err := os.ReadDir("/var/run/netns")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// ensureBridge creates the cluster bridge with the node address, so the
+// kubelet can bind to it before the first pod exists. The CNI bridge plugin
+// adopts the existing bridge.
+func ensureBridge() error {
+	if out, err := exec.Command("ip", "link", "show", BridgeName).CombinedOutput(); err != nil {
+		if out2, err := exec.Command("ip", "link", "add", BridgeName, "type", "bridge").CombinedOutput(); err != nil {
+			return fmt.Errorf("creating bridge %s: %v: %s (after %s)", BridgeName, err, out2, out)
+		}
+	}
+	addr := NodeIP + "/16"
+	if out, _ := exec.Command("ip", "-4", "addr", "show", "dev", BridgeName).CombinedOutput(); !strings.Contains(string(out), addr) {
+		if out, err := exec.Command("ip", "addr", "add", addr, "dev", BridgeName).CombinedOutput(); err != nil {
+			return fmt.Errorf("adding %s to %s: %v: %s", addr, BridgeName, err, out)
+		}
+	}
+	if out, err := exec.Command("ip", "link", "set", BridgeName, "up").CombinedOutput(); err != nil {
+		return fmt.Errorf("bringing %s up: %v: %s", BridgeName, err, out)
+	}
+	return nil
+}
+
+// writeCNIConfig writes the bridge network used by containerd's CRI plugin.
+// ipMasq stays off so the cluster never touches the host's iptables.
+func writeCNIConfig(p Paths) error {
+	if err := os.MkdirAll(p.CNIConf, 0o755); err != nil {
+		return err
+	}
+	conf := fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": "neuronetes",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": %q,
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": %q, "gateway": %q}]],
+        "dataDir": %q
+      }
+    },
+    {"type": "loopback"}
+  ]
+}
+`, BridgeName, PodCIDR, NodeIP, filepath.Join(p.Local, "cni", "ipam"))
+	return os.WriteFile(filepath.Join(p.CNIConf, "10-neuronetes.conflist"), []byte(conf), 0o644)
+}
+
+// restoreHost undoes what Up changed on the host: the bridge, leftover
+// network namespaces, sysctls, and directories it created.
+func restoreHost(p Paths, logf func(string, ...any)) []error {
+	var errs []error
+	st, err := loadHostState(p)
+	if err != nil && !os.IsNotExist(err) {
+		errs = append(errs, err)
+	}
+	before := map[string]bool{}
+	if st != nil {
+		for _, n := range st.NetnsBefore {
+			before[n] = true
+		}
+	}
+	for _, n := range listNetns() {
+		if before[n] || !strings.HasPrefix(n, "cni-") {
+			continue
+		}
+		path := filepath.Join("/var/run/netns", n)
+		_ = unmount(path)
+		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+			errs = append(errs, fmt.Errorf("removing netns %s: %w", path, err))
+		}
+	}
+	if out, err := exec.Command("ip", "link", "show", BridgeName).CombinedOutput(); err == nil {
+		if out2, err := exec.Command("ip", "link", "del", BridgeName).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("deleting bridge %s: %v: %s", BridgeName, err, out2))
+		} else {
+			logf("removed bridge %s", BridgeName)
+		}
+	} else {
+		_ = out
+	}
+	if st != nil {
+		for s, v := range st.Sysctls {
+			cur, err := os.ReadFile("/proc/sys/" + s)
+			if err != nil || strings.TrimSpace(string(cur)) == v {
+				continue
+			}
+			if err := os.WriteFile("/proc/sys/"+s, []byte(v), 0o644); err != nil {
+				errs = append(errs, fmt.Errorf("restoring sysctl %s=%s: %w", s, v, err))
+			} else {
+				logf("restored sysctl %s=%s", strings.ReplaceAll(s, "/", "."), v)
+			}
+		}
+		for d, existed := range st.DirsExisted {
+			if existed {
+				continue
+			}
+			if err := removeAllUnmounting(d); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	_ = os.Remove(statePath(p))
+	return errs
+}

@@ -1,0 +1,156 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+func containerdConfig(p Paths) string {
+	return fmt.Sprintf(`version = 3
+root = %q
+state = %q
+
+[grpc]
+  address = %q
+
+[ttrpc]
+  address = %q
+
+[metrics]
+  address = ""
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = %q
+
+[plugins."io.containerd.cri.v1.runtime"]
+  enable_cdi = true
+  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = [%q]
+    conf_dir = %q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+`, filepath.Join(p.Containerd, "root"), filepath.Join(p.Containerd, "state"),
+		p.ContainerdSocket(), p.ContainerdSocket()+".ttrpc", PauseImage, cniBinDir, p.CNIConf)
+}
+
+func startContainerd(p Paths) error {
+	if _, ok := runningPid(p, "containerd"); ok {
+		return nil
+	}
+	if err := os.MkdirAll(p.Containerd, 0o755); err != nil {
+		return err
+	}
+	cfg := filepath.Join(p.Containerd, "config.toml")
+	if err := os.WriteFile(cfg, []byte(containerdConfig(p)), 0o644); err != nil {
+		return fmt.Errorf("writing containerd config: %w", err)
+	}
+	if err := writeCNIConfig(p); err != nil {
+		return err
+	}
+	// The runc shim must be on PATH for containerd.
+	env := []string{"PATH=" + p.Bin + ":" + os.Getenv("PATH")}
+	if _, err := startProcess(p, "containerd", env, p.Binary("containerd"), "--config", cfg); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if fileExists(p.ContainerdSocket()) {
+			return nil
+		}
+		if _, ok := runningPid(p, "containerd"); !ok {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("containerd did not create %s; last lines of its log:\n%s", p.ContainerdSocket(), logTail(p, "containerd", 20))
+}
+
+func kubeletConfig(p Paths, pk *pki) string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: %s
+port: %d
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+readOnlyPort: 0
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: %s
+authorization:
+  mode: Webhook
+tlsCertFile: %s
+tlsPrivateKeyFile: %s
+containerRuntimeEndpoint: unix://%s
+cgroupDriver: cgroupfs
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failSwapOn: false
+failCgroupV1: false
+podLogsDir: %s
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard:
+  memory.available: "1Mi"
+  nodefs.available: "1%%"
+  imagefs.available: "1%%"
+localStorageCapacityIsolation: false
+serializeImagePulls: false
+maxPods: 110
+nodeStatusUpdateFrequency: 5s
+syncFrequency: 10s
+fileCheckFrequency: 10s
+shutdownGracePeriod: 0s
+`, NodeIP, KubeletPort, KubeletHealthzPort, pk.path("ca.crt"), pk.path("kubelet-server.crt"), pk.path("kubelet-server.key"),
+		p.ContainerdSocket(), filepath.Join(p.Kubelet, "pod-logs"))
+}
+
+func startKubelet(p Paths, pk *pki) error {
+	if _, ok := runningPid(p, "kubelet"); ok {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(p.Kubelet, "pod-logs"), 0o755); err != nil {
+		return err
+	}
+	cfg := filepath.Join(p.Kubelet, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(kubeletConfig(p, pk)), 0o644); err != nil {
+		return fmt.Errorf("writing kubelet config: %w", err)
+	}
+	kc := filepath.Join(p.Local, "kubeconfigs", "kubelet.kubeconfig")
+	if err := writeKubeconfig(kc, pk, "kubelet-client", apiServerURL()); err != nil {
+		return err
+	}
+	for _, d := range []string{filepath.Join(KubeletRootDir, "plugins_registry"), filepath.Join(KubeletRootDir, "plugins"), "/var/run/cdi"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("creating %s: %w", d, err)
+		}
+	}
+	env := []string{"PATH=" + p.Bin + ":" + os.Getenv("PATH")}
+	if _, err := startProcess(p, "kubelet", env, p.Binary("kubelet"),
+		"--config="+cfg, "--kubeconfig="+kc, "--root-dir="+KubeletRootDir,
+		"--hostname-override="+NodeName, "--node-ip="+NodeIP,
+		"--node-labels=neuronetes.io/gpu-node=true", "--v=1"); err != nil {
+		return err
+	}
+	return waitHTTP(p, "kubelet", "http://127.0.0.1:"+strconv.Itoa(KubeletHealthzPort)+"/healthz", nil, 60*time.Second)
+}

@@ -1,0 +1,106 @@
+// Package cluster runs a real Kubernetes v1.37 cluster as local processes:
+// etcd, kube-apiserver, kube-scheduler, kube-controller-manager, one real
+// kubelet on containerd 2 with CDI and a CNI bridge, and optional kwok nodes.
+// All state lives under <root>/.local and every port binds to 127.0.0.1,
+// except the kubelet, which binds the node address on the cluster's own
+// bridge (nn0, 10.88.0.1) so the apiserver can reach it as the node's
+// InternalIP.
+package cluster
+
+import (
+	"path/filepath"
+)
+
+// Default addresses and names of the local cluster.
+const (
+	// NodeName is the name of the one real kubelet node.
+	NodeName = "neuronetes-node"
+	// BridgeName is the CNI bridge the cluster creates and removes.
+	BridgeName = "nn0"
+	// NodeIP is the bridge gateway address; the kubelet serves on it and pods
+	// reach host services there.
+	NodeIP = "10.88.0.1"
+	// PodCIDR is the range the bridge's host-local IPAM hands out.
+	PodCIDR = "10.88.0.0/16"
+	// ServiceCIDR is the ClusterIP range; nothing routes it (no kube-proxy).
+	ServiceCIDR = "10.96.0.0/16"
+	// APIServerPort is the apiserver's secure port on 127.0.0.1.
+	APIServerPort = 6443
+	// EtcdPort is etcd's client port on 127.0.0.1.
+	EtcdPort = 2379
+	// EtcdPeerPort is etcd's peer port on 127.0.0.1.
+	EtcdPeerPort = 2380
+	// SchedulerPort is kube-scheduler's secure port on 127.0.0.1.
+	SchedulerPort = 10259
+	// ControllerManagerPort is kube-controller-manager's secure port on 127.0.0.1.
+	ControllerManagerPort = 10257
+	// KubeletPort is the kubelet's API port on NodeIP.
+	KubeletPort = 10250
+	// KubeletHealthzPort is the kubelet's healthz port on 127.0.0.1.
+	KubeletHealthzPort = 10248
+	// KwokPort is kwok's server port on 127.0.0.1.
+	KwokPort = 10247
+	// KubernetesVersion is the version every component must report.
+	KubernetesVersion = "v1.37.2"
+	// PauseImage is the sandbox image built locally and pinned in containerd.
+	PauseImage = "neuronetes.local/pause:dev"
+	// KwokNodeAnnotation marks nodes that kwok manages.
+	KwokNodeAnnotation = "kwok.x-k8s.io/node"
+	// KubeletRootDir is the kubelet's root; DRA plugins register below it.
+	KubeletRootDir = "/var/lib/kubelet"
+)
+
+// Options configure Up.
+type Options struct {
+	// Root is the repository root; state lives in Root/.local.
+	Root string
+	// KwokNodes is the number of kwok nodes to create (0 for none).
+	KwokNodes int
+	// KwokNodeTemplate, when set, is called for each kwok node index and
+	// returns extra labels to put on it.
+	KwokNodeLabels func(i int) map[string]string
+	// SchedulerQPS raises the scheduler's client rate limits for scale tests
+	// (0 keeps the defaults).
+	SchedulerQPS int
+	// Logf receives progress lines; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Paths locates every file the cluster reads or writes.
+type Paths struct {
+	Local      string // <root>/.local
+	Bin        string // binaries from hack/build-tools.sh
+	PKI        string
+	Run        string // pid files and the state file
+	Logs       string
+	Etcd       string
+	Kubeconfig string // admin kubeconfig
+	Containerd string
+	CNIConf    string
+	Kubelet    string // kubelet's config and certs (not its root dir)
+	Kwok       string
+}
+
+// NewPaths returns the paths for a repository root.
+func NewPaths(root string) Paths {
+	local := filepath.Join(root, ".local")
+	return Paths{
+		Local:      local,
+		Bin:        filepath.Join(local, "bin"),
+		PKI:        filepath.Join(local, "pki"),
+		Run:        filepath.Join(local, "run"),
+		Logs:       filepath.Join(local, "logs"),
+		Etcd:       filepath.Join(local, "etcd"),
+		Kubeconfig: filepath.Join(local, "kubeconfig"),
+		Containerd: filepath.Join(local, "containerd"),
+		CNIConf:    filepath.Join(local, "cni", "net.d"),
+		Kubelet:    filepath.Join(local, "kubelet"),
+		Kwok:       filepath.Join(local, "kwok"),
+	}
+}
+
+// ContainerdSocket is the containerd gRPC socket of the local cluster.
+func (p Paths) ContainerdSocket() string { return filepath.Join(p.Containerd, "containerd.sock") }
+
+// Binary returns the path of a built binary.
+func (p Paths) Binary(name string) string { return filepath.Join(p.Bin, name) }

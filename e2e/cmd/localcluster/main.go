@@ -1,0 +1,107 @@
+// Command localcluster brings the local real Kubernetes cluster up or down,
+// reports its status, and builds the project's images into it.
+//
+//	localcluster up [--kwok-nodes N]   start (idempotent) and print a summary
+//	localcluster down                  stop everything and restore the host
+//	localcluster status                exit 0 when running
+//	localcluster images [names...]     build cmd/<name> images and import them
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/neuronetes/neuronetes/e2e/cluster"
+	"github.com/neuronetes/neuronetes/e2e/images"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	root := fs.String("root", ".", "repository root (state goes to ROOT/.local)")
+	kwok := fs.Int("kwok-nodes", 0, "number of kwok nodes to create")
+	_ = fs.Parse(os.Args[2:])
+	abs, err := filepath.Abs(*root)
+	if err != nil {
+		fail(err)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	logf := func(format string, args ...any) { fmt.Printf("[localcluster] "+format+"\n", args...) }
+
+	switch os.Args[1] {
+	case "up":
+		start := time.Now()
+		c, err := cluster.Up(ctx, cluster.Options{Root: abs, KwokNodes: *kwok, Logf: logf})
+		if err != nil {
+			fail(err)
+		}
+		logf("cluster up in %s; kubeconfig %s", time.Since(start).Round(100*time.Millisecond), c.Kubeconfig)
+		logf("try: %s --kubeconfig %s get nodes", filepath.Join(c.Paths.Bin, "kubectl"), c.Kubeconfig)
+	case "down":
+		if err := cluster.Down(ctx, abs, logf); err != nil {
+			fail(err)
+		}
+		logf("cluster down; nothing left behind")
+	case "status":
+		c, err := cluster.Attach(abs)
+		if err != nil {
+			fail(err)
+		}
+		logf("running; kubeconfig %s", c.Kubeconfig)
+	case "images":
+		names := fs.Args()
+		if len(names) == 0 {
+			names = defaultImages(abs)
+		}
+		p := cluster.NewPaths(abs)
+		for _, n := range names {
+			start := time.Now()
+			spec := images.Spec{Name: n, MainPkg: "./cmd/" + n, Dir: abs, Cgo: needsCgo(n)}
+			ref, err := images.BuildAndImport(ctx, spec, filepath.Join(p.Local, "images"), p.Binary("ctr"), p.ContainerdSocket())
+			if err != nil {
+				fail(err)
+			}
+			logf("image %s imported in %s", ref, time.Since(start).Round(100*time.Millisecond))
+		}
+	default:
+		usage()
+	}
+}
+
+// defaultImages lists every command under cmd/ that is deployed as a pod.
+func defaultImages(root string) []string {
+	ents, err := os.ReadDir(filepath.Join(root, "cmd"))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() && !strings.HasSuffix(e.Name(), "-bench") && !strings.HasSuffix(e.Name(), "-sim") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// needsCgo reports whether a command links go-nvml and so needs cgo.
+func needsCgo(name string) bool { return name == "driver" }
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status|images [--root DIR] [--kwok-nodes N] [names...]")
+	os.Exit(2)
+}
+
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
+	os.Exit(1)
+}
