@@ -39,7 +39,7 @@ type Options struct {
 // Observer is told about Redis calls and near-cache lookups (for metrics).
 type Observer interface {
 	RedisCall(op string, d time.Duration, err error)
-	NearCache(hit bool)
+	NearCacheLookup(hit bool)
 }
 
 // Session is one stored session document.
@@ -161,7 +161,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Session, error) {
 
 func (s *Store) nearObserve(hit bool) {
 	if s.opts.Observer != nil {
-		s.opts.Observer.NearCache(hit)
+		s.opts.Observer.NearCacheLookup(hit)
 	}
 }
 

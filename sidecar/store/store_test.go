@@ -66,7 +66,10 @@ func TestCRUDAndErrors(t *testing.T) {
 	}{
 		{"stale if-match", func() error { _, err := s.Put(ctx, "conv-1", []byte(`{}`), v1+100, 0); return err }, ErrConflict},
 		{"create-only on existing", func() error { _, err := s.Put(ctx, "conv-1", []byte(`{}`), 0, 0); return err }, ErrConflict},
-		{"oversize", func() error { _, err := s.Put(ctx, "c", []byte(`{"a":"`+string(make([]byte, 2000))+`"}`), -1, 0); return err }, ErrTooLarge},
+		{"oversize", func() error {
+			_, err := s.Put(ctx, "c", []byte(`{"a":"`+string(make([]byte, 2000))+`"}`), -1, 0)
+			return err
+		}, ErrTooLarge},
 		{"bad id", func() error { _, err := s.Get(ctx, "a:b"); return err }, ErrBadID},
 		{"bad id braces", func() error { _, err := s.Put(ctx, "{team-b}", []byte(`{}`), -1, 0); return err }, ErrBadID},
 		{"not object", func() error { _, err := s.Put(ctx, "c", []byte(`[1]`), -1, 0); return err }, ErrBadDocument},
@@ -290,7 +293,7 @@ type countObserver struct {
 }
 
 func (o *countObserver) RedisCall(string, time.Duration, error) {}
-func (o *countObserver) NearCache(hit bool) {
+func (o *countObserver) NearCacheLookup(hit bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if hit {

@@ -1,0 +1,101 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/neuronetes/neuronetes/sidecar/store"
+)
+
+// TTLHeader is the request header that sets a per-entry TTL (same syntax as ?ttl=).
+const TTLHeader = "X-Neuronetes-TTL"
+
+// errTooLarge marks a request body over the size limit (-> 413).
+var errTooLarge = errors.New("request body too large")
+
+// errBadRequest marks malformed requests (-> 400).
+var errBadRequest = errors.New("bad request")
+
+// sessionRequest is a decoded session API request.
+type sessionRequest struct {
+	id        string
+	ifVersion int64         // -1: unconditional
+	ttl       time.Duration // 0: store default
+	body      []byte        // PUT: session object; POST turns: one turn object
+}
+
+// decodeSession validates and decodes a session request: the conversation id
+// from the path, If-Match, the TTL (query ?ttl= or X-Neuronetes-TTL: a Go
+// duration like "90s" or whole seconds) and, for PUT/POST, a JSON object
+// body of at most maxBody bytes.
+func decodeSession(r *http.Request, maxBody int) (*sessionRequest, error) {
+	req := &sessionRequest{id: r.PathValue("id"), ifVersion: -1}
+	if !store.ValidID(req.id) {
+		return nil, fmt.Errorf("conversation id %q: want [A-Za-z0-9._-]{1,128}: %w", req.id, errBadRequest)
+	}
+	if im := strings.TrimSpace(r.Header.Get("If-Match")); im != "" {
+		v, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(im, "W/"), `"`), 10, 64)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("If-Match %q: want a version number: %w", im, errBadRequest)
+		}
+		req.ifVersion = v
+	}
+	ttl := r.URL.Query().Get("ttl")
+	if ttl == "" {
+		ttl = r.Header.Get(TTLHeader)
+	}
+	if ttl != "" {
+		d, err := parseTTL(ttl)
+		if err != nil {
+			return nil, err
+		}
+		req.ttl = d
+	}
+	if r.Method != http.MethodPut && r.Method != http.MethodPost {
+		return req, nil
+	}
+	body, err := readBody(r, maxBody)
+	if err != nil {
+		return nil, err
+	}
+	if !jsonObject(body) {
+		return nil, fmt.Errorf("body: want a JSON object: %w", errBadRequest)
+	}
+	req.body = body
+	return req, nil
+}
+
+func parseTTL(s string) (time.Duration, error) {
+	var d time.Duration
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > 0 && n < 1<<32 {
+		d = time.Duration(n) * time.Second
+	} else if d, err = time.ParseDuration(s); err != nil || d <= 0 {
+		return 0, fmt.Errorf("ttl %q: want seconds or a duration like 30m: %w", s, errBadRequest)
+	}
+	return d, nil
+}
+
+// readBody reads at most limit bytes; more is errTooLarge.
+func readBody(r *http.Request, limit int) ([]byte, error) {
+	if r.ContentLength > int64(limit) {
+		return nil, fmt.Errorf("body %d bytes over %d: %w", r.ContentLength, limit, errTooLarge)
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, int64(limit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("read body: %v: %w", err, errBadRequest)
+	}
+	if len(b) > limit {
+		return nil, fmt.Errorf("body over %d bytes: %w", limit, errTooLarge)
+	}
+	return b, nil
+}
+
+func jsonObject(b []byte) bool {
+	var m map[string]jsonRaw
+	return unmarshal(b, &m) == nil && m != nil
+}
