@@ -52,27 +52,7 @@ func preflight(p Paths, ownPorts map[int]bool) error {
 	if !filesystemSupported("overlay") {
 		problems = append(problems, "the overlay filesystem is not available (containerd's overlayfs snapshotter needs it; try `modprobe overlay`)")
 	}
-	ports := []struct {
-		host string
-		port int
-		who  string
-	}{
-		{"127.0.0.1", EtcdPort, "etcd"}, {"127.0.0.1", EtcdPeerPort, "etcd peer"},
-		{"127.0.0.1", APIServerPort, "kube-apiserver"}, {"127.0.0.1", SchedulerPort, "kube-scheduler"},
-		{"127.0.0.1", ControllerManagerPort, "kube-controller-manager"}, {"127.0.0.1", KubeletHealthzPort, "kubelet healthz"},
-		{"0.0.0.0", KubeletPort, "kubelet"},
-	}
-	for _, pt := range ports {
-		if ownPorts[pt.port] {
-			continue
-		}
-		l, err := net.Listen("tcp", net.JoinHostPort(pt.host, strconv.Itoa(pt.port)))
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("port %d (%s) is already in use: %v", pt.port, pt.who, err))
-			continue
-		}
-		_ = l.Close()
-	}
+	problems = append(problems, busyPorts(clusterPorts, ownPorts)...)
 	if len(problems) > 0 {
 		return &PreflightError{Problems: problems}
 	}
@@ -113,6 +93,39 @@ func filesystemSupported(fs string) bool {
 		}
 	}
 	return false
+}
+
+// portSpec is one listening address of the cluster.
+type portSpec struct {
+	host string
+	port int
+	who  string
+}
+
+// clusterPorts are the addresses the cluster's processes listen on.
+var clusterPorts = []portSpec{
+	{"127.0.0.1", EtcdPort, "etcd"}, {"127.0.0.1", EtcdPeerPort, "etcd peer"},
+	{"127.0.0.1", APIServerPort, "kube-apiserver"}, {"127.0.0.1", SchedulerPort, "kube-scheduler"},
+	{"127.0.0.1", ControllerManagerPort, "kube-controller-manager"}, {"127.0.0.1", KubeletHealthzPort, "kubelet healthz"},
+	{"0.0.0.0", KubeletPort, "kubelet"},
+}
+
+// busyPorts returns a problem for each port that something other than this
+// cluster already holds.
+func busyPorts(ports []portSpec, own map[int]bool) []string {
+	var problems []string
+	for _, pt := range ports {
+		if own[pt.port] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(pt.host, strconv.Itoa(pt.port)))
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("port %d (%s) is already in use: %v", pt.port, pt.who, err))
+			continue
+		}
+		_ = l.Close()
+	}
+	return problems
 }
 
 // errNotRunning reports that no local cluster is running.

@@ -1,0 +1,322 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/neuronetes/neuronetes/e2e/cluster"
+	"github.com/neuronetes/neuronetes/e2e/images"
+)
+
+// demoNamespace holds the demo's workloads.
+const demoNamespace = "neuronetes-demo"
+
+type demo struct {
+	root    string
+	start   time.Time
+	c       *cluster.Cluster
+	kube    kubernetes.Interface
+	dyn     dynamic.Interface
+	mapper  *restmapper.DeferredDiscoveryRESTMapper
+	results []string
+}
+
+type step struct {
+	name string
+	fn   func(context.Context) error
+}
+
+func (d *demo) connect(c *cluster.Cluster) error {
+	cfg, err := c.RestConfig()
+	if err != nil {
+		return err
+	}
+	d.c = c
+	if d.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return err
+	}
+	if d.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+		return err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	d.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	return nil
+}
+
+func (d *demo) steps() []step {
+	return []step{
+		{"build and import images", d.buildImages},
+		{"smoke pod with a locally built image", d.smokePod},
+	}
+}
+
+// image builds one cmd/ (or e2e/cmd/) command into the local containerd.
+func (d *demo) image(ctx context.Context, name, pkg string, cgo bool) (string, error) {
+	p := d.c.Paths
+	return images.BuildAndImport(ctx, images.Spec{Name: name, MainPkg: pkg, Dir: d.root, Cgo: cgo},
+		filepath.Join(p.Local, "images"), p.Binary("ctr"), p.ContainerdSocket())
+}
+
+func (d *demo) buildImages(ctx context.Context) error {
+	if _, err := d.image(ctx, "smoke", "./e2e/cmd/smoke", false); err != nil {
+		return err
+	}
+	ents, _ := os.ReadDir(filepath.Join(d.root, "cmd"))
+	for _, e := range ents {
+		if !e.IsDir() || strings.HasSuffix(e.Name(), "-sim") || strings.HasSuffix(e.Name(), "-bench") {
+			continue
+		}
+		start := time.Now()
+		ref, err := d.image(ctx, e.Name(), "./cmd/"+e.Name(), e.Name() == "driver")
+		if err != nil {
+			return err
+		}
+		logf("   %s (%s)", ref, time.Since(start).Round(100*time.Millisecond))
+	}
+	return nil
+}
+
+func (d *demo) ensureNamespace(ctx context.Context, ns string) error {
+	_, err := d.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return waitFor(ctx, 30*time.Second, "default service account in "+ns, func() (bool, error) {
+		_, err := d.kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+}
+
+func (d *demo) smokePod(ctx context.Context) error {
+	if err := d.ensureNamespace(ctx, demoNamespace); err != nil {
+		return err
+	}
+	_ = d.kube.CoreV1().Pods(demoNamespace).Delete(ctx, "smoke", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
+	if err := waitFor(ctx, 60*time.Second, "old smoke pod gone", func() (bool, error) {
+		_, err := d.kube.CoreV1().Pods(demoNamespace).Get(ctx, "smoke", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		return err
+	}
+	if err := d.apply(ctx, demoNamespace, fmt.Sprintf(`
+apiVersion: v1
+kind: Pod
+metadata:
+  name: smoke
+spec:
+  nodeName: %s
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: smoke
+    image: %s
+    imagePullPolicy: Never
+    env:
+    - name: SMOKE_GREETING
+      value: hello-from-make-run
+`, cluster.NodeName, images.Ref("smoke"))); err != nil {
+		return err
+	}
+	if err := d.waitPodRunning(ctx, demoNamespace, "smoke", 90*time.Second); err != nil {
+		return err
+	}
+	var logs string
+	err := waitFor(ctx, 20*time.Second, "smoke pod logs", func() (bool, error) {
+		b, err := d.kube.CoreV1().Pods(demoNamespace).GetLogs("smoke", &corev1.PodLogOptions{}).DoRaw(ctx)
+		logs = string(b)
+		return err == nil && strings.Contains(logs, "SMOKE_GREETING"), err
+	})
+	if err != nil {
+		return err
+	}
+	d.results = append(d.results, "smoke pod logs: "+strings.Join(strings.Fields(logs), " "))
+	return nil
+}
+
+// apply server-side applies a multi-document manifest.
+func (d *demo) apply(ctx context.Context, namespace, manifest string) error {
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("decoding manifest: %w", err)
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		gvk := obj.GroupVersionKind()
+		m, err := d.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			d.mapper.Reset()
+			if m, err = d.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+				return fmt.Errorf("mapping %s: %w", gvk, err)
+			}
+		}
+		ri := dynamic.ResourceInterface(d.dyn.Resource(m.Resource))
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			if obj.GetNamespace() == "" {
+				obj.SetNamespace(namespace)
+			}
+			ri = d.dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
+		}
+		data, err := obj.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		if _, err := ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: "neuronetes-demo", Force: ptr(true)}); err != nil {
+			return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
+		}
+	}
+}
+
+func (d *demo) waitPodRunning(ctx context.Context, ns, name string, timeout time.Duration) error {
+	return waitFor(ctx, timeout, "pod "+ns+"/"+name+" running", func() (bool, error) {
+		p, err := d.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			return false, fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if !cs.Ready {
+				return false, fmt.Errorf("container %s not ready", cs.Name)
+			}
+		}
+		return true, nil
+	})
+}
+
+func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s waiting for %s (last: %v)", timeout, what, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// summary prints what runs where and how to look at it.
+func (d *demo) summary(ctx context.Context) error {
+	nodes, err := d.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Println("==================== NeuroNetes local cluster ====================")
+	fmt.Println("Nodes:")
+	for _, n := range nodes.Items {
+		ready := "NotReady"
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				ready = "Ready"
+			}
+		}
+		fmt.Printf("  %-20s %-8s kubelet %s\n", n.Name, ready, n.Status.NodeInfo.KubeletVersion)
+	}
+	slices, err := d.kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	perDriver := map[string]int{}
+	for _, s := range slices.Items {
+		perDriver[s.Spec.Driver] += len(s.Spec.Devices)
+	}
+	fmt.Printf("Devices advertised: %d ResourceSlices\n", len(slices.Items))
+	for _, drv := range sortedKeys(perDriver) {
+		fmt.Printf("  %-28s %d devices\n", drv, perDriver[drv])
+	}
+	claims, err := d.kube.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ResourceClaims: %d\n", len(claims.Items))
+	for _, c := range claims.Items {
+		state := "pending"
+		if c.Status.Allocation != nil {
+			var devs []string
+			for _, r := range c.Status.Allocation.Devices.Results {
+				devs = append(devs, r.Device)
+			}
+			state = "allocated " + strings.Join(devs, ",")
+		}
+		fmt.Printf("  %s/%s: %s\n", c.Namespace, c.Name, state)
+	}
+	pods, err := d.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("Pods: %d\n", len(pods.Items))
+	for _, p := range pods.Items {
+		fmt.Printf("  %-40s %-10s %s\n", p.Namespace+"/"+p.Name, p.Status.Phase, p.Spec.NodeName)
+	}
+	fmt.Println("Demo:")
+	for _, r := range d.results {
+		fmt.Println("  - " + r)
+	}
+	kubectl := filepath.Join(d.c.Paths.Bin, "kubectl")
+	if rel, err := filepath.Rel(d.root, kubectl); err == nil {
+		kubectl = rel
+	}
+	fmt.Printf("\nThe cluster stays up (%s). Look around with:\n", time.Since(d.start).Round(time.Second))
+	fmt.Printf("  %s --kubeconfig .local/kubeconfig get nodes,resourceslices,pods -A\n", kubectl)
+	fmt.Println("Stop it with: make cluster-down")
+	return nil
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// kubectlPath is used by steps that shell out to kubectl.
+func (d *demo) kubectl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, d.c.Paths.Binary("kubectl"), append([]string{"--kubeconfig", d.c.Kubeconfig}, args...)...)
+	b, err := cmd.CombinedOutput()
+	return string(b), err
+}
