@@ -22,6 +22,7 @@ func TestEvictionOrderUnderDiskBudget(t *testing.T) {
 		touch    []int // entries used again afterwards, in order
 		pins     []int
 		add      int // size of the new entry
+		noEvict  bool
 		wantGone []int
 		wantErr  error
 	}{
@@ -32,6 +33,8 @@ func TestEvictionOrderUnderDiskBudget(t *testing.T) {
 		{name: "pinned entry is skipped", budget: 300, sizes: []int{100, 100, 100}, pins: []int{0}, add: 100, wantGone: []int{1}},
 		{name: "only pinned left", budget: 300, sizes: []int{100, 100, 100}, pins: []int{0, 1, 2}, add: 100, wantErr: ErrNoSpace},
 		{name: "bigger than budget", budget: 300, sizes: []int{100}, add: 400, wantErr: ErrNoSpace},
+		{name: "no-evict request fits", budget: 400, sizes: []int{100, 100, 100}, add: 100, noEvict: true},
+		{name: "no-evict request refused", budget: 300, sizes: []int{100, 100, 100}, add: 100, noEvict: true, wantErr: ErrNoSpace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,7 +61,7 @@ func TestEvictionOrderUnderDiskBudget(t *testing.T) {
 			var evicted []string
 			s.opts.Observer = recorder{evicted: &evicted}
 			data, digest := content(tt.add, 9)
-			_, err = s.Ensure(context.Background(), Request{Digest: digest, Source: &bytesSource{data: data, failAfter: -1}})
+			_, err = s.Ensure(context.Background(), Request{Digest: digest, Source: &bytesSource{data: data, failAfter: -1}, NoEvict: tt.noEvict})
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Ensure new entry: err=%v, want %v", err, tt.wantErr)
 			}

@@ -25,6 +25,9 @@ type Request struct {
 	// Size is the expected content length if known (0 otherwise); used to reserve the disk budget before
 	// the source reports a length.
 	Size int64
+	// NoEvict forbids evicting other entries to make room: the fetch fails with ErrNoSpace instead.
+	// Used for opportunistic prewarming of models that no pod on the node uses yet.
+	NoEvict bool
 }
 
 // Progress is a snapshot of a running fetch.
@@ -201,7 +204,7 @@ func (s *Store) download(ctx context.Context, h string, req Request) (e Entry, r
 		need = req.Size
 	}
 	s.mu.Lock()
-	evicted, err := s.reserveLocked(h, max(need, 0))
+	evicted, err := s.reserveLocked(h, max(need, 0), !req.NoEvict)
 	s.mu.Unlock()
 	if err != nil {
 		return Entry{}, resumed, err

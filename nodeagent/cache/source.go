@@ -28,6 +28,8 @@ type Source interface {
 type SourceOptions struct {
 	// HTTPClient is used for http(s) sources; http.DefaultClient when nil.
 	HTTPClient *http.Client
+	// HTTPHeader is added to every http(s) request (e.g. Authorization from a Secret).
+	HTTPHeader http.Header
 	// S3Endpoint is "host:port" or "http(s)://host:port" of an S3-compatible server for s3:// URIs.
 	S3Endpoint string
 	// S3AccessKey and S3SecretKey are static credentials; anonymous access when both are empty.
@@ -57,7 +59,7 @@ func NewSource(uri string, opts SourceOptions) (Source, error) {
 		if c == nil {
 			c = http.DefaultClient
 		}
-		return HTTPSource{URL: uri, Client: c}, nil
+		return HTTPSource{URL: uri, Client: c, Header: opts.HTTPHeader}, nil
 	case "s3":
 		return newS3Source(u, opts)
 	default:
@@ -98,6 +100,8 @@ func (s FileSource) String() string { return "file://" + s.Path }
 type HTTPSource struct {
 	URL    string
 	Client *http.Client
+	// Header is added to every request; may be nil.
+	Header http.Header
 }
 
 // Open implements Source. A 206 reply resumes at offset; a 200 reply restarts from 0; a 416 reply to a
@@ -107,6 +111,9 @@ func (s HTTPSource) Open(ctx context.Context, offset int64) (io.ReadCloser, int6
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
 		if err != nil {
 			return nil, 0, 0, fmt.Errorf("http request: %w", err)
+		}
+		for k, vs := range s.Header {
+			req.Header[k] = vs
 		}
 		if offset > 0 {
 			req.Header.Set("Range", fmt.Sprintf("bytes=%d-", offset))

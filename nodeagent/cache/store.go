@@ -238,7 +238,7 @@ func (s *Store) removeLocked(e *Entry) error {
 
 // reserveLocked makes room for need more bytes under the disk budget by evicting least recently used
 // unpinned entries, and records the reservation for hex. It returns the evicted entries.
-func (s *Store) reserveLocked(hex string, need int64) ([]Entry, error) {
+func (s *Store) reserveLocked(hex string, need int64, mayEvict bool) ([]Entry, error) {
 	if s.opts.DiskBudget <= 0 {
 		s.inflight[hex] = need
 		return nil, nil
@@ -251,6 +251,9 @@ func (s *Store) reserveLocked(hex string, need int64) ([]Entry, error) {
 	if used+need <= s.opts.DiskBudget {
 		s.inflight[hex] = need
 		return nil, nil
+	}
+	if !mayEvict {
+		return nil, fmt.Errorf("entry %s needs %d bytes, %d free and eviction not allowed: %w", hex, need, s.opts.DiskBudget-used, ErrNoSpace)
 	}
 	cands := make([]Entry, 0, len(s.entries))
 	for h, e := range s.entries {
@@ -344,4 +347,15 @@ func ctxDone(ctx context.Context) error {
 	default:
 		return nil
 	}
+}
+
+// Peek returns the entry for hex without marking it used.
+func (s *Store) Peek(hex string) (Entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.entries[hex]
+	if !ok {
+		return Entry{}, false
+	}
+	return s.copyLocked(e), true
 }

@@ -95,3 +95,14 @@ func (l *Locker) IsLocked(path string) bool {
 	_, ok := l.maps[path]
 	return ok
 }
+
+// Paths returns the locked paths.
+func (l *Locker) Paths() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]string, 0, len(l.maps))
+	for p := range l.maps {
+		out = append(out, p)
+	}
+	return out
+}

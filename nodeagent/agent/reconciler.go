@@ -1,0 +1,290 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/nodeagent/cache"
+)
+
+// Reconciler keeps this node's cache in line with the cluster: every Model is prewarmed (models used by
+// pods on this node may evict others; the rest only fill free space), entries used by pods are pinned,
+// warm models are labelled on the Node, and each Model's status.nodes[] entry for this node is written
+// with server-side apply under a per-node field manager, so agents on different nodes never conflict.
+//
+// All events map to one request (the node), so a reconcile is always a full, idempotent sync.
+type Reconciler struct {
+	// Client reads Models, AgentClasses and this node's Pods from the manager's cache.
+	Client client.Client
+	// APIReader reads Secrets uncached (no cluster-wide Secret watch).
+	APIReader client.Reader
+	// Agent does the work.
+	Agent *Agent
+	// NodeName is this node.
+	NodeName string
+	// S3Endpoint is used for s3:// models whose Secret has no "endpoint" key.
+	S3Endpoint string
+	// HTTPClient is used for http(s) sources.
+	HTTPClient *http.Client
+	// ActiveResync is the requeue interval while downloads run (progress reporting); 0 means 3s.
+	ActiveResync time.Duration
+	// IdleResync is the requeue interval otherwise (re-measure residency, keep labels true); 0 means 30s.
+	IdleResync time.Duration
+	// RetryAfter is the least time between attempts for a failed model; 0 means 1m.
+	RetryAfter time.Duration
+
+	// written remembers the last status written per model, to skip no-op applies.
+	written map[types.NamespacedName]v1alpha1.ModelNodeStatus
+}
+
+// FieldManager is the server-side apply field manager this node's agent uses for Model status.
+func (r *Reconciler) FieldManager() string { return "neuronetes-nodeagent/" + r.NodeName }
+
+// PodFieldSelector restricts the manager's Pod cache to pods on nodeName; use it in
+// cache.Options.ByObject.
+func PodFieldSelector(nodeName string) fields.Selector {
+	return fields.OneTermEqualSelector("spec.nodeName", nodeName)
+}
+
+// SetupWithManager registers the reconciler. The manager's cache must restrict Pods to this node (see
+// PodFieldSelector).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	node := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: r.NodeName}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("nodeagent").
+		Watches(&v1alpha1.Model{}, node).
+		Watches(&v1alpha1.AgentClass{}, node).
+		Watches(&corev1.Pod{}, node).
+		Complete(r)
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	log := klog.FromContext(ctx)
+	if r.written == nil {
+		r.written = map[types.NamespacedName]v1alpha1.ModelNodeStatus{}
+	}
+	var models v1alpha1.ModelList
+	if err := r.Client.List(ctx, &models); err != nil {
+		return reconcile.Result{}, fmt.Errorf("list models: %w", err)
+	}
+	var classes v1alpha1.AgentClassList
+	if err := r.Client.List(ctx, &classes); err != nil {
+		return reconcile.Result{}, fmt.Errorf("list agentclasses: %w", err)
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods); err != nil {
+		return reconcile.Result{}, fmt.Errorf("list pods: %w", err)
+	}
+	modelByKey := map[string]*v1alpha1.Model{}
+	for i := range models.Items {
+		m := &models.Items[i]
+		modelByKey[m.Namespace+"/"+m.Name] = m
+	}
+	classByKey := map[string]*v1alpha1.AgentClass{}
+	for i := range classes.Items {
+		c := &classes.Items[i]
+		classByKey[c.Namespace+"/"+c.Name] = c
+	}
+	var onNode []corev1.Pod
+	for _, p := range pods.Items { // the cache is node-scoped; this guards a misconfigured one
+		if p.Spec.NodeName == r.NodeName {
+			onNode = append(onNode, p)
+		}
+	}
+	pins := Pins(onNode, classByKey, modelByKey, r.Agent.Store().Root())
+	r.Agent.Store().SetPins(pins)
+
+	for i := range models.Items {
+		m := &models.Items[i]
+		h, err := cache.ParseDigest(m.Spec.Digest)
+		if err != nil {
+			continue // reported in status below
+		}
+		st := r.Agent.State(h)
+		if st.Phase == PhaseReady && st.Warm {
+			continue
+		}
+		if st.Phase == PhaseFailed && time.Since(st.FailedAt) < orDefault(r.RetryAfter, time.Minute) {
+			continue
+		}
+		req, err := r.request(ctx, m, len(pins[h]) == 0)
+		if err != nil {
+			log.Error(err, "Model source", "model", klog.KObj(m))
+			r.Agent.update(h, func(s *State) { s.Phase, s.Message, s.FailedAt = PhaseFailed, err.Error(), time.Now() })
+			continue
+		}
+		r.Agent.Start(req)
+	}
+
+	states := r.Agent.Refresh()
+	byHex := map[string]State{}
+	var warmHexes []string
+	for _, s := range states {
+		byHex[s.Hex] = s
+		if s.Phase == PhaseReady && s.Warm {
+			warmHexes = append(warmHexes, s.Hex)
+		}
+	}
+	sort.Strings(warmHexes)
+	if err := r.syncLabels(ctx, warmHexes); err != nil {
+		return reconcile.Result{}, err
+	}
+	for i := range models.Items {
+		m := &models.Items[i]
+		if err := r.applyStatus(ctx, m, byHex); err != nil {
+			log.Error(err, "Writing model status", "model", klog.KObj(m))
+		}
+	}
+	if r.Agent.Running() {
+		return reconcile.Result{RequeueAfter: orDefault(r.ActiveResync, 3*time.Second)}, nil
+	}
+	return reconcile.Result{RequeueAfter: orDefault(r.IdleResync, 30*time.Second)}, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// request builds the agent request for a Model, resolving its Secret. Secret keys: accessKeyID,
+// secretAccessKey, endpoint and region for s3; token for http(s) (sent as a Bearer token).
+func (r *Reconciler) request(ctx context.Context, m *v1alpha1.Model, noEvict bool) (Request, error) {
+	opts := cache.SourceOptions{HTTPClient: r.HTTPClient, S3Endpoint: r.S3Endpoint}
+	if ref := m.Spec.Source.SecretRef; ref != nil {
+		var sec corev1.Secret
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: ref.Name}, &sec); err != nil {
+			return Request{}, fmt.Errorf("spec.source.secretRef %q: %w", ref.Name, err)
+		}
+		opts.S3AccessKey = string(sec.Data["accessKeyID"])
+		opts.S3SecretKey = string(sec.Data["secretAccessKey"])
+		opts.S3Region = string(sec.Data["region"])
+		if ep := string(sec.Data["endpoint"]); ep != "" {
+			opts.S3Endpoint = ep
+		}
+		if tok := string(sec.Data["token"]); tok != "" {
+			opts.HTTPHeader = http.Header{"Authorization": {"Bearer " + tok}}
+		}
+	}
+	return Request{Digest: m.Spec.Digest, URI: m.Spec.Source.URI, SizeBytes: m.Spec.SizeBytes, Source: opts, NoEvict: noEvict}, nil
+}
+
+// syncLabels makes the node's warm labels match warmHexes with one merge patch.
+func (r *Reconciler) syncLabels(ctx context.Context, warmHexes []string) error {
+	var node corev1.Node
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Name: r.NodeName}, &node); err != nil {
+		return fmt.Errorf("get node %s: %w", r.NodeName, err)
+	}
+	patch := LabelPatch(node.Labels, warmHexes)
+	if patch == nil {
+		return nil
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": patch}})
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Patch(ctx, &node, client.RawPatch(types.MergePatchType, body)); err != nil {
+		return fmt.Errorf("label node %s: %w", r.NodeName, err)
+	}
+	klog.FromContext(ctx).Info("Updated warm-model node labels", "node", r.NodeName, "changes", len(patch), "warm", len(warmHexes))
+	return nil
+}
+
+// NodeStatus renders this node's status entry for a model from the agent's state.
+func NodeStatus(node string, m *v1alpha1.Model, byHex map[string]State) v1alpha1.ModelNodeStatus {
+	ns := v1alpha1.ModelNodeStatus{NodeName: node, Phase: v1alpha1.ModelCachePending}
+	h, err := cache.ParseDigest(m.Spec.Digest)
+	if err != nil {
+		ns.Phase, ns.Message = v1alpha1.ModelCacheFailed, fmt.Sprintf("spec.digest: %v", err)
+		return ns
+	}
+	s, ok := byHex[h]
+	if !ok {
+		return ns
+	}
+	ns.Phase = v1alpha1.ModelCachePhase(s.Phase)
+	ns.BytesCached = s.BytesCached
+	ns.Message = s.Message
+	switch {
+	case s.Phase == PhaseDownloading:
+		ns.Message = progressMessage(s)
+	case s.Phase == PhaseReady && s.SizeBytes > 0:
+		ns.Message = fmt.Sprintf("resident %d%% (%d of %d bytes)", s.ResidentBytes*100/s.SizeBytes, s.ResidentBytes, s.SizeBytes)
+		if s.Warm {
+			ns.Message = "warm: " + ns.Message
+		} else if s.Message != "" {
+			ns.Message = s.Message + "; " + ns.Message
+		}
+	}
+	return ns
+}
+
+func progressMessage(s State) string {
+	msg := fmt.Sprintf("downloading %d", s.BytesCached)
+	if s.SizeBytes > 0 {
+		msg += fmt.Sprintf(" of %d bytes (%d%%)", s.SizeBytes, s.BytesCached*100/s.SizeBytes)
+	} else {
+		msg += " bytes"
+	}
+	if s.BytesPerSecond > 0 {
+		msg += fmt.Sprintf(" at %.1f MiB/s", s.BytesPerSecond/(1<<20))
+	}
+	if s.ETA > 0 {
+		msg += fmt.Sprintf(", ETA %s", s.ETA.Round(time.Second))
+	}
+	return msg
+}
+
+// applyStatus writes this node's entry of m.status.nodes with server-side apply, when it changed.
+func (r *Reconciler) applyStatus(ctx context.Context, m *v1alpha1.Model, byHex map[string]State) error {
+	want := NodeStatus(r.NodeName, m, byHex)
+	key := client.ObjectKeyFromObject(m)
+	for _, cur := range m.Status.Nodes { // after a restart, compare with what the API holds
+		if cur.NodeName == r.NodeName {
+			if _, seen := r.written[key]; !seen {
+				cur.LastUpdateTime = nil
+				r.written[key] = cur
+			}
+		}
+	}
+	if prev, ok := r.written[key]; ok && prev == want {
+		return nil
+	}
+	now := metav1.Now()
+	entry := want
+	entry.LastUpdateTime = &now
+	obj := map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(),
+		"kind":       "Model",
+		"metadata":   map[string]any{"name": m.Name, "namespace": m.Namespace},
+		"status":     map[string]any{"nodes": []any{entry}},
+	}
+	u, err := toUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(r.FieldManager()), client.ForceOwnership); err != nil {
+		return fmt.Errorf("apply status of model %s: %w", key, err)
+	}
+	r.written[key] = want
+	return nil
+}
