@@ -1,0 +1,247 @@
+// Package snapshot is the node agent's handler of AgentCheckpoint requests:
+// it checkpoints a container of a pod on this node into the image store, or
+// restores a stored checkpoint into a container on this node, and reports
+// progress and failures in the AgentCheckpoint's status and as Events.
+//
+// Every node agent watches all AgentCheckpoints; only the agent on the node
+// of the source (Checkpoint) or target (Restore) pod acts on one.
+package snapshot
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/checkpoint/store"
+)
+
+// Container identifies a running container on this node.
+type Container struct {
+	Namespace, Pod, Name string
+	// ID is the containerd container ID (the CRI container ID without "containerd://").
+	ID string
+}
+
+// Engine does the node-level work; checkpoint/container provides the
+// containerd implementation.
+type Engine interface {
+	// Checkpoint dumps c and stores it as agent/id.
+	Checkpoint(ctx context.Context, c Container, agent, id string, leaveRunning bool, progress store.ProgressFunc) (*store.Manifest, error)
+	// Restore replaces c's process tree with the stored checkpoint agent/id.
+	Restore(ctx context.Context, c Container, agent, id string, progress store.ProgressFunc) error
+	// Latest returns the newest checkpoint of agent.
+	Latest(ctx context.Context, agent string) (*store.Manifest, error)
+	// Prune applies a retention policy to agent.
+	Prune(ctx context.Context, agent string, r store.Retention) (store.PruneResult, error)
+}
+
+// Reconciler handles AgentCheckpoints for one node.
+type Reconciler struct {
+	Client   client.Client
+	Recorder record.EventRecorder
+	Engine   Engine
+	NodeName string
+	// WaitRequeue is how long to wait for a container that is not running yet; 0 means 2s.
+	WaitRequeue time.Duration
+
+	mu       sync.Mutex
+	inflight map[types.UID]bool
+}
+
+// Options configure Setup.
+type Options struct {
+	// NodeName is this node.
+	NodeName string
+	// Engine does the work.
+	Engine Engine
+	// MaxConcurrent bounds parallel requests on this node; 0 means 2.
+	MaxConcurrent int
+}
+
+// Setup registers the AgentCheckpoint reconciler with mgr. The manager's
+// scheme must include v1alpha1 and core/v1. The node agent's RBAC needs:
+// agentcheckpoints get/list/watch, agentcheckpoints/status update/patch,
+// pods get/list/watch, events create/patch.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	if opts.NodeName == "" || opts.Engine == nil {
+		return fmt.Errorf("snapshot setup: NodeName %q and Engine are required", opts.NodeName)
+	}
+	r := &Reconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorderFor("neuronetes-nodeagent-snapshot"), //nolint:staticcheck // record API keeps fakes simple
+		Engine:   opts.Engine,
+		NodeName: opts.NodeName,
+	}
+	mc := opts.MaxConcurrent
+	if mc <= 0 {
+		mc = 2
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("agentcheckpoint-" + opts.NodeName).
+		For(&v1alpha1.AgentCheckpoint{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: mc}).
+		Complete(r)
+}
+
+// CheckpointID is the store id of the checkpoint an AgentCheckpoint writes.
+func CheckpointID(ac *v1alpha1.AgentCheckpoint) string {
+	return ac.Namespace + "." + ac.Name
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	logger := klog.FromContext(ctx).WithValues("agentcheckpoint", req.NamespacedName)
+	ctx = klog.NewContext(ctx, logger)
+	var ac v1alpha1.AgentCheckpoint
+	if err := r.Client.Get(ctx, req.NamespacedName, &ac); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	switch ac.Status.Phase {
+	case v1alpha1.AgentCheckpointSucceeded, v1alpha1.AgentCheckpointFailed:
+		return reconcile.Result{}, nil
+	}
+	ref, err := containerRef(&ac)
+	if err != nil {
+		return reconcile.Result{}, r.fail(ctx, &ac, "InvalidSpec", err)
+	}
+	var pod corev1.Pod
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ac.Namespace, Name: ref.Pod}, &pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			// The pod may be on another node outside this agent's pod cache.
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("get pod %s: %w", ref.Pod, err)
+	}
+	if pod.Spec.NodeName != r.NodeName {
+		return reconcile.Result{}, nil
+	}
+	if ac.Status.Phase == v1alpha1.AgentCheckpointRunning && !r.isInflight(ac.UID) {
+		return reconcile.Result{}, r.fail(ctx, &ac, "Interrupted", fmt.Errorf("the node agent restarted while the %s ran", ac.Spec.Operation))
+	}
+	if r.isInflight(ac.UID) {
+		return reconcile.Result{}, nil
+	}
+	c, ready, err := findContainer(&pod, ref.Container)
+	if err != nil {
+		return reconcile.Result{}, r.fail(ctx, &ac, "ContainerNotFound", err)
+	}
+	if !ready {
+		wait := r.WaitRequeue
+		if wait == 0 {
+			wait = 2 * time.Second
+		}
+		msg := fmt.Sprintf("waiting for container %s of pod %s to run", c.Name, pod.Name)
+		if ac.Status.Phase != v1alpha1.AgentCheckpointPending || ac.Status.Message != msg {
+			ac.Status.Phase, ac.Status.Message = v1alpha1.AgentCheckpointPending, msg
+			if err := r.Client.Status().Update(ctx, &ac); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	r.setInflight(ac.UID, true)
+	defer r.setInflight(ac.UID, false)
+	now := metav1.Now()
+	ac.Status.Phase, ac.Status.NodeName, ac.Status.StartTime, ac.Status.Message = v1alpha1.AgentCheckpointRunning, r.NodeName, &now, ""
+	if err := r.Client.Status().Update(ctx, &ac); err != nil {
+		return reconcile.Result{}, err
+	}
+	r.Recorder.Eventf(&ac, corev1.EventTypeNormal, "Started", "%s of %s/%s on %s", ac.Spec.Operation, pod.Name, c.Name, r.NodeName)
+	agent := agentKey(&ac, &pod)
+	switch ac.Spec.Operation {
+	case v1alpha1.CheckpointOperation:
+		return reconcile.Result{}, r.checkpoint(ctx, &ac, c, agent)
+	default:
+		return reconcile.Result{}, r.restore(ctx, &ac, c, agent)
+	}
+}
+
+func containerRef(ac *v1alpha1.AgentCheckpoint) (*v1alpha1.ContainerRef, error) {
+	switch ac.Spec.Operation {
+	case v1alpha1.CheckpointOperation:
+		if ac.Spec.Source == nil || ac.Spec.Source.Pod == "" {
+			return nil, fmt.Errorf("spec.source.pod is required for operation Checkpoint")
+		}
+		return ac.Spec.Source, nil
+	case v1alpha1.RestoreOperation:
+		if ac.Spec.Target == nil || ac.Spec.Target.Pod == "" {
+			return nil, fmt.Errorf("spec.target.pod is required for operation Restore")
+		}
+		if ac.Spec.Agent == "" && ac.Spec.CheckpointID == "" {
+			return nil, fmt.Errorf("spec.agent or spec.checkpointID is required for operation Restore")
+		}
+		return ac.Spec.Target, nil
+	}
+	return nil, fmt.Errorf("spec.operation %q: want Checkpoint or Restore", ac.Spec.Operation)
+}
+
+// findContainer returns the named (or first) container and whether it runs.
+func findContainer(pod *corev1.Pod, name string) (Container, bool, error) {
+	if name == "" && len(pod.Spec.Containers) > 0 {
+		name = pod.Spec.Containers[0].Name
+	}
+	c := Container{Namespace: pod.Namespace, Pod: pod.Name, Name: name}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != name {
+			continue
+		}
+		scheme, id, ok := strings.Cut(cs.ContainerID, "://")
+		if cs.State.Running == nil || !ok {
+			return c, false, nil
+		}
+		if scheme != "containerd" {
+			return c, false, fmt.Errorf("container %s of pod %s runs on %q, only containerd is supported", name, pod.Name, scheme)
+		}
+		c.ID = id
+		return c, true, nil
+	}
+	for _, sc := range pod.Spec.Containers {
+		if sc.Name == name {
+			return c, false, nil
+		}
+	}
+	return c, false, fmt.Errorf("pod %s has no container %q", pod.Name, name)
+}
+
+func agentKey(ac *v1alpha1.AgentCheckpoint, pod *corev1.Pod) string {
+	if ac.Spec.Agent != "" {
+		return ac.Spec.Agent
+	}
+	if v := pod.Labels[v1alpha1.AgentClassLabel]; v != "" {
+		return v
+	}
+	return pod.Name
+}
+
+func (r *Reconciler) isInflight(uid types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inflight[uid]
+}
+
+func (r *Reconciler) setInflight(uid types.UID, on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inflight == nil {
+		r.inflight = map[types.UID]bool{}
+	}
+	if on {
+		r.inflight[uid] = true
+	} else {
+		delete(r.inflight, uid)
+	}
+}
