@@ -1,0 +1,332 @@
+// Package agentpool reconciles AgentPools: it keeps spec.replicas serving pods and a warm pool of
+// started, Ready pods outside the pool's Service, activates warm pods first on scale-up,
+// replenishes the warm pool after a delay in batches, and drains pods on scale-down. The policy
+// itself lives in the pure warmpool package.
+package agentpool
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/warmpool"
+)
+
+// expectationTTL bounds how long a created pod may stay invisible in the cache before the
+// reconciler stops waiting for it.
+const expectationTTL = 30 * time.Second
+
+// Reconciler reconciles AgentPool objects.
+type Reconciler struct {
+	// Client reads from the manager's cache and writes to the apiserver.
+	Client client.Client
+	// Scheme knows the API types (for owner references).
+	Scheme *runtime.Scheme
+	// Metrics receives the pool metrics; nil disables them.
+	Metrics *Metrics
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+
+	mu sync.Mutex
+	// expected holds, per pool, the names of pods this process created that the cache has not
+	// shown yet. Invariant: while a pool has unexpired expectations the reconciler creates nothing
+	// for it, so a lagging cache cannot cause extra pods.
+	expected map[types.NamespacedName]map[string]time.Time
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// pendingCreates returns how many of the pool's created pods the cache still misses, dropping
+// those now visible or expired.
+func (r *Reconciler) pendingCreates(key types.NamespacedName, seen map[string]bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	exp := r.expected[key]
+	now := r.now()
+	for name, at := range exp {
+		if seen[name] || now.Sub(at) > expectationTTL {
+			delete(exp, name)
+		}
+	}
+	return len(exp)
+}
+
+func (r *Reconciler) expect(key types.NamespacedName, name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.expected == nil {
+		r.expected = map[types.NamespacedName]map[string]time.Time{}
+	}
+	if r.expected[key] == nil {
+		r.expected[key] = map[string]time.Time{}
+	}
+	r.expected[key][name] = r.now()
+}
+
+func (r *Reconciler) unexpect(key types.NamespacedName, name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.expected[key], name)
+}
+
+// Reconcile drives one AgentPool toward its desired serving and warm pods.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := klog.FromContext(ctx).WithValues("agentpool", req.NamespacedName)
+	ctx = klog.NewContext(ctx, logger)
+
+	var pool nnv1.AgentPool
+	if err := r.Client.Get(ctx, req.NamespacedName, &pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			if r.Metrics != nil {
+				r.Metrics.forget(req.Name, req.Namespace)
+			}
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get agentpool: %w", err)
+	}
+	if !pool.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	orig := pool.DeepCopy()
+	size := resolveSizing(&pool.Spec)
+
+	class, err := r.classFor(ctx, &pool)
+	if err != nil {
+		r.setCondition(&pool, nnv1.AgentPoolReady, false, "AgentClassNotFound", err.Error())
+		return ctrl.Result{RequeueAfter: 30 * time.Second}, r.patchStatus(ctx, orig, &pool, size, nil)
+	}
+	build := podBuild{class: class, drainGrace: defaultDrainGraceSeconds}
+	if t := class.Spec.Template; t != nil && t.Spec.TerminationGracePeriodSeconds != nil {
+		build.drainGrace = *t.Spec.TerminationGracePeriodSeconds
+	}
+	if pool.Spec.DrainGracePeriodSeconds != nil {
+		build.drainGrace = *pool.Spec.DrainGracePeriodSeconds
+	}
+	if class.Spec.GPU != nil {
+		name, exists, err := r.ensureClaimTemplate(ctx, class)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		build.claimTemplate = name
+		if !exists {
+			logger.Info("DeviceClass missing; pods wait for the DRA driver", "deviceClass", deviceClassFor(class.Spec.GPU))
+		}
+	}
+	if build.warmNodeLabel, err = r.warmLabelFor(ctx, class); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.ensureService(ctx, &pool, class); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	var podList corev1.PodList
+	if err := r.Client.List(ctx, &podList, client.InNamespace(pool.Namespace), client.MatchingLabels{nnv1.PoolLabel: pool.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list pods: %w", err)
+	}
+	byName := map[string]*corev1.Pod{}
+	used := map[string]bool{}
+	var in []warmpool.Pod
+	for i := range podList.Items {
+		p := &podList.Items[i]
+		if !metav1.IsControlledBy(p, &pool) {
+			continue
+		}
+		byName[p.Name] = p
+		used[p.Name] = true
+		in = append(in, warmpool.Pod{
+			Name: p.Name, State: podState(p), Ready: podReady(p),
+			Terminating: !p.DeletionTimestamp.IsZero() || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded,
+			Created:     p.CreationTimestamp.Time,
+		})
+	}
+	if n := r.pendingCreates(req.NamespacedName, used); n > 0 {
+		logger.V(4).Info("waiting for the cache to show created pods", "pending", n)
+		return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
+	}
+
+	var lastAct time.Time
+	if pool.Status.LastActivationTime != nil {
+		lastAct = pool.Status.LastActivationTime.Time
+	}
+	now := r.now()
+	plan := warmpool.Decide(warmpool.Input{
+		Desired: size.desired, WarmTarget: size.warmTarget, UseWarmPool: size.useWarmPool,
+		Delay: size.delay, BatchSize: size.batch, LastActivation: lastAct, Now: now, Pods: in,
+	})
+	if plan.Changed() {
+		logger.Info("applying plan", "desired", size.desired, "warmTarget", size.warmTarget,
+			"activate", plan.Activate, "createServing", plan.CreateServing, "createWarm", plan.CreateWarm,
+			"drain", plan.Drain, "trim", plan.Trim)
+	}
+	applyErr := r.apply(ctx, &pool, plan, byName, used, build)
+	if len(plan.Activate) > 0 {
+		pool.Status.LastActivationTime = &metav1.Time{Time: now}
+	}
+	if plan.CreateServing > 0 || len(plan.Activate) > 0 || len(plan.Drain) > 0 {
+		pool.Status.LastScaleTime = &metav1.Time{Time: now}
+		if r.Metrics != nil {
+			r.Metrics.ScaleOperations.WithLabelValues(pool.Name, pool.Namespace).Inc()
+			if len(plan.Drain) > 0 {
+				r.Metrics.ScaleDown.WithLabelValues(pool.Name, pool.Namespace).Inc()
+			} else {
+				r.Metrics.ScaleUp.WithLabelValues(pool.Name, pool.Namespace).Inc()
+			}
+		}
+	}
+	if err := r.patchStatus(ctx, orig, &pool, size, byName); err != nil {
+		return ctrl.Result{}, err
+	}
+	if applyErr != nil {
+		return ctrl.Result{}, applyErr
+	}
+	res := ctrl.Result{RequeueAfter: plan.RequeueAfter}
+	if plan.Changed() && res.RequeueAfter == 0 {
+		res.RequeueAfter = 2 * time.Second
+	}
+	return res, nil
+}
+
+// apply executes a plan. byName is updated to the post-plan view used by the status.
+func (r *Reconciler) apply(ctx context.Context, pool *nnv1.AgentPool, plan warmpool.Plan, byName map[string]*corev1.Pod, used map[string]bool, b podBuild) error {
+	logger := klog.FromContext(ctx)
+	key := client.ObjectKeyFromObject(pool)
+	// Activation first: it is the fast path of scale-up.
+	for _, name := range plan.Activate {
+		if err := r.setState(ctx, byName[name], warmpool.Serving); err != nil {
+			return fmt.Errorf("activate pod %s: %w", name, err)
+		}
+		pool.Status.WarmActivations++
+		if r.Metrics != nil {
+			r.Metrics.Activations.WithLabelValues(pool.Name, pool.Namespace).Inc()
+		}
+		logger.Info("activated warm pod", "pod", name)
+	}
+	for _, name := range append(append([]string{}, plan.Drain...), plan.Trim...) {
+		p := byName[name]
+		if err := r.setState(ctx, p, warmpool.Draining); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("drain pod %s: %w", name, err)
+		}
+		grace := b.drainGrace
+		if err := r.Client.Delete(ctx, p, &client.DeleteOptions{GracePeriodSeconds: &grace}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete pod %s: %w", name, err)
+		}
+		delete(byName, name)
+	}
+	create := func(n int32, state warmpool.State) error {
+		for _, name := range freeSlots(pool.Name, used, int(n)) {
+			used[name] = true
+			pod, err := buildPod(pool, name, state, b)
+			if err != nil {
+				return err
+			}
+			if err := controllerutil.SetControllerReference(pool, pod, r.Scheme); err != nil {
+				return fmt.Errorf("owner reference: %w", err)
+			}
+			r.expect(key, name)
+			if err := r.Client.Create(ctx, pod); err != nil {
+				r.unexpect(key, name)
+				if apierrors.IsAlreadyExists(err) {
+					// A pod of this slot exists that the cache has not shown: count it, create nothing.
+					continue
+				}
+				return fmt.Errorf("create pod %s: %w", name, err)
+			}
+			byName[name] = pod
+		}
+		return nil
+	}
+	if err := create(plan.CreateServing, warmpool.Serving); err != nil {
+		return err
+	}
+	return create(plan.CreateWarm, warmpool.Warm)
+}
+
+// setState patches a pod's state label with optimistic locking, so a stale cache fails with a
+// conflict instead of overwriting a newer state.
+func (r *Reconciler) setState(ctx context.Context, p *corev1.Pod, s warmpool.State) error {
+	from := podState(p)
+	if from == s {
+		return nil
+	}
+	if _, err := warmpool.Transition(from, s); err != nil {
+		return err
+	}
+	base := p.DeepCopy()
+	p.Labels[nnv1.StateLabel] = string(s)
+	return r.Client.Patch(ctx, p, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+}
+
+// setCondition sets one status condition.
+func (r *Reconciler) setCondition(pool *nnv1.AgentPool, t string, ok bool, reason, msg string) {
+	st := metav1.ConditionFalse
+	if ok {
+		st = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&pool.Status.Conditions, metav1.Condition{
+		Type: t, Status: st, Reason: reason, Message: msg, ObservedGeneration: pool.Generation,
+	})
+}
+
+// patchStatus recomputes the counts from byName (nil: keep counts) and patches the status.
+func (r *Reconciler) patchStatus(ctx context.Context, orig, pool *nnv1.AgentPool, size sizing, byName map[string]*corev1.Pod) error {
+	st := &pool.Status
+	st.ObservedGeneration = pool.Generation
+	st.Selector = selectorString(pool.Name)
+	st.WarmTarget = size.warmTarget
+	if byName != nil {
+		var serving, ready, warm int32
+		for _, p := range byName {
+			if !p.DeletionTimestamp.IsZero() {
+				continue
+			}
+			switch podState(p) {
+			case warmpool.Serving:
+				serving++
+				if podReady(p) {
+					ready++
+				}
+			case warmpool.Warm:
+				if podReady(p) {
+					warm++
+				}
+			}
+		}
+		st.Replicas, st.ReadyReplicas, st.WarmReplicas = serving, ready, warm
+		r.setCondition(pool, nnv1.AgentPoolReady, ready >= size.desired, "ServingPods",
+			fmt.Sprintf("%d/%d serving pods ready", ready, size.desired))
+		r.setCondition(pool, nnv1.AgentPoolScaling, serving != size.desired, "ServingPods",
+			fmt.Sprintf("%d serving, %d desired", serving, size.desired))
+		r.setCondition(pool, nnv1.AgentPoolWarmPoolReady, warm >= size.warmTarget, "WarmPods",
+			fmt.Sprintf("%d/%d warm pods ready", warm, size.warmTarget))
+	}
+	if st.DesiredReplicas == 0 {
+		st.DesiredReplicas = size.desired
+	}
+	if r.Metrics != nil {
+		r.Metrics.Replicas.WithLabelValues(pool.Name, pool.Namespace).Set(float64(st.Replicas))
+		r.Metrics.DesiredReplicas.WithLabelValues(pool.Name, pool.Namespace).Set(float64(size.desired))
+		r.Metrics.WarmReplicas.WithLabelValues(pool.Name, pool.Namespace).Set(float64(st.WarmReplicas))
+	}
+	if err := r.Client.Status().Patch(ctx, pool, client.MergeFrom(orig)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("patch agentpool status: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,290 @@
+package agentpool
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+)
+
+func newScheme(t *testing.T) *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, resourcev1.AddToScheme, nnv1.AddToScheme} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+func testClass(gpu *nnv1.GPURequest) *nnv1.AgentClass {
+	return &nnv1.AgentClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns"},
+		Spec: nnv1.AgentClassSpec{
+			ModelRef: &nnv1.LocalObjectReference{Name: "m"},
+			GPU:      gpu,
+			Template: &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "agent", Image: "neuronetes.local/demo-agent:dev", Ports: []corev1.ContainerPort{{ContainerPort: 8000}},
+			}}}},
+		},
+	}
+}
+
+func testPool(replicas int32) *nnv1.AgentPool {
+	return &nnv1.AgentPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", UID: "pool-uid", Generation: 1},
+		Spec: nnv1.AgentPoolSpec{
+			AgentClassRef: &nnv1.LocalObjectReference{Name: "demo"},
+			Replicas:      ptr.To(replicas), MinReplicas: ptr.To[int32](2), MaxReplicas: ptr.To[int32](10),
+			PrewarmPercent: ptr.To[int32](20),
+			Autoscaling:    &nnv1.AutoscalingSpec{ReplenishStrategy: &nnv1.ReplenishStrategy{Delay: "10s", BatchSize: ptr.To[int32](1)}},
+		},
+	}
+}
+
+type harness struct {
+	t   *testing.T
+	c   client.Client
+	r   *Reconciler
+	now time.Time
+}
+
+func newHarness(t *testing.T, objs ...client.Object) *harness {
+	s := newScheme(t)
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&nnv1.AgentPool{}).Build()
+	h := &harness{t: t, c: c, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	h.r = &Reconciler{Client: c, Scheme: s, Metrics: NewMetrics(nil), Now: func() time.Time { return h.now }}
+	return h
+}
+
+func (h *harness) reconcile() ctrl.Result {
+	h.t.Helper()
+	res, err := h.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pool"}})
+	if err != nil {
+		h.t.Fatalf("reconcile: %v", err)
+	}
+	return res
+}
+
+// pods returns live pod names by state and marks every pod Ready (the kubelet's job).
+func (h *harness) pods() map[string][]string {
+	h.t.Helper()
+	var l corev1.PodList
+	if err := h.c.List(context.Background(), &l, client.InNamespace("ns")); err != nil {
+		h.t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for i := range l.Items {
+		p := &l.Items[i]
+		if !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		out[p.Labels[nnv1.StateLabel]] = append(out[p.Labels[nnv1.StateLabel]], p.Name)
+		if !podReady(p) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+			if err := h.c.Status().Update(context.Background(), p); err != nil {
+				h.t.Fatal(err)
+			}
+		}
+	}
+	return out
+}
+
+func (h *harness) pool() *nnv1.AgentPool {
+	var p nnv1.AgentPool
+	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "pool"}, &p); err != nil {
+		h.t.Fatal(err)
+	}
+	return &p
+}
+
+func TestReconcileWarmPoolLifecycle(t *testing.T) {
+	digest := "sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	model := &nnv1.Model{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns"}, Spec: nnv1.ModelSpec{Digest: digest}}
+	h := newHarness(t, testClass(&nnv1.GPURequest{Count: 1, MIGProfile: "1g.10gb"}), testPool(2), model)
+
+	h.reconcile()
+	got := h.pods()
+	if len(got["serving"]) != 2 || len(got["warm"]) != 2 {
+		t.Fatalf("initial pods = %v, want 2 serving and 2 warm", got)
+	}
+	// Pod shape: labels, claim, affinity, grace.
+	var p corev1.Pod
+	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: got["warm"][0]}, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Labels[nnv1.AgentClassLabel] != "demo" || p.Labels[nnv1.PoolLabel] != "pool" {
+		t.Errorf("labels = %v", p.Labels)
+	}
+	if len(p.Spec.ResourceClaims) != 1 || *p.Spec.ResourceClaims[0].ResourceClaimTemplateName != "demo-gpu" ||
+		len(p.Spec.Containers[0].Resources.Claims) != 1 {
+		t.Errorf("claims = %+v / %+v", p.Spec.ResourceClaims, p.Spec.Containers[0].Resources.Claims)
+	}
+	pref := p.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+	if len(pref) != 1 || pref[0].Preference.MatchExpressions[0].Key != nnv1.WarmNodeLabel(digest) {
+		t.Errorf("affinity = %+v", pref)
+	}
+	var tmpl resourcev1.ResourceClaimTemplate
+	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "demo-gpu"}, &tmpl); err != nil {
+		t.Fatalf("claim template: %v", err)
+	}
+	if dc := tmpl.Spec.Spec.Devices.Requests[0].Exactly.DeviceClassName; dc != "mig-1g.10gb.neuronetes.io" {
+		t.Errorf("device class = %q", dc)
+	}
+	var svc corev1.Service
+	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "pool"}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.Selector[nnv1.StateLabel] != "serving" || svc.Spec.Ports[0].Port != 8000 {
+		t.Errorf("service = %+v", svc.Spec)
+	}
+	h.reconcile()
+	if st := h.pool().Status; st.Replicas != 2 || st.ReadyReplicas != 2 || st.WarmReplicas != 2 || st.WarmTarget != 2 {
+		t.Fatalf("status = %+v", st)
+	}
+
+	// Scale to 4: the two warm pods become serving, nothing is created.
+	warmBefore := got["warm"]
+	pool := h.pool()
+	pool.Spec.Replicas = ptr.To[int32](4)
+	if err := h.c.Update(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	res := h.reconcile()
+	got = h.pods()
+	if len(got["serving"]) != 4 || len(got["warm"]) != 0 {
+		t.Fatalf("after scale pods = %v, want 4 serving 0 warm", got)
+	}
+	for _, w := range warmBefore {
+		if !contains(got["serving"], w) {
+			t.Errorf("warm pod %s was not activated (serving=%v)", w, got["serving"])
+		}
+	}
+	if res.RequeueAfter != 10*time.Second {
+		t.Errorf("requeue = %v, want replenish delay 10s", res.RequeueAfter)
+	}
+	if st := h.pool().Status; st.WarmActivations != 2 || st.LastActivationTime == nil {
+		t.Errorf("status = %+v", st)
+	}
+
+	// Before the delay nothing is replenished; after it, one pod per batch.
+	h.now = h.now.Add(5 * time.Second)
+	h.reconcile()
+	if got = h.pods(); len(got["warm"]) != 0 {
+		t.Fatalf("replenished before delay: %v", got)
+	}
+	h.now = h.now.Add(6 * time.Second)
+	h.reconcile()
+	if got = h.pods(); len(got["warm"]) != 1 {
+		t.Fatalf("first batch: %v, want 1 warm", got)
+	}
+	h.reconcile()
+	if got = h.pods(); len(got["warm"]) != 2 || len(got["serving"]) != 4 {
+		t.Fatalf("second batch: %v, want 4 serving 2 warm", got)
+	}
+
+	// Scale down to 2: two serving pods drain and go away.
+	pool = h.pool()
+	pool.Spec.Replicas = ptr.To[int32](2)
+	if err := h.c.Update(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile()
+	if got = h.pods(); len(got["serving"]) != 2 || len(got["warm"]) != 2 {
+		t.Fatalf("after scale down: %v", got)
+	}
+}
+
+// TestReconcileRestartNoExtraPods simulates a controller that dies after creating part of a scale
+// and a new one that starts with a fresh view: the total never exceeds desired + warm target.
+func TestReconcileRestartNoExtraPods(t *testing.T) {
+	h := newHarness(t, testClass(nil), testPool(2))
+	h.reconcile()
+	h.pods()
+	pool := h.pool()
+	pool.Spec.Replicas = ptr.To[int32](7)
+	if err := h.c.Update(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 5; round++ {
+		// A fresh reconciler each round: no in-memory state survives the "restart".
+		h.r = &Reconciler{Client: h.c, Scheme: h.r.Scheme, Now: h.r.Now}
+		h.reconcile()
+		got := h.pods()
+		total := len(got["serving"]) + len(got["warm"])
+		if total > 7+2 {
+			t.Fatalf("round %d: %d pods (%v) exceed desired 7 + warm 2", round, total, got)
+		}
+	}
+	if got := h.pods(); len(got["serving"]) != 7 {
+		t.Fatalf("serving = %v, want 7", got["serving"])
+	}
+}
+
+func TestReconcileStaleCacheAlreadyExists(t *testing.T) {
+	h := newHarness(t, testClass(nil), testPool(2))
+	// A pod of slot 0 exists but is not owned/visible as pool pod: creation must not duplicate.
+	h.reconcile()
+	before := len(h.pods()["serving"])
+	h.r.expected = nil
+	h.reconcile()
+	if after := len(h.pods()["serving"]); after != before {
+		t.Fatalf("serving %d → %d on repeated reconcile", before, after)
+	}
+}
+
+func TestReconcileMissingClass(t *testing.T) {
+	h := newHarness(t, testPool(2))
+	res := h.reconcile()
+	if res.RequeueAfter == 0 {
+		t.Error("want requeue while the class is missing")
+	}
+	if c := h.pool().Status.Conditions; len(c) == 0 || c[0].Reason != "AgentClassNotFound" {
+		t.Errorf("conditions = %+v", c)
+	}
+}
+
+func TestResolveSizing(t *testing.T) {
+	tests := []struct {
+		name                             string
+		spec                             nnv1.AgentPoolSpec
+		wantDesired, wantWarm, wantBatch int32
+		wantDelay                        time.Duration
+	}{
+		{"defaults", nnv1.AgentPoolSpec{}, 1, 0, 1, 30 * time.Second},
+		{"seed warm-pool", nnv1.AgentPoolSpec{MinReplicas: ptr.To[int32](5), MaxReplicas: ptr.To[int32](50), PrewarmPercent: ptr.To[int32](20),
+			Autoscaling: &nnv1.AutoscalingSpec{UseWarmPool: ptr.To(true), ReplenishStrategy: &nnv1.ReplenishStrategy{Delay: "30s", BatchSize: ptr.To[int32](2)}}}, 5, 10, 2, 30 * time.Second},
+		{"replicas clamped to max", nnv1.AgentPoolSpec{Replicas: ptr.To[int32](99), MaxReplicas: ptr.To[int32](4)}, 4, 0, 1, 30 * time.Second},
+		{"replicas clamped to min", nnv1.AgentPoolSpec{Replicas: ptr.To[int32](0), MinReplicas: ptr.To[int32](2), MaxReplicas: ptr.To[int32](4)}, 2, 0, 1, 30 * time.Second},
+		{"warm pool off", nnv1.AgentPoolSpec{MaxReplicas: ptr.To[int32](10), PrewarmPercent: ptr.To[int32](50),
+			Autoscaling: &nnv1.AutoscalingSpec{UseWarmPool: ptr.To(false)}}, 1, 0, 1, 30 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := resolveSizing(&tt.spec)
+			if s.desired != tt.wantDesired || s.warmTarget != tt.wantWarm || s.batch != tt.wantBatch || s.delay != tt.wantDelay {
+				t.Fatalf("resolveSizing = %+v", s)
+			}
+		})
+	}
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,132 @@
+package agentpool
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+)
+
+// DeviceClass names published by the DRA driver.
+const (
+	// GPUDeviceClass selects whole GPUs.
+	GPUDeviceClass = "gpu.neuronetes.io"
+	// MIGDeviceClassFormat selects MIG slices of one profile, e.g. mig-1g.10gb.neuronetes.io.
+	MIGDeviceClassFormat = "mig-%s.neuronetes.io"
+)
+
+// defaultServicePort is the Service port when the agent container declares none.
+const defaultServicePort int32 = 8080
+
+// deviceClassFor returns the DeviceClass a GPU request uses.
+func deviceClassFor(g *nnv1.GPURequest) string {
+	switch {
+	case g.DeviceClassName != "":
+		return g.DeviceClassName
+	case g.MIGProfile != "":
+		return fmt.Sprintf(MIGDeviceClassFormat, g.MIGProfile)
+	default:
+		return GPUDeviceClass
+	}
+}
+
+// claimTemplateName is the ResourceClaimTemplate kept for an AgentClass's GPU request.
+func claimTemplateName(class string) string { return class + "-gpu" }
+
+// ensureClaimTemplate creates or updates the AgentClass's ResourceClaimTemplate and reports
+// whether its DeviceClass exists. When it does not (the driver is not installed yet), the template
+// is still the plain one-request template: pods stay Pending until the DeviceClass appears.
+func (r *Reconciler) ensureClaimTemplate(ctx context.Context, class *nnv1.AgentClass) (name string, classExists bool, err error) {
+	g := class.Spec.GPU
+	dc := deviceClassFor(g)
+	count := int64(max(g.Count, 1))
+	var dcObj resourcev1.DeviceClass
+	switch err := r.Client.Get(ctx, types.NamespacedName{Name: dc}, &dcObj); {
+	case err == nil:
+		classExists = true
+	case apierrors.IsNotFound(err):
+	default:
+		return "", false, fmt.Errorf("get deviceclass %s: %w", dc, err)
+	}
+	tmpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{
+		Name: claimTemplateName(class.Name), Namespace: class.Namespace,
+	}}
+	_, err = controllerutil.CreateOrUpdate(ctx, r.Client, tmpl, func() error {
+		tmpl.Spec.Spec.Devices.Requests = []resourcev1.DeviceRequest{{
+			Name: GPUClaimName,
+			Exactly: &resourcev1.ExactDeviceRequest{
+				DeviceClassName: dc,
+				AllocationMode:  resourcev1.DeviceAllocationModeExactCount,
+				Count:           count,
+			},
+		}}
+		return controllerutil.SetOwnerReference(class, tmpl, r.Scheme)
+	})
+	if err != nil {
+		return "", classExists, fmt.Errorf("resourceclaimtemplate %s/%s: %w", tmpl.Namespace, tmpl.Name, err)
+	}
+	return tmpl.Name, classExists, nil
+}
+
+// ensureService keeps the pool's Service, which selects serving pods only.
+func (r *Reconciler) ensureService(ctx context.Context, pool *nnv1.AgentPool, class *nnv1.AgentClass) error {
+	port := defaultServicePort
+	if t := class.Spec.Template; t != nil && len(t.Spec.Containers) > 0 && len(t.Spec.Containers[0].Ports) > 0 {
+		port = t.Spec.Containers[0].Ports[0].ContainerPort
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: pool.Name, Namespace: pool.Namespace}}
+	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
+		if svc.Labels == nil {
+			svc.Labels = map[string]string{}
+		}
+		svc.Labels[nnv1.PoolLabel] = pool.Name
+		svc.Spec.Selector = servingSelector(pool.Name)
+		svc.Spec.Ports = []corev1.ServicePort{{
+			Name: "http", Port: port, TargetPort: intstr.FromInt32(port), Protocol: corev1.ProtocolTCP,
+		}}
+		return controllerutil.SetControllerReference(pool, svc, r.Scheme)
+	})
+	if err != nil {
+		return fmt.Errorf("service %s/%s: %w", pool.Namespace, pool.Name, err)
+	}
+	return nil
+}
+
+// warmLabelFor returns the warm node label of the class's model, or "" when the class has no
+// model or the model is missing.
+func (r *Reconciler) warmLabelFor(ctx context.Context, class *nnv1.AgentClass) (string, error) {
+	if class.Spec.ModelRef == nil {
+		return "", nil
+	}
+	var m nnv1.Model
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: class.Namespace, Name: class.Spec.ModelRef.Name}, &m)
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("get model %s: %w", class.Spec.ModelRef.Name, err)
+	}
+	return nnv1.WarmNodeLabel(m.Spec.Digest), nil
+}
+
+// classFor resolves the pool's AgentClass: spec.agentClassRef, else the class named like the pool.
+func (r *Reconciler) classFor(ctx context.Context, pool *nnv1.AgentPool) (*nnv1.AgentClass, error) {
+	name := pool.Name
+	if pool.Spec.AgentClassRef != nil {
+		name = pool.Spec.AgentClassRef.Name
+	}
+	var c nnv1.AgentClass
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: name}, &c); err != nil {
+		return nil, fmt.Errorf("agentclass %s (spec.agentClassRef): %w", name, err)
+	}
+	return &c, nil
+}

@@ -1,0 +1,51 @@
+package agentpool
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+)
+
+// SetupWithManager registers the reconciler: it watches AgentPools, their pods and Services, and
+// the AgentClasses and Models the pools use.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Client == nil {
+		r.Client = mgr.GetClient()
+	}
+	if r.Scheme == nil {
+		r.Scheme = mgr.GetScheme()
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&nnv1.AgentPool{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Owns(&corev1.Pod{}).
+		Owns(&corev1.Service{}).
+		Watches(&nnv1.AgentClass{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfNamespace)).
+		Watches(&nnv1.Model{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfNamespace)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Named("agentpool").
+		Complete(r)
+}
+
+// poolsOfNamespace enqueues every pool in the object's namespace; classes and models are few and
+// rarely change, so the fan-out is cheap.
+func (r *Reconciler) poolsOfNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
+	var pools nnv1.AgentPoolList
+	if err := r.Client.List(ctx, &pools, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(pools.Items))
+	for _, p := range pools.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+	}
+	return out
+}
