@@ -1,0 +1,83 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+
+	admissionregv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+)
+
+// ConfigName is the MutatingWebhookConfiguration the controller keeps.
+const ConfigName = "neuronetes-sidecar-injector"
+
+// Target says how the apiserver reaches the webhook: by URL (a host process) or by Service.
+type Target struct {
+	// URL, e.g. https://127.0.0.1:9443 (Path is appended).
+	URL string
+	// ServiceNamespace and ServiceName select the in-cluster Service mode.
+	ServiceNamespace, ServiceName string
+	// ServicePort of the Service (default 443).
+	ServicePort int32
+}
+
+// Register creates or updates the MutatingWebhookConfiguration. Two webhooks share one endpoint:
+// one for pods of an AgentClass, one for pods with the opt-in label, because an objectSelector
+// cannot express "either label". Failure policy is Fail, scoped by those selectors: an opted-in
+// pod is never created without its sidecar, and no other pod depends on the webhook.
+func Register(ctx context.Context, c client.Client, t Target, caBundle []byte) error {
+	cc := admissionregv1.WebhookClientConfig{CABundle: caBundle}
+	switch {
+	case t.URL != "":
+		u := t.URL + Path
+		cc.URL = &u
+	case t.ServiceName != "":
+		p, port := Path, t.ServicePort
+		if port == 0 {
+			port = 443
+		}
+		cc.Service = &admissionregv1.ServiceReference{Namespace: t.ServiceNamespace, Name: t.ServiceName, Path: &p, Port: &port}
+	default:
+		return fmt.Errorf("webhook target: set URL or ServiceName")
+	}
+	fail := admissionregv1.Fail
+	none := admissionregv1.SideEffectClassNone
+	timeout := int32(5)
+	reinvoke := admissionregv1.NeverReinvocationPolicy
+	mk := func(name string, sel metav1.LabelSelector) admissionregv1.MutatingWebhook {
+		return admissionregv1.MutatingWebhook{
+			Name:                    name,
+			ClientConfig:            cc,
+			FailurePolicy:           &fail,
+			SideEffects:             &none,
+			TimeoutSeconds:          &timeout,
+			AdmissionReviewVersions: []string{"v1"},
+			ReinvocationPolicy:      &reinvoke,
+			ObjectSelector:          &sel,
+			Rules: []admissionregv1.RuleWithOperations{{
+				Operations: []admissionregv1.OperationType{admissionregv1.Create},
+				Rule: admissionregv1.Rule{
+					APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"},
+				},
+			}},
+		}
+	}
+	cfg := &admissionregv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ConfigName}}
+	_, err := controllerutil.CreateOrUpdate(ctx, c, cfg, func() error {
+		cfg.Webhooks = []admissionregv1.MutatingWebhook{
+			mk("agentclass.sidecar.neuronetes.io", metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+				Key: nnv1.AgentClassLabel, Operator: metav1.LabelSelectorOpExists,
+			}}}),
+			mk("optin.sidecar.neuronetes.io", metav1.LabelSelector{MatchLabels: map[string]string{nnv1.InjectSidecarLabel: "true"}}),
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("mutatingwebhookconfiguration %s: %w", ConfigName, err)
+	}
+	return nil
+}

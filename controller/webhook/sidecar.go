@@ -1,0 +1,186 @@
+// Package webhook is the mutating admission webhook that injects the NeuroNetes sidecar into agent
+// pods, plus the TLS material and registration it needs.
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+)
+
+// Sidecar contract shared with the sidecar and the demo agent.
+const (
+	// SidecarContainerName is the injected container's name.
+	SidecarContainerName = "neuronetes-sidecar"
+	// DefaultSidecarImage is the sidecar image of the local cluster.
+	DefaultSidecarImage = "neuronetes.local/sidecar:dev"
+	// SidecarURL is where agents reach the sidecar's HTTP API (NEURONETES_SIDECAR_URL).
+	SidecarURL = "http://127.0.0.1:7070"
+	// RunDir is the shared emptyDir holding the sidecar's unix socket.
+	RunDir = "/var/run/neuronetes"
+	// SocketPath is the sidecar's unix socket.
+	SocketPath = RunDir + "/sidecar.sock"
+	// KeysDir is where the encryption-keys Secret is mounted.
+	KeysDir = "/etc/neuronetes/keys"
+	// Path is the webhook's HTTP path.
+	Path = "/mutate-v1-pod-sidecar"
+
+	runVolume  = "neuronetes-run"
+	keysVolume = "neuronetes-keys"
+)
+
+// Injector injects the sidecar. The zero value is not usable; set Decoder.
+type Injector struct {
+	// Client reads AgentClasses for per-class sidecar settings; nil skips the lookup.
+	Client client.Reader
+	// Decoder decodes admission requests.
+	Decoder admission.Decoder
+	// Image of the sidecar (default DefaultSidecarImage).
+	Image string
+	// PullPolicy of the sidecar image (default IfNotPresent).
+	PullPolicy corev1.PullPolicy
+	// RedisAddr is the default NEURONETES_REDIS_ADDR when the class sets none.
+	RedisAddr string
+	// ExtraArgs are appended to the sidecar's command line.
+	ExtraArgs []string
+}
+
+// wantsSidecar reports whether the pod opted in: it belongs to an AgentClass or carries the
+// opt-in label.
+func wantsSidecar(pod *corev1.Pod) bool {
+	return pod.Labels[nnv1.AgentClassLabel] != "" || pod.Labels[nnv1.InjectSidecarLabel] == "true"
+}
+
+// injected reports whether the pod already has the sidecar. Invariant: Mutate never adds a second
+// sidecar, whether the annotation or only the container is present.
+func injected(pod *corev1.Pod) bool {
+	if pod.Annotations[nnv1.SidecarInjectedAnnotation] != "" {
+		return true
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name == SidecarContainerName {
+			return true
+		}
+	}
+	return false
+}
+
+// Handle implements admission.Handler.
+func (i *Injector) Handle(ctx context.Context, req admission.Request) admission.Response {
+	logger := klog.FromContext(ctx).WithValues("namespace", req.Namespace, "name", req.Name)
+	var pod corev1.Pod
+	if err := i.Decoder.Decode(req, &pod); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode pod: %w", err))
+	}
+	if pod.Namespace == "" {
+		pod.Namespace = req.Namespace
+	}
+	var cfg *nnv1.SidecarConfig
+	if cls := pod.Labels[nnv1.AgentClassLabel]; cls != "" && i.Client != nil {
+		var ac nnv1.AgentClass
+		if err := i.Client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: cls}, &ac); err == nil {
+			cfg = ac.Spec.Sidecar
+		} else {
+			logger.V(2).Info("agentclass lookup failed; using defaults", "agentclass", cls, "err", err)
+		}
+	}
+	changed, err := i.Mutate(&pod, cfg)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if !changed {
+		return admission.Allowed("no injection needed")
+	}
+	out, err := json.Marshal(&pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encode pod: %w", err))
+	}
+	logger.V(2).Info("injected sidecar")
+	return admission.PatchResponseFromRaw(req.Object.Raw, out)
+}
+
+// Mutate injects the sidecar, its volumes and the agents' env into pod. It returns false when the
+// pod did not opt in, opted out through its class, or already has the sidecar.
+func (i *Injector) Mutate(pod *corev1.Pod, cfg *nnv1.SidecarConfig) (bool, error) {
+	if !wantsSidecar(pod) || injected(pod) {
+		return false, nil
+	}
+	if cfg != nil && cfg.Inject != nil && !*cfg.Inject {
+		return false, nil
+	}
+	image := i.Image
+	if image == "" {
+		image = DefaultSidecarImage
+	}
+	pull := i.PullPolicy
+	if pull == "" {
+		pull = corev1.PullIfNotPresent
+	}
+	redis := i.RedisAddr
+	var keysSecret string
+	if cfg != nil {
+		if cfg.RedisAddr != "" {
+			redis = cfg.RedisAddr
+		}
+		keysSecret = cfg.KeysSecretName
+	}
+
+	runMount := corev1.VolumeMount{Name: runVolume, MountPath: RunDir}
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
+		Name: runVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
+	})
+	sc := corev1.Container{
+		Name:            SidecarContainerName,
+		Image:           image,
+		ImagePullPolicy: pull,
+		Args:            append([]string(nil), i.ExtraArgs...),
+		Env: []corev1.EnvVar{
+			{Name: "NEURONETES_REDIS_ADDR", Value: redis},
+			{Name: "NEURONETES_KEYS_DIR", Value: KeysDir},
+			{Name: "NEURONETES_NAMESPACE", ValueFrom: &corev1.EnvVarSource{
+				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"},
+			}},
+		},
+		VolumeMounts: []corev1.VolumeMount{runMount},
+	}
+	if keysSecret != "" {
+		optional := true
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
+			Name: keysVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: keysSecret, Optional: &optional,
+			}},
+		})
+		sc.VolumeMounts = append(sc.VolumeMounts, corev1.VolumeMount{Name: keysVolume, MountPath: KeysDir, ReadOnly: true})
+	}
+	for j := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[j]
+		c.Env = setEnv(c.Env, "NEURONETES_SIDECAR_URL", SidecarURL)
+		c.Env = setEnv(c.Env, "NEURONETES_SIDECAR_SOCKET", SocketPath)
+		c.VolumeMounts = append(c.VolumeMounts, runMount)
+	}
+	pod.Spec.Containers = append(pod.Spec.Containers, sc)
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[nnv1.SidecarInjectedAnnotation] = image
+	return true, nil
+}
+
+// setEnv adds name=value unless the container already sets name.
+func setEnv(env []corev1.EnvVar, name, value string) []corev1.EnvVar {
+	for _, e := range env {
+		if e.Name == name {
+			return env
+		}
+	}
+	return append(env, corev1.EnvVar{Name: name, Value: value})
+}
