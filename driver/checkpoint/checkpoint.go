@@ -1,0 +1,221 @@
+// Package checkpoint persists the driver's prepared-claim state: versioned JSON with a sha256
+// checksum over the payload and the boot id it was written in, replaced atomically (temp file,
+// fsync, rename, fsync of the directory) so a crash leaves either the old or the new file.
+package checkpoint
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/neuronetes/neuronetes/driver/model"
+)
+
+// Versions lists every checkpoint format version this code reads, oldest first. The last one is
+// written.
+var Versions = []string{"v1"}
+
+// CurrentVersion is the version Save writes.
+const CurrentVersion = "v1"
+
+// ClaimState is the progress of one claim's preparation.
+type ClaimState string
+
+const (
+	// PrepareStarted is recorded before any device is touched; a claim found in this state at
+	// start-up was interrupted and gets rolled back.
+	PrepareStarted ClaimState = "PrepareStarted"
+	// PrepareCompleted is recorded once every device and the CDI spec are ready.
+	PrepareCompleted ClaimState = "PrepareCompleted"
+)
+
+// Device is one prepared device of a claim.
+type Device struct {
+	// Requests are the claim requests the device was allocated for.
+	Requests []string `json:"requests,omitempty"`
+	// Pool and Name identify the published device.
+	Pool string `json:"pool"`
+	Name string `json:"name"`
+	// GPUUUID is the physical GPU.
+	GPUUUID string `json:"gpuUUID"`
+	// MIGProfileID and Placement are set for dynamic MIG devices (the planned instance).
+	MIGProfileID *int             `json:"migProfileID,omitempty"`
+	Placement    *model.Placement `json:"placement,omitempty"`
+	// MIG is the created (or static) MIG instance; nil for whole GPUs and not-yet-created ones.
+	MIG *model.MIGInstance `json:"mig,omitempty"`
+	// Dynamic is true when the driver created the MIG instance and must destroy it.
+	Dynamic bool `json:"dynamic,omitempty"`
+	// CDIDeviceIDs are the fully qualified CDI device ids handed to the kubelet.
+	CDIDeviceIDs []string `json:"cdiDeviceIDs,omitempty"`
+}
+
+// Claim is the recorded state of one claim.
+type Claim struct {
+	UID       string     `json:"uid"`
+	Namespace string     `json:"namespace"`
+	Name      string     `json:"name"`
+	State     ClaimState `json:"state"`
+	Devices   []Device   `json:"devices,omitempty"`
+}
+
+// Data is the checkpointed state: claims by UID.
+type Data struct {
+	Claims map[string]Claim `json:"claims"`
+}
+
+// envelope is the file layout shared by every version: the checksum covers Data byte for byte.
+type envelope struct {
+	Version  string          `json:"version"`
+	BootID   string          `json:"bootID"`
+	Checksum string          `json:"checksum"`
+	Data     json.RawMessage `json:"data"`
+}
+
+// ErrCorrupt marks a checkpoint that exists but cannot be trusted (bad JSON, checksum mismatch,
+// unknown version).
+var ErrCorrupt = errors.New("checkpoint corrupt")
+
+// Encode serializes d in the given version.
+func Encode(version, bootID string, d Data) ([]byte, error) {
+	if d.Claims == nil {
+		d.Claims = map[string]Claim{}
+	}
+	var payload []byte
+	var err error
+	switch version {
+	case "v1":
+		payload, err = json.Marshal(d)
+	default:
+		return nil, fmt.Errorf("checkpoint version %q: unsupported, want one of %v", version, Versions)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint data: %w", err)
+	}
+	sum := sha256.Sum256(payload)
+	return json.MarshalIndent(envelope{Version: version, BootID: bootID, Checksum: hex.EncodeToString(sum[:]), Data: payload}, "", " ")
+}
+
+// Decode parses a checkpoint of any supported version and verifies its checksum. Errors that
+// mean "do not trust this file" wrap ErrCorrupt.
+func Decode(raw []byte) (Data, string, error) {
+	var env envelope
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return Data{}, "", fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	// MarshalIndent re-indents the embedded payload; compact it back before hashing.
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, env.Data); err != nil {
+		return Data{}, "", fmt.Errorf("%w: data: %w", ErrCorrupt, err)
+	}
+	sum := sha256.Sum256(compact.Bytes())
+	if hex.EncodeToString(sum[:]) != env.Checksum {
+		return Data{}, "", fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
+	}
+	var d Data
+	switch env.Version {
+	case "v1":
+		dec := json.NewDecoder(bytes.NewReader(compact.Bytes()))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&d); err != nil {
+			return Data{}, "", fmt.Errorf("%w: v1 data: %w", ErrCorrupt, err)
+		}
+	default:
+		return Data{}, "", fmt.Errorf("%w: version %q unsupported, want one of %v", ErrCorrupt, env.Version, Versions)
+	}
+	if d.Claims == nil {
+		d.Claims = map[string]Claim{}
+	}
+	return d, env.BootID, nil
+}
+
+// BootID returns the kernel's boot id, or "" when unavailable.
+func BootID() string {
+	raw, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(raw))
+}
+
+// Store reads and writes one checkpoint file.
+type Store struct {
+	// Path is the checkpoint file.
+	Path string
+	// BootID is written into every checkpoint.
+	BootID string
+}
+
+// Load reads the checkpoint. A missing file yields empty data and no error. A corrupt file yields
+// an error wrapping ErrCorrupt.
+func (s *Store) Load() (Data, string, error) {
+	raw, err := os.ReadFile(s.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Data{Claims: map[string]Claim{}}, s.BootID, nil
+	}
+	if err != nil {
+		return Data{}, "", fmt.Errorf("%w: read %s: %w", ErrCorrupt, s.Path, err)
+	}
+	return Decode(raw)
+}
+
+// Save writes d atomically: temp file in the same directory, fsync, rename, fsync of the directory.
+func (s *Store) Save(d Data) error {
+	raw, err := Encode(CurrentVersion, s.BootID, d)
+	if err != nil {
+		return err
+	}
+	return WriteAtomic(s.Path, raw)
+}
+
+// Quarantine moves a corrupt checkpoint aside (to <path>.corrupt) so it can be inspected and the
+// driver can start from a clean state.
+func (s *Store) Quarantine() (string, error) {
+	dst := s.Path + ".corrupt"
+	if err := os.Rename(s.Path, dst); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("quarantine %s: %w", s.Path, err)
+	}
+	return dst, nil
+}
+
+// WriteAtomic replaces path with data so that a crash leaves either the old or the new content.
+func WriteAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("mkdir %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("create temp in %s: %w", dir, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after a successful rename
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("fsync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename %s: %w", tmp, err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync dir %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package checkpoint
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/neuronetes/neuronetes/driver/model"
+)
+
+func sample() Data {
+	pid := 0
+	return Data{Claims: map[string]Claim{
+		"uid-1": {UID: "uid-1", Namespace: "ns", Name: "a", State: PrepareCompleted, Devices: []Device{
+			{Requests: []string{"gpu"}, Pool: "node", Name: "gpu-0", GPUUUID: "GPU-1", CDIDeviceIDs: []string{"k8s.gpu.neuronetes.io/claim=uid-1-gpu-0"}},
+		}},
+		"uid-2": {UID: "uid-2", Namespace: "ns", Name: "b", State: PrepareStarted, Devices: []Device{
+			{Pool: "node", Name: "gpu-1-mig-1g-10gb-p0", GPUUUID: "GPU-2", MIGProfileID: &pid, Placement: &model.Placement{Start: 0, Size: 1}, Dynamic: true,
+				MIG: &model.MIGInstance{ProfileID: 0, GIID: 3, CIID: 0, Placement: model.Placement{Start: 0, Size: 1}, UUID: "MIG-x"}},
+		}},
+	}}
+}
+
+func TestRoundTripEveryVersion(t *testing.T) {
+	for _, v := range Versions {
+		t.Run(v, func(t *testing.T) {
+			for name, d := range map[string]Data{"sample": sample(), "empty": {Claims: map[string]Claim{}}} {
+				raw, err := Encode(v, "boot-1", d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, boot, err := Decode(raw)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if boot != "boot-1" || !reflect.DeepEqual(got, d) {
+					t.Errorf("%s: round trip = %+v boot %q, want %+v", name, got, boot, d)
+				}
+			}
+		})
+	}
+}
+
+func TestDecodeCorrupt(t *testing.T) {
+	good, _ := Encode(CurrentVersion, "b", sample())
+	tests := map[string][]byte{
+		"garbage":       []byte("{not json"),
+		"truncated":     good[:len(good)/2],
+		"flipped byte":  []byte(strings.Replace(string(good), "gpu-0", "gpu-9", 1)),
+		"wrong version": []byte(strings.Replace(string(good), `"v1"`, `"v9"`, 1)),
+		"empty":         {},
+	}
+	for name, raw := range tests {
+		if _, _, err := Decode(raw); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: err = %v, want ErrCorrupt", name, err)
+		}
+	}
+}
+
+func TestStore(t *testing.T) {
+	dir := t.TempDir()
+	s := &Store{Path: filepath.Join(dir, "sub", "checkpoint.json"), BootID: "boot-x"}
+	d, boot, err := s.Load()
+	if err != nil || len(d.Claims) != 0 || boot != "boot-x" {
+		t.Fatalf("missing file: %v %v %q", d, err, boot)
+	}
+	if err := s.Save(sample()); err != nil {
+		t.Fatal(err)
+	}
+	got, boot, err := s.Load()
+	if err != nil || boot != "boot-x" || !reflect.DeepEqual(got, sample()) {
+		t.Fatalf("load after save: %+v %q %v", got, boot, err)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(s.Path))
+	if len(entries) != 1 {
+		t.Errorf("temp files left behind: %v", entries)
+	}
+	if err := os.WriteFile(s.Path, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Load(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("corrupt load: %v", err)
+	}
+	moved, err := s.Quarantine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(moved); err != nil {
+		t.Errorf("quarantined file missing: %v", err)
+	}
+	if d, _, err := s.Load(); err != nil || len(d.Claims) != 0 {
+		t.Errorf("after quarantine: %v %v", d, err)
+	}
+}
+
+func TestBootID(t *testing.T) {
+	if _, err := os.Stat("/proc/sys/kernel/random/boot_id"); err != nil {
+		t.Skip("no /proc/sys/kernel/random/boot_id")
+	}
+	if id := BootID(); len(id) < 32 {
+		t.Errorf("boot id %q", id)
+	}
+}
