@@ -288,3 +288,13 @@ func (r *Reconciler) applyStatus(ctx context.Context, m *v1alpha1.Model, byHex m
 	r.written[key] = want
 	return nil
 }
+
+// ResolveModel reads a Model and returns the request that caches it (for the node API). Models asked
+// for explicitly may evict other unpinned entries.
+func (r *Reconciler) ResolveModel(ctx context.Context, namespace, name string) (Request, error) {
+	var m v1alpha1.Model
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &m); err != nil {
+		return Request{}, fmt.Errorf("model %s/%s: %w", namespace, name, err)
+	}
+	return r.request(ctx, &m, false)
+}
