@@ -23,6 +23,10 @@ type Target struct {
 	ServiceNamespace, ServiceName string
 	// ServicePort of the Service (default 443).
 	ServicePort int32
+	// ConfigName of the MutatingWebhookConfiguration (default ConfigName).
+	ConfigName string
+	// Namespace, when set, limits injection to pods of that namespace.
+	Namespace string
 }
 
 // Register creates or updates the MutatingWebhookConfiguration. Two webhooks share one endpoint:
@@ -48,8 +52,13 @@ func Register(ctx context.Context, c client.Client, t Target, caBundle []byte) e
 	none := admissionregv1.SideEffectClassNone
 	timeout := int32(5)
 	reinvoke := admissionregv1.NeverReinvocationPolicy
+	var nsSel *metav1.LabelSelector
+	if t.Namespace != "" {
+		nsSel = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": t.Namespace}}
+	}
 	mk := func(name string, sel metav1.LabelSelector) admissionregv1.MutatingWebhook {
 		return admissionregv1.MutatingWebhook{
+			NamespaceSelector:       nsSel,
 			Name:                    name,
 			ClientConfig:            cc,
 			FailurePolicy:           &fail,
@@ -66,7 +75,11 @@ func Register(ctx context.Context, c client.Client, t Target, caBundle []byte) e
 			}},
 		}
 	}
-	cfg := &admissionregv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ConfigName}}
+	name := t.ConfigName
+	if name == "" {
+		name = ConfigName
+	}
+	cfg := &admissionregv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	_, err := controllerutil.CreateOrUpdate(ctx, c, cfg, func() error {
 		cfg.Webhooks = []admissionregv1.MutatingWebhook{
 			mk("agentclass.sidecar.neuronetes.io", metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
@@ -77,7 +90,7 @@ func Register(ctx context.Context, c client.Client, t Target, caBundle []byte) e
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("mutatingwebhookconfiguration %s: %w", ConfigName, err)
+		return fmt.Errorf("mutatingwebhookconfiguration %s: %w", name, err)
 	}
 	return nil
 }

@@ -1,0 +1,206 @@
+// Command controller is the NeuroNetes cluster controller: the AgentPool reconciler with warm
+// pools and the sidecar-injection webhook. It runs as a leader-elected Deployment, or as a host
+// process against a kubeconfig (e2e, make run).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/controller/agentpool"
+	nnwebhook "github.com/neuronetes/neuronetes/controller/webhook"
+)
+
+// options are the command-line flags.
+type options struct {
+	metricsAddr, healthAddr   string
+	leaderElect               bool
+	leaderElectionNamespace   string
+	namespace                 string
+	webhookEnabled            bool
+	webhookHost               string
+	webhookPort               int
+	webhookCertDir            string
+	webhookURL                string
+	webhookService            string
+	webhookConfigName         string
+	sidecarImage, sidecarPull string
+	sidecarRedis, sidecarArgs string
+}
+
+func parseFlags() *options {
+	o := &options{}
+	flag.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9402", "address of the Prometheus /metrics endpoint (\"0\" disables)")
+	flag.StringVar(&o.healthAddr, "health-addr", "127.0.0.1:9403", "address of /healthz and /readyz")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false, "enable leader election (on for the in-cluster Deployment)")
+	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: in-cluster namespace)")
+	flag.StringVar(&o.namespace, "namespace", "", "watch only this namespace and scope the webhook to it (default: all)")
+	flag.BoolVar(&o.webhookEnabled, "webhook", true, "serve the sidecar-injection webhook")
+	flag.StringVar(&o.webhookHost, "webhook-host", "", "webhook listen host (default all interfaces)")
+	flag.IntVar(&o.webhookPort, "webhook-port", 9443, "webhook listen port")
+	flag.StringVar(&o.webhookCertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "neuronetes-webhook-certs"),
+		"directory with tls.crt, tls.key and ca.crt; generated when missing in --webhook-url mode")
+	flag.StringVar(&o.webhookURL, "webhook-url", "", "register the webhook by URL, e.g. https://127.0.0.1:9443 (host process mode; certs are generated)")
+	flag.StringVar(&o.webhookService, "webhook-service", "", "register the webhook by Service namespace/name (in-cluster mode; caBundle from ca.crt)")
+	flag.StringVar(&o.webhookConfigName, "webhook-config-name", nnwebhook.ConfigName, "name of the MutatingWebhookConfiguration to keep")
+	flag.StringVar(&o.sidecarImage, "sidecar-image", nnwebhook.DefaultSidecarImage, "image of the injected sidecar")
+	flag.StringVar(&o.sidecarPull, "sidecar-pull-policy", string(corev1.PullNever), "imagePullPolicy of the injected sidecar")
+	flag.StringVar(&o.sidecarRedis, "sidecar-redis-addr", "10.88.0.1:6379", "default NEURONETES_REDIS_ADDR of injected sidecars")
+	flag.StringVar(&o.sidecarArgs, "sidecar-args", "", "space-separated extra arguments of the injected sidecar")
+	klog.InitFlags(nil)
+	flag.Parse()
+	return o
+}
+
+func main() {
+	o := parseFlags()
+	ctrl.SetLogger(klog.NewKlogr())
+	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+		klog.ErrorS(err, "controller failed")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
+}
+
+func run(ctx context.Context, o *options) error {
+	logger := klog.FromContext(ctx)
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("scheme: %w", err)
+	}
+	if err := nnv1.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("scheme: %w", err)
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+
+	// Only pool pods are cached: the controller never needs other pods.
+	poolPods, err := labels.NewRequirement(nnv1.PoolLabel, selection.Exists, nil)
+	if err != nil {
+		return fmt.Errorf("pod selector: %w", err)
+	}
+	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}: {Label: labels.NewSelector().Add(*poolPods)},
+	}}
+	if o.namespace != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
+	}
+	mgrOpts := ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   cacheOpts,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.healthAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "controller.neuronetes.io",
+		LeaderElectionNamespace: o.leaderElectionNamespace,
+	}
+	if o.webhookEnabled {
+		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir})
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+
+	rec := &agentpool.Reconciler{Metrics: agentpool.NewMetrics(crmetrics.Registry)}
+	if err := rec.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("agentpool controller: %w", err)
+	}
+	// The autoscaler loop (controller/autoscaling) registers here once it lands.
+
+	if o.webhookEnabled {
+		if err := setupWebhook(ctx, mgr, o); err != nil {
+			return err
+		}
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("healthz: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("readyz: %w", err)
+	}
+	logger.Info("starting controller", "namespace", o.namespace, "metrics", o.metricsAddr, "webhook", o.webhookEnabled)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	return nil
+}
+
+// setupWebhook registers the injector and, with --webhook-url or --webhook-service, keeps the
+// MutatingWebhookConfiguration.
+func setupWebhook(ctx context.Context, mgr ctrl.Manager, o *options) error {
+	inj := &nnwebhook.Injector{
+		Client:     mgr.GetAPIReader(),
+		Decoder:    admission.NewDecoder(mgr.GetScheme()),
+		Image:      o.sidecarImage,
+		PullPolicy: corev1.PullPolicy(o.sidecarPull),
+		RedisAddr:  o.sidecarRedis,
+		ExtraArgs:  strings.Fields(o.sidecarArgs),
+	}
+	mgr.GetWebhookServer().Register(nnwebhook.Path, &webhook.Admission{Handler: inj})
+
+	var target nnwebhook.Target
+	var ca []byte
+	var err error
+	switch {
+	case o.webhookURL != "":
+		u, perr := url.Parse(o.webhookURL)
+		if perr != nil || u.Scheme != "https" {
+			return fmt.Errorf("--webhook-url %q: want https://host:port", o.webhookURL)
+		}
+		host := u.Hostname()
+		hosts := []string{host}
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			hosts = append(hosts, "127.0.0.1")
+		}
+		if ca, err = nnwebhook.EnsureCerts(o.webhookCertDir, hosts); err != nil {
+			return fmt.Errorf("webhook certs: %w", err)
+		}
+		target.URL = strings.TrimRight(o.webhookURL, "/")
+	case o.webhookService != "":
+		ns, name, ok := strings.Cut(o.webhookService, "/")
+		if !ok {
+			return fmt.Errorf("--webhook-service %q: want namespace/name", o.webhookService)
+		}
+		target.ServiceNamespace, target.ServiceName = ns, name
+		svcHost := name + "." + ns + ".svc"
+		if ca, err = nnwebhook.EnsureCerts(o.webhookCertDir, []string{svcHost, name + "." + ns + ".svc.cluster.local"}); err != nil {
+			return fmt.Errorf("webhook certs: %w", err)
+		}
+	default:
+		return nil // registration is done elsewhere (e.g. by a chart with its own CA)
+	}
+	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	target.ConfigName, target.Namespace = o.webhookConfigName, o.namespace
+	if err := nnwebhook.Register(ctx, c, target, ca); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).Info("webhook registered", "config", o.webhookConfigName, "url", target.URL, "service", o.webhookService)
+	return nil
+}

@@ -1,0 +1,493 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+)
+
+var ctrlPoolGVR = schema.GroupVersionResource{Group: "neuronetes.io", Version: "v1alpha1", Resource: "agentpools"}
+
+// ctrlInstallCRDs server-side applies deploy/crds (kept after the test: other components share
+// them) and waits until the API serves them.
+func ctrlInstallCRDs(t *testing.T, e *Env) {
+	t.Helper()
+	e.Kubectl(t, "apply", "--server-side", "--force-conflicts", "--field-manager=neuronetes-controller-e2e", "-f", filepath.Join(e.Root, "deploy", "crds"))
+	for _, crd := range []string{"models", "agentclasses", "agentpools", "toolbindings"} {
+		e.Kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/"+crd+".neuronetes.io")
+	}
+	Eventually(t, 30*time.Second, "agentpools served", func() (bool, error) {
+		_, err := e.Dynamic.Resource(ctrlPoolGVR).Namespace("default").List(context.Background(), metav1.ListOptions{Limit: 1})
+		return err == nil, err
+	})
+}
+
+// TestControllerSeedExamplesAccepted creates every seed 001 example (verbatim fixtures) on the
+// real apiserver.
+func TestControllerSeedExamplesAccepted(t *testing.T) {
+	e := requireEnv(t)
+	ctrlInstallCRDs(t, e)
+	ns := e.Namespace(t, "ctrl-seed")
+	files, err := filepath.Glob(filepath.Join(e.Root, "api/v1alpha1/testdata/seed001/*.yaml"))
+	if err != nil || len(files) < 20 {
+		t.Fatalf("seed fixtures: %d, %v", len(files), err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			e.Apply(t, ns, string(b))
+		})
+	}
+}
+
+// TestControllerMalformedPoolsRejected submits malformed AgentPools (dry run) and checks that each
+// is rejected with a message naming the field.
+func TestControllerMalformedPoolsRejected(t *testing.T) {
+	e := requireEnv(t)
+	ctrlInstallCRDs(t, e)
+	tests := []struct {
+		name, spec, field string
+	}{
+		{"min above max", "minReplicas: 5\nmaxReplicas: 2", "spec.minReplicas"},
+		{"replicas above max", "replicas: 11\nmaxReplicas: 10", "spec.replicas"},
+		{"negative min", "minReplicas: -1", "spec.minReplicas"},
+		{"zero max", "maxReplicas: 0", "spec.maxReplicas"},
+		{"prewarm above 100", "prewarmPercent: 150", "spec.prewarmPercent"},
+		{"prewarm negative", "prewarmPercent: -5", "spec.prewarmPercent"},
+		{"unknown metric type", "autoscaling:\n  metrics:\n  - type: gpu-temperature\n    target: \"80\"", "spec.autoscaling.metrics[0].type"},
+		{"ttft target not a duration", "autoscaling:\n  metrics:\n  - type: ttft-p95\n    target: fast", "spec.autoscaling.metrics[0].target"},
+		{"queue target is a duration", "autoscaling:\n  metrics:\n  - type: tokens-in-queue\n    target: 500ms", "spec.autoscaling.metrics[0].target"},
+		{"bad averaging window", "autoscaling:\n  metrics:\n  - type: queue-depth\n    target: \"20\"\n    averagingWindow: 30 seconds", "spec.autoscaling.metrics[0].averagingWindow"},
+		{"duplicate metric type", "autoscaling:\n  metrics:\n  - type: queue-depth\n  - type: queue-depth", "spec.autoscaling.metrics[1]"},
+		{"bad cooldown", "autoscaling:\n  cooldownPeriod: soon", "spec.autoscaling.cooldownPeriod"},
+		{"negative replenish delay", "autoscaling:\n  replenishStrategy:\n    delay: -5s", "spec.autoscaling.replenishStrategy.delay"},
+		{"zero batch size", "autoscaling:\n  replenishStrategy:\n    batchSize: 0", "spec.autoscaling.replenishStrategy.batchSize"},
+		{"unknown strategy", "autoscaling:\n  strategy: median", "spec.autoscaling.strategy"},
+		{"scale-down percent above 100", "autoscaling:\n  behavior:\n    scaleDown:\n      maxChangePercent: 150", "spec.autoscaling.behavior.scaleDown.maxChangePercent"},
+		{"zero period", "autoscaling:\n  behavior:\n    scaleUp:\n      periodSeconds: 0", "spec.autoscaling.behavior.scaleUp.periodSeconds"},
+		{"confidence above 1", "autoscaling:\n  predictive:\n    minConfidence: 1.5", "spec.autoscaling.predictive.minConfidence"},
+		{"bad cron", "autoscaling:\n  predictive:\n    schedules:\n    - name: x\n      cron: every day\n      replicas: 2", "spec.autoscaling.predictive.schedules[0].cron"},
+		{"negative schedule replicas", "autoscaling:\n  predictive:\n    schedules:\n    - name: x\n      cron: \"0 8 * * *\"\n      replicas: -1", "spec.autoscaling.predictive.schedules[0].replicas"},
+		{"headroom above 100", "autoscaling:\n  sloTarget:\n    headroomPercent: 200", "spec.autoscaling.sloTarget.headroomPercent"},
+		{"spot percent above 100", "autoscaling:\n  spotStrategy:\n    maxSpotPercent: 101", "spec.autoscaling.spotStrategy.maxSpotPercent"},
+		{"unknown budget action", "autoscaling:\n  costConstraints:\n    onBudgetExceeded: [panic]", "spec.autoscaling.costConstraints.onBudgetExceeded[0]"},
+		{"negative max cost", "autoscaling:\n  costConstraints:\n    maxCostPerHour: -1", "spec.autoscaling.costConstraints.maxCostPerHour"},
+		{"unknown interruption action", "autoscaling:\n  spotStrategy:\n    onInterruption:\n      action: explode", "spec.autoscaling.spotStrategy.onInterruption.action"},
+		{"external target not a number", "autoscaling:\n  externalMetrics:\n  - name: q\n    target: lots", "spec.autoscaling.externalMetrics[0].target"},
+	}
+	if len(tests) < 15 {
+		t.Fatalf("only %d malformed cases", len(tests))
+	}
+	ns := e.Namespace(t, "ctrl-bad")
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := fmt.Sprintf("apiVersion: neuronetes.io/v1alpha1\nkind: AgentPool\nmetadata:\n  name: bad-%d\nspec:\n%s\n", i, indent(tt.spec, "  "))
+			obj := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+				t.Fatalf("fixture: %v\n%s", err, doc)
+			}
+			_, err := e.Dynamic.Resource(ctrlPoolGVR).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err == nil {
+				t.Fatalf("accepted:\n%s", doc)
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("want Invalid, got %v", err)
+			}
+			if !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("message does not name %s: %v", tt.field, err)
+			}
+			t.Logf("rejected: %v", err)
+		})
+	}
+}
+
+func indent(s, pre string) string {
+	lines := strings.Split(s, "\n")
+	for i := range lines {
+		lines[i] = pre + lines[i]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// ctrlProc is the controller running as a host process.
+type ctrlProc struct {
+	t           *testing.T
+	bin         string
+	args        []string
+	log         *os.File
+	cmd         *exec.Cmd
+	metricsAddr string
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func (c *ctrlProc) start() {
+	c.t.Helper()
+	c.cmd = exec.Command(c.bin, c.args...)
+	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
+	if err := c.cmd.Start(); err != nil {
+		c.t.Fatalf("start controller: %v", err)
+	}
+	Eventually(c.t, 30*time.Second, "controller metrics endpoint", func() (bool, error) {
+		resp, err := http.Get("http://" + c.metricsAddr + "/metrics")
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return true, nil
+	})
+}
+
+func (c *ctrlProc) kill() {
+	if c.cmd != nil && c.cmd.Process != nil {
+		_ = c.cmd.Process.Signal(syscall.SIGKILL)
+		_ = c.cmd.Wait()
+		c.cmd = nil
+	}
+}
+
+func (c *ctrlProc) metrics() string {
+	resp, err := http.Get("http://" + c.metricsAddr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// startController builds and runs cmd/controller scoped to ns, with its webhook registered by URL.
+func startController(t *testing.T, e *Env, ns, sidecarImage, sidecarArgs string) *ctrlProc {
+	bin := e.HostBinary(t, "./cmd/controller")
+	whPort, mPort := freePort(t), freePort(t)
+	cfgName := "neuronetes-sidecar-e2e-" + ns
+	logf, err := os.Create(filepath.Join(t.TempDir(), "controller.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &ctrlProc{t: t, bin: bin, log: logf, metricsAddr: fmt.Sprintf("127.0.0.1:%d", mPort), args: []string{
+		"--kubeconfig", e.Kubeconfig, "--namespace", ns,
+		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mPort), "--health-addr", "0",
+		"--webhook-host", "127.0.0.1", "--webhook-port", fmt.Sprint(whPort),
+		"--webhook-url", fmt.Sprintf("https://127.0.0.1:%d", whPort), "--webhook-config-name", cfgName,
+		"--webhook-cert-dir", t.TempDir(), "--sidecar-image", sidecarImage, "--sidecar-args", sidecarArgs,
+		"--leader-elect=false", "-v=2",
+	}}
+	t.Cleanup(func() {
+		c.kill()
+		_ = e.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), cfgName, metav1.DeleteOptions{})
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			if len(b) > 8000 {
+				b = b[len(b)-8000:]
+			}
+			t.Logf("controller log tail:\n%s", b)
+		}
+		logf.Close()
+	})
+	c.start()
+	return c
+}
+
+// poolPods returns the pool's live pods by state.
+func poolPods(t *testing.T, e *Env, ns, pool string) map[string][]corev1.Pod {
+	t.Helper()
+	l, err := e.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: nnv1.PoolLabel + "=" + pool})
+	if err != nil {
+		t.Fatalf("list pods: %v", err)
+	}
+	out := map[string][]corev1.Pod{}
+	for _, p := range l.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		out[p.Labels[nnv1.StateLabel]] = append(out[p.Labels[nnv1.StateLabel]], p)
+	}
+	return out
+}
+
+func readyCount(pods []corev1.Pod) int {
+	n := 0
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func podNames(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+const ctrlClassYAML = `apiVersion: neuronetes.io/v1alpha1
+kind: AgentClass
+metadata:
+  name: demo
+spec:
+  slo:
+    ttft: 500ms
+  template:
+    spec:
+      containers:
+      - name: agent
+        image: %s
+        imagePullPolicy: Never
+        args: ["--listen=:8000", "--token-rate=500", "--ttft-base=5ms"]
+        ports:
+        - containerPort: 8000
+        readinessProbe:
+          httpGet: {path: /readyz, port: 8000}
+          periodSeconds: 1
+`
+
+const ctrlPoolYAML = `apiVersion: neuronetes.io/v1alpha1
+kind: AgentPool
+metadata:
+  name: demo
+spec:
+  agentClassRef: {name: demo}
+  minReplicas: 2
+  maxReplicas: 10
+  prewarmPercent: 20
+  drainGracePeriodSeconds: 5
+  autoscaling:
+    useWarmPool: true
+    replenishStrategy:
+      delay: 10s
+      batchSize: 1
+`
+
+// TestControllerWarmPool runs the controller against the real cluster: 2 serving + 2 warm pods,
+// kubectl scale activates the warm pods first, the warm pool is replenished after the delay, the
+// sidecar is injected, and killing the controller during a scale leaves no extra pods.
+func TestControllerWarmPool(t *testing.T) {
+	e := requireEnv(t)
+	ctrlInstallCRDs(t, e)
+	ns := e.Namespace(t, "ctrl-warm")
+	agentImg := e.Image(t, "demo-agent", "./cmd/demo-agent")
+	// The injected sidecar: the real one when asked for, else the demo agent listening on the
+	// sidecar's port, so this test depends on neither Redis nor the sidecar package.
+	sidecarImg, sidecarArgs := agentImg, "--listen=127.0.0.1:7070 --model=sidecar-standin"
+	if os.Getenv("NEURONETES_E2E_REAL_SIDECAR") == "1" {
+		sidecarImg, sidecarArgs = e.Image(t, "sidecar", "./cmd/sidecar"), ""
+	}
+	ctl := startController(t, e, ns, sidecarImg, sidecarArgs)
+
+	e.Apply(t, ns, fmt.Sprintf(ctrlClassYAML, agentImg))
+	e.Apply(t, ns, ctrlPoolYAML)
+
+	Eventually(t, 3*time.Minute, "2 serving and 2 warm Ready pods", func() (bool, error) {
+		p := poolPods(t, e, ns, "demo")
+		return readyCount(p["serving"]) == 2 && readyCount(p["warm"]) == 2 && len(p["serving"]) == 2 && len(p["warm"]) == 2,
+			fmt.Errorf("serving %v (ready %d), warm %v (ready %d)", podNames(p["serving"]), readyCount(p["serving"]), podNames(p["warm"]), readyCount(p["warm"]))
+	})
+	before := poolPods(t, e, ns, "demo")
+	// Sidecar injection.
+	for _, p := range append(append([]corev1.Pod{}, before["serving"]...), before["warm"]...) {
+		var names []string
+		for _, c := range p.Spec.Containers {
+			names = append(names, c.Name)
+		}
+		if len(names) != 2 || names[1] != "neuronetes-sidecar" || p.Annotations[nnv1.SidecarInjectedAnnotation] == "" {
+			t.Fatalf("pod %s containers %v annotations %v: sidecar not injected once", p.Name, names, p.Annotations)
+		}
+	}
+	// Warm pods are outside the Service.
+	Eventually(t, 30*time.Second, "service endpoints = serving pods", func() (bool, error) {
+		got := ctrlEndpoints(t, e, ns, "demo")
+		want := ctrlIPs(before["serving"])
+		return strings.Join(got, ",") == strings.Join(want, ","), fmt.Errorf("endpoints %v, want %v", got, want)
+	})
+
+	// Scale to 4: warm pods are activated, no pod starts.
+	warmNames := podNames(before["warm"])
+	allBefore := append(podNames(before["serving"]), warmNames...)
+	sort.Strings(allBefore)
+	start := time.Now()
+	e.Kubectl(t, "-n", ns, "scale", "agentpool/demo", "--replicas=4")
+	acked := time.Now()
+	for {
+		p := poolPods(t, e, ns, "demo")
+		if readyCount(p["serving"]) == 4 {
+			if got := podNames(p["serving"]); strings.Join(got, ",") != strings.Join(allBefore, ",") {
+				t.Fatalf("serving pods after scale %v, want the former serving+warm %v (a pod was started)", got, allBefore)
+			}
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("warm pods not activated: %v", podNames(p["serving"]))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The activated pods answer at once (they were Ready while warm).
+	for _, p := range before["warm"] {
+		ctrlChat(t, p.Status.PodIP)
+	}
+	served := time.Since(acked)
+	Eventually(t, 30*time.Second, "service endpoints include the activated pods", func() (bool, error) {
+		return len(ctrlEndpoints(t, e, ns, "demo")) == 4, nil
+	})
+	t.Logf("warm activation: kubectl scale took %s; activated pods labelled serving and answering %s after it returned; in the Service's endpoints %s after it returned",
+		acked.Sub(start), served, time.Since(acked))
+	if served > time.Second {
+		t.Errorf("activated pods served %s after the scale (want within 1s)", served)
+	}
+
+	// Replenish: nothing before the delay, then one warm pod at a time.
+	time.Sleep(5 * time.Second)
+	if p := poolPods(t, e, ns, "demo"); len(p["warm"]) != 0 {
+		t.Fatalf("warm pool replenished before the 10s delay: %v", podNames(p["warm"]))
+	}
+	Eventually(t, 2*time.Minute, "warm pool replenished to 2", func() (bool, error) {
+		p := poolPods(t, e, ns, "demo")
+		return readyCount(p["warm"]) == 2 && len(p["serving"]) == 4, fmt.Errorf("serving %d warm %d (ready %d)", len(p["serving"]), len(p["warm"]), readyCount(p["warm"]))
+	})
+	if m := ctl.metrics(); !strings.Contains(m, fmt.Sprintf(`neuronetes_warm_pool_activations_total{namespace="%s",pool="demo"} 2`, ns)) {
+		t.Errorf("activation metric missing:\n%s", ctrlGrep(m, "neuronetes_"))
+	}
+
+	// Kill the controller in the middle of a scale to 6, restart it, and watch the pod count.
+	var mu sync.Mutex
+	maxSeen := 0
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			l, err := e.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: nnv1.PoolLabel + "=demo"})
+			if err == nil {
+				n := 0
+				for _, p := range l.Items {
+					if p.DeletionTimestamp == nil {
+						n++
+					}
+				}
+				mu.Lock()
+				maxSeen = max(maxSeen, n)
+				mu.Unlock()
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	e.Kubectl(t, "-n", ns, "scale", "agentpool/demo", "--replicas=6")
+	time.Sleep(150 * time.Millisecond)
+	ctl.kill()
+	time.Sleep(2 * time.Second)
+	ctl.start()
+	Eventually(t, 3*time.Minute, "6 serving and 2 warm pods after the restart", func() (bool, error) {
+		p := poolPods(t, e, ns, "demo")
+		return len(p["serving"]) == 6 && readyCount(p["warm"]) == 2 && len(p["warm"]) == 2,
+			fmt.Errorf("serving %d warm %d", len(p["serving"]), len(p["warm"]))
+	})
+	time.Sleep(3 * time.Second) // a quiet period in which no extra pod may appear
+	close(stop)
+	<-done
+	if maxSeen > 6+2 {
+		t.Fatalf("saw %d live pool pods, more than 6 serving + 2 warm", maxSeen)
+	}
+	t.Logf("controller restart during scale: at most %d live pods (limit 8)", maxSeen)
+
+	// Scale down drains serving pods.
+	e.Kubectl(t, "-n", ns, "scale", "agentpool/demo", "--replicas=2")
+	Eventually(t, time.Minute, "scale down to 2 serving", func() (bool, error) {
+		p := poolPods(t, e, ns, "demo")
+		return len(p["serving"]) == 2 && len(p["warm"]) == 2, fmt.Errorf("serving %d warm %d", len(p["serving"]), len(p["warm"]))
+	})
+}
+
+func ctrlChat(t *testing.T, ip string) {
+	t.Helper()
+	body := `{"messages":[{"role":"user","content":"hello"}],"max_tokens":4}`
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Post("http://"+net.JoinHostPort(ip, "8000")+"/v1/chat/completions", "application/json", bytes.NewBufferString(body))
+	if err != nil {
+		t.Fatalf("chat to %s: %v", ip, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "tok3") {
+		t.Fatalf("chat to %s: %d %s", ip, resp.StatusCode, b)
+	}
+}
+
+func ctrlIPs(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Status.PodIP)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func ctrlEndpoints(t *testing.T, e *Env, ns, svc string) []string {
+	l, err := e.Kube.DiscoveryV1().EndpointSlices(ns).List(context.Background(), metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, s := range l.Items {
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			out = append(out, ep.Addresses...)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func ctrlGrep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
