@@ -46,6 +46,12 @@ type Options struct {
 	Compression Compression
 	// Parallel is how many chunks move at once; 0 means 4.
 	Parallel int
+	// VerifyFiles re-hashes every fetched file against its manifest sha256
+	// in addition to the per-chunk sha256 checks Get always does. The chunk
+	// checks already catch any corrupt or missing stored byte; this second
+	// pass also catches a manifest whose chunk list disagrees with its file
+	// digests, at the cost of hashing the image twice.
+	VerifyFiles bool
 }
 
 // Store is the checkpoint image store over one Backend.
@@ -53,15 +59,17 @@ type Store struct {
 	b    Backend
 	comp Compression
 	par  int
-	enc  *zstd.Encoder
-	dec  *zstd.Decoder
+	// verifyFiles: see Options.VerifyFiles.
+	verifyFiles bool
+	enc         *zstd.Encoder
+	dec         *zstd.Decoder
 	// mu serializes Put against Prune in this process.
 	mu sync.RWMutex
 }
 
 // New returns a store over b.
 func New(b Backend, opts Options) (*Store, error) {
-	s := &Store{b: b, comp: opts.Compression, par: opts.Parallel}
+	s := &Store{b: b, comp: opts.Compression, par: opts.Parallel, verifyFiles: opts.VerifyFiles}
 	if s.comp == "" {
 		s.comp = CompressionNone
 		if b.Remote() {

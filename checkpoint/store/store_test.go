@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"os"
 	"path/filepath"
 	"testing"
@@ -254,6 +256,36 @@ func TestRetention(t *testing.T) {
 				}
 			}
 			_ = d
+		})
+	}
+}
+
+// TestVerifyFilesCatchesManifestMismatch: with VerifyFiles, a manifest whose
+// file digest disagrees with its chunks is rejected.
+func TestVerifyFilesCatchesManifestMismatch(t *testing.T) {
+	tests := []struct {
+		verify  bool
+		wantErr bool
+	}{{true, true}, {false, false}}
+	for _, tc := range tests {
+		t.Run(fmt.Sprint("verify=", tc.verify), func(t *testing.T) {
+			ctx := context.Background()
+			d, _ := NewDir(t.TempDir())
+			s, _ := New(d, Options{VerifyFiles: tc.verify})
+			src := t.TempDir()
+			writeImages(t, src, randBytes(2<<20, 8))
+			m, err := s.Put(ctx, "agent-v", "ck", src, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Files[0].SHA256 = strings.Repeat("0", 64)
+			if err := rewriteManifest(ctx, s, m); err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.Get(ctx, "agent-v", "ck", t.TempDir(), nil)
+			if tc.wantErr != errors.Is(err, ErrCorrupt) {
+				t.Errorf("Get err = %v, want corrupt=%v", err, tc.wantErr)
+			}
 		})
 	}
 }
