@@ -1,0 +1,65 @@
+package webhook
+
+import (
+	"context"
+	"testing"
+
+	admissionregv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+func TestRegister(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := admissionregv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		target  Target
+		wantErr bool
+		check   func(t *testing.T, w admissionregv1.MutatingWebhook)
+	}{
+		{"url mode", Target{URL: "https://127.0.0.1:9443", ConfigName: "c", Namespace: "ns1"}, false, func(t *testing.T, w admissionregv1.MutatingWebhook) {
+			if *w.ClientConfig.URL != "https://127.0.0.1:9443"+Path || w.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "ns1" {
+				t.Errorf("webhook = %+v", w)
+			}
+		}},
+		{"service mode", Target{ServiceNamespace: "sys", ServiceName: "ctl", ConfigName: "c"}, false, func(t *testing.T, w admissionregv1.MutatingWebhook) {
+			if w.ClientConfig.Service.Name != "ctl" || *w.ClientConfig.Service.Port != 443 || *w.ClientConfig.Service.Path != Path || w.NamespaceSelector != nil {
+				t.Errorf("webhook = %+v", w)
+			}
+		}},
+		{"no target", Target{ConfigName: "c"}, true, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(s).Build()
+			err := Register(context.Background(), c, tt.target, []byte("ca"))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Register err = %v", err)
+			}
+			if tt.wantErr {
+				return
+			}
+			// Registering twice updates in place.
+			if err := Register(context.Background(), c, tt.target, []byte("ca2")); err != nil {
+				t.Fatal(err)
+			}
+			var cfg admissionregv1.MutatingWebhookConfiguration
+			if err := c.Get(context.Background(), types.NamespacedName{Name: "c"}, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			if len(cfg.Webhooks) != 2 {
+				t.Fatalf("webhooks = %d, want 2", len(cfg.Webhooks))
+			}
+			for _, w := range cfg.Webhooks {
+				if *w.FailurePolicy != admissionregv1.Fail || string(w.ClientConfig.CABundle) != "ca2" || w.ObjectSelector == nil {
+					t.Errorf("webhook %s: policy %v ca %q selector %v", w.Name, *w.FailurePolicy, w.ClientConfig.CABundle, w.ObjectSelector)
+				}
+				tt.check(t, w)
+			}
+		})
+	}
+}
