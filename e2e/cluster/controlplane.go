@@ -127,9 +127,12 @@ func startScheduler(p Paths, pk *pki, qps int) error {
 	args := []string{"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
 		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(SchedulerPort),
 		"--leader-elect=false", "--v=1"}
-	if qps > 0 {
-		args = append(args, "--kube-api-qps="+strconv.Itoa(qps), "--kube-api-burst="+strconv.Itoa(2*qps))
+	// The stock client limits (50/100) make binding wait in the scheduler's
+	// own rate limiter at about 13 pods/s; scale runs need far more.
+	if qps <= 0 {
+		qps = 5000
 	}
+	args = append(args, "--kube-api-qps="+strconv.Itoa(qps), "--kube-api-burst="+strconv.Itoa(2*qps))
 	if _, err := startProcess(p, "kube-scheduler", nil, p.Binary("kube-scheduler"), args...); err != nil {
 		return err
 	}

@@ -59,8 +59,8 @@ type Options struct {
 	// KwokNodeTemplate, when set, is called for each kwok node index and
 	// returns extra labels to put on it.
 	KwokNodeLabels func(i int) map[string]string
-	// SchedulerQPS raises the scheduler's client rate limits for scale tests
-	// (0 keeps the defaults).
+	// SchedulerQPS is the scheduler's client QPS (burst is twice that);
+	// 0 means 5000, high enough that scale runs measure the scheduler itself.
 	SchedulerQPS int
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any)
