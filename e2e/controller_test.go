@@ -491,3 +491,84 @@ func ctrlGrep(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestControllerBenchWarmVsCold measures scale-up from 1 to 2 serving pods with a warm pool
+// (activation) against a pool without one (a pod start), on the real cluster. It prints medians
+// and their ratio; it asserts nothing about speed. Run by hack/bench.d/45-controller.sh
+// (NEURONETES_BENCH=1, rounds from NEURONETES_BENCH_ROUNDS, default 5).
+func TestControllerBenchWarmVsCold(t *testing.T) {
+	if os.Getenv("NEURONETES_BENCH") != "1" {
+		t.Skip("benchmark; set NEURONETES_BENCH=1 (hack/bench.d/45-controller.sh does)")
+	}
+	e := requireEnv(t)
+	ctrlInstallCRDs(t, e)
+	rounds := 5
+	if v := os.Getenv("NEURONETES_BENCH_ROUNDS"); v != "" {
+		if _, err := fmt.Sscan(v, &rounds); err != nil || rounds < 1 {
+			t.Fatalf("NEURONETES_BENCH_ROUNDS=%q", v)
+		}
+	}
+	ns := e.Namespace(t, "ctrl-bench")
+	agentImg := e.Image(t, "demo-agent", "./cmd/demo-agent")
+	startController(t, e, ns, agentImg, "--listen=127.0.0.1:7070 --model=sidecar-standin")
+	e.Apply(t, ns, fmt.Sprintf(ctrlClassYAML, agentImg))
+	pool := func(name string, warm bool) string {
+		return fmt.Sprintf("apiVersion: neuronetes.io/v1alpha1\nkind: AgentPool\nmetadata:\n  name: %s\nspec:\n  agentClassRef: {name: demo}\n"+
+			"  minReplicas: 1\n  maxReplicas: 10\n  prewarmPercent: 10\n  drainGracePeriodSeconds: 1\n  autoscaling:\n    useWarmPool: %v\n"+
+			"    replenishStrategy: {delay: 0s, batchSize: 1}\n", name, warm)
+	}
+	e.Apply(t, ns, pool("warm", true))
+	e.Apply(t, ns, pool("cold", false))
+	settled := func(name string, warm int) func() (bool, error) {
+		return func() (bool, error) {
+			l, err := e.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: nnv1.PoolLabel + "=" + name})
+			if err != nil {
+				return false, err
+			}
+			if len(l.Items) != 1+warm {
+				return false, fmt.Errorf("%d pods", len(l.Items))
+			}
+			p := poolPods(t, e, ns, name)
+			return readyCount(p["serving"]) == 1 && readyCount(p["warm"]) == warm, nil
+		}
+	}
+	scale := func(name string, n int) {
+		_, err := e.Dynamic.Resource(ctrlPoolGVR).Namespace(ns).Patch(context.Background(), name, "application/merge-patch+json",
+			[]byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)), metav1.PatchOptions{})
+		if err != nil {
+			t.Fatalf("scale %s: %v", name, err)
+		}
+	}
+	measure := func(name string, warm int) time.Duration {
+		Eventually(t, 3*time.Minute, name+" settled", settled(name, warm))
+		start := time.Now()
+		scale(name, 2)
+		for {
+			if readyCount(poolPods(t, e, ns, name)["serving"]) == 2 {
+				break
+			}
+			if time.Since(start) > 3*time.Minute {
+				t.Fatalf("%s: 2 serving pods not ready", name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		d := time.Since(start)
+		scale(name, 1)
+		return d
+	}
+	var warmD, coldD []time.Duration
+	for i := 0; i < rounds; i++ {
+		warmD = append(warmD, measure("warm", 1))
+		coldD = append(coldD, measure("cold", 0))
+	}
+	med := func(d []time.Duration) time.Duration {
+		s := append([]time.Duration(nil), d...)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		return s[len(s)/2]
+	}
+	mw, mc := med(warmD), med(coldD)
+	fmt.Printf("controller bench: scale 1->2 serving Ready, %d rounds\n", rounds)
+	fmt.Printf("  %-28s median %8s  all %v\n", "cold (pod start, baseline)", mc.Round(time.Millisecond), coldD)
+	fmt.Printf("  %-28s median %8s  all %v\n", "warm (activation)", mw.Round(time.Millisecond), warmD)
+	fmt.Printf("  ratio cold/warm: %.1fx\n", float64(mc)/float64(max(mw, time.Microsecond)))
+}
