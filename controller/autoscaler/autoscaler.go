@@ -120,7 +120,14 @@ func (p Policy) Validate() error {
 	return nil
 }
 
+// ExternalPrefix prefixes external metric types ("external:<name>"); their
+// values are per-replica averages of an external query, like KEDA's AverageValue.
+const ExternalPrefix = "external:"
+
 func knownMetric(t MetricType) bool {
+	if strings.HasPrefix(string(t), ExternalPrefix) && len(t) > len(ExternalPrefix) {
+		return true
+	}
 	for _, k := range AllMetricTypes {
 		if k == t {
 			return true

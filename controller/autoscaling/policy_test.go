@@ -1,0 +1,141 @@
+package autoscaling
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	v1alpha1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/controller/autoscaler"
+)
+
+const seedPool = `
+apiVersion: neuronetes.io/v1alpha1
+kind: AgentPool
+metadata: {name: p}
+spec:
+  minReplicas: 2
+  maxReplicas: 20
+  autoscaling:
+    metrics:
+      - {type: tokens-in-queue, target: "500", averagingWindow: 30s}
+      - {type: ttft-p95, target: "800ms", averagingWindow: 1m}
+    externalMetrics:
+      - {name: datadog-queue-depth, query: "avg:queue.depth", target: "100"}
+    strategy: max
+    behavior:
+      scaleUp: {stabilizationWindow: 60s, maxChangePercent: 100, maxChangeAbsolute: 5, periodSeconds: 30}
+      scaleDown: {stabilizationWindow: 300s, maxChangePercent: 50, maxChangeAbsolute: 2, periodSeconds: 120}
+    cooldownPeriod: 5m
+    sloTarget:
+      enabled: true
+      headroomPercent: 20
+      breachResponse: {scaleUpImmediately: true, maxScaleUp: 10}
+      scaleDownSafety: {requireHeadroom: 50, checkDuration: 10m}
+    predictive:
+      enabled: true
+      lookbackWindow: 7d
+      horizonMinutes: 10
+      minConfidence: 0.7
+      schedules:
+        - {name: business-hours, cron: "0 8 * * 1-5", replicas: 20}
+    costConstraints:
+      maxCostPerHour: 100.0
+      dailyBudget: 1000.0
+      onBudgetExceeded: [scale-to-min, enable-spot]
+`
+
+const seedClass = `
+apiVersion: neuronetes.io/v1alpha1
+kind: AgentClass
+metadata: {name: c}
+spec:
+  costPerReplicaHour: 4.5
+  slo: {ttft: 500ms}
+`
+
+func mustPool(t *testing.T, s string) *v1alpha1.AgentPool {
+	t.Helper()
+	var p v1alpha1.AgentPool
+	if err := yaml.UnmarshalStrict([]byte(s), &p); err != nil {
+		t.Fatal(err)
+	}
+	return &p
+}
+
+func TestPolicyFromAgentPool(t *testing.T) {
+	var class v1alpha1.AgentClass
+	if err := yaml.UnmarshalStrict([]byte(seedClass), &class); err != nil {
+		t.Fatal(err)
+	}
+	i32 := func(v int32) *int32 { return &v }
+	binding := &v1alpha1.ToolBinding{Spec: v1alpha1.ToolBindingSpec{Type: "queue", AgentPoolRef: &v1alpha1.LocalObjectReference{Name: "p"},
+		QueueConfig: &v1alpha1.QueueConfig{Provider: "nats", QueueName: "agent-tasks", AutoscaleOnLag: true, MaxLagThreshold: i32(100), PrefetchCount: i32(10)}}}
+	other := binding.DeepCopy()
+	other.Spec.AgentPoolRef.Name = "q"
+	p, err := PolicyFromAgentPool(mustPool(t, seedPool), &class, []*v1alpha1.ToolBinding{other, binding})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"min", p.MinReplicas, int32(2)},
+		{"max", p.MaxReplicas, int32(20)},
+		{"metrics", len(p.Metrics), 3},
+		{"tokens target", p.Metrics[0].Target, 500.0},
+		{"tokens window", p.Metrics[0].AveragingWindow, 30 * time.Second},
+		{"ttft target seconds", p.Metrics[1].Target, 0.8},
+		{"external", p.Metrics[2].Type, autoscaler.MetricType("external:datadog-queue-depth")},
+		{"strategy", p.Strategy, autoscaler.StrategyMax},
+		{"up", p.Behavior.ScaleUp, autoscaler.ScalingRules{StabilizationWindow: time.Minute, MaxChangePercent: 100, MaxChangeAbsolute: 5, Period: 30 * time.Second, Select: autoscaler.SelectMin}},
+		{"down period", p.Behavior.ScaleDown.Period, 120 * time.Second},
+		{"cooldown", p.CooldownPeriod, 5 * time.Minute},
+		{"slo", p.SLO, autoscaler.SLOTarget{Enabled: true, TTFT: 500 * time.Millisecond, HeadroomPercent: 20, ScaleUpImmediately: true, MaxScaleUp: 10, RequireHeadroomPercent: 50, CheckDuration: 10 * time.Minute}},
+		{"lookback 7d", p.Predictive.LookbackWindow, 7 * 24 * time.Hour},
+		{"horizon", p.Predictive.Horizon, 10 * time.Minute},
+		{"confidence", p.Predictive.MinConfidence, 0.7},
+		{"schedule", p.Predictive.Schedules[0].Replicas, int32(20)},
+		{"cost", p.Cost.CostPerReplicaHour, 4.5},
+		{"budget", p.Cost.DailyBudget, 1000.0},
+		{"actions", len(p.Cost.OnBudgetExceeded), 2},
+		{"lag", p.Lag, autoscaler.QueueLag{Enabled: true, MaxLagThreshold: 100, PrefetchCount: 10}},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if _, err := autoscaler.New(p); err != nil {
+		t.Fatalf("converted policy rejected: %v", err)
+	}
+}
+
+func TestPolicyFromAgentPoolErrors(t *testing.T) {
+	tests := []struct {
+		name, pool, field string
+		class             *v1alpha1.AgentClass
+	}{
+		{"bad target", "spec: {autoscaling: {metrics: [{type: queue-depth, target: lots}]}}", "metrics[0].target", nil},
+		{"bad window", "spec: {autoscaling: {metrics: [{type: queue-depth, target: '1', averagingWindow: soon}]}}", "metrics[0].averagingWindow", nil},
+		{"slo without class ttft", "spec: {autoscaling: {sloTarget: {enabled: true}}}", "sloTarget", nil},
+		{"budget without cost", "spec: {autoscaling: {costConstraints: {dailyBudget: 5}}}", "costConstraints", nil},
+		{"unknown strategy", "spec: {autoscaling: {strategy: median}}", "strategy", nil},
+		{"max below min", "spec: {minReplicas: 5, maxReplicas: 2}", "maxReplicas", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := PolicyFromAgentPool(mustPool(t, tc.pool), tc.class, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("got %v, want an error naming %q", err, tc.field)
+			}
+		})
+	}
+	p, err := PolicyFromAgentPool(mustPool(t, "spec: {}"), nil, nil)
+	if err != nil || p.MinReplicas != DefaultMinReplicas || p.MaxReplicas != DefaultMaxReplicas {
+		t.Fatalf("defaults: %+v, %v", p, err)
+	}
+}
