@@ -56,6 +56,7 @@ func run(args []string) error {
 	var (
 		nodeName     = fs.String("node-name", os.Getenv("NODE_NAME"), "this node's name (env NODE_NAME)")
 		cacheDir     = fs.String("cache-dir", "/var/lib/neuronetes/models", "host directory of the weights cache")
+		hostCacheDir = fs.String("host-cache-dir", "", "the cache directory as the host (and pods' hostPath volumes) name it; defaults to --cache-dir")
 		socket       = fs.String("socket", "/var/run/neuronetes/nodeagent.sock", "unix socket of the node API")
 		diskBudget   = fs.String("disk-budget", "0", "most bytes the cache may hold on disk (quantity, e.g. 200Gi); 0 = unlimited")
 		memBudget    = fs.String("memory-budget", "0", "most bytes of cached weights kept in the page cache; 0 = unlimited")
@@ -66,6 +67,7 @@ func run(args []string) error {
 		s3Endpoint   = fs.String("s3-endpoint", os.Getenv("NEURONETES_S3_ENDPOINT"), "default S3 endpoint for s3:// models (a Secret's \"endpoint\" key overrides it)")
 		metricsAddr  = fs.String("metrics-bind-address", ":9465", "Prometheus metrics address; 0 disables")
 		probeAddr    = fs.String("health-probe-bind-address", ":9466", "healthz/readyz address; 0 disables")
+		watchNS      = fs.String("watch-namespace", "", "watch Models and AgentClasses only in this namespace (tests); empty = all")
 		resync       = fs.Duration("resync", 30*time.Second, "idle resync: re-measure residency, keep labels and status true")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -115,19 +117,23 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes config: %w", err)
 	}
+	byObject := map[client.Object]ctrlcache.ByObject{&corev1.Pod{}: {Field: agent.PodFieldSelector(*nodeName)}}
+	if *watchNS != "" {
+		only := map[string]ctrlcache.Config{*watchNS: {}}
+		byObject[&v1alpha1.Model{}] = ctrlcache.ByObject{Namespaces: only}
+		byObject[&v1alpha1.AgentClass{}] = ctrlcache.ByObject{Namespaces: only}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress: *probeAddr,
-		Cache: ctrlcache.Options{ByObject: map[client.Object]ctrlcache.ByObject{
-			&corev1.Pod{}: {Field: agent.PodFieldSelector(*nodeName)},
-		}},
+		Cache:                  ctrlcache.Options{ByObject: byObject},
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
 	rec := &agent.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Agent: ag, NodeName: *nodeName,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Agent: ag, NodeName: *nodeName, HostCacheDir: *hostCacheDir,
 		S3Endpoint: *s3Endpoint, HTTPClient: &http.Client{}, IdleResync: *resync,
 	}
 	if err := rec.SetupWithManager(mgr); err != nil {

@@ -71,17 +71,22 @@ func Pins(pods []corev1.Pod, classes map[string]*v1alpha1.AgentClass, models map
 	return out
 }
 
-// LabelPatch returns the node label changes (value nil = remove) that make the node's warm labels
-// exactly one per warm digest: WarmNodeLabel(digest) = "true". Labels outside the warm prefix are
-// never touched. It returns nil when nothing changes.
-func LabelPatch(current map[string]string, warmHexes []string) map[string]*string {
+// LabelPatch returns the node label changes (value nil = remove) that set WarmNodeLabel(digest) =
+// "true" for every warm digest and remove the warm label of every known digest (a Model this agent
+// watches, or an entry it holds) that is not warm. Labels of digests the agent knows nothing about,
+// and labels outside the warm prefix, are left alone. It returns nil when nothing changes.
+func LabelPatch(current map[string]string, warmHexes, knownHexes []string) map[string]*string {
+	known := map[string]bool{}
+	for _, h := range knownHexes {
+		known[v1alpha1.WarmNodeLabel(cache.DigestPrefix+h)] = true
+	}
 	want := map[string]bool{}
 	for _, h := range warmHexes {
 		want[v1alpha1.WarmNodeLabel(cache.DigestPrefix+h)] = true
 	}
 	patch := map[string]*string{}
 	for k := range current {
-		if strings.HasPrefix(k, v1alpha1.WarmLabelPrefix+"sha256-") && !want[k] {
+		if strings.HasPrefix(k, v1alpha1.WarmLabelPrefix+"sha256-") && known[k] && !want[k] {
 			patch[k] = nil
 		}
 	}

@@ -78,19 +78,39 @@ func TestLabelPatch(t *testing.T) {
 		name    string
 		current map[string]string
 		warm    []string
+		known   []string
 		want    map[string]*string
 	}{
-		{"nothing to do", map[string]string{"kubernetes.io/hostname": "n"}, nil, nil},
-		{"add", map[string]string{}, []string{hexN(1)}, map[string]*string{l1: &tr}},
-		{"already set", map[string]string{l1: "true"}, []string{hexN(1)}, nil},
-		{"wrong value fixed", map[string]string{l1: "false"}, []string{hexN(1)}, map[string]*string{l1: &tr}},
-		{"remove evicted, keep foreign", map[string]string{l1: "true", l2: "true", "warm.neuronetes.io/other": "x"}, []string{hexN(2)}, map[string]*string{l1: nil}},
+		{"nothing to do", map[string]string{"kubernetes.io/hostname": "n"}, nil, nil, nil},
+		{"add", map[string]string{}, []string{hexN(1)}, nil, map[string]*string{l1: &tr}},
+		{"already set", map[string]string{l1: "true"}, []string{hexN(1)}, nil, nil},
+		{"wrong value fixed", map[string]string{l1: "false"}, []string{hexN(1)}, nil, map[string]*string{l1: &tr}},
+		{"remove evicted, keep foreign", map[string]string{l1: "true", l2: "true", "warm.neuronetes.io/other": "x"}, []string{hexN(2)}, []string{hexN(1), hexN(2)}, map[string]*string{l1: nil}},
+		{"unknown digest left alone", map[string]string{l1: "true"}, nil, []string{hexN(2)}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := LabelPatch(tt.current, tt.warm); !reflect.DeepEqual(got, tt.want) {
+			if got := LabelPatch(tt.current, tt.warm, tt.known); !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("LabelPatch = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestWeightsVolumeIsPinned(t *testing.T) {
+	m := &v1alpha1.Model{ObjectMeta: metav1.ObjectMeta{Name: "llama"}, Spec: v1alpha1.ModelSpec{Digest: "sha256:" + hexN(7), Format: "gguf", MountPath: "/weights"}}
+	v, vm, err := WeightsVolume(DefaultCacheDir, m, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vm.MountPath != "/weights/model.gguf" || !vm.ReadOnly {
+		t.Fatalf("mount %+v, want read-only /weights/model.gguf", vm)
+	}
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{v}}}
+	if got := Pins([]corev1.Pod{p}, nil, nil, DefaultCacheDir); !reflect.DeepEqual(got, map[string][]string{hexN(7): {"ns/a"}}) {
+		t.Fatalf("a pod with WeightsVolume pins %v, want the model's entry", got)
+	}
+	if _, _, err := WeightsVolume(DefaultCacheDir, &v1alpha1.Model{Spec: v1alpha1.ModelSpec{Digest: "bad"}}, "w"); err == nil {
+		t.Fatal("bad digest accepted")
 	}
 }

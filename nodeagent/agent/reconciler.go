@@ -37,6 +37,9 @@ type Reconciler struct {
 	Agent *Agent
 	// NodeName is this node.
 	NodeName string
+	// HostCacheDir is the cache directory as the host sees it (what pods' hostPath volumes name);
+	// the store's root when empty.
+	HostCacheDir string
 	// S3Endpoint is used for s3:// models whose Secret has no "endpoint" key.
 	S3Endpoint string
 	// HTTPClient is used for http(s) sources.
@@ -109,7 +112,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			onNode = append(onNode, p)
 		}
 	}
-	pins := Pins(onNode, classByKey, modelByKey, r.Agent.Store().Root())
+	hostDir := r.HostCacheDir
+	if hostDir == "" {
+		hostDir = r.Agent.Store().Root()
+	}
+	pins := Pins(onNode, classByKey, modelByKey, hostDir)
 	r.Agent.Store().SetPins(pins)
 
 	for i := range models.Items {
@@ -136,15 +143,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 
 	states := r.Agent.Refresh()
 	byHex := map[string]State{}
-	var warmHexes []string
+	var warmHexes, knownHexes []string
+	for i := range models.Items {
+		if h, err := cache.ParseDigest(models.Items[i].Spec.Digest); err == nil {
+			knownHexes = append(knownHexes, h)
+		}
+	}
 	for _, s := range states {
 		byHex[s.Hex] = s
+		knownHexes = append(knownHexes, s.Hex)
 		if s.Phase == PhaseReady && s.Warm {
 			warmHexes = append(warmHexes, s.Hex)
 		}
 	}
 	sort.Strings(warmHexes)
-	if err := r.syncLabels(ctx, warmHexes); err != nil {
+	if err := r.syncLabels(ctx, warmHexes, knownHexes); err != nil {
 		return reconcile.Result{}, err
 	}
 	for i := range models.Items {
@@ -189,12 +202,12 @@ func (r *Reconciler) request(ctx context.Context, m *v1alpha1.Model, noEvict boo
 }
 
 // syncLabels makes the node's warm labels match warmHexes with one merge patch.
-func (r *Reconciler) syncLabels(ctx context.Context, warmHexes []string) error {
+func (r *Reconciler) syncLabels(ctx context.Context, warmHexes, knownHexes []string) error {
 	var node corev1.Node
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Name: r.NodeName}, &node); err != nil {
 		return fmt.Errorf("get node %s: %w", r.NodeName, err)
 	}
-	patch := LabelPatch(node.Labels, warmHexes)
+	patch := LabelPatch(node.Labels, warmHexes, knownHexes)
 	if patch == nil {
 		return nil
 	}
