@@ -1,0 +1,182 @@
+// Command driver is the NeuroNetes DRA GPU kubelet plugin (driver name gpu.neuronetes.io). It
+// publishes the node's GPUs, static and dynamic MIG devices as ResourceSlices, prepares claims
+// with per-claim CDI specs and a crash-safe checkpoint, and reports device health.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/neuronetes/neuronetes/driver/metrics"
+	"github.com/neuronetes/neuronetes/driver/model"
+	"github.com/neuronetes/neuronetes/driver/nvml"
+	"github.com/neuronetes/neuronetes/driver/plugin"
+	"github.com/neuronetes/neuronetes/driver/slices"
+)
+
+func main() {
+	if err := run(); err != nil {
+		klog.Background().Error(err, "Driver failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func run() error {
+	fs := flag.NewFlagSet("driver", flag.ExitOnError)
+	klog.InitFlags(fs)
+	var (
+		nodeName     = fs.String("node-name", os.Getenv("NODE_NAME"), "node this plugin runs on (env NODE_NAME)")
+		backend      = fs.String("nvml", "", "NVML backend: real or mock:<profile> with profile in "+strings.Join(nvml.MockProfiles(), ",")+" (env "+nvml.EnvBackend+", default real)")
+		kubeconfig   = fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig; empty uses the in-cluster config")
+		pluginDir    = fs.String("plugin-dir", "/var/lib/kubelet/plugins/"+model.DriverName, "plugin data directory (socket, checkpoint)")
+		registrarDir = fs.String("registrar-dir", "/var/lib/kubelet/plugins_registry", "kubelet plugin registration directory")
+		cdiDir       = fs.String("cdi-dir", "/var/run/cdi", "directory for the per-claim CDI specs")
+		migMode      = fs.String("mig-mode", envOr("NEURONETES_MIG_MODE", string(slices.MIGDynamic)), "MIG publishing: dynamic, static or none")
+		migProfiles  = fs.String("mig-profiles", os.Getenv("NEURONETES_MIG_PROFILES"), "comma-separated MIG profiles to publish in dynamic mode (empty: all)")
+		metricsAddr  = fs.String("metrics-addr", "127.0.0.1:9401", "address of the Prometheus /metrics endpoint (empty disables)")
+		debugAddr    = fs.String("debug-addr", "", "address of the debug endpoint (health injection, MIG listing); keep it on loopback; empty disables")
+		podUID       = fs.String("pod-uid", os.Getenv("POD_UID"), "pod UID; enables rolling updates of the plugin (env POD_UID)")
+		infoTTL      = fs.Duration("info-xid-ttl", 5*time.Minute, "how long an informational XID taint lasts")
+	)
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	if *nodeName == "" {
+		return errors.New("--node-name (or NODE_NAME) is required")
+	}
+	mode := slices.MIGMode(*migMode)
+	switch mode {
+	case slices.MIGDynamic, slices.MIGStatic, slices.MIGNone:
+	default:
+		return fmt.Errorf("--mig-mode: %q is not dynamic, static or none", *migMode)
+	}
+	var profiles []string
+	for _, p := range strings.Split(*migProfiles, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			profiles = append(profiles, p)
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	logger := klog.Background().WithName("driver")
+	ctx = klog.NewContext(ctx, logger)
+
+	cfg, err := restConfig(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	spec := nvml.Spec(*backend)
+	b, err := nvml.Open(spec, nvml.Options{StateFile: filepath.Join(*pluginDir, "mock-nvml-state.json"), Seed: *nodeName})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: model.DriverName, Host: *nodeName})
+	nodeRef := &corev1.ObjectReference{Kind: "Node", Name: *nodeName, UID: types.UID(*nodeName)}
+
+	m := metrics.New()
+	d, err := plugin.Start(ctx, plugin.Options{
+		NodeName:     *nodeName,
+		Kube:         kube,
+		Backend:      b,
+		PluginDir:    *pluginDir,
+		RegistrarDir: *registrarDir,
+		CDIDir:       *cdiDir,
+		Slices:       slices.Options{MIG: mode, Profiles: profiles},
+		PodUID:       *podUID,
+		InfoTTL:      *infoTTL,
+		Metrics:      m,
+		Event:        func(t, reason, msg string) { recorder.Event(nodeRef, t, reason, msg) },
+	})
+	if err != nil {
+		return err
+	}
+	defer d.Stop()
+
+	if *metricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", m.Handler())
+		if err := serve(ctx, *metricsAddr, mux); err != nil {
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+	}
+	if *debugAddr != "" {
+		if err := serve(ctx, *debugAddr, d.DebugHandler()); err != nil {
+			return fmt.Errorf("--debug-addr: %w", err)
+		}
+	}
+	<-ctx.Done()
+	logger.Info("Shutting down")
+	return nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		c, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+		}
+		return c, nil
+	}
+	c, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("in-cluster config (set --kubeconfig outside a pod): %w", err)
+	}
+	return c, nil
+}
+
+// serve listens on addr and serves h until ctx ends.
+func serve(ctx context.Context, addr string, h http.Handler) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.FromContext(ctx).Error(err, "HTTP server failed", "addr", addr)
+		}
+	}()
+	return nil
+}
