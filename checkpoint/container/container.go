@@ -1,0 +1,172 @@
+// Package container checkpoints and restores containers on containerd 2
+// (the kubelet's containers live in containerd namespace "k8s.io") through
+// the containerd/v2 client: runc checkpoints the task with CRIU into a
+// directory, the image store keeps it, and a restore creates a new
+// container from the same image whose task runc restores from the images.
+//
+// runc must reach a working CRIU: either criu on containerd's PATH, or the
+// runc runtime's BinaryName set to hack/criu/runc-criu.sh (runc --criu
+// <repo>/.local/bin/criu). Restored containers are created with that
+// BinaryName when Engine.RuncBinary is set.
+//
+// Restore targets a running "host" container of a warm pod: the restored
+// container joins the host container's network, IPC and UTS namespaces (so
+// the warm pod's IP serves the restored agent) and its cgroup parent. The
+// kubelet does not know the restored container; it carries labels naming the
+// pod so the node agent can remove it with the pod (see Engine.Remove).
+package container
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/containerd/containerd/api/types/runc/options"
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"k8s.io/klog/v2"
+
+	"github.com/neuronetes/neuronetes/checkpoint/store"
+)
+
+// Namespace is the containerd namespace of the kubelet's containers.
+const Namespace = "k8s.io"
+
+// Labels set on restored containers.
+const (
+	LabelRestoredFrom = "checkpoint.neuronetes.io/restored-from"
+	LabelHost         = "checkpoint.neuronetes.io/host-container"
+)
+
+// metaFile holds what a restore needs besides CRIU's images.
+const metaFile = "container.json"
+
+// Meta is stored with each container checkpoint.
+type Meta struct {
+	// Image is the container's image reference.
+	Image string `json:"image"`
+	// Snapshotter is the snapshotter of the source container.
+	Snapshotter string `json:"snapshotter"`
+	// Spec is the source container's OCI runtime spec (raw JSON).
+	Spec json.RawMessage `json:"spec"`
+}
+
+// Engine checkpoints and restores containerd containers into a store.
+type Engine struct {
+	Client *containerd.Client
+	Store  *store.Store
+	// WorkDir stages image directories (tmpfs is best).
+	WorkDir string
+	// RuncBinary, if set, is the runc binary for restored containers
+	// (e.g. hack/criu/runc-criu.sh).
+	RuncBinary string
+}
+
+// Connect dials containerd at address.
+func Connect(address string) (*containerd.Client, error) {
+	c, err := containerd.New(address, containerd.WithDefaultNamespace(Namespace), containerd.WithTimeout(10*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("connect containerd %q: %w", address, err)
+	}
+	return c, nil
+}
+
+func nsCtx(ctx context.Context) context.Context {
+	if _, ok := namespaces.Namespace(ctx); ok {
+		return ctx
+	}
+	return namespaces.WithNamespace(ctx, Namespace)
+}
+
+// CheckpointOptions tune a container checkpoint.
+type CheckpointOptions struct {
+	// LeaveRunning keeps the container running after the dump.
+	LeaveRunning bool
+	// TCPEstablished dumps established TCP connections (they only restore
+	// where the same addresses exist).
+	TCPEstablished bool
+	Labels         map[string]string
+	Progress       store.ProgressFunc
+}
+
+// Checkpoint dumps the container id with runc/CRIU and stores it as agent/ckID.
+func (e *Engine) Checkpoint(ctx context.Context, id, agent, ckID string, o CheckpointOptions) (*store.Manifest, error) {
+	ctx = nsCtx(ctx)
+	logger := klog.FromContext(ctx).WithValues("container", id, "agent", agent, "id", ckID)
+	c, err := e.Client.LoadContainer(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("load container %s: %w", id, err)
+	}
+	info, err := c.Info(ctx, containerd.WithoutRefreshedMetadata)
+	if err != nil {
+		return nil, fmt.Errorf("container %s info: %w", id, err)
+	}
+	task, err := c.Task(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("container %s task: %w", id, err)
+	}
+	dir, err := os.MkdirTemp(e.WorkDir, "ctr-dump-")
+	if err != nil {
+		return nil, fmt.Errorf("work dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	images, work := filepath.Join(dir, "images"), filepath.Join(e.WorkDir, filepath.Base(dir)+"-work")
+	defer os.RemoveAll(work)
+	start := time.Now()
+	_, err = task.Checkpoint(ctx, func(i *containerd.CheckpointTaskInfo) error {
+		i.Options = &options.CheckpointOptions{
+			Exit:      !o.LeaveRunning,
+			OpenTcp:   o.TCPEstablished,
+			ImagePath: images,
+			WorkPath:  work,
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint task of %s: %w%s", id, err, criuLog(work, "dump.log"))
+	}
+	logger.V(2).Info("Container dumped", "duration", time.Since(start))
+	if !o.LeaveRunning {
+		// The task exited with the dump; delete it so the kubelet sees the exit.
+		if _, err := task.Delete(ctx); err != nil {
+			logger.V(2).Info("Deleting dumped task failed", "err", err)
+		}
+	}
+	meta := Meta{Image: info.Image, Snapshotter: info.Snapshotter, Spec: info.Spec.GetValue()}
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", metaFile, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, metaFile), b, 0o600); err != nil {
+		return nil, fmt.Errorf("write %s: %w", metaFile, err)
+	}
+	labels := map[string]string{"image": info.Image, "container": id}
+	for k, v := range o.Labels {
+		labels[k] = v
+	}
+	m, err := e.Store.Put(ctx, agent, ckID, dir, labels, o.Progress)
+	if err != nil {
+		return nil, fmt.Errorf("store container checkpoint: %w", err)
+	}
+	logger.Info("Checkpointed container", "bytes", m.TotalBytes, "newBytes", m.NewBytes, "duration", time.Since(start))
+	return m, nil
+}
+
+// criuLog returns the tail of a CRIU log left in a runc work dir.
+func criuLog(dir, name string) string {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return ""
+	}
+	if len(b) > 1500 {
+		b = b[len(b)-1500:]
+	}
+	return fmt.Sprintf(" (%s: %s)", name, b)
+}
+
+// ErrNoHost is returned when the host container has no namespaces to join.
+var ErrNoHost = errors.New("host container has no joinable network namespace")

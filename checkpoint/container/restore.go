@@ -1,0 +1,181 @@
+package container
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"time"
+
+	"github.com/containerd/containerd/api/types/runc/options"
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"k8s.io/klog/v2"
+
+	"github.com/neuronetes/neuronetes/checkpoint/store"
+)
+
+// RestoreOptions tune a container restore.
+type RestoreOptions struct {
+	// Name is the new container's ID; empty derives one from the checkpoint.
+	Name string
+	// LogPath receives the restored container's stdout/stderr.
+	LogPath  string
+	Progress store.ProgressFunc
+}
+
+// Restore fetches (and verifies) checkpoint agent/ckID, then creates a new
+// container from the checkpoint's image inside the namespaces of the
+// running container hostID, and restores the task into it. It returns the
+// new container's ID. On failure nothing is left running: the new task and
+// container are deleted.
+func (e *Engine) Restore(ctx context.Context, hostID, agent, ckID string, o RestoreOptions) (string, error) {
+	ctx = nsCtx(ctx)
+	logger := klog.FromContext(ctx).WithValues("host", hostID, "agent", agent, "id", ckID)
+	dir, err := os.MkdirTemp(e.WorkDir, "ctr-restore-")
+	if err != nil {
+		return "", fmt.Errorf("work dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	start := time.Now()
+	if _, err := e.Store.Get(ctx, agent, ckID, dir, o.Progress); err != nil {
+		return "", fmt.Errorf("fetch checkpoint %s/%s: %w", agent, ckID, err)
+	}
+	var meta Meta
+	b, err := os.ReadFile(filepath.Join(dir, metaFile))
+	if err == nil {
+		err = json.Unmarshal(b, &meta)
+	}
+	if err != nil {
+		return "", fmt.Errorf("checkpoint %s/%s %s: %w", agent, ckID, metaFile, err)
+	}
+	var spec specs.Spec
+	if err := json.Unmarshal(meta.Spec, &spec); err != nil {
+		return "", fmt.Errorf("checkpoint %s/%s spec: %w", agent, ckID, err)
+	}
+	host, err := e.Client.LoadContainer(ctx, hostID)
+	if err != nil {
+		return "", fmt.Errorf("load host container %s: %w", hostID, err)
+	}
+	hostSpec, err := host.Spec(ctx)
+	if err != nil {
+		return "", fmt.Errorf("host container %s spec: %w", hostID, err)
+	}
+	name := o.Name
+	if name == "" {
+		name = fmt.Sprintf("restored-%s-%d", hostID[:min(12, len(hostID))], time.Now().UnixNano())
+	}
+	if err := adaptSpec(&spec, hostSpec, name); err != nil {
+		return "", err
+	}
+	img, err := e.Client.GetImage(ctx, meta.Image)
+	if err != nil {
+		return "", fmt.Errorf("image %q of the checkpoint is not on this node: %w", meta.Image, err)
+	}
+	runtimeOpts := &options.Options{}
+	if e.RuncBinary != "" {
+		runtimeOpts.BinaryName = e.RuncBinary
+	}
+	cont, err := e.Client.NewContainer(ctx, name,
+		containerd.WithImage(img),
+		containerd.WithSnapshotter(meta.Snapshotter),
+		containerd.WithNewSnapshot(name+"-rootfs", img),
+		containerd.WithRuntime("io.containerd.runc.v2", runtimeOpts),
+		containerd.WithSpec(&spec),
+		containerd.WithContainerLabels(map[string]string{LabelRestoredFrom: agent + "/" + ckID, LabelHost: hostID}),
+	)
+	if err != nil {
+		return "", fmt.Errorf("create restored container %s: %w", name, err)
+	}
+	cleanup := func(cause error) (string, error) {
+		return "", errors.Join(cause, e.Remove(ctx, name))
+	}
+	creator := cio.NullIO
+	if o.LogPath != "" {
+		creator = cio.LogFile(o.LogPath)
+	}
+	images := filepath.Join(dir, "images")
+	task, err := cont.NewTask(ctx, creator, containerd.WithRestoreImagePath(images), containerd.WithRestoreWorkPath(dir))
+	if err != nil {
+		return cleanup(fmt.Errorf("create restore task: %w%s", err, criuLog(dir, "restore.log")))
+	}
+	if err := task.Start(ctx); err != nil {
+		return cleanup(fmt.Errorf("restore task: %w%s", err, criuLog(dir, "restore.log")))
+	}
+	logger.Info("Restored container", "container", name, "pid", task.Pid(), "duration", time.Since(start))
+	return name, nil
+}
+
+// adaptSpec points the source container's spec at the host container: its
+// network, IPC and UTS namespaces, its cgroup parent, and its bind mounts
+// for destinations whose source is gone (per-pod files such as /etc/hosts).
+func adaptSpec(spec, host *specs.Spec, name string) error {
+	if spec.Linux == nil || host.Linux == nil {
+		return fmt.Errorf("spec without linux section")
+	}
+	hostNS := map[specs.LinuxNamespaceType]string{}
+	for _, ns := range host.Linux.Namespaces {
+		hostNS[ns.Type] = ns.Path
+	}
+	if hostNS[specs.NetworkNamespace] == "" {
+		return ErrNoHost
+	}
+	for i, ns := range spec.Linux.Namespaces {
+		switch ns.Type {
+		case specs.NetworkNamespace, specs.IPCNamespace, specs.UTSNamespace:
+			spec.Linux.Namespaces[i].Path = hostNS[ns.Type]
+		}
+	}
+	if host.Linux.CgroupsPath != "" {
+		spec.Linux.CgroupsPath = path.Join(path.Dir(host.Linux.CgroupsPath), name)
+	}
+	hostMounts := map[string]specs.Mount{}
+	for _, m := range host.Mounts {
+		hostMounts[m.Destination] = m
+	}
+	for i, m := range spec.Mounts {
+		if m.Type != "bind" && !hasOpt(m.Options, "bind") && !hasOpt(m.Options, "rbind") {
+			continue
+		}
+		if _, err := os.Stat(m.Source); err == nil {
+			continue
+		}
+		hm, ok := hostMounts[m.Destination]
+		if !ok {
+			return fmt.Errorf("restore needs bind mount %s (source %s is gone) and the host container has none", m.Destination, m.Source)
+		}
+		spec.Mounts[i].Source = hm.Source
+	}
+	return nil
+}
+
+func hasOpt(opts []string, o string) bool {
+	for _, x := range opts {
+		if x == o {
+			return true
+		}
+	}
+	return false
+}
+
+// Remove kills and deletes a restored container and its snapshot.
+func (e *Engine) Remove(ctx context.Context, id string) error {
+	ctx = nsCtx(ctx)
+	c, err := e.Client.LoadContainer(ctx, id)
+	if err != nil {
+		return fmt.Errorf("load %s: %w", id, err)
+	}
+	if t, err := c.Task(ctx, nil); err == nil {
+		if _, err := t.Delete(ctx, containerd.WithProcessKill); err != nil {
+			return fmt.Errorf("delete task of %s: %w", id, err)
+		}
+	}
+	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil {
+		return fmt.Errorf("delete container %s: %w", id, err)
+	}
+	return nil
+}

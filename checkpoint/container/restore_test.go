@@ -1,0 +1,92 @@
+package container
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+func TestAdaptSpec(t *testing.T) {
+	existing := t.TempDir()
+	src := func() *specs.Spec {
+		return &specs.Spec{
+			Linux: &specs.Linux{
+				CgroupsPath: "/k8s.io/oldid",
+				Namespaces: []specs.LinuxNamespace{
+					{Type: specs.PIDNamespace},
+					{Type: specs.NetworkNamespace, Path: "/proc/111/ns/net"},
+					{Type: specs.IPCNamespace, Path: "/proc/111/ns/ipc"},
+					{Type: specs.UTSNamespace, Path: "/proc/111/ns/uts"},
+					{Type: specs.MountNamespace},
+				},
+			},
+			Mounts: []specs.Mount{
+				{Destination: "/proc", Type: "proc", Source: "proc"},
+				{Destination: "/etc/hosts", Type: "bind", Source: "/gone/pod-a/etc-hosts", Options: []string{"rbind"}},
+				{Destination: "/data", Type: "bind", Source: existing, Options: []string{"rbind"}},
+			},
+		}
+	}
+	host := &specs.Spec{
+		Linux: &specs.Linux{
+			CgroupsPath: "/k8s.io/hostid",
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.NetworkNamespace, Path: "/proc/222/ns/net"},
+				{Type: specs.IPCNamespace, Path: "/proc/222/ns/ipc"},
+				{Type: specs.UTSNamespace, Path: "/proc/222/ns/uts"},
+			},
+		},
+		Mounts: []specs.Mount{{Destination: "/etc/hosts", Type: "bind", Source: "/pods/warm/etc-hosts"}},
+	}
+	tests := []struct {
+		name    string
+		mutate  func(s, h *specs.Spec)
+		wantErr string
+	}{
+		{name: "joins host namespaces, cgroup parent and mounts"},
+		{name: "missing mount on host", mutate: func(s, _ *specs.Spec) {
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/var/run/secrets", Type: "bind", Source: "/gone/secret"})
+		}, wantErr: "/var/run/secrets"},
+		{name: "host without netns", mutate: func(_, h *specs.Spec) { h.Linux.Namespaces = nil }, wantErr: ErrNoHost.Error()},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := src()
+			h := *host
+			h.Linux = &specs.Linux{CgroupsPath: host.Linux.CgroupsPath, Namespaces: append([]specs.LinuxNamespace(nil), host.Linux.Namespaces...)}
+			if tc.mutate != nil {
+				tc.mutate(s, &h)
+			}
+			err := adaptSpec(s, &h, "newid")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one naming %q", err, tc.wantErr)
+				}
+				if tc.wantErr == ErrNoHost.Error() && !errors.Is(err, ErrNoHost) {
+					t.Errorf("err %v does not wrap ErrNoHost", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[specs.LinuxNamespaceType]string{
+				specs.PIDNamespace: "", specs.NetworkNamespace: "/proc/222/ns/net", specs.IPCNamespace: "/proc/222/ns/ipc",
+				specs.UTSNamespace: "/proc/222/ns/uts", specs.MountNamespace: "",
+			}
+			for _, ns := range s.Linux.Namespaces {
+				if ns.Path != want[ns.Type] {
+					t.Errorf("namespace %s path %q, want %q", ns.Type, ns.Path, want[ns.Type])
+				}
+			}
+			if s.Linux.CgroupsPath != "/k8s.io/newid" {
+				t.Errorf("cgroups path %q", s.Linux.CgroupsPath)
+			}
+			if s.Mounts[1].Source != "/pods/warm/etc-hosts" || s.Mounts[2].Source != existing || s.Mounts[0].Source != "proc" {
+				t.Errorf("mounts %+v", s.Mounts)
+			}
+		})
+	}
+}
