@@ -21,6 +21,13 @@ log() { printf '[build-tools] %s\n' "$*" >&2; }
 # link NAME DIR: points .local/bin/NAME at DIR/NAME.
 link() { ln -sfn "$2/$1" "$bin/$1"; }
 
+# lock NAME: serialises concurrent builds of one tool (held until exit).
+lock() {
+	local fd
+	exec {fd}>"$tools/.$1.lock"
+	flock "$fd"
+}
+
 # have DIR NAME...: true when every NAME exists in DIR.
 have() {
 	local dir=$1; shift
@@ -30,6 +37,7 @@ have() {
 build_k8s() {
 	local dir="$tools/kubernetes-$K8S_VERSION"
 	local names=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy)
+	have "$dir" "${names[@]}" || lock kubernetes
 	if ! have "$dir" "${names[@]}"; then
 		log "building Kubernetes $K8S_VERSION (cold: about 10 minutes on 2 cores)"
 		local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
@@ -47,6 +55,7 @@ build_k8s() {
 
 build_etcd() {
 	local dir="$tools/etcd-$ETCD_VERSION"
+	have "$dir" etcd || lock etcd
 	if ! have "$dir" etcd; then
 		log "building etcd $ETCD_VERSION"
 		mkdir -p "$dir"
@@ -61,6 +70,7 @@ goinstall() {
 	local dir="$tools/$name-$version"
 	local bins=()
 	for p in "$@"; do bins+=("$(basename "${p%@*}")"); done
+	have "$dir" "${bins[@]}" || lock "$name"
 	if ! have "$dir" "${bins[@]}"; then
 		log "building $name $version"
 		mkdir -p "$dir.tmp"
