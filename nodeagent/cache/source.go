@@ -36,6 +36,8 @@ type SourceOptions struct {
 	S3AccessKey, S3SecretKey string
 	// S3Region is optional.
 	S3Region string
+	// S3Transport overrides minio-go's HTTP transport (tests, custom CAs); nil for the default.
+	S3Transport http.RoundTripper
 }
 
 // NewSource returns the Source for uri: file:///path (or a bare absolute path), http(s)://..., or
@@ -175,7 +177,7 @@ func newS3Source(u *url.URL, opts SourceOptions) (*S3Source, error) {
 	} else {
 		creds = credentials.New(&credentials.Static{})
 	}
-	core, err := minio.NewCore(endpoint, &minio.Options{Creds: creds, Secure: secure, Region: opts.S3Region})
+	core, err := minio.NewCore(endpoint, &minio.Options{Creds: creds, Secure: secure, Region: opts.S3Region, Transport: opts.S3Transport})
 	if err != nil {
 		return nil, fmt.Errorf("s3 endpoint %q: %w", opts.S3Endpoint, err)
 	}
@@ -190,7 +192,7 @@ func (s *S3Source) Open(ctx context.Context, offset int64) (io.ReadCloser, int64
 			return nil, 0, 0, fmt.Errorf("s3 range: %w", err)
 		}
 	}
-	rc, info, _, err := s.Core.GetObject(ctx, s.Bucket, s.Key, o)
+	rc, info, hdr, err := s.Core.GetObject(ctx, s.Bucket, s.Key, o)
 	if err != nil {
 		var er minio.ErrorResponse
 		if offset > 0 && errors.As(err, &er) && er.StatusCode == http.StatusRequestedRangeNotSatisfiable {
@@ -198,7 +200,18 @@ func (s *S3Source) Open(ctx context.Context, offset int64) (io.ReadCloser, int64
 		}
 		return nil, 0, 0, fmt.Errorf("s3 get %s: %w", s, err)
 	}
-	return rc, offset, offset + info.Size, nil
+	total := offset + info.Size
+	if cr := hdr.Get("Content-Range"); cr != "" { // "bytes a-b/total"
+		var a, b, n int64
+		if _, err := fmt.Sscanf(cr, "bytes %d-%d/%d", &a, &b, &n); err == nil {
+			if a != offset {
+				rc.Close()
+				return nil, 0, 0, fmt.Errorf("s3 get %s: Content-Range %q does not start at %d", s, cr, offset)
+			}
+			total = n
+		}
+	}
+	return rc, offset, total, nil
 }
 
 // String implements Source.

@@ -1,0 +1,357 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/nodeagent/agent"
+	"github.com/neuronetes/neuronetes/nodeagent/nodeapi"
+)
+
+var modelGVR = schema.GroupVersionResource{Group: "neuronetes.io", Version: "v1alpha1", Resource: "models"}
+
+// nodeAgentEnv is one node agent running as a pod on the real node, watching only its namespace, with
+// its cache and socket under a host directory private to the test.
+type nodeAgentEnv struct {
+	e        *Env
+	ns       string
+	cacheDir string // same path on the host and in the agent container
+	socket   string
+}
+
+// startNodeAgent installs the CRDs (shared, left in place), builds the image and runs the agent pod.
+// Cleanup deletes the pod, waits for it to go, removes the warm labels the test caused and the host
+// directory.
+func startNodeAgent(t *testing.T, e *Env, warmDigests *[]string) *nodeAgentEnv {
+	t.Helper()
+	e.Kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(e.Root, "deploy", "crds"))
+	Eventually(t, 30*time.Second, "Model CRD served", func() (bool, error) {
+		_, err := e.Dynamic.Resource(modelGVR).List(context.Background(), metav1.ListOptions{Limit: 1})
+		return err == nil, err
+	})
+	img := e.Image(t, "nodeagent", "./cmd/nodeagent")
+	ns := e.Namespace(t, "nodeagent")
+	hostDir := filepath.Join("/var/lib/neuronetes/e2e", ns)
+	na := &nodeAgentEnv{e: e, ns: ns, cacheDir: filepath.Join(hostDir, "models"), socket: filepath.Join(hostDir, "api.sock")}
+	if err := os.MkdirAll(na.cacheDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Registered first, so it runs after the pod (applied below) has been deleted.
+	t.Cleanup(func() {
+		ctx := context.Background()
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, err := e.Kube.CoreV1().Pods(ns).Get(ctx, "nodeagent", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		labels := map[string]any{}
+		for _, d := range *warmDigests {
+			labels[v1alpha1.WarmNodeLabel(d)] = nil
+		}
+		if len(labels) > 0 {
+			body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+			if _, err := e.Kube.CoreV1().Nodes().Patch(ctx, e.NodeName, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+				t.Logf("cleanup: removing warm labels: %v", err)
+			}
+		}
+		_ = os.RemoveAll(hostDir)
+	})
+	e.Apply(t, ns, fmt.Sprintf(`
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: nodeagent
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: e2e-%[1]s
+rules:
+  - {apiGroups: ["neuronetes.io"], resources: ["models", "agentclasses"], verbs: ["get", "list", "watch"]}
+  - {apiGroups: ["neuronetes.io"], resources: ["models/status"], verbs: ["get", "patch"]}
+  - {apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"]}
+  - {apiGroups: [""], resources: ["nodes"], verbs: ["get", "patch"]}
+  - {apiGroups: [""], resources: ["secrets"], verbs: ["get"]}
+  - {apiGroups: [""], resources: ["events"], verbs: ["create", "patch"]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: e2e-%[1]s
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: e2e-%[1]s}
+subjects:
+  - {kind: ServiceAccount, name: nodeagent, namespace: %[1]s}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: nodeagent
+spec:
+  nodeName: %[2]s
+  serviceAccountName: nodeagent
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: nodeagent
+      image: %[3]s
+      imagePullPolicy: Never
+      args: ["--cache-dir=%[4]s", "--socket=%[5]s", "--watch-namespace=%[1]s", "--resync=5s",
+             "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2"]
+      env:
+        - {name: NODE_NAME, value: %[2]s}
+        - {name: KUBERNETES_SERVICE_HOST, value: "127.0.0.1"}
+        - {name: KUBERNETES_SERVICE_PORT, value: "6443"}
+      securityContext: {privileged: true}
+      volumeMounts: [{name: host, mountPath: %[6]s}]
+  volumes:
+    - {name: host, hostPath: {path: %[6]s, type: Directory}}
+`, ns, e.NodeName, img, na.cacheDir, na.socket, hostDir))
+	e.WaitPodRunning(t, ns, "nodeagent", 2*time.Minute)
+	return na
+}
+
+// waitWarm waits until the node carries the warm label of digest and the Model's status has a Ready
+// entry for the node, then checks the cached file on the host and the node API.
+func (na *nodeAgentEnv) waitWarm(t *testing.T, model, digest string, size int64) {
+	t.Helper()
+	e, ctx := na.e, context.Background()
+	label := v1alpha1.WarmNodeLabel(digest)
+	Eventually(t, 2*time.Minute, "node label "+label+" and Model "+model+" Ready on the node", func() (bool, error) {
+		n, err := e.Kube.CoreV1().Nodes().Get(ctx, e.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		u, err := e.Dynamic.Resource(modelGVR).Namespace(na.ns).Get(ctx, model, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		phase, msg := nodeEntry(u, e.NodeName)
+		if n.Labels[label] != "true" || phase != "Ready" {
+			return false, fmt.Errorf("label=%q status phase=%q message=%q", n.Labels[label], phase, msg)
+		}
+		return true, nil
+	})
+	hexd := strings.TrimPrefix(digest, "sha256:")
+	f, err := os.Open(filepath.Join(na.cacheDir, "sha256", hexd))
+	if err != nil {
+		t.Fatalf("cache entry on the host: %v", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, _ := f.WriteTo(h)
+	if got := hex.EncodeToString(h.Sum(nil)); got != hexd || n != size {
+		t.Fatalf("cache entry hashes to %s (%d bytes), want %s (%d bytes)", got, n, hexd, size)
+	}
+	st, err := nodeapi.NewClient(na.socket).Status(ctx)
+	if err != nil {
+		t.Fatalf("node API status: %v", err)
+	}
+	for _, s := range st.Entries {
+		if s.Hex == hexd {
+			if !s.Warm || s.ResidentBytes != size {
+				t.Fatalf("node API reports %+v, want warm and %d bytes resident", s, size)
+			}
+			return
+		}
+	}
+	t.Fatalf("node API status has no entry %s: %+v", hexd[:12], st)
+}
+
+func nodeEntry(u *unstructured.Unstructured, node string) (phase, msg string) {
+	nodes, _, _ := unstructured.NestedSlice(u.Object, "status", "nodes")
+	for _, x := range nodes {
+		m, _ := x.(map[string]any)
+		if m["nodeName"] == node {
+			p, _ := m["phase"].(string)
+			s, _ := m["message"].(string)
+			return p, s
+		}
+	}
+	return "", ""
+}
+
+func randomWeights(t *testing.T, size int) ([]byte, string) {
+	t.Helper()
+	b := make([]byte, size)
+	rand.Read(b)
+	s := sha256.Sum256(b)
+	return b, "sha256:" + hex.EncodeToString(s[:])
+}
+
+// TestNodeAgentHTTPModelWarmsNodeAndServesPod: a Model served by a local HTTP server is cached,
+// verified and warmed on the real node, the node is labelled, Model status reports Ready for the node,
+// and a demo-agent pod placed by the warm label reads the weights at the Model's mount path.
+func TestNodeAgentHTTPModelWarmsNodeAndServesPod(t *testing.T) {
+	e := requireEnv(t)
+	const size = 8 << 20
+	data, digest := randomWeights(t, size)
+	var warmDigests []string
+	warmDigests = append(warmDigests, digest)
+	na := startNodeAgent(t, e, &warmDigests)
+
+	// The agent pod uses the host network, so a server on the host loopback reaches it.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "model.bin", time.Time{}, bytes.NewReader(data))
+	}))
+	defer srv.Close()
+	e.Apply(t, na.ns, fmt.Sprintf(`
+apiVersion: neuronetes.io/v1alpha1
+kind: Model
+metadata:
+  name: llama-http
+spec:
+  source: {uri: "%s/llama/model.bin"}
+  digest: "%s"
+  format: raw
+  sizeBytes: %d
+  mountPath: /models
+`, srv.URL, digest, size))
+	na.waitWarm(t, "llama-http", digest, size)
+
+	// A demo agent placed by the warm label finds the weights at the Model's mount path.
+	demo := e.Image(t, "demo-agent", "./cmd/demo-agent")
+	m := &v1alpha1.Model{ObjectMeta: metav1.ObjectMeta{Name: "llama-http"}, Spec: v1alpha1.ModelSpec{Digest: digest, Format: "raw", MountPath: "/models"}}
+	vol, mount, err := agent.WeightsVolume(na.cacheDir, m, "weights")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Apply(t, na.ns, fmt.Sprintf(`
+apiVersion: v1
+kind: Pod
+metadata:
+  name: demo
+spec:
+  nodeSelector: {%q: "true"}
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: agent
+      image: %s
+      imagePullPolicy: Never
+      args: ["--weights=%s"]
+      volumeMounts: [{name: weights, mountPath: %q, readOnly: true}]
+  volumes:
+    - {name: weights, hostPath: {path: %q, type: File}}
+`, v1alpha1.WarmNodeLabel(digest), demo, mount.MountPath, mount.MountPath, vol.HostPath.Path))
+	e.WaitPodRunning(t, na.ns, "demo", 2*time.Minute)
+	Eventually(t, 30*time.Second, "demo agent log of its weights", func() (bool, error) {
+		logs, err := e.KubectlErr("logs", "-n", na.ns, "demo")
+		return strings.Contains(logs, fmt.Sprintf("weights loaded: %d bytes", size)), fmt.Errorf("logs: %q (%v)", logs, err)
+	})
+	// While the pod runs, the entry is pinned (never evicted).
+	Eventually(t, 30*time.Second, "entry pinned by the demo pod", func() (bool, error) {
+		st, err := nodeapi.NewClient(na.socket).Status(context.Background())
+		if err != nil {
+			return false, err
+		}
+		for _, s := range st.Entries {
+			if "sha256:"+s.Hex == digest {
+				return s.Pinned, fmt.Errorf("entry %+v", s)
+			}
+		}
+		return false, fmt.Errorf("no entry in %+v", st)
+	})
+}
+
+// TestNodeAgentS3Model: the same flow from a real S3-compatible server (MinIO built from the module
+// proxy by hack/test-deps.d/10-minio.sh), with credentials and endpoint from the Model's Secret.
+func TestNodeAgentS3Model(t *testing.T) {
+	e := requireEnv(t)
+	bin := filepath.Join(e.Root, ".local", "bin", "minio")
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("MinIO not built (%v): run hack/test-deps.d/10-minio.sh", err)
+	}
+	endpoint := startMinioE2E(t, bin)
+	const size = 6<<20 + 123
+	data, digest := randomWeights(t, size)
+	ctx := context.Background()
+	mc, err := minio.New(endpoint, &minio.Options{Creds: credentials.NewStaticV4("nn-e2e", "nn-e2e-secret-key", "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.MakeBucket(ctx, "weights", minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mc.PutObject(ctx, "weights", "mistral/model.gguf", bytes.NewReader(data), size, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	warmDigests := []string{digest}
+	na := startNodeAgent(t, e, &warmDigests)
+	e.Apply(t, na.ns, fmt.Sprintf(`
+apiVersion: v1
+kind: Secret
+metadata:
+  name: s3-creds
+stringData:
+  accessKeyID: nn-e2e
+  secretAccessKey: nn-e2e-secret-key
+  endpoint: "http://%s"
+---
+apiVersion: neuronetes.io/v1alpha1
+kind: Model
+metadata:
+  name: mistral-s3
+spec:
+  source:
+    uri: s3://weights/mistral/model.gguf
+    secretRef: {name: s3-creds}
+  digest: "%s"
+  format: gguf
+`, endpoint, digest))
+	na.waitWarm(t, "mistral-s3", digest, size)
+}
+
+// startMinioE2E runs MinIO on 127.0.0.1 (reachable by the host-network agent pod) with a temp dir.
+func startMinioE2E(t *testing.T, bin string) string {
+	t.Helper()
+	port := func() int {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port
+	}
+	addr, console := fmt.Sprintf("127.0.0.1:%d", port()), fmt.Sprintf("127.0.0.1:%d", port())
+	cmd := exec.Command(bin, "server", "--quiet", "--address", addr, "--console-address", console, t.TempDir())
+	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER=nn-e2e", "MINIO_ROOT_PASSWORD=nn-e2e-secret-key", "MINIO_BROWSER=off")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	Eventually(t, 30*time.Second, "minio ready", func() (bool, error) {
+		resp, err := http.Get("http://" + addr + "/minio/health/ready")
+		if err != nil {
+			return false, fmt.Errorf("%v\n%s", err, out.String())
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Errorf("status %s", resp.Status)
+	})
+	return addr
+}
