@@ -141,6 +141,12 @@ func TestDecide(t *testing.T) {
 			{at: 0, cur: 2, m: map[MetricType]float64{TTFTP95: 0.4}, want: 2},
 			{at: 10 * time.Second, cur: 2, m: map[MetricType]float64{TTFTP95: 1.2}, want: 6, wantReason: ReasonSLOBreach},
 			{at: 20 * time.Second, cur: 6, m: map[MetricType]float64{TTFTP95: 0.8}, want: 12, wantReason: ReasonSLOBreach}}},
+		{"SLO breachOnly: no proportional ttft metric, fast path on token metrics", slo(func(p *Policy) {
+			p.SLO.ScaleUpImmediately, p.SLO.BreachOnly = true, true
+		}), []step{
+			{at: 0, cur: 2, m: map[MetricType]float64{QueueDepth: 10, TTFTP95: 0.3}, want: 2},
+			{at: 10 * time.Second, cur: 2, m: map[MetricType]float64{QueueDepth: 10, TTFTP95: 1.2}, want: 2, wantReason: ReasonWithinTolerance},
+			{at: 20 * time.Second, cur: 2, m: map[MetricType]float64{QueueDepth: 40, TTFTP95: 1.2}, want: 8, wantReason: ReasonSLOBreach}}},
 		{"SLO fast path capped by maxScaleUp", slo(func(p *Policy) { p.SLO.ScaleUpImmediately, p.SLO.MaxScaleUp = true, 3 }), []step{
 			{cur: 2, m: map[MetricType]float64{TTFTP95: 1.2}, want: 5, wantReason: ReasonSLOBreach}}},
 		{"SLO above headroom target but below SLO is not a breach", slo(func(p *Policy) { p.SLO.ScaleUpImmediately = true }), []step{

@@ -3,6 +3,7 @@ package autoscaler
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -56,29 +57,33 @@ func (a *Autoscaler) metricRecommendation(in Input, ratios map[MetricType]float6
 		return want, ReasonMetrics, fmt.Sprintf("at zero replicas, demand wants %d", want)
 	}
 	var vals []float64
+	var seen []string
 	missing := 0
 	for _, m := range specs {
 		v, ok := in.Metrics[m.Type]
 		if !ok || !v.Valid || math.IsNaN(v.Value) {
 			missing++
+			seen = append(seen, fmt.Sprintf("%s missing", m.Type))
 			continue
 		}
 		r := v.Value / m.Target
 		ratios[m.Type] = r
 		vals = append(vals, r)
+		seen = append(seen, fmt.Sprintf("%s %.3g/%.3g", m.Type, v.Value, m.Target))
 	}
+	detail := strings.Join(seen, ", ")
 	if len(vals) == 0 {
 		return cur, ReasonNoMetrics, "all metrics missing or stale: hold"
 	}
 	r := combine(p.Strategy, vals)
 	if math.Abs(r-1) <= p.Tolerance {
-		return cur, ReasonWithinTolerance, fmt.Sprintf("ratio %.2f within tolerance %.2f", r, p.Tolerance)
+		return cur, ReasonWithinTolerance, fmt.Sprintf("%s: ratio %.2f within tolerance %.2f", detail, r, p.Tolerance)
 	}
 	want := int32(math.Ceil(r*float64(base) - 1e-9))
 	if missing > 0 && want < cur {
-		return cur, ReasonMissingMetrics, fmt.Sprintf("ratio %.2f wants %d but %d metric(s) missing: no scale-down", r, want, missing)
+		return cur, ReasonMissingMetrics, fmt.Sprintf("%s: ratio %.2f wants %d but %d metric(s) missing: no scale-down", detail, r, want, missing)
 	}
-	return want, ReasonMetrics, fmt.Sprintf("%s ratio %.2f wants %d", p.Strategy, r, want)
+	return want, ReasonMetrics, fmt.Sprintf("%s: %s ratio %.2f wants %d", detail, p.Strategy, r, want)
 }
 
 func combine(s Strategy, vals []float64) float64 {

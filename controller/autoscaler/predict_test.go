@@ -7,6 +7,16 @@ import (
 	"time"
 )
 
+// noise is a fixed pseudo-random demand per 30 s bucket in [1,20].
+var noise = func() []float64 {
+	r := rand.New(rand.NewPCG(1, 2))
+	out := make([]float64, 100)
+	for i := range out {
+		out[i] = float64(1 + r.IntN(20))
+	}
+	return out
+}()
+
 func TestForecaster(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -25,7 +35,7 @@ func TestForecaster(t *testing.T) {
 			}
 			return 3
 		}, 34 * time.Minute, 1.5, 0, 1},
-		{"noise gives low confidence", 0, func(float64) float64 { return float64(1 + rand.IntN(20)) }, 30 * time.Minute, math.Inf(1), 0, 0.7},
+		{"noise gives low confidence", 0, func(s float64) float64 { return noise[int(s/30)%len(noise)] }, 30 * time.Minute, math.Inf(1), 0, 0.7},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -88,6 +89,8 @@ type Loop struct {
 	Overrides *webhook.Overrides
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Name is the controller name (default "autoscaling"); names are unique per process.
+	Name string
 
 	mu    sync.Mutex
 	pools map[types.NamespacedName]*poolState
@@ -95,8 +98,8 @@ type Loop struct {
 
 type poolState struct {
 	mu         sync.Mutex
-	generation int64
-	classRV    string
+	policy     autoscaler.Policy
+	lastEval   time.Time
 	a          *autoscaler.Autoscaler
 	coll       Collector
 	meter      autoscaler.CostMeter
@@ -111,9 +114,13 @@ func (l *Loop) SetupWithManager(mgr ctrl.Manager) error {
 	if l.Recorder == nil {
 		l.Recorder = mgr.GetEventRecorderFor("neuronetes-autoscaler") //nolint:staticcheck // core/v1 Events, as kubectl describe shows them
 	}
+	name := l.Name
+	if name == "" {
+		name = "autoscaling"
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.AgentPool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Named("autoscaling").
+		Named(name).
 		Complete(l)
 }
 
@@ -171,6 +178,12 @@ func (l *Loop) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 	st := l.state(req.NamespacedName)
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	// Our own spec.replicas write bumps the generation and comes back at once:
+	// evaluations keep at least half a period apart.
+	if since := l.now().Sub(st.lastEval); !st.lastEval.IsZero() && since < l.period()/2 {
+		return ctrl.Result{RequeueAfter: l.period() - since}, nil
+	}
+	st.lastEval = l.now()
 	d, err := l.evaluate(ctx, &pool, st)
 	if err != nil {
 		l.Recorder.Eventf(&pool, corev1.EventTypeWarning, "AutoscalingFailed", "%v", err)
@@ -229,16 +242,14 @@ func (l *Loop) evaluate(ctx context.Context, pool *v1alpha1.AgentPool, st *poolS
 	if err != nil {
 		return autoscaler.Decision{}, err
 	}
-	classRV := ""
-	if class != nil {
-		classRV = class.ResourceVersion
-	}
-	if st.a == nil || st.generation != pool.Generation || st.classRV != classRV {
+	// The history survives our own spec.replicas writes: only a policy change
+	// starts a fresh Autoscaler.
+	if st.a == nil || !reflect.DeepEqual(st.policy, policy) {
 		a, err := autoscaler.New(policy)
 		if err != nil {
 			return autoscaler.Decision{}, fmt.Errorf("spec.autoscaling: %w", err)
 		}
-		st.a, st.generation, st.classRV = a, pool.Generation, classRV
+		st.a, st.policy = a, policy
 	}
 	st.meter.CostPerReplicaHour = policy.Cost.CostPerReplicaHour
 

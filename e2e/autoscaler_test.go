@@ -1,0 +1,308 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/controller/autoscaling"
+	"github.com/neuronetes/neuronetes/controller/autoscaling/webhook"
+)
+
+// asStartLoop runs the autoscaling loop in-process against the cluster, scoped to ns,
+// with a short sync period. It stops at test cleanup.
+func asStartLoop(t *testing.T, e *Env, ns, natsURL string, o *webhook.Overrides) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := nnv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0", Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}})
+	if err != nil {
+		t.Fatalf("manager: %v", err)
+	}
+	l := autoscaling.NewLoop(natsURL, nil, autoscaling.NewMetrics(nil), o)
+	l.SyncPeriod, l.Name = 3*time.Second, "autoscaling-"+ns
+	if err := l.SetupWithManager(mgr); err != nil {
+		t.Fatalf("setup loop: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done; l.Lag.Close() })
+}
+
+// asEvents returns "Reason: message" of the pool's Events.
+func asEvents(t *testing.T, e *Env, ns, pool string) []string {
+	l, err := e.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pool})
+	if err != nil {
+		t.Fatalf("events: %v", err)
+	}
+	var out []string
+	for _, ev := range l.Items {
+		out = append(out, ev.Reason+": "+ev.Message)
+	}
+	return out
+}
+
+func asReplicas(t *testing.T, e *Env, ns, pool string) int64 {
+	u, err := e.Dynamic.Resource(ctrlPoolGVR).Namespace(ns).Get(context.Background(), pool, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get pool: %v", err)
+	}
+	spec, _ := u.Object["spec"].(map[string]any)
+	n, _ := spec["replicas"].(int64)
+	return n
+}
+
+// asLoad keeps `clients` chat requests in flight, spread over the pool's serving pods.
+func asLoad(t *testing.T, e *Env, ns, pool string, clients int) (stop func()) {
+	var ips atomic.Value
+	ips.Store([]string{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			var cur []string
+			for _, p := range poolPods(t, e, ns, pool)["serving"] {
+				if p.Status.PodIP != "" && readyCount([]corev1.Pod{p}) == 1 {
+					cur = append(cur, p.Status.PodIP)
+				}
+			}
+			ips.Store(cur)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	})
+	body := `{"messages":[{"role":"user","content":"load"}],"max_tokens":60}`
+	hc := &http.Client{Timeout: 30 * time.Second}
+	for i := range clients {
+		wg.Go(func() {
+			for n := i; ctx.Err() == nil; n++ {
+				cur := ips.Load().([]string)
+				if len(cur) == 0 {
+					time.Sleep(200 * time.Millisecond)
+					continue
+				}
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+net.JoinHostPort(cur[n%len(cur)], "8000")+"/v1/chat/completions", bytes.NewBufferString(body))
+				req.Header.Set("Content-Type", "application/json")
+				if resp, err := hc.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+	return func() { cancel(); wg.Wait() }
+}
+
+const asPoolYAML = `apiVersion: neuronetes.io/v1alpha1
+kind: AgentPool
+metadata:
+  name: demo
+spec:
+  agentClassRef: {name: demo}
+  minReplicas: 1
+  maxReplicas: 4
+  prewarmPercent: 25
+  drainGracePeriodSeconds: 5
+  autoscaling:
+    useWarmPool: true
+    replenishStrategy: {delay: 5s, batchSize: 1}
+    metrics:
+      - {type: queue-depth, target: "2", averagingWindow: 6s}
+    behavior:
+      scaleUp: {maxChangePercent: 100, maxChangeAbsolute: 4, periodSeconds: 15}
+      scaleDown: {stabilizationWindow: 20s, maxChangePercent: 100, periodSeconds: 15}
+`
+
+// TestAutoscalerScalesPoolOnLoad: load from a small generator against demo agents (4 running
+// per pod, the rest queued) makes the autoscaler scale the pool up, through the warm pool first,
+// then back down to the minimum after the 20 s stabilization once the load stops; every change
+// is an Event with its reason. A /v1/scale request over HTTP then overrides the count.
+func TestAutoscalerScalesPoolOnLoad(t *testing.T) {
+	e := requireEnv(t)
+	ctrlInstallCRDs(t, e)
+	ns := e.Namespace(t, "as-load")
+	agentImg := e.Image(t, "demo-agent", "./cmd/demo-agent")
+	startController(t, e, ns, agentImg, "--listen=127.0.0.1:7070 --model=sidecar-standin")
+	overrides := &webhook.Overrides{}
+	asStartLoop(t, e, ns, "", overrides)
+	e.Apply(t, ns, fmt.Sprintf(ctrlClassYAML, agentImg))
+	e.Apply(t, ns, asPoolYAML)
+
+	Eventually(t, 3*time.Minute, "1 serving and 1 warm Ready pod", func() (bool, error) {
+		p := poolPods(t, e, ns, "demo")
+		return readyCount(p["serving"]) == 1 && readyCount(p["warm"]) == 1, fmt.Errorf("serving %d warm %d", readyCount(p["serving"]), readyCount(p["warm"]))
+	})
+	warmBefore := podNames(poolPods(t, e, ns, "demo")["warm"])
+
+	stop := asLoad(t, e, ns, "demo", 16)
+	Eventually(t, 90*time.Second, "scaled up to 4 by load", func() (bool, error) {
+		return asReplicas(t, e, ns, "demo") == 4, fmt.Errorf("spec.replicas %d", asReplicas(t, e, ns, "demo"))
+	})
+	// The warm pod was activated rather than a cold one started.
+	serving := strings.Join(podNames(poolPods(t, e, ns, "demo")["serving"]), ",")
+	for _, w := range warmBefore {
+		if !strings.Contains(serving, w) {
+			t.Errorf("warm pod %s not among serving pods %s after scale-up", w, serving)
+		}
+	}
+	Eventually(t, 2*time.Minute, "4 serving Ready pods", func() (bool, error) {
+		p := poolPods(t, e, ns, "demo")
+		return readyCount(p["serving"]) == 4, fmt.Errorf("serving ready %d", readyCount(p["serving"]))
+	})
+	stop()
+	idle := time.Now()
+	Eventually(t, 2*time.Minute, "scaled back down to 1", func() (bool, error) {
+		return asReplicas(t, e, ns, "demo") == 1, fmt.Errorf("spec.replicas %d", asReplicas(t, e, ns, "demo"))
+	})
+	if d := time.Since(idle); d < 20*time.Second {
+		t.Errorf("scaled down %s after the load stopped, before the 20s stabilization window", d)
+	}
+	evs := strings.Join(asEvents(t, e, ns, "demo"), "\n")
+	for _, want := range []string{"ScaledUp: 1 -> ", "ScaledDown: ", "queue-depth", "from warm 1"} {
+		if !strings.Contains(evs, want) {
+			t.Errorf("events lack %q:\n%s", want, evs)
+		}
+	}
+	t.Logf("events:\n%s", evs)
+
+	// POST /v1/scale with the bearer token overrides the decision.
+	h := &webhook.Handler{Token: "e2e-token", DefaultNamespace: ns, Store: overrides}
+	srv := &http.Server{Addr: "127.0.0.1:0", Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	post := func(token string) int {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+ln.Addr().String()+"/v1/scale",
+			strings.NewReader(`{"pool":"demo","replicas":3,"reason":"traffic-spike-detected","ttlSeconds":60}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if c := post("wrong"); c != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %d", c)
+	}
+	if c := post("e2e-token"); c != http.StatusAccepted {
+		t.Fatalf("scale webhook: %d", c)
+	}
+	Eventually(t, 30*time.Second, "override to 3", func() (bool, error) {
+		return asReplicas(t, e, ns, "demo") == 3, fmt.Errorf("spec.replicas %d", asReplicas(t, e, ns, "demo"))
+	})
+}
+
+const asLagYAML = `apiVersion: neuronetes.io/v1alpha1
+kind: AgentPool
+metadata:
+  name: workers
+spec:
+  agentClassRef: {name: demo}
+  replicas: 1
+  minReplicas: 1
+  maxReplicas: 3
+  autoscaling: {}
+---
+apiVersion: neuronetes.io/v1alpha1
+kind: ToolBinding
+metadata:
+  name: tasks
+spec:
+  type: queue
+  agentPoolRef: {name: workers}
+  queueConfig:
+    provider: nats
+    queueName: agent-tasks
+    url: %s
+    autoscaleOnLag: true
+    maxLagThreshold: 10
+    prefetchCount: 10
+`
+
+// TestAutoscalerScalesPoolOnNATSLag: a ToolBinding with autoscaleOnLag on a real JetStream
+// work queue (nats-server on 127.0.0.1) scales its pool by the seed formula, and back when
+// the queue is drained.
+func TestAutoscalerScalesPoolOnNATSLag(t *testing.T) {
+	e := requireEnv(t)
+	ctrlInstallCRDs(t, e)
+	ns := e.Namespace(t, "as-lag")
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	defer s.Shutdown()
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "agent-tasks", Subjects: []string{"tasks"}, Retention: jetstream.WorkQueuePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asStartLoop(t, e, ns, "", nil)
+	// No pods are needed: the pool is scaled on lag alone (no controller runs in this test).
+	e.Apply(t, ns, fmt.Sprintf(asLagYAML, s.ClientURL()))
+	for i := range 25 {
+		if _, err := js.Publish(ctx, "tasks", fmt.Appendf(nil, "task-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 1 + ceil((25 - 1*10) / 10) = 3
+	Eventually(t, 30*time.Second, "scaled to 3 on lag 25", func() (bool, error) {
+		return asReplicas(t, e, ns, "workers") == 3, fmt.Errorf("spec.replicas %d", asReplicas(t, e, ns, "workers"))
+	})
+	if err := stream.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, 30*time.Second, "back to 1 on an empty queue", func() (bool, error) {
+		return asReplicas(t, e, ns, "workers") == 1, fmt.Errorf("spec.replicas %d", asReplicas(t, e, ns, "workers"))
+	})
+	if evs := strings.Join(asEvents(t, e, ns, "workers"), "\n"); !strings.Contains(evs, "QueueLag") {
+		t.Errorf("events lack the QueueLag reason:\n%s", evs)
+	}
+}
