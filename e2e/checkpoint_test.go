@@ -1,0 +1,238 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/checkpoint/container"
+	"github.com/neuronetes/neuronetes/checkpoint/criu"
+	"github.com/neuronetes/neuronetes/nodeagent/snapshot"
+)
+
+const checkpointPods = `
+apiVersion: v1
+kind: Pod
+metadata:
+  name: agent
+  labels: {app: ckpt-e2e}
+spec:
+  nodeName: %[3]s
+  automountServiceAccountToken: false
+  containers:
+  - name: agent
+    image: %[1]s
+    imagePullPolicy: Never
+    args: ["--listen=:8000", "--token-rate=2000", "--ttft-base=1ms"]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: warm
+  labels: {app: ckpt-e2e}
+  annotations:
+    checkpoint.neuronetes.io/restore-from: demo-chat
+spec:
+  nodeName: %[3]s
+  automountServiceAccountToken: false
+  containers:
+  - name: host
+    image: %[2]s
+    imagePullPolicy: Never
+`
+
+// demoCounters reads the demo agent's token counters: its in-memory record
+// of the conversation it served.
+func demoCounters(ip string) (map[string]float64, error) {
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get("http://" + ip + ":8000/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		for _, name := range []string{"vllm:prompt_tokens_total", "vllm:generation_tokens_total"} {
+			if strings.HasPrefix(line, name) {
+				f := strings.Fields(line)
+				v, err := strconv.ParseFloat(f[len(f)-1], 64)
+				if err == nil {
+					out[name] = v
+				}
+			}
+		}
+	}
+	if len(out) != 2 {
+		return nil, fmt.Errorf("metrics of %s lack token counters: %v", ip, out)
+	}
+	return out, nil
+}
+
+func chat(ip, text string) error {
+	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	body := fmt.Sprintf(`{"model":"demo-model","max_tokens":16,"messages":[{"role":"user","content":%q}]}`, text)
+	resp, err := c.Post("http://"+ip+":8000/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("chat on %s: %s", ip, resp.Status)
+	}
+	_, err = bufio.NewReader(resp.Body).WriteTo(devNull{})
+	return err
+}
+
+type devNull struct{}
+
+func (devNull) Write(b []byte) (int, error) { return len(b), nil }
+
+// TestCheckpointDemoAgentRestoreIntoWarmPod checkpoints a demo-agent container
+// that has served a conversation (AgentCheckpoint Checkpoint, through
+// containerd and CRIU into the image store) and restores it into a warm pod
+// (AgentCheckpoint Restore); the restored agent still holds the token
+// counters of the conversation and keeps serving at the warm pod's IP.
+func TestCheckpointDemoAgentRestoreIntoWarmPod(t *testing.T) {
+	e := requireEnv(t)
+	sock := filepath.Join(e.Root, ".local", "containerd", "containerd.sock")
+	if _, err := os.Stat(sock); err != nil {
+		t.Skipf("containerd socket %s: %v", sock, err)
+	}
+	criuPath, err := criu.Locate()
+	if err != nil {
+		t.Skipf("no CRIU: %v", err)
+	}
+	if err := criu.Check(context.Background(), criuPath); err != nil {
+		t.Skipf("criu check fails here: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e.Kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(e.Root, "deploy", "crds", "neuronetes.io_agentcheckpoints.yaml"))
+	e.Kubectl(t, "wait", "--for=condition=Established", "crd/agentcheckpoints.neuronetes.io", "--timeout=60s")
+
+	agentImg := e.Image(t, "demo-agent", "./cmd/demo-agent")
+	ns := e.Namespace(t, "ckpt")
+	e.Apply(t, ns, fmt.Sprintf(checkpointPods, agentImg, "neuronetes.local/pause:dev", e.NodeName))
+	agent := e.WaitPodRunning(t, ns, "agent", 2*time.Minute)
+	warm := e.WaitPodRunning(t, ns, "warm", 2*time.Minute)
+
+	for i := 0; i < 3; i++ {
+		if err := chat(agent.Status.PodIP, fmt.Sprintf("turn %d: remember the number 42", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	served, err := demoCounters(agent.Status.PodIP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if served["vllm:generation_tokens_total"] == 0 {
+		t.Fatalf("demo agent served no tokens: %v", served)
+	}
+
+	// The node agent's AgentCheckpoint handling, in-process.
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := snapshot.NewEngine(ctx, snapshot.Config{ContainerdSocket: sock, StoreDir: t.TempDir(), WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snapshot.Setup(mgr, snapshot.Options{NodeName: e.NodeName, Engine: engine}); err != nil {
+		t.Fatal(err)
+	}
+	mctx, mcancel := context.WithCancel(ctx)
+	defer mcancel()
+	go func() { _ = mgr.Start(mctx) }()
+	t.Cleanup(func() { removeRestored(t, engine.C, warm.Status.ContainerStatuses[0].ContainerID) })
+
+	c, err := client.New(e.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(name string, spec v1alpha1.AgentCheckpointSpec) *v1alpha1.AgentCheckpoint {
+		t.Helper()
+		ac := &v1alpha1.AgentCheckpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
+		if err := c.Create(ctx, ac); err != nil {
+			t.Fatal(err)
+		}
+		var got v1alpha1.AgentCheckpoint
+		Eventually(t, 2*time.Minute, "AgentCheckpoint "+name+" done", func() (bool, error) {
+			if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &got); err != nil {
+				return false, err
+			}
+			if got.Status.Phase == v1alpha1.AgentCheckpointFailed {
+				t.Fatalf("AgentCheckpoint %s failed: %s", name, got.Status.Message)
+			}
+			return got.Status.Phase == v1alpha1.AgentCheckpointSucceeded, fmt.Errorf("phase %q %s", got.Status.Phase, got.Status.Message)
+		})
+		t.Logf("%s: %s (checkpoint %s, %d bytes, %d new)", name, got.Status.Message, got.Status.CheckpointID, got.Status.TotalBytes, got.Status.NewBytes)
+		return &got
+	}
+	ck := run("ck", v1alpha1.AgentCheckpointSpec{Operation: v1alpha1.CheckpointOperation, Agent: "demo-chat",
+		Source: &v1alpha1.ContainerRef{Pod: "agent"}, Retention: &v1alpha1.CheckpointRetention{KeepLast: 2}})
+	if ck.Status.TotalBytes == 0 {
+		t.Errorf("checkpoint status has no size: %+v", ck.Status)
+	}
+	run("restore", v1alpha1.AgentCheckpointSpec{Operation: v1alpha1.RestoreOperation, Agent: "demo-chat",
+		Target: &v1alpha1.ContainerRef{Pod: "warm"}})
+
+	var restored map[string]float64
+	Eventually(t, 30*time.Second, "restored agent serving at the warm pod IP", func() (bool, error) {
+		restored, err = demoCounters(warm.Status.PodIP)
+		return err == nil, err
+	})
+	for k, v := range served {
+		if restored[k] != v {
+			t.Errorf("restored agent %s = %v, want %v (the served conversation)", k, restored[k], v)
+		}
+	}
+	if err := chat(warm.Status.PodIP, "turn 4: what was the number?"); err != nil {
+		t.Fatalf("restored agent does not serve: %v", err)
+	}
+	after, err := demoCounters(warm.Status.PodIP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after["vllm:generation_tokens_total"] <= served["vllm:generation_tokens_total"] {
+		t.Errorf("restored agent's counters did not continue: %v after %v", after, served)
+	}
+	t.Logf("served %v; restored %v; after one more turn %v", served, restored, after)
+}
+
+// removeRestored deletes containers restored into the warm pod's host container.
+func removeRestored(t *testing.T, e *container.Engine, hostCRIID string) {
+	_, id, _ := strings.Cut(hostCRIID, "://")
+	ctx := context.Background()
+	cs, err := e.Client.Containers(ctx, fmt.Sprintf("labels.%q==%s", container.LabelHost, id))
+	if err != nil {
+		t.Logf("listing restored containers: %v", err)
+		return
+	}
+	for _, c := range cs {
+		if err := e.Remove(ctx, c.ID()); err != nil {
+			t.Logf("removing restored container %s: %v", c.ID(), err)
+		}
+	}
+}
