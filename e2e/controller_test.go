@@ -70,68 +70,41 @@ func TestControllerSeedExamplesAccepted(t *testing.T) {
 func TestControllerMalformedPoolsRejected(t *testing.T) {
 	e := requireEnv(t)
 	ctrlInstallCRDs(t, e)
-	tests := []struct {
-		name, spec, field string
-	}{
-		{"min above max", "minReplicas: 5\nmaxReplicas: 2", "spec.minReplicas"},
-		{"replicas above max", "replicas: 11\nmaxReplicas: 10", "spec.replicas"},
-		{"negative min", "minReplicas: -1", "spec.minReplicas"},
-		{"zero max", "maxReplicas: 0", "spec.maxReplicas"},
-		{"prewarm above 100", "prewarmPercent: 150", "spec.prewarmPercent"},
-		{"prewarm negative", "prewarmPercent: -5", "spec.prewarmPercent"},
-		{"unknown metric type", "autoscaling:\n  metrics:\n  - type: gpu-temperature\n    target: \"80\"", "spec.autoscaling.metrics[0].type"},
-		{"ttft target not a duration", "autoscaling:\n  metrics:\n  - type: ttft-p95\n    target: fast", "spec.autoscaling.metrics[0].target"},
-		{"queue target is a duration", "autoscaling:\n  metrics:\n  - type: tokens-in-queue\n    target: 500ms", "spec.autoscaling.metrics[0].target"},
-		{"bad averaging window", "autoscaling:\n  metrics:\n  - type: queue-depth\n    target: \"20\"\n    averagingWindow: 30 seconds", "spec.autoscaling.metrics[0].averagingWindow"},
-		{"duplicate metric type", "autoscaling:\n  metrics:\n  - type: queue-depth\n  - type: queue-depth", "spec.autoscaling.metrics[1]"},
-		{"bad cooldown", "autoscaling:\n  cooldownPeriod: soon", "spec.autoscaling.cooldownPeriod"},
-		{"negative replenish delay", "autoscaling:\n  replenishStrategy:\n    delay: -5s", "spec.autoscaling.replenishStrategy.delay"},
-		{"zero batch size", "autoscaling:\n  replenishStrategy:\n    batchSize: 0", "spec.autoscaling.replenishStrategy.batchSize"},
-		{"unknown strategy", "autoscaling:\n  strategy: median", "spec.autoscaling.strategy"},
-		{"scale-down percent above 100", "autoscaling:\n  behavior:\n    scaleDown:\n      maxChangePercent: 150", "spec.autoscaling.behavior.scaleDown.maxChangePercent"},
-		{"zero period", "autoscaling:\n  behavior:\n    scaleUp:\n      periodSeconds: 0", "spec.autoscaling.behavior.scaleUp.periodSeconds"},
-		{"confidence above 1", "autoscaling:\n  predictive:\n    minConfidence: 1.5", "spec.autoscaling.predictive.minConfidence"},
-		{"bad cron", "autoscaling:\n  predictive:\n    schedules:\n    - name: x\n      cron: every day\n      replicas: 2", "spec.autoscaling.predictive.schedules[0].cron"},
-		{"negative schedule replicas", "autoscaling:\n  predictive:\n    schedules:\n    - name: x\n      cron: \"0 8 * * *\"\n      replicas: -1", "spec.autoscaling.predictive.schedules[0].replicas"},
-		{"headroom above 100", "autoscaling:\n  sloTarget:\n    headroomPercent: 200", "spec.autoscaling.sloTarget.headroomPercent"},
-		{"spot percent above 100", "autoscaling:\n  spotStrategy:\n    maxSpotPercent: 101", "spec.autoscaling.spotStrategy.maxSpotPercent"},
-		{"unknown budget action", "autoscaling:\n  costConstraints:\n    onBudgetExceeded: [panic]", "spec.autoscaling.costConstraints.onBudgetExceeded[0]"},
-		{"negative max cost", "autoscaling:\n  costConstraints:\n    maxCostPerHour: -1", "spec.autoscaling.costConstraints.maxCostPerHour"},
-		{"unknown interruption action", "autoscaling:\n  spotStrategy:\n    onInterruption:\n      action: explode", "spec.autoscaling.spotStrategy.onInterruption.action"},
-		{"external target not a number", "autoscaling:\n  externalMetrics:\n  - name: q\n    target: lots", "spec.autoscaling.externalMetrics[0].target"},
+	b, err := os.ReadFile(filepath.Join(e.Root, "api/v1alpha1/testdata/invalid-agentpools.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tests []struct {
+		Name  string         `json:"name"`
+		Field string         `json:"field"`
+		Spec  map[string]any `json:"spec"`
+	}
+	if err := yaml.UnmarshalStrict(b, &tests); err != nil {
+		t.Fatal(err)
 	}
 	if len(tests) < 15 {
 		t.Fatalf("only %d malformed cases", len(tests))
 	}
 	ns := e.Namespace(t, "ctrl-bad")
 	for i, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			doc := fmt.Sprintf("apiVersion: neuronetes.io/v1alpha1\nkind: AgentPool\nmetadata:\n  name: bad-%d\nspec:\n%s\n", i, indent(tt.spec, "  "))
-			obj := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
-				t.Fatalf("fixture: %v\n%s", err, doc)
-			}
+		t.Run(tt.Name, func(t *testing.T) {
+			obj := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "neuronetes.io/v1alpha1", "kind": "AgentPool",
+				"metadata": map[string]any{"name": fmt.Sprintf("bad-%d", i)}, "spec": tt.Spec,
+			}}
 			_, err := e.Dynamic.Resource(ctrlPoolGVR).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			if err == nil {
-				t.Fatalf("accepted:\n%s", doc)
+				t.Fatalf("accepted: %v", tt.Spec)
 			}
 			if !apierrors.IsInvalid(err) {
 				t.Fatalf("want Invalid, got %v", err)
 			}
-			if !strings.Contains(err.Error(), tt.field) {
-				t.Fatalf("message does not name %s: %v", tt.field, err)
+			if !strings.Contains(err.Error(), tt.Field) {
+				t.Fatalf("message does not name %s: %v", tt.Field, err)
 			}
 			t.Logf("rejected: %v", err)
 		})
 	}
-}
-
-func indent(s, pre string) string {
-	lines := strings.Split(s, "\n")
-	for i := range lines {
-		lines[i] = pre + lines[i]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // ctrlProc is the controller running as a host process.
