@@ -98,6 +98,7 @@ type Agent struct {
 
 	mu      sync.Mutex
 	states  map[string]*State        // hex -> last known state
+	seen    map[string]bool          // every hex this process has tracked; owns their node labels
 	running map[string]chan struct{} // hex -> closed when the background ensure ends
 }
 
@@ -106,7 +107,7 @@ func New(ctx context.Context, cfg Config) *Agent {
 	if cfg.WarmFraction <= 0 {
 		cfg.WarmFraction = 0.9
 	}
-	return &Agent{cfg: cfg, base: ctx, states: map[string]*State{}, running: map[string]chan struct{}{}}
+	return &Agent{cfg: cfg, base: ctx, states: map[string]*State{}, seen: map[string]bool{}, running: map[string]chan struct{}{}}
 }
 
 // Store returns the agent's cache.
@@ -150,6 +151,7 @@ func (a *Agent) Start(req Request) <-chan struct{} {
 	a.running[h] = ch
 	if a.states[h] == nil || a.states[h].Phase == PhaseFailed {
 		a.states[h] = &State{Hex: h, Phase: PhasePending, SizeBytes: req.SizeBytes}
+		a.seen[h] = true
 	}
 	go func() {
 		defer func() {
@@ -239,7 +241,20 @@ func (a *Agent) update(h string, f func(*State)) {
 		s = &State{Hex: h}
 		a.states[h] = s
 	}
+	a.seen[h] = true
 	f(s)
+}
+
+// Known returns every digest hex this agent has tracked since it started (including evicted ones), so
+// that their warm labels can be removed when they are no longer warm.
+func (a *Agent) Known() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]string, 0, len(a.seen))
+	for h := range a.seen {
+		out = append(out, h)
+	}
+	return out
 }
 
 // State returns the state of hex, merged with live download progress.
@@ -277,6 +292,7 @@ func (a *Agent) States() []State {
 	seen := map[string]bool{}
 	var out []State
 	for _, e := range entries {
+		a.seen[e.Hex] = true
 		if a.states[e.Hex] == nil {
 			a.states[e.Hex] = &State{Hex: e.Hex, Phase: PhaseReady, Path: e.Path, SizeBytes: e.Size, BytesCached: e.Size}
 		}

@@ -149,9 +149,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			knownHexes = append(knownHexes, h)
 		}
 	}
+	knownHexes = append(knownHexes, r.Agent.Known()...)
 	for _, s := range states {
 		byHex[s.Hex] = s
-		knownHexes = append(knownHexes, s.Hex)
 		if s.Phase == PhaseReady && s.Warm {
 			warmHexes = append(warmHexes, s.Hex)
 		}
