@@ -113,6 +113,7 @@ const (
 // +kubebuilder:printcolumn:name="Serving",type=integer,JSONPath=`.status.replicas`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Warm",type=integer,JSONPath=`.status.warmReplicas`
+// +kubebuilder:printcolumn:name="Activations",type=integer,JSONPath=`.status.warmActivations`
 // +kubebuilder:printcolumn:name="Min",type=integer,JSONPath=`.spec.minReplicas`,priority=1
 // +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxReplicas`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
