@@ -16,9 +16,10 @@ type GPURequest struct {
 	// +optional
 	Count int32 `json:"count,omitempty"`
 
-	// MIGProfile requests MIG slices of this profile (e.g. "1g.10gb") through DeviceClass
-	// "mig-<profile>.neuronetes.io"; empty requests whole GPUs through "gpu.neuronetes.io".
-	// +kubebuilder:validation:Pattern=`^[0-9]+g\.[0-9]+gb$`
+	// MIGProfile requests MIG slices of this profile (e.g. "1g.10gb", "1g.5gb+me") through
+	// DeviceClass "mig-<profile>.neuronetes.io" ("+" written as "-"); empty requests whole GPUs
+	// through "gpu.neuronetes.io".
+	// +kubebuilder:validation:Pattern=`^[0-9]+g\.[0-9]+gb(\+[a-z]+)?$`
 	// +optional
 	MIGProfile string `json:"migProfile,omitempty"`
 

@@ -280,6 +280,23 @@ func TestResolveSizing(t *testing.T) {
 	}
 }
 
+func TestDeviceClassFor(t *testing.T) {
+	tests := []struct {
+		g    nnv1.GPURequest
+		want string
+	}{
+		{nnv1.GPURequest{}, "gpu.neuronetes.io"},
+		{nnv1.GPURequest{MIGProfile: "1g.10gb"}, "mig-1g.10gb.neuronetes.io"},
+		{nnv1.GPURequest{MIGProfile: "1g.5gb+me"}, "mig-1g.5gb-me.neuronetes.io"},
+		{nnv1.GPURequest{DeviceClassName: "custom.example.com"}, "custom.example.com"},
+	}
+	for _, tt := range tests {
+		if got := deviceClassFor(&tt.g); got != tt.want {
+			t.Errorf("deviceClassFor(%+v) = %q, want %q", tt.g, got, tt.want)
+		}
+	}
+}
+
 func contains(l []string, s string) bool {
 	for _, x := range l {
 		if x == s {

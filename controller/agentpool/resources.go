@@ -3,6 +3,7 @@ package agentpool
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -33,7 +34,7 @@ func deviceClassFor(g *nnv1.GPURequest) string {
 	case g.DeviceClassName != "":
 		return g.DeviceClassName
 	case g.MIGProfile != "":
-		return fmt.Sprintf(MIGDeviceClassFormat, g.MIGProfile)
+		return fmt.Sprintf(MIGDeviceClassFormat, strings.ReplaceAll(g.MIGProfile, "+", "-"))
 	default:
 		return GPUDeviceClass
 	}
