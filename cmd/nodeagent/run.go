@@ -70,6 +70,7 @@ func run(args []string) error {
 		watchNS      = fs.String("watch-namespace", "", "watch Models and AgentClasses only in this namespace (tests); empty = all")
 		resync       = fs.Duration("resync", 30*time.Second, "idle resync: re-measure residency, keep labels and status true")
 	)
+	snap := registerSnapshotFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -139,8 +140,9 @@ func run(args []string) error {
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("reconciler: %w", err)
 	}
-	// TODO(checkpoint engineer): register nodeagent/snapshot here with snapshot.Setup(mgr,
-	// snapshot.Options{NodeName: *nodeName, Engine: ...}) once a containerd/CRIU Engine exists.
+	if err := setupSnapshot(ctx, mgr, snap, *nodeName); err != nil {
+		return err
+	}
 	h := nodeapi.Handler(backend{Agent: ag, rec: rec}, *nodeName, store.Root(), store.UsedBytes)
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		return nodeapi.Serve(ctx, *socket, h)
