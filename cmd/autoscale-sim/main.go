@@ -30,7 +30,7 @@ func main() {
 		warmup   = flag.Duration("warmup", 5*time.Minute, "initial part of each trace excluded from the evaluation of every policy")
 		maxRep   = flag.Int("max-replicas", 64, "max replicas of every policy")
 		util     = flag.Float64("target-utilization", 0.7, "baselines' per-pod concurrency target as a fraction of slots")
-		prewarm  = flag.Float64("prewarm-percent", 1.5, "NeuroNetes warm pool in percent of max replicas")
+		prewarm  = flag.Float64("prewarm-percent", 1, "NeuroNetes warm pool in percent of max replicas (warmpool.Target, rounded up)")
 		parallel = flag.Int("parallel", 2, "policies simulated at once")
 	)
 	flag.Parse()

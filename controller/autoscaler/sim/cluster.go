@@ -3,7 +3,10 @@ package sim
 import (
 	"math"
 	"sort"
+	"strconv"
 	"time"
+
+	"github.com/neuronetes/neuronetes/warmpool"
 )
 
 // Model is the replica model.
@@ -47,6 +50,8 @@ type job struct {
 }
 
 type replica struct {
+	id      int
+	created float64
 	st      state
 	readyAt float64
 	prefill *job
@@ -57,25 +62,26 @@ func (r *replica) busy() bool { return r.prefill != nil || len(r.decodes) > 0 }
 
 // sample is the pool state at one second.
 type sample struct {
-	waiting, waitingTokens, running float64
+	waiting, waitingTokens, running float64 // waitingTokens: prompt tokens of queued requests
 	ready, target, total, warm      float64
 	arrivals, promptTokens, genTok  float64
 }
 
 // cluster is the simulated pool.
 type cluster struct {
-	m        Model
-	reqs     []Request
-	next     int
-	queue    []job
-	reps     []*replica
-	now      float64
-	target   int
-	warmWant int
-	// warm pool replenishment
+	m      Model
+	reqs   []Request
+	next   int
+	queue  []job
+	reps   []*replica
+	now    float64
+	target int
+	// warm pool, planned by package warmpool as the AgentPool reconciler does
+	warmWant       int
 	replenishDelay float64
 	replenishBatch int
-	deficitSince   float64
+	lastActivation float64 // -1: never
+	nextID         int
 
 	samples  []sample
 	cur      sample
@@ -94,9 +100,9 @@ type change struct {
 }
 
 func newCluster(m Model, reqs []Request, initial int) *cluster {
-	c := &cluster{m: m, reqs: reqs, target: initial, deficitSince: -1}
+	c := &cluster{m: m, reqs: reqs, target: initial, lastActivation: -1}
 	for range initial {
-		c.reps = append(c.reps, &replica{st: serving})
+		c.add(serving, 0)
 	}
 	return c
 }
@@ -122,94 +128,75 @@ func (c *cluster) setTarget(n int) {
 	c.reconcile()
 }
 
-// reconcile moves replicas towards the target: warm replicas are activated
-// first, then replicas are cold started; removal cancels starting ones first,
-// then drains the least busy serving ones.
+func (c *cluster) add(st state, readyAt float64) *replica {
+	r := &replica{id: c.nextID, created: c.now, st: st, readyAt: readyAt}
+	c.nextID++
+	c.reps = append(c.reps, r)
+	return r
+}
+
+// reconcile applies one warmpool.Decide plan, like the AgentPool reconciler:
+// scale-up activates warm replicas first and cold starts the rest, scale-down
+// drains serving replicas, and the warm pool is trimmed or replenished
+// (after the delay since the last activation, at most batch starting at once).
 func (c *cluster) reconcile() {
-	active := c.count(starting, activating, serving)
-	for active < c.target {
-		if r := c.pick(warm); r != nil {
-			r.st, r.readyAt = activating, c.now+c.m.WarmActivation.Seconds()
-		} else {
-			c.reps = append(c.reps, &replica{st: starting, readyAt: c.now + c.m.ColdStart.Seconds()})
-		}
-		active++
+	in := warmpool.Input{Desired: int32(c.target), WarmTarget: int32(c.warmWant), UseWarmPool: c.warmWant > 0,
+		Delay: time.Duration(c.replenishDelay * float64(time.Second)), BatchSize: int32(c.replenishBatch), Now: simTime(c.now)}
+	if c.lastActivation >= 0 {
+		in.LastActivation = simTime(c.lastActivation)
 	}
-	for active > c.target {
-		r := c.pick(starting)
-		if r == nil {
-			r = c.pick(activating)
-		}
-		if r == nil {
-			r = c.leastBusy()
-		}
-		if r.st == starting {
-			r.st = warming // a cancelled cold start may still fill the warm pool
-		} else {
-			r.st = draining
-		}
-		active--
-	}
-}
-
-func (c *cluster) pick(s state) *replica {
-	for i := len(c.reps) - 1; i >= 0; i-- {
-		if c.reps[i].st == s {
-			return c.reps[i]
-		}
-	}
-	return nil
-}
-
-func (c *cluster) leastBusy() *replica {
-	var best *replica
-	load := math.Inf(1)
+	byName := map[string]*replica{}
 	for _, r := range c.reps {
-		if r.st != serving {
-			continue
+		p := warmpool.Pod{Name: strconv.Itoa(r.id), Created: simTime(r.created)}
+		switch r.st {
+		case starting, activating:
+			p.State = warmpool.Serving
+		case serving:
+			p.State, p.Ready = warmpool.Serving, true
+		case warming:
+			p.State = warmpool.Warm
+		case warm:
+			p.State, p.Ready = warmpool.Warm, true
+		case draining:
+			p.State, p.Terminating = warmpool.Draining, true
 		}
-		l := float64(len(r.decodes))
-		if r.prefill != nil {
-			l += 1 + r.prefill.remaining/c.m.PrefillTPS
-		}
-		if l < load {
-			best, load = r, l
-		}
+		byName[p.Name] = r
+		in.Pods = append(in.Pods, p)
 	}
-	return best
-}
-
-// replenish keeps the warm pool at warmWant: after the deficit has lasted
-// replenishDelay, replenishBatch replicas are cold started into the pool.
-func (c *cluster) replenish() {
-	have := c.count(warm, warming)
-	if have > c.warmWant {
-		excess := have - c.warmWant
+	plan := warmpool.Decide(in)
+	for _, n := range plan.Activate {
+		r := byName[n]
+		r.st, r.readyAt = activating, math.Max(r.readyAt, c.now)+c.m.WarmActivation.Seconds()
+	}
+	if len(plan.Activate) > 0 {
+		c.lastActivation = c.now
+	}
+	for range plan.CreateServing {
+		c.add(starting, c.now+c.m.ColdStart.Seconds())
+	}
+	for range plan.CreateWarm {
+		c.add(warming, c.now+c.m.ColdStart.Seconds())
+	}
+	for _, n := range plan.Drain {
+		byName[n].st = draining
+	}
+	if len(plan.Trim) > 0 {
+		trim := map[*replica]bool{}
+		for _, n := range plan.Trim {
+			trim[byName[n]] = true
+		}
 		kept := c.reps[:0]
 		for _, r := range c.reps {
-			if excess > 0 && (r.st == warming || r.st == warm) {
-				excess--
-				continue
+			if !trim[r] {
+				kept = append(kept, r)
 			}
-			kept = append(kept, r)
 		}
 		c.reps = kept
-		return
-	}
-	if have == c.warmWant {
-		c.deficitSince = -1
-		return
-	}
-	if c.deficitSince < 0 {
-		c.deficitSince = c.now
-	}
-	if c.now-c.deficitSince >= c.replenishDelay {
-		for range min(max(c.replenishBatch, 1), c.warmWant-have) {
-			c.reps = append(c.reps, &replica{st: warming, readyAt: c.now + c.m.ColdStart.Seconds()})
-		}
-		c.deficitSince = c.now
 	}
 }
+
+// simTime maps simulated seconds to a wall time for the warmpool planner.
+func simTime(s float64) time.Time { return epoch.Add(time.Duration(s * float64(time.Second))) }
 
 // step advances the pool by dt seconds.
 func (c *cluster) step(dt float64) {
@@ -235,11 +222,7 @@ func (c *cluster) step(dt float64) {
 			c.work(r, end, dt)
 		}
 		if r.st == draining && !r.busy() {
-			if c.count(warm, warming) < c.warmWant {
-				r.st = warm
-			} else {
-				continue
-			}
+			continue
 		}
 		kept = append(kept, r)
 	}
@@ -305,7 +288,6 @@ func (c *cluster) record() {
 	for _, r := range c.reps {
 		if r.prefill != nil {
 			s.running++
-			s.waitingTokens += r.prefill.remaining
 		}
 		s.running += float64(len(r.decodes))
 	}

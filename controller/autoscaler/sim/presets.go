@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/neuronetes/neuronetes/controller/autoscaler"
+	"github.com/neuronetes/neuronetes/warmpool"
 )
 
 // Config sizes the policies under comparison.
@@ -32,7 +33,7 @@ func NeuroNetes(m Model, c Config) *Decider {
 			Metrics: []autoscaler.MetricSpec{
 				// Backlog the replicas can clear within the SLO.
 				{Type: autoscaler.TokensInQueue, Target: m.PrefillTPS * slo.Seconds(), AveragingWindow: 5 * time.Second},
-				{Type: autoscaler.TokensPerSecond, Target: m.PrefillTPS * 0.8, AveragingWindow: 30 * time.Second},
+				{Type: autoscaler.TokensPerSecond, Target: m.PrefillTPS * 0.9, AveragingWindow: 30 * time.Second},
 				{Type: autoscaler.ConcurrentSessions, Target: float64(m.Slots) * 0.7, AveragingWindow: 30 * time.Second},
 			},
 			Strategy: autoscaler.StrategyMax,
@@ -44,7 +45,7 @@ func NeuroNetes(m Model, c Config) *Decider {
 				RequireHeadroomPercent: 50, CheckDuration: 60 * time.Second},
 			Predictive: autoscaler.Predictive{Enabled: true, Horizon: 2 * time.Minute, MinConfidence: 0.8, Season: -1},
 		},
-		Warm:           int(math.Ceil(c.PrewarmPercent / 100 * float64(c.MaxReplicas))),
+		Warm:           int(warmpool.Target(int32(c.MaxReplicas), int32(math.Round(c.PrewarmPercent)))),
 		ReplenishDelay: 30 * time.Second,
 		ReplenishBatch: 2,
 	}

@@ -60,7 +60,7 @@ func Run(tr Trace, m Model, p Policy, initial int) Result {
 		n, delay, batch := wp.WarmPool()
 		c.warmWant, c.replenishDelay, c.replenishBatch = n, delay.Seconds(), batch
 		for range n {
-			c.reps = append(c.reps, &replica{st: warm})
+			c.add(warm, 0)
 		}
 	}
 	dt := m.Step.Seconds()
@@ -80,7 +80,6 @@ func Run(tr Trace, m Model, p Policy, initial int) Result {
 		if c.now >= nextSec-1e-9 {
 			load += c.cur.promptTokens + c.cur.genTok
 			c.record()
-			c.replenish()
 			c.reconcile()
 			if int(nextSec)%10 == 0 && c.now <= end {
 				s := c.samples[len(c.samples)-1]
