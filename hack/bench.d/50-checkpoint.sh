@@ -3,6 +3,7 @@
 # baselines measured in the same run), see checkpoint/internal/ckptbench.
 #   CKPT_BENCH_MIB   process RSS / weights size in MiB (default 1024)
 #   CKPT_BENCH_REPS  repetitions per measurement (default 3)
+#   CKPT_BENCH_ONLY  run one measurement: dump, recheckpoint or restore
 #   CKPT_BENCH_WORK  work directory (default: a dir on /dev/shm, tmpfs, as the
 #                    node agent uses for image staging)
 # Needs root and a working CRIU (hack/test-deps.d/30-criu.sh); prints SKIP otherwise.
@@ -17,4 +18,4 @@ bin=$(mktemp -d)
 work=${CKPT_BENCH_WORK:-$(mktemp -d /dev/shm/ckptbench.XXXXXX)}
 trap 'rm -rf "$bin" "$work"' EXIT
 go build -o "$bin/ckptbench" ./checkpoint/internal/ckptbench
-"$bin/ckptbench" -mib "$mib" -reps "$reps" -work "$work" 2>/dev/null
+"$bin/ckptbench" -mib "$mib" -reps "$reps" -work "$work" ${CKPT_BENCH_ONLY:+-only "$CKPT_BENCH_ONLY"}

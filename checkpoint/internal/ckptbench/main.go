@@ -13,6 +13,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
 
 	"github.com/neuronetes/neuronetes/checkpoint"
 	"github.com/neuronetes/neuronetes/checkpoint/criu"
@@ -33,8 +35,11 @@ func main() {
 	mib := flag.Int("mib", 1024, "weights size in MiB (the process RSS)")
 	reps := flag.Int("reps", 3, "repetitions per measurement")
 	work := flag.String("work", "", "work directory (default: a temp dir)")
+	only := flag.String("only", "", "run one measurement: dump, recheckpoint or restore")
 	flag.Parse()
-	if err := run(*mib, *reps, *work); err != nil {
+	klog.SetOutput(io.Discard)
+	klog.LogToStderr(false)
+	if err := run(*mib, *reps, *work, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "ckptbench:", err)
 		os.Exit(1)
 	}
@@ -46,7 +51,7 @@ func median(d []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-func run(mib, reps int, work string) error {
+func run(mib, reps int, work, only string) error {
 	ctx := context.Background()
 	path, err := criu.Locate()
 	if err != nil {
@@ -69,6 +74,32 @@ func run(mib, reps int, work string) error {
 	c := &criu.Client{Path: path}
 	fmt.Printf("checkpoint benchmarks: %d MiB process, %d reps, criu %s, work %s\n", mib, reps, path, work)
 
+	fmt.Printf("%-44s %12s %12s %8s %s\n", "measurement", "median", "baseline", "ratio", "target")
+	if only == "" || only == "dump" {
+		if err := dumpVsCLI(ctx, c, path, work, mib, reps); err != nil {
+			return err
+		}
+	}
+	if only == "" || only == "recheckpoint" {
+		ratios, err := reCheckpoint(ctx, c, work, mib, reps)
+		if err != nil {
+			return fmt.Errorf("re-checkpoint: %w", err)
+		}
+		slices.Sort(ratios)
+		fmt.Printf("%-44s %12s %12s %8.4f %s\n", "re-checkpoint unchanged: new bytes / full", fmt.Sprintf("%.2f%%", 100*ratios[len(ratios)/2]), "100%", ratios[len(ratios)/2], "< 0.05")
+	}
+	if only == "" || only == "restore" {
+		restore, cold, err := restoreVsCold(ctx, c, work, mib, reps)
+		if err != nil {
+			return fmt.Errorf("restore vs cold: %w", err)
+		}
+		r3 := float64(median(restore)) / float64(median(cold))
+		fmt.Printf("%-44s %12v %12v %8.3f %s\n", "restore-to-ready vs cold start", median(restore).Round(time.Millisecond), median(cold).Round(time.Millisecond), r3, "<= 0.3")
+	}
+	return nil
+}
+
+func dumpVsCLI(ctx context.Context, c *criu.Client, path, work string, mib, reps int) error {
 	var lib, cli []time.Duration
 	for i := 0; i < reps; i++ {
 		d, err := libDumpRestore(ctx, c, work, mib)
@@ -83,22 +114,7 @@ func run(mib, reps int, work string) error {
 		cli = append(cli, d)
 	}
 	r1 := float64(median(lib)) / float64(median(cli))
-	fmt.Printf("%-44s %12s %12s %8s %s\n", "measurement", "median", "baseline", "ratio", "target")
 	fmt.Printf("%-44s %12v %12v %8.3f %s\n", "dump+restore: library vs criu CLI", median(lib).Round(time.Millisecond), median(cli).Round(time.Millisecond), r1, "<= 1.1")
-
-	ratios, err := reCheckpoint(ctx, c, work, mib, reps)
-	if err != nil {
-		return fmt.Errorf("re-checkpoint: %w", err)
-	}
-	slices.Sort(ratios)
-	fmt.Printf("%-44s %12s %12s %8.4f %s\n", "re-checkpoint unchanged: new bytes / full", fmt.Sprintf("%.2f%%", 100*ratios[len(ratios)/2]), "100%", ratios[len(ratios)/2], "< 0.05")
-
-	restore, cold, err := restoreVsCold(ctx, c, work, mib, reps)
-	if err != nil {
-		return fmt.Errorf("restore vs cold: %w", err)
-	}
-	r3 := float64(median(restore)) / float64(median(cold))
-	fmt.Printf("%-44s %12v %12v %8.3f %s\n", "restore-to-ready vs cold start", median(restore).Round(time.Millisecond), median(cold).Round(time.Millisecond), r3, "<= 0.3")
 	return nil
 }
 
@@ -227,10 +243,16 @@ func restoreVsCold(ctx context.Context, c *criu.Client, work string, mib, reps i
 	}
 	m := &checkpoint.Manager{CRIU: c, Store: st, WorkDir: dir}
 	var restore, cold []time.Duration
+	// Each cold start has its own state dir: the checkpointed process's
+	// files (rep 0) must stay as they were at the dump for CRIU's restore.
+	procDir := filepath.Join(dir, "rep0")
 	for i := 0; i < reps; i++ {
-		_ = os.Remove(filepath.Join(dir, "ready"))
+		rdir := filepath.Join(dir, fmt.Sprint("rep", i))
+		if err := os.MkdirAll(rdir, 0o755); err != nil {
+			return nil, nil, err
+		}
 		start := time.Now()
-		cmd, err := stateproc.Start(dir, mib, weights) // returns once ready
+		cmd, err := stateproc.Start(rdir, mib, weights) // returns once ready
 		if err != nil {
 			return nil, nil, err
 		}
@@ -251,7 +273,7 @@ func restoreVsCold(ctx context.Context, c *criu.Client, work string, mib, reps i
 		if err != nil {
 			return nil, nil, err
 		}
-		before, _ := stateproc.ReadState(dir, "state")
+		before, _ := stateproc.ReadState(procDir, "state")
 		start := time.Now()
 		if _, err := st.Get(ctx, "bench", "ready", filepath.Join(rdir, "images"), nil); err != nil {
 			return nil, nil, err
@@ -264,7 +286,7 @@ func restoreVsCold(ctx context.Context, c *criu.Client, work string, mib, reps i
 		restored := time.Now()
 		// Ready = the restored process ticks again from its saved state.
 		for {
-			s, err := stateproc.ReadState(dir, "state")
+			s, err := stateproc.ReadState(procDir, "state")
 			if err == nil && s.Counter > before.Counter {
 				break
 			}
