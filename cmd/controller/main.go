@@ -129,6 +129,9 @@ func run(ctx context.Context, o *options) error {
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("agentpool controller: %w", err)
 	}
+	if err := (&agentpool.ClassReconciler{}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("agentclass controller: %w", err)
+	}
 	// The autoscaler loop (controller/autoscaling) registers here once it lands.
 
 	if o.webhookEnabled {

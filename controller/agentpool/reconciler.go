@@ -121,7 +121,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		build.drainGrace = *pool.Spec.DrainGracePeriodSeconds
 	}
 	if class.Spec.GPU != nil {
-		name, exists, err := r.ensureClaimTemplate(ctx, class)
+		name, exists, err := ensureClaimTemplate(ctx, r.Client, r.Scheme, class)
 		if err != nil {
 			return ctrl.Result{}, err
 		}

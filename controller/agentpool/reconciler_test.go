@@ -305,3 +305,56 @@ func contains(l []string, s string) bool {
 	}
 	return false
 }
+
+func TestClassReconciler(t *testing.T) {
+	tests := []struct {
+		name        string
+		gpu         *nnv1.GPURequest
+		deviceClass bool
+		wantTmpl    string
+		wantStatus  metav1.ConditionStatus
+	}{
+		{"no gpu", nil, false, "", ""},
+		{"gpu without device class", &nnv1.GPURequest{Count: 2}, false, "demo-gpu", metav1.ConditionFalse},
+		{"gpu with device class", &nnv1.GPURequest{Count: 1}, true, "demo-gpu", metav1.ConditionTrue},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objs := []client.Object{testClass(tt.gpu)}
+			if tt.deviceClass {
+				objs = append(objs, &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: GPUDeviceClass}})
+			}
+			s := newScheme(t)
+			c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&nnv1.AgentClass{}).Build()
+			r := &ClassReconciler{Client: c, Scheme: s}
+			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "demo"}}); err != nil {
+				t.Fatal(err)
+			}
+			var got nnv1.AgentClass
+			if err := c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "demo"}, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.ResourceClaimTemplateName != tt.wantTmpl {
+				t.Errorf("template = %q, want %q", got.Status.ResourceClaimTemplateName, tt.wantTmpl)
+			}
+			var status metav1.ConditionStatus
+			for _, cnd := range got.Status.Conditions {
+				if cnd.Type == ClassConditionDeviceClass {
+					status = cnd.Status
+				}
+			}
+			if status != tt.wantStatus {
+				t.Errorf("condition = %q, want %q", status, tt.wantStatus)
+			}
+			if tt.gpu != nil {
+				var tmpl resourcev1.ResourceClaimTemplate
+				if err := c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "demo-gpu"}, &tmpl); err != nil {
+					t.Fatal(err)
+				}
+				if n := tmpl.Spec.Spec.Devices.Requests[0].Exactly.Count; n != int64(tt.gpu.Count) {
+					t.Errorf("count = %d", n)
+				}
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,12 +47,12 @@ func claimTemplateName(class string) string { return class + "-gpu" }
 // ensureClaimTemplate creates or updates the AgentClass's ResourceClaimTemplate and reports
 // whether its DeviceClass exists. When it does not (the driver is not installed yet), the template
 // is still the plain one-request template: pods stay Pending until the DeviceClass appears.
-func (r *Reconciler) ensureClaimTemplate(ctx context.Context, class *nnv1.AgentClass) (name string, classExists bool, err error) {
+func ensureClaimTemplate(ctx context.Context, c client.Client, scheme *runtime.Scheme, class *nnv1.AgentClass) (name string, classExists bool, err error) {
 	g := class.Spec.GPU
 	dc := deviceClassFor(g)
 	count := int64(max(g.Count, 1))
 	var dcObj resourcev1.DeviceClass
-	switch err := r.Client.Get(ctx, types.NamespacedName{Name: dc}, &dcObj); {
+	switch err := c.Get(ctx, types.NamespacedName{Name: dc}, &dcObj); {
 	case err == nil:
 		classExists = true
 	case apierrors.IsNotFound(err):
@@ -61,7 +62,7 @@ func (r *Reconciler) ensureClaimTemplate(ctx context.Context, class *nnv1.AgentC
 	tmpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{
 		Name: claimTemplateName(class.Name), Namespace: class.Namespace,
 	}}
-	_, err = controllerutil.CreateOrUpdate(ctx, r.Client, tmpl, func() error {
+	_, err = controllerutil.CreateOrUpdate(ctx, c, tmpl, func() error {
 		tmpl.Spec.Spec.Devices.Requests = []resourcev1.DeviceRequest{{
 			Name: GPUClaimName,
 			Exactly: &resourcev1.ExactDeviceRequest{
@@ -70,7 +71,7 @@ func (r *Reconciler) ensureClaimTemplate(ctx context.Context, class *nnv1.AgentC
 				Count:           count,
 			},
 		}}
-		return controllerutil.SetOwnerReference(class, tmpl, r.Scheme)
+		return controllerutil.SetOwnerReference(class, tmpl, scheme)
 	})
 	if err != nil {
 		return "", classExists, fmt.Errorf("resourceclaimtemplate %s/%s: %w", tmpl.Namespace, tmpl.Name, err)
