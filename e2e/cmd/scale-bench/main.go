@@ -1,0 +1,244 @@
+// Command scale-bench runs the scheduler scale benchmark (issue 9) on the local cluster: kwok GPU
+// nodes carrying the DRA driver's own ResourceSlices, pods with pre-created claims of four kinds,
+// and the real kube-scheduler measured by its metrics. It prints one table per layout and node
+// count, the ratios against the whole-GPU baseline and the targets, and deletes everything it
+// created, also when interrupted.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/neuronetes/neuronetes/e2e/cluster"
+	"github.com/neuronetes/neuronetes/e2e/scale"
+)
+
+type options struct {
+	root         string
+	nodes        []int
+	pods         int
+	layouts      []string
+	gpuProfile   string
+	phaseTimeout time.Duration
+	verifyNodes  int
+	strict       bool
+}
+
+func parseFlags(args []string) (options, error) {
+	fs := flag.NewFlagSet("scale-bench", flag.ContinueOnError)
+	var o options
+	var nodes, layouts string
+	fs.StringVar(&o.root, "root", ".", "repository root (the local cluster's state is in ROOT/.local)")
+	fs.StringVar(&nodes, "nodes", "150", "comma-separated kwok node counts, run in increasing order (e.g. 500,1000)")
+	fs.IntVar(&o.pods, "pods", 1000, "pods per run (10% NVLink pairs, 20% whole GPU, 20% MIG 3g, 50% MIG 1g)")
+	fs.StringVar(&layouts, "layouts", "whole,mig-selected", "layouts to run; the first is the baseline: whole, mig-selected, mig-all")
+	fs.StringVar(&o.gpuProfile, "gpu-profile", "dgxh100", "the driver's NVML mock profile of every node")
+	fs.DurationVar(&o.phaseTimeout, "phase-timeout", 5*time.Minute, "longest wait for one kind's pods to be bound")
+	fs.IntVar(&o.verifyNodes, "verify-nodes", 50, "nodes whose counters are checked against every claim on them")
+	fs.BoolVar(&o.strict, "strict", false, "exit 1 when a latency target is missed (verification failures always do)")
+	klog.InitFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	for _, s := range strings.Split(nodes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("-nodes: %q is not a positive count", s)
+		}
+		o.nodes = append(o.nodes, n)
+	}
+	o.layouts = strings.Split(layouts, ",")
+	if o.layouts[0] != scale.LayoutWhole {
+		return o, fmt.Errorf("-layouts: the first layout is the baseline and must be %q, got %q", scale.LayoutWhole, o.layouts[0])
+	}
+	for _, l := range o.layouts {
+		if _, err := scale.LayoutByName(l); err != nil {
+			return o, fmt.Errorf("-layouts: %w", err)
+		}
+	}
+	for _, n := range o.nodes {
+		if err := scale.DefaultMix(o.pods).CheckFits(n, 8); err != nil {
+			return o, fmt.Errorf("-nodes %d: %w", n, err)
+		}
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scale-bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	code, err := run(ctx, o, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scale-bench:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func run(ctx context.Context, o options, out io.Writer) (int, error) {
+	logger := klog.FromContext(ctx)
+	root, err := filepath.Abs(o.root)
+	if err != nil {
+		return 1, fmt.Errorf("-root: %w", err)
+	}
+	p := cluster.NewPaths(root)
+	// kwok-node-0 is the cluster's shared kwok node; Up creates it (and starts kwok) when missing.
+	// Remember whether it existed so that the benchmark removes only what it added.
+	kwok0Existed := false
+	if c, err := cluster.Attach(root); err == nil {
+		if cs, err := c.Clientset(); err == nil {
+			_, err := cs.CoreV1().Nodes().Get(ctx, cluster.KwokNodeName(0), metav1.GetOptions{})
+			kwok0Existed = err == nil
+		}
+	}
+	c, err := cluster.Up(ctx, cluster.Options{Root: root, KwokNodes: 1, Logf: func(f string, a ...any) { logger.Info(fmt.Sprintf(f, a...)) }})
+	if err != nil {
+		return 1, fmt.Errorf("local cluster: %w", err)
+	}
+	cfg, err := c.RestConfig()
+	if err != nil {
+		return 1, err
+	}
+	cfg.QPS, cfg.Burst = 1000, 2000
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return 1, fmt.Errorf("client: %w", err)
+	}
+	runID := fmt.Sprintf("r%d", time.Now().Unix())
+	// Leftovers of an earlier, killed run go first; this run's objects go last, on any exit.
+	if err := scale.Cleanup(ctx, cs, ""); err != nil {
+		return 1, fmt.Errorf("cleaning up earlier runs: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		start := time.Now()
+		if err := scale.Cleanup(cctx, cs, runID); err != nil {
+			fmt.Fprintln(os.Stderr, "scale-bench: cleanup:", err)
+		}
+		if !kwok0Existed {
+			err := cs.CoreV1().Nodes().Delete(cctx, cluster.KwokNodeName(0), metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				fmt.Fprintln(os.Stderr, "scale-bench: cleanup:", err)
+			}
+		}
+		fmt.Fprintf(out, "\nscale bench: cleaned up run %s in %s\n", runID, time.Since(start).Round(time.Second))
+	}()
+
+	classes, err := readDeviceClasses(filepath.Join(root, "deploy", "deviceclasses"))
+	if err != nil {
+		return 1, err
+	}
+	src, err := scale.EnsureDeviceClasses(ctx, cs, classes, runID)
+	if err != nil {
+		return 1, err
+	}
+	scraper, err := scale.NewScraper(fmt.Sprintf("https://127.0.0.1:%d/metrics", cluster.SchedulerPort),
+		filepath.Join(p.PKI, "admin.crt"), filepath.Join(p.PKI, "admin.key"))
+	if err != nil {
+		return 1, err
+	}
+	pids := map[string]int{}
+	for _, name := range []string{"kube-apiserver", "kube-scheduler"} {
+		pid, err := scale.PidFromFile(filepath.Join(p.Run, name+".pid"))
+		if err != nil {
+			return 1, err
+		}
+		pids[name] = pid
+	}
+	mix := scale.DefaultMix(o.pods)
+	fmt.Fprintf(out, "scale bench: run %s, gpu profile %s (8 GPUs/node), pods %v, device classes %v\n", runID, o.gpuProfile, mix, src)
+
+	code := 0
+	for _, n := range o.nodes {
+		start := time.Now()
+		nodes, err := scale.CreateNodes(ctx, cs, runID, 0, n, 5*time.Minute)
+		if err != nil {
+			return 1, err
+		}
+		fmt.Fprintf(out, "\nscale bench: %d kwok nodes Ready in %s\n", n, time.Since(start).Round(time.Millisecond))
+		var results []scale.RunResult
+		for _, name := range o.layouts {
+			layout, _ := scale.LayoutByName(name)
+			ns := fmt.Sprintf("scale-%s-%s-%d", runID, name, n)
+			res, runErr := scale.Run(ctx, scale.Config{
+				Client: cs, Scraper: scraper, Pids: pids, RunID: runID, Namespace: ns, Nodes: nodes, Layout: layout,
+				GPUProfile: o.gpuProfile, Mix: mix, Image: cluster.PauseImage, PhaseTimeout: o.phaseTimeout, VerifyNodes: o.verifyNodes,
+			})
+			scale.WriteRun(out, res)
+			if runErr != nil {
+				return 1, fmt.Errorf("layout %s at %d nodes: %w", name, n, runErr)
+			}
+			if !res.Verify.OK() {
+				code = 1
+			}
+			results = append(results, res)
+			if err := scale.DeleteNamespace(ctx, cs, ns); err != nil {
+				return 1, err
+			}
+			if err := scale.DeleteSlices(ctx, cs, scale.LabelRun+"="+runID); err != nil {
+				return 1, err
+			}
+		}
+		if !scale.WriteComparison(out, results[0], results) && o.strict && code == 0 {
+			code = 1
+		}
+	}
+	if ctx.Err() != nil {
+		return 1, errors.New("interrupted")
+	}
+	return code, nil
+}
+
+// readDeviceClasses parses every DeviceClass in the driver's manifests (multi-document YAML).
+func readDeviceClasses(dir string) ([]*resourceapi.DeviceClass, error) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	var out []*resourceapi.DeviceClass
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return nil, fmt.Errorf("device classes: %w", err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(fh, 4096)
+		for {
+			var dc resourceapi.DeviceClass
+			err := dec.Decode(&dc)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				fh.Close()
+				return nil, fmt.Errorf("device classes in %s: %w", f, err)
+			}
+			if dc.Kind == "DeviceClass" && dc.Name != "" {
+				out = append(out, &dc)
+			}
+		}
+		fh.Close()
+	}
+	return out, nil
+}

@@ -1,0 +1,254 @@
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+// kwokAnnotation makes kwok manage a node (the local cluster's kwok selects on it).
+const kwokAnnotation = "kwok.x-k8s.io/node"
+
+// NodeName returns the name of the benchmark's i-th node. The prefix keeps them apart from the
+// cluster's shared kwok-node-N nodes.
+func NodeName(i int) string { return fmt.Sprintf("nn-scale-%d", i) }
+
+// parallel runs fn(i) for i in [0,n) on workers goroutines and returns the first error.
+func parallel(ctx context.Context, n, workers int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	next := make(chan int)
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	for w := 0; w < min(workers, max(n, 1)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := fn(ctx, i); err != nil {
+					once.Do(func() { first = err; cancel() })
+				}
+			}
+		}()
+	}
+feed:
+	for i := 0; i < n; i++ {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// CreateNodes creates nodes [from, to) for run runID (kept when they already exist) and waits until
+// kwok reports every one Ready.
+func CreateNodes(ctx context.Context, cs kubernetes.Interface, runID string, from, to int, timeout time.Duration) ([]*corev1.Node, error) {
+	nodes := make([]*corev1.Node, to-from)
+	err := parallel(ctx, to-from, 32, func(ctx context.Context, j int) error {
+		name := NodeName(from + j)
+		n := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        name,
+				Labels:      map[string]string{LabelRun: runID, "type": "kwok", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
+				Annotations: map[string]string{kwokAnnotation: "fake"},
+			},
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: kwokAnnotation, Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
+			Status: corev1.NodeStatus{
+				Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("224"), corev1.ResourceMemory: resource.MustParse("2Ti"), corev1.ResourcePods: resource.MustParse("250")},
+				Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("224"), corev1.ResourceMemory: resource.MustParse("2Ti"), corev1.ResourcePods: resource.MustParse("250")},
+			},
+		}
+		got, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			got, err = cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("node %s: %w", name, err)
+		}
+		nodes[j] = got
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LabelRun + "=" + runID})
+		if err != nil {
+			return false, nil //nolint:nilerr // transient: poll again
+		}
+		ready := 0
+		for _, n := range list.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return ready >= to, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for %d kwok nodes to be Ready (is kwok running?): %w", to, err)
+	}
+	return nodes, nil
+}
+
+// PublishSlices creates the slices of every node and returns how many objects, devices and counter
+// sets were created for one node (all nodes have the same layout).
+func PublishSlices(ctx context.Context, cs kubernetes.Interface, nodes []*corev1.Node, gpuProfile string, layout Layout, runID string) (perNode [3]int, err error) {
+	var mu sync.Mutex
+	err = parallel(ctx, len(nodes), 16, func(ctx context.Context, i int) error {
+		gpus, err := Inventory(ctx, gpuProfile, nodes[i].Name)
+		if err != nil {
+			return err
+		}
+		objs, err := NodeSlices(nodes[i], gpus, layout, runID)
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			d, c := DeviceCount(objs)
+			mu.Lock()
+			perNode = [3]int{len(objs), d, c}
+			mu.Unlock()
+		}
+		for _, o := range objs {
+			if _, err := cs.ResourceV1().ResourceSlices().Create(ctx, o, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("slice %s: %w", o.Name, err)
+			}
+		}
+		return nil
+	})
+	return perNode, err
+}
+
+// DeleteSlices deletes this run's slices and waits until none is left.
+func DeleteSlices(ctx context.Context, cs kubernetes.Interface, selector string) error {
+	api := cs.ResourceV1().ResourceSlices()
+	if err := api.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: selector}); err != nil {
+		return fmt.Errorf("deleting slices %s: %w", selector, err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := api.List(ctx, metav1.ListOptions{LabelSelector: selector, Limit: 1})
+		return err == nil && len(l.Items) == 0, nil
+	})
+}
+
+// DeleteNamespace force-deletes the pods of ns, deletes it and waits (bounded) until it is gone, so
+// the claims' finalizers are released by the controller-manager.
+func DeleteNamespace(ctx context.Context, cs kubernetes.Interface, ns string) error {
+	err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting pods of %s: %w", ns, err)
+	}
+	err = cs.ResourceV1().ResourceClaims(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting claims of %s: %w", ns, err)
+	}
+	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting namespace %s: %w", ns, err)
+	}
+	return wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// Cleanup removes everything labelled with LabelRun (any run when runID is empty): namespaces (with
+// their pods and claims), slices, nodes and the DeviceClasses the benchmark added. It keeps going
+// after errors and returns them all.
+func Cleanup(ctx context.Context, cs kubernetes.Interface, runID string) error {
+	logger := klog.FromContext(ctx)
+	sel := LabelRun
+	if runID != "" {
+		sel = LabelRun + "=" + runID
+	}
+	var errs []error
+	nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listing namespaces: %w", err))
+	} else {
+		for _, ns := range nss.Items {
+			logger.V(1).Info("Deleting namespace", "namespace", ns.Name)
+			errs = append(errs, DeleteNamespace(ctx, cs, ns.Name))
+		}
+	}
+	errs = append(errs, DeleteSlices(ctx, cs, sel))
+	if err := cs.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
+		errs = append(errs, fmt.Errorf("deleting nodes %s: %w", sel, err))
+	}
+	if err := cs.ResourceV1().DeviceClasses().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
+		errs = append(errs, fmt.Errorf("deleting device classes %s: %w", sel, err))
+	}
+	return errors.Join(errs...)
+}
+
+// EnsureDeviceClasses makes sure the classes the claims use exist: first from the driver's manifests
+// (files, parsed by the caller), then from FallbackDeviceClasses. Classes it creates get the run
+// label so Cleanup deletes them; classes that existed before are never touched. It returns the
+// source of each needed class ("cluster", "deploy", "fallback").
+func EnsureDeviceClasses(ctx context.Context, cs kubernetes.Interface, fromFiles []*resourceapi.DeviceClass, runID string) (map[string]string, error) {
+	src := map[string]string{}
+	create := func(dc *resourceapi.DeviceClass, source string) error {
+		if _, ok := src[dc.Name]; ok {
+			return nil
+		}
+		_, err := cs.ResourceV1().DeviceClasses().Get(ctx, dc.Name, metav1.GetOptions{})
+		if err == nil {
+			src[dc.Name] = "cluster"
+			return nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("device class %s: %w", dc.Name, err)
+		}
+		dc = dc.DeepCopy()
+		if dc.Labels == nil {
+			dc.Labels = map[string]string{}
+		}
+		dc.Labels[LabelRun] = runID
+		dc.ResourceVersion = ""
+		if _, err := cs.ResourceV1().DeviceClasses().Create(ctx, dc, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("device class %s: %w", dc.Name, err)
+		}
+		src[dc.Name] = source
+		return nil
+	}
+	for _, dc := range fromFiles {
+		if err := create(dc, "deploy"); err != nil {
+			return nil, err
+		}
+	}
+	for _, dc := range FallbackDeviceClasses() {
+		if err := create(dc, "fallback"); err != nil {
+			return nil, err
+		}
+	}
+	needed := map[string]bool{ClassGPU: true, ClassMIG1g: true, ClassMIG3g: true}
+	for name := range src {
+		if !needed[name] {
+			delete(src, name)
+		}
+	}
+	return src, nil
+}

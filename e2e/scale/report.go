@@ -1,0 +1,146 @@
+package scale
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Targets of issue 9 for MIG-claim pods.
+const (
+	TargetP99      = 30 * time.Millisecond
+	TargetP99Ratio = 2.0
+)
+
+func ms(s float64) string {
+	if math.IsNaN(s) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", s*1000)
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return math.NaN()
+	}
+	return a / b
+}
+
+// Totals returns the pods bound and the pods/s of all phases together.
+func (r RunResult) Totals() (bound int, podsPerSec float64) {
+	var wall time.Duration
+	for _, p := range r.Phases {
+		bound += p.Bound
+		wall += p.Wall
+	}
+	if wall > 0 {
+		podsPerSec = float64(bound) / wall.Seconds()
+	}
+	return bound, podsPerSec
+}
+
+// MIGAttemptP99 returns the largest attempt p99 over the MIG kinds' phases (NaN if none ran).
+func (r RunResult) MIGAttemptP99() float64 {
+	v := math.NaN()
+	for _, p := range r.Phases {
+		if p.Kind.IsMIG() && !math.IsNaN(p.Attempt.P99) && (math.IsNaN(v) || p.Attempt.P99 > v) {
+			v = p.Attempt.P99
+		}
+	}
+	return v
+}
+
+// WriteRun prints one run's table: per phase, pods/s, end-to-end and scheduler quantiles.
+func WriteRun(w io.Writer, r RunResult) {
+	fmt.Fprintf(w, "\nscale bench: layout=%s nodes=%d slices/node=%d devices/node=%d counterSets/node=%d publish=%s\n",
+		r.Layout, r.Nodes, r.SlicesPerNode, r.DevicesPerNode, r.CounterSetsPerNode, r.PublishTime.Round(time.Millisecond))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "kind\tpods\tbound\tpods/s\te2e p50 ms\te2e p99 ms\tattempt p50 ms\tattempt p99 ms\talgo p50 ms\talgo p99 ms\tDRA Filter p50 ms\tDRA Filter p99 ms\tunschedulable\t")
+	for _, p := range r.Phases {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t\n", p.Kind, p.Pods, p.Bound, p.PodsPerSec,
+			ms(p.E2E.P50), ms(p.E2E.P99), ms(p.Attempt.P50), ms(p.Attempt.P99), ms(p.Algorithm.P50), ms(p.Algorithm.P99),
+			ms(p.DRAFilter.P50), ms(p.DRAFilter.P99), p.Unschedulable)
+	}
+	bound, pps := r.Totals()
+	fmt.Fprintf(tw, "all\t\t%d\t%.1f\t\t\t\t\t\t\t\t\t\t\n", bound, pps)
+	_ = tw.Flush()
+	names := make([]string, 0, len(r.Usage))
+	for n := range r.Usage {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		u := r.Usage[n]
+		perPod := 0.0
+		if bound > 0 {
+			perPod = u.CPU.Seconds() * 1000 / float64(bound)
+		}
+		fmt.Fprintf(w, "  %-16s cpu %.1fs over %s (%.2f cores, %.1f ms/pod), peak RSS %d MiB\n", n, u.CPU.Seconds(), u.Wall.Round(time.Second), u.Cores(), perPod, u.PeakRSS>>20)
+	}
+	v := r.Verify
+	status := "OK"
+	if !v.OK() {
+		status = "FAILED"
+	}
+	fmt.Fprintf(w, "  verify %s: %d/%d pods bound, %d/%d claims allocated, %d nodes checked in full (%d claims, %d NVLink pairs)\n",
+		status, v.Pods-v.Unbound, v.Pods, v.Claims-v.Unallocated, v.Claims, v.CheckedNodes, v.CheckedClaims, v.Pairs)
+	for i, p := range v.Problems {
+		if i == 10 {
+			fmt.Fprintf(w, "    ... %d more\n", len(v.Problems)-10)
+			break
+		}
+		fmt.Fprintf(w, "    problem: %s\n", p)
+	}
+}
+
+// WriteComparison prints, for every MIG layout against the whole-GPU baseline, the ratios per kind
+// and the targets. It returns false when a target is missed.
+func WriteComparison(w io.Writer, base RunResult, runs []RunResult) bool {
+	ok := true
+	for _, r := range runs {
+		if r.Layout == base.Layout {
+			continue
+		}
+		fmt.Fprintf(w, "\nscale bench: ratio %s / %s at %d nodes (baseline maps MIG kinds to one whole GPU each)\n", r.Layout, base.Layout, r.Nodes)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "kind\tattempt p50 x\tattempt p99 x\talgo p99 x\te2e p99 x\tpods/s x\t")
+		for _, p := range r.Phases {
+			b, found := base.Phase(p.Kind)
+			if !found {
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", p.Kind, ratio(p.Attempt.P50, b.Attempt.P50), ratio(p.Attempt.P99, b.Attempt.P99),
+				ratio(p.Algorithm.P99, b.Algorithm.P99), ratio(p.E2E.P99, b.E2E.P99), ratio(p.PodsPerSec, b.PodsPerSec))
+		}
+		_, pps := r.Totals()
+		_, bpps := base.Totals()
+		fmt.Fprintf(tw, "all\t\t\t\t\t%.2f\t\n", ratio(pps, bpps))
+		_ = tw.Flush()
+		if !layoutName(r.Layout).isMIG() {
+			continue
+		}
+		p99, bp99 := r.MIGAttemptP99(), base.MIGAttemptP99()
+		abs := p99 <= TargetP99.Seconds()
+		rel := ratio(p99, bp99) <= TargetP99Ratio
+		ok = ok && abs && rel
+		fmt.Fprintf(w, "  target MIG-claim pods attempt p99 %s ms <= %d ms: %s; ratio to baseline %.2f <= %.0f: %s\n",
+			ms(p99), TargetP99.Milliseconds(), passFail(abs), ratio(p99, bp99), TargetP99Ratio, passFail(rel))
+	}
+	return ok
+}
+
+// layoutName lets report code ask whether a layout name publishes MIG.
+type layoutName string
+
+func (l layoutName) isMIG() bool { return strings.HasPrefix(string(l), "mig") }
+
+func passFail(b bool) string {
+	if b {
+		return "PASS"
+	}
+	return "FAIL"
+}

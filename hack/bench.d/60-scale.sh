@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Scheduler scale benchmark (issue 9): kwok GPU nodes (driver NVML mock dgxh100, 8 GPUs) carrying the
+# DRA driver's own ResourceSlices, >= 1,000 pods with pre-created claims (NVLink pairs, whole GPUs,
+# MIG 3g, MIG 1g), measured through the real kube-scheduler's metrics. Prints a table per layout,
+# the ratios against the whole-GPU baseline and the targets (MIG-claim p99 <= 30 ms and <= 2x).
+# Brings the local cluster up when it is not running; deletes every node, slice, claim and pod it
+# creates. Run from the repository root.
+#
+# Env (defaults finish in a few minutes on 2 cores):
+#   NEURONETES_SCALE_NODES    node counts, comma-separated (default 150; e.g. 500,1000)
+#   NEURONETES_SCALE_PODS     pods per run (default 1000)
+#   NEURONETES_SCALE_LAYOUTS  layouts, baseline first (default whole,mig-selected; add mig-all for
+#                             the naive layout with every MIG profile)
+#   NEURONETES_SCALE_ARGS     extra flags for e2e/cmd/scale-bench (e.g. -strict)
+set -euo pipefail
+bin=.local/bench/scale-bench
+mkdir -p .local/bench
+go build -o "$bin" ./e2e/cmd/scale-bench
+exec "$bin" -root . \
+	-nodes "${NEURONETES_SCALE_NODES:-150}" \
+	-pods "${NEURONETES_SCALE_PODS:-1000}" \
+	-layouts "${NEURONETES_SCALE_LAYOUTS:-whole,mig-selected}" \
+	${NEURONETES_SCALE_ARGS:-}
