@@ -59,6 +59,8 @@ type Request struct {
 	Source cache.SourceOptions
 	// NoEvict forbids evicting other entries to make room (opportunistic prewarm).
 	NoEvict bool
+
+	explicit bool // set by EnsureWarm: a caller asked, so finding the entry cached is a cache hit
 }
 
 // State is what the agent knows about one entry.
@@ -120,6 +122,7 @@ func (a *Agent) EnsureWarm(ctx context.Context, req Request) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
+	req.explicit = true
 	done := a.Start(req)
 	select {
 	case <-done:
@@ -175,8 +178,10 @@ func (a *Agent) Running() bool {
 func (a *Agent) ensure(ctx context.Context, h string, req Request) {
 	log := klog.FromContext(ctx).WithValues("digest", h)
 	ctx = klog.NewContext(ctx, log)
+	// Keeping an already Ready entry warm (resync) is not a request; an explicit ask is.
+	hit := req.explicit || a.State(h).Phase != PhaseReady
 	entry, ok := a.cfg.Store.Lookup(h)
-	if ok && a.cfg.Metrics != nil {
+	if ok && hit && a.cfg.Metrics != nil {
 		a.cfg.Metrics.Hit(h)
 	}
 	if !ok {
