@@ -1,0 +1,237 @@
+// Package helm_test checks the NeuroNetes Helm chart without a cluster: CRDs in sync with
+// deploy/crds, helm lint, renders with several value sets, refusal of unsafe combinations, schema
+// validation and least-privilege RBAC. The e2e test TestDeployChart* validates the same renders
+// against the real apiserver by server-side dry run.
+package helm_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// valueSet is one way of installing the chart.
+type valueSet struct {
+	name  string
+	files []string // relative to deploy/helm
+	set   []string // --set-json key=json
+	extra []string // other helm template flags
+}
+
+// valueSets are rendered, linted and (in e2e) dry-run applied.
+var valueSets = []valueSet{
+	{name: "default"},
+	{name: "mock-nvml-local", files: []string{"values/local.yaml"}},
+	{name: "no-webhook", files: []string{"values/local.yaml"}, set: []string{`webhook={"enabled":false}`}},
+	{name: "kind", files: []string{"values/kind.yaml"}},
+	{name: "helm-tls", set: []string{`webhook={"tls":{"mode":"helm"}}`}},
+	{name: "production", files: []string{"values/production-example.yaml"}},
+	{name: "controller-only", set: []string{`driver={"enabled":false}`, `nodeagent={"enabled":false}`}},
+}
+
+func TestChartCRDsMatchDeployCRDs(t *testing.T) {
+	root := repoRoot(t)
+	src, err := filepath.Glob(filepath.Join(root, "deploy", "crds", "*.yaml"))
+	if err != nil || len(src) == 0 {
+		t.Fatalf("no CRDs in deploy/crds: %v", err)
+	}
+	dst, _ := filepath.Glob(filepath.Join(chartDir(t), "crds", "*.yaml"))
+	if len(dst) != len(src) {
+		t.Errorf("chart has %d CRD files, deploy/crds has %d: run `bash hack/deploy-local.sh --sync-crds`", len(dst), len(src))
+	}
+	for _, s := range src {
+		want, err := os.ReadFile(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(chartDir(t), "crds", filepath.Base(s)))
+		if err != nil {
+			t.Errorf("chart CRD %s: %v (run `bash hack/deploy-local.sh --sync-crds`)", filepath.Base(s), err)
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("chart CRD %s differs from deploy/crds: run `bash hack/deploy-local.sh --sync-crds`", filepath.Base(s))
+		}
+	}
+}
+
+func TestChartLint(t *testing.T) {
+	for _, vs := range valueSets {
+		t.Run(vs.name, func(t *testing.T) {
+			args := append([]string{"lint", "--strict", chartDir(t), "--namespace", "neuronetes-system"}, valueArgs(t, vs.files, vs.set)...)
+			if out, err := helm(t, args...); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
+}
+
+func TestChartRender(t *testing.T) {
+	for _, vs := range valueSets {
+		t.Run(vs.name, func(t *testing.T) {
+			objs, err := render(t, vs.files, vs.set, vs.extra...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds := find(objs, "DaemonSet", "nn-neuronetes-node")
+			dep := find(objs, "Deployment", "nn-neuronetes-controller")
+			if dep == nil {
+				t.Fatal("no controller Deployment")
+			}
+			ctrl := args(container(dep, "controller"))
+			webhookOn := vs.name != "no-webhook"
+			if got := contains(ctrl, "--webhook="+map[bool]string{true: "true", false: "false"}[webhookOn]); !got {
+				t.Errorf("controller args %v: want --webhook=%v", ctrl, webhookOn)
+			}
+			hasSvcFlag := false
+			for _, a := range ctrl {
+				if strings.HasPrefix(a, "--webhook-service=") {
+					hasSvcFlag = true
+					if a != "--webhook-service=neuronetes-system/nn-neuronetes-controller" {
+						t.Errorf("controller %s does not name the chart's Service", a)
+					}
+				}
+			}
+			if hasSvcFlag != webhookOn {
+				t.Errorf("--webhook-service present=%v, want %v", hasSvcFlag, webhookOn)
+			}
+			if vs.name == "controller-only" {
+				if ds != nil {
+					t.Error("node DaemonSet rendered with driver and nodeagent disabled")
+				}
+				return
+			}
+			if ds == nil {
+				t.Fatal("no node DaemonSet")
+			}
+			drv := container(ds, "driver")
+			if drv == nil || container(ds, "nodeagent") == nil {
+				t.Fatal("node DaemonSet lacks the driver or nodeagent container")
+			}
+			mock := vs.name == "mock-nvml-local" || vs.name == "no-webhook" || vs.name == "kind"
+			wantNVML := "--nvml=real"
+			if mock {
+				wantNVML = "--nvml=mock:dgxa100"
+			}
+			if !contains(args(drv), wantNVML) {
+				t.Errorf("driver args %v: want %s", args(drv), wantNVML)
+			}
+			if priv, _ := get(drv, "securityContext", "privileged").(bool); priv == mock {
+				t.Errorf("driver privileged=%v with nvml mock=%v: privileged only for real NVML", priv, mock)
+			}
+			env := map[string]bool{}
+			for _, e := range get(drv, "env").([]any) {
+				env[e.(map[string]any)["name"].(string)] = true
+			}
+			if local := strings.Contains(vs.name, "local") || vs.name == "no-webhook"; env["KUBERNETES_SERVICE_HOST"] != local {
+				t.Errorf("KUBERNETES_SERVICE_HOST set=%v, want %v (apiServerOverride)", env["KUBERNETES_SERVICE_HOST"], local)
+			}
+			if sel, _ := get(ds, "spec", "template", "spec", "nodeSelector").(map[string]any); (sel["nvidia.com/gpu.present"] == "true") == mock {
+				t.Errorf("nodeSelector %v: GPU label expected only for real-GPU sets", sel)
+			}
+			if vs.name == "helm-tls" {
+				sec := find(objs, "Secret", "nn-neuronetes-webhook-tls")
+				if sec == nil {
+					t.Fatal("helm TLS mode rendered no Secret")
+				}
+				for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
+					if s, _ := get(sec, "data", k).(string); s == "" {
+						t.Errorf("webhook Secret lacks %s", k)
+					}
+				}
+				if get(dep, "spec", "template", "spec", "volumes", 0, "secret", "secretName") != "nn-neuronetes-webhook-tls" {
+					t.Error("controller does not mount the generated webhook Secret")
+				}
+			}
+			if vs.name == "production" && find(objs, "ServiceMonitor", "nn-neuronetes-controller") == nil {
+				t.Error("production example enables ServiceMonitors, none rendered")
+			}
+			crds := 0
+			for _, o := range objs {
+				if o.kind() == "CustomResourceDefinition" {
+					crds++
+				}
+			}
+			if crds != 5 {
+				t.Errorf("rendered %d CRDs, want 5", crds)
+			}
+		})
+	}
+}
+
+func TestChartRefusesUnsafeCombinations(t *testing.T) {
+	cases := []struct {
+		name  string
+		files []string
+		set   []string
+		want  string
+	}{
+		{"webhook secret mode without secret", nil, []string{`webhook={"tls":{"mode":"secret"}}`}, "webhook.tls.secretName"},
+		{"webhook without redis", nil, []string{`redis={"bundled":{"enabled":false},"address":""}`}, "redis.address"},
+		{"mock NVML in production", []string{"values/production-example.yaml"}, []string{`driver={"nvml":"mock:dgxh100"}`}, "refused with profile=production"},
+		{"bundled redis without persistence in production", []string{"values/production-example.yaml"}, []string{`redis={"bundled":{"enabled":true,"persistence":{"enabled":false}}}`}, "redis.bundled.persistence.enabled=false"},
+		{"pull policy Never in production", []string{"values/production-example.yaml"}, []string{`image={"pullPolicy":"Never"}`}, "image.pullPolicy=Never"},
+		{"apiserver override in production", []string{"values/production-example.yaml"}, []string{`apiServerOverride={"host":"127.0.0.1","port":"6443"}`, `controller={"hostNetwork":true}`}, "apiServerOverride.host"},
+		{"apiserver override without hostNetwork", nil, []string{`apiServerOverride={"host":"127.0.0.1","port":"6443"}`}, "controller.hostNetwork=true"},
+		{"webhook without controller", nil, []string{`controller={"enabled":false}`}, "controller.enabled=true"},
+		{"two controllers without leader election", nil, []string{`controller={"replicas":2,"leaderElect":false}`}, "controller.leaderElect=true"},
+		{"servicemonitor without CRD", nil, []string{`monitoring={"serviceMonitor":{"enabled":true}}`}, "monitoring.coreos.com/v1"},
+		{"mlock unprivileged", nil, []string{`nodeagent={"mlockBudget":"8Gi","privileged":false}`}, "nodeagent.privileged=true"},
+		// values.schema.json
+		{"unknown NVML backend", nil, []string{`driver={"nvml":"mock:nope"}`}, "nvml"},
+		{"bad pull policy", nil, []string{`image={"pullPolicy":"Sometimes"}`}, "pullPolicy"},
+		{"unknown top-level key", nil, []string{`webhok={"enabled":false}`}, "webhok"},
+		{"bad MIG mode", nil, []string{`driver={"migMode":"auto"}`}, "migMode"},
+		{"bad redis address", nil, []string{`redis={"address":"redis"}`}, "address"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := render(t, tc.files, tc.set)
+			if err == nil {
+				t.Fatalf("rendered; want a failure naming %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error does not name %q:\n%v", tc.want, err)
+			}
+		})
+	}
+}
+
+func TestChartRBACHasNoWildcards(t *testing.T) {
+	// Everything on: webhook, driver, node agent, leader election, bundled Redis, ServiceMonitors.
+	objs, err := render(t, nil, []string{`monitoring={"serviceMonitor":{"enabled":true,"skipCapabilityCheck":true}}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := 0
+	for _, o := range objs {
+		if o.kind() != "ClusterRole" && o.kind() != "Role" {
+			continue
+		}
+		roles++
+		rules, _ := o["rules"].([]any)
+		if len(rules) == 0 {
+			t.Errorf("%s %s has no rules", o.kind(), o.name())
+		}
+		for i, r := range rules {
+			for _, field := range []string{"apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"} {
+				l, _ := get(r, field).([]any)
+				for _, v := range l {
+					if s := v.(string); strings.Contains(s, "*") {
+						t.Errorf("%s %s rule %d: %s contains wildcard %q", o.kind(), o.name(), i, field, s)
+					}
+				}
+			}
+			for _, v := range get(r, "verbs").([]any) {
+				if v == "escalate" || v == "bind" || v == "impersonate" {
+					t.Errorf("%s %s rule %d: privilege verb %q", o.kind(), o.name(), i, v)
+				}
+			}
+		}
+	}
+	if roles < 3 {
+		t.Errorf("rendered %d roles, want the controller, leader-election and node roles", roles)
+	}
+}

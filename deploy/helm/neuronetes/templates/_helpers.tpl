@@ -1,0 +1,90 @@
+{{/* Chart name, truncated to the 63 characters of a DNS label. */}}
+{{- define "neuronetes.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Fully qualified release name; every object name starts with it. */}}
+{{- define "neuronetes.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains (include "neuronetes.name" .) .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name (include "neuronetes.name" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels on every object. */}}
+{{- define "neuronetes.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/part-of: neuronetes
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end -}}
+
+{{/* Selector labels of a component; pass (dict "ctx" $ "component" "controller"). */}}
+{{- define "neuronetes.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "neuronetes.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* Image reference of a component; pass (dict "ctx" $ "name" "driver"). */}}
+{{- define "neuronetes.image" -}}
+{{- printf "%s/%s:%s" (trimSuffix "/" .ctx.Values.image.registry) .name (toString .ctx.Values.image.tag) -}}
+{{- end -}}
+
+{{/* Image of the injected sidecar. */}}
+{{- define "neuronetes.sidecarImage" -}}
+{{- if .Values.sidecar.repository -}}
+{{- printf "%s:%s" .Values.sidecar.repository (toString .Values.image.tag) -}}
+{{- else -}}
+{{- include "neuronetes.image" (dict "ctx" . "name" "sidecar") -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Service account names. */}}
+{{- define "neuronetes.controllerSA" -}}{{ include "neuronetes.fullname" . }}-controller{{- end -}}
+{{- define "neuronetes.nodeSA" -}}{{ include "neuronetes.fullname" . }}-node{{- end -}}
+
+{{/* Webhook Service name (also the certificate's DNS name). */}}
+{{- define "neuronetes.webhookService" -}}{{ include "neuronetes.fullname" . }}-controller{{- end -}}
+
+{{/* Secret holding the webhook certificate in helm and secret TLS modes. */}}
+{{- define "neuronetes.webhookSecret" -}}
+{{- if eq .Values.webhook.tls.mode "secret" -}}
+{{- .Values.webhook.tls.secretName -}}
+{{- else -}}
+{{- include "neuronetes.fullname" . }}-webhook-tls
+{{- end -}}
+{{- end -}}
+
+{{/* Redis address given to injected sidecars. */}}
+{{- define "neuronetes.redisAddress" -}}
+{{- if .Values.redis.bundled.enabled -}}
+{{- printf "%s-redis.%s.svc:6379" (include "neuronetes.fullname" .) .Release.Namespace -}}
+{{- else -}}
+{{- .Values.redis.address -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Env for pods that reach the apiserver through apiServerOverride. */}}
+{{- define "neuronetes.apiServerEnv" -}}
+{{- if .Values.apiServerOverride.host }}
+- name: KUBERNETES_SERVICE_HOST
+  value: {{ .Values.apiServerOverride.host | quote }}
+- name: KUBERNETES_SERVICE_PORT
+  value: {{ .Values.apiServerOverride.port | toString | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* imagePullSecrets block. */}}
+{{- define "neuronetes.pullSecrets" -}}
+{{- with .Values.image.pullSecrets }}
+imagePullSecrets:
+{{- range . }}
+  - name: {{ . }}
+{{- end }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Installs (or upgrades) the NeuroNetes Helm chart into the local real cluster with locally built
+# images: `make deploy-local`. Idempotent; re-running upgrades the release.
+#
+#   bash hack/deploy-local.sh                 build images, start host Redis, helm upgrade --install --wait
+#   bash hack/deploy-local.sh --sync-crds     only copy deploy/crds/*.yaml into the chart's crds/
+#   bash hack/deploy-local.sh --uninstall     helm uninstall the release (and stop the Redis it started)
+#
+# Environment:
+#   RELEASE (neuronetes)  NAMESPACE (neuronetes-system)  HELM_TIMEOUT (5m)
+#   SKIP_IMAGES=1         do not rebuild/import the images (already in containerd)
+#   IMAGES                components to build (driver nodeagent controller sidecar demo-agent)
+#   REDIS_ADDR            Redis for injected sidecars (default 10.88.0.1:6379, started here if absent)
+#   HELM_ARGS             extra helm arguments, e.g. "--set driver.nvml=mock:dgxh100 -f my.yaml"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+RELEASE=${RELEASE:-neuronetes}
+NAMESPACE=${NAMESPACE:-neuronetes-system}
+HELM_TIMEOUT=${HELM_TIMEOUT:-5m}
+IMAGES=${IMAGES:-driver nodeagent controller sidecar demo-agent}
+REDIS_ADDR=${REDIS_ADDR:-10.88.0.1:6379}
+CHART=deploy/helm/neuronetes
+KUBECONFIG_FILE=$ROOT/.local/kubeconfig
+HELM=$ROOT/.local/bin/helm
+KUBECTL=$ROOT/.local/bin/kubectl
+REDIS_DIR=$ROOT/.local/redis
+
+log() { echo "[deploy-local] $*"; }
+
+# sync_crds keeps the chart's crds/ identical to deploy/crds (the controller-gen output);
+# deploy/helm/chart_test.go fails when they drift.
+sync_crds() {
+	mkdir -p "$CHART/crds"
+	rm -f "$CHART"/crds/*.yaml
+	cp deploy/crds/*.yaml "$CHART/crds/"
+}
+
+case "${1:-}" in
+--sync-crds)
+	sync_crds
+	log "chart CRDs synced from deploy/crds"
+	exit 0
+	;;
+--uninstall)
+	"$HELM" uninstall "$RELEASE" -n "$NAMESPACE" --kubeconfig "$KUBECONFIG_FILE" --wait || true
+	if [ -f "$REDIS_DIR/redis.pid" ]; then
+		kill "$(cat "$REDIS_DIR/redis.pid")" 2>/dev/null || true
+		rm -f "$REDIS_DIR/redis.pid"
+	fi
+	exit 0
+	;;
+"") ;;
+*)
+	echo "usage: $0 [--sync-crds|--uninstall]" >&2
+	exit 2
+	;;
+esac
+
+[ -x "$HELM" ] || bash hack/build-tools.sh helm
+if [ ! -f "$KUBECONFIG_FILE" ] || ! go run ./e2e/cmd/localcluster status >/dev/null 2>&1; then
+	echo "the local cluster is not running: run 'make cluster-up' first" >&2
+	exit 1
+fi
+sync_crds
+
+if [ "${SKIP_IMAGES:-0}" != 1 ]; then
+	log "building and importing images: $IMAGES"
+	# shellcheck disable=SC2086
+	go run ./e2e/cmd/localcluster images $IMAGES
+fi
+
+# Injected sidecars keep sessions in Redis; pods reach the host at the bridge gateway.
+redis_host=${REDIS_ADDR%:*} redis_port=${REDIS_ADDR##*:}
+if ! (exec 3<>"/dev/tcp/$redis_host/$redis_port") 2>/dev/null; then
+	if [ "$REDIS_ADDR" = 10.88.0.1:6379 ] && command -v redis-server >/dev/null && ip -4 addr show | grep -q 'inet 10.88.0.1/'; then
+		mkdir -p "$REDIS_DIR"
+		log "starting redis-server on $REDIS_ADDR (data in $REDIS_DIR)"
+		redis-server --bind "$redis_host" --port "$redis_port" --protected-mode no --daemonize yes \
+			--pidfile "$REDIS_DIR/redis.pid" --dir "$REDIS_DIR" --appendonly yes --logfile "$REDIS_DIR/redis.log"
+	else
+		log "warning: no Redis at $REDIS_ADDR; injected sidecars will not become ready (set REDIS_ADDR)"
+	fi
+fi
+
+# CRDs: helm installs crds/ only on first install; apply them so upgrades pick up schema changes.
+"$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" apply --server-side --force-conflicts -f deploy/crds/ >/dev/null
+
+# DeviceClasses are cluster-wide: when another installation (deploy/deviceclasses) owns them, reuse.
+extra=()
+owner=$("$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" get deviceclass gpu.neuronetes.io \
+	-o jsonpath='{.metadata.annotations.meta\.helm\.sh/release-name}' 2>/dev/null || echo absent)
+if [ "$owner" != absent ] && [ "$owner" != "$RELEASE" ]; then
+	log "DeviceClass gpu.neuronetes.io exists outside release $RELEASE: deviceClasses.create=false"
+	extra+=(--set deviceClasses.create=false)
+fi
+
+log "helm upgrade --install $RELEASE into $NAMESPACE"
+# shellcheck disable=SC2086
+"$HELM" upgrade --install "$RELEASE" "$CHART" --kubeconfig "$KUBECONFIG_FILE" \
+	--namespace "$NAMESPACE" --create-namespace \
+	-f deploy/helm/values/local.yaml --set "redis.address=$REDIS_ADDR" "${extra[@]}" ${HELM_ARGS:-} \
+	--wait --timeout "$HELM_TIMEOUT"
+"$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" -n "$NAMESPACE" get daemonset,deployment,pods -o wide
+log "ready: kubectl --kubeconfig .local/kubeconfig get resourceslices"
