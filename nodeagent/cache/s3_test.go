@@ -86,7 +86,7 @@ type rangeRecorder struct {
 }
 
 func (r *rangeRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodGet {
+	if req.Method == http.MethodGet && !req.URL.Query().Has("location") { // skip bucket-location lookups
 		r.mu.Lock()
 		r.ranges = append(r.ranges, req.Header.Get("Range"))
 		r.mu.Unlock()
