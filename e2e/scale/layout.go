@@ -94,7 +94,7 @@ func toObjects(node metav1.Object, res resourceslice.DriverResources, runID stri
 			out = append(out, &resourceapi.ResourceSlice{
 				ObjectMeta: metav1.ObjectMeta{
 					Name:   fmt.Sprintf("%s-%s-%d", node.GetName(), strings.ReplaceAll(model.DriverName, ".", "-"), i),
-					Labels: map[string]string{LabelRun: runID},
+					Labels: runLabels(runID),
 					OwnerReferences: []metav1.OwnerReference{{
 						APIVersion: "v1", Kind: "Node", Name: node.GetName(), UID: node.GetUID(), Controller: ptr.To(true),
 					}},

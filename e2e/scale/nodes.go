@@ -21,9 +21,9 @@ import (
 // kwokAnnotation makes kwok manage a node (the local cluster's kwok selects on it).
 const kwokAnnotation = "kwok.x-k8s.io/node"
 
-// NodeName returns the name of the benchmark's i-th node. The prefix keeps them apart from the
-// cluster's shared kwok-node-N nodes.
-func NodeName(i int) string { return fmt.Sprintf("nn-scale-%d", i) }
+// NodePrefix is the name prefix of the benchmark's nodes; it keeps them apart from the cluster's
+// shared kwok-node-N nodes. Tests use their own prefix.
+const NodePrefix = "nn-scale-"
 
 // parallel runs fn(i) for i in [0,n) on workers goroutines and returns the first error.
 func parallel(ctx context.Context, n, workers int, fn func(ctx context.Context, i int) error) error {
@@ -64,14 +64,14 @@ feed:
 
 // CreateNodes creates nodes [from, to) for run runID (kept when they already exist) and waits until
 // kwok reports every one Ready.
-func CreateNodes(ctx context.Context, cs kubernetes.Interface, runID string, from, to int, timeout time.Duration) ([]*corev1.Node, error) {
+func CreateNodes(ctx context.Context, cs kubernetes.Interface, runID, prefix string, from, to int, timeout time.Duration) ([]*corev1.Node, error) {
 	nodes := make([]*corev1.Node, to-from)
 	err := parallel(ctx, to-from, 32, func(ctx context.Context, j int) error {
-		name := NodeName(from + j)
+		name := fmt.Sprintf("%s%d", prefix, from+j)
 		n := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{
 				Name:        name,
-				Labels:      map[string]string{LabelRun: runID, "type": "kwok", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
+				Labels:      runLabels(runID, "type", "kwok", "kubernetes.io/hostname", name, "kubernetes.io/os", "linux", "kubernetes.io/arch", "amd64"),
 				Annotations: map[string]string{kwokAnnotation: "fake"},
 			},
 			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: kwokAnnotation, Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
@@ -175,12 +175,13 @@ func DeleteNamespace(ctx context.Context, cs kubernetes.Interface, ns string) er
 	})
 }
 
-// Cleanup removes everything labelled with LabelRun (any run when runID is empty): namespaces (with
+// Cleanup removes everything labelled with LabelRun (with runID empty: every earlier benchmark run,
+// StaleSelector, but not a test running now): namespaces (with
 // their pods and claims), slices, nodes and the DeviceClasses the benchmark added. It keeps going
 // after errors and returns them all.
 func Cleanup(ctx context.Context, cs kubernetes.Interface, runID string) error {
 	logger := klog.FromContext(ctx)
-	sel := LabelRun
+	sel := StaleSelector
 	if runID != "" {
 		sel = LabelRun + "=" + runID
 	}
@@ -226,7 +227,9 @@ func EnsureDeviceClasses(ctx context.Context, cs kubernetes.Interface, fromFiles
 		if dc.Labels == nil {
 			dc.Labels = map[string]string{}
 		}
-		dc.Labels[LabelRun] = runID
+		for k, v := range runLabels(runID) {
+			dc.Labels[k] = v
+		}
 		dc.ResourceVersion = ""
 		if _, err := cs.ResourceV1().DeviceClasses().Create(ctx, dc, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("device class %s: %w", dc.Name, err)

@@ -83,7 +83,7 @@ func Run(ctx context.Context, cfg Config) (RunResult, error) {
 	logger := klog.FromContext(ctx).WithValues("layout", cfg.Layout.Name, "nodes", len(cfg.Nodes))
 	res := RunResult{Layout: cfg.Layout.Name, Nodes: len(cfg.Nodes)}
 	cs := cfg.Client
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cfg.Namespace, Labels: map[string]string{LabelRun: cfg.RunID}}}, metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cfg.Namespace, Labels: runLabels(cfg.RunID)}}, metav1.CreateOptions{}); err != nil {
 		return res, fmt.Errorf("namespace %s: %w", cfg.Namespace, err)
 	}
 	start := time.Now()

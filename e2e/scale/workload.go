@@ -2,6 +2,7 @@ package scale
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -14,6 +15,28 @@ import (
 
 // LabelRun is put on every object the benchmark creates; its value is the run id.
 const LabelRun = "neuronetes.io/scale-bench"
+
+// LabelTest is added to the objects of runs whose id starts with TestRunPrefix, so that a benchmark
+// starting while a test runs leaves the test's objects to the test's own cleanup.
+const LabelTest = "neuronetes.io/scale-bench-test"
+
+// TestRunPrefix starts the run ids of tests.
+const TestRunPrefix = "test-"
+
+// StaleSelector selects the objects of every benchmark run except tests'.
+const StaleSelector = LabelRun + ",!" + LabelTest
+
+// runLabels returns the labels of a run's objects plus extra key/value pairs.
+func runLabels(runID string, extra ...string) map[string]string {
+	l := map[string]string{LabelRun: runID}
+	if strings.HasPrefix(runID, TestRunPrefix) {
+		l[LabelTest] = "true"
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		l[extra[i]] = extra[i+1]
+	}
+	return l
+}
 
 // Kind is a kind of pod the benchmark creates, by what its claim requests.
 type Kind string
@@ -119,7 +142,7 @@ func ClaimSpec(k Kind, mig bool) resourceapi.ResourceClaimSpec {
 // Claim returns the pre-created claim of one pod.
 func Claim(name, runID string, k Kind, mig bool) *resourceapi.ResourceClaim {
 	return &resourceapi.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelRun: runID, "kind": string(k)}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: runLabels(runID, "kind", string(k))},
 		Spec:       ClaimSpec(k, mig),
 	}
 }
@@ -128,7 +151,7 @@ func Claim(name, runID string, k Kind, mig bool) *resourceapi.ResourceClaim {
 // tolerates the kwok taint (kwok marks it Running; nothing is executed).
 func Pod(name, runID string, k Kind, image string) *corev1.Pod {
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelRun: runID, "kind": string(k)}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: runLabels(runID, "kind", string(k))},
 		Spec: corev1.PodSpec{
 			NodeSelector: map[string]string{LabelRun: runID},
 			Tolerations: []corev1.Toleration{

@@ -176,7 +176,7 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 	code := 0
 	for _, n := range o.nodes {
 		start := time.Now()
-		nodes, err := scale.CreateNodes(ctx, cs, runID, 0, n, 5*time.Minute)
+		nodes, err := scale.CreateNodes(ctx, cs, runID, scale.NodePrefix, 0, n, 5*time.Minute)
 		if err != nil {
 			return 1, err
 		}
