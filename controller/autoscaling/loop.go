@@ -380,6 +380,13 @@ func (l *Loop) queueLag(ctx context.Context, pool *v1alpha1.AgentPool, bindings 
 			klog.FromContext(ctx).Info("Queue lag unavailable", "toolbinding", b.Name, "err", err)
 			return -1
 		}
+		if b.Status.Lag != n {
+			orig := b.DeepCopy()
+			b.Status.Lag = n
+			if err := l.Client.Status().Patch(ctx, b, client.MergeFrom(orig)); err != nil {
+				klog.FromContext(ctx).V(2).Info("ToolBinding status.lag not updated", "toolbinding", b.Name, "err", err)
+			}
+		}
 		sum += n
 	}
 	return sum

@@ -60,7 +60,7 @@ func newEnv(t *testing.T, objs ...client.Object) (client.Client, *patchWriter, *
 	if err := v1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&v1alpha1.AgentPool{}).Build()
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&v1alpha1.AgentPool{}, &v1alpha1.ToolBinding{}).Build()
 	return c, &patchWriter{c: c}, record.NewFakeRecorder(100)
 }
 
@@ -195,5 +195,9 @@ func TestLoopScalesOnNATSLag(t *testing.T) {
 	}
 	if ev := events(rec); !strings.Contains(ev, "QueueLag") {
 		t.Fatalf("event lacks the reason: %q", ev)
+	}
+	var got v1alpha1.ToolBinding
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "tb"}, &got); err != nil || got.Status.Lag != 150 {
+		t.Fatalf("toolbinding status.lag %d (%v), want 150", got.Status.Lag, err)
 	}
 }

@@ -110,6 +110,8 @@ func (d *Decider) Decide(v View) int {
 		}
 		d.a = a
 		d.polled = math.Inf(-1)
+		// A running ScaledObject starts active; the cooldown counts from now.
+		d.active, d.lastOn = v.Target() > 0, v.Now()
 	}
 	m := Metrics(v, d.Policy.Metrics, d.Policy.SLO.Enabled)
 	cur := v.Target()
