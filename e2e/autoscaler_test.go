@@ -168,7 +168,8 @@ func TestAutoscalerScalesPoolOnLoad(t *testing.T) {
 	})
 	warmBefore := podNames(poolPods(t, e, ns, "demo")["warm"])
 
-	stop := asLoad(t, e, ns, "demo", 16)
+	// 24 clients: on 4 pods, 4 run and 2 wait per pod, the queue-depth target, so the load holds 4.
+	stop := asLoad(t, e, ns, "demo", 24)
 	Eventually(t, 90*time.Second, "scaled up to 4 by load", func() (bool, error) {
 		return asReplicas(t, e, ns, "demo") == 4, fmt.Errorf("spec.replicas %d", asReplicas(t, e, ns, "demo"))
 	})
