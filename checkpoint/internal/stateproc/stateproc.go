@@ -201,3 +201,19 @@ func Verify(pid int, dir string) (State, error) {
 	}
 	return ReadState(dir, "verify")
 }
+
+// WaitCounter waits until the helper's counter reaches at least n, so a test
+// can tell a continued counter from a restarted one.
+func WaitCounter(dir string, n int64, timeout time.Duration) (State, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		s, err := ReadState(dir, "state")
+		if err == nil && s.Counter >= n {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			return s, fmt.Errorf("counter did not reach %d within %v (last %d, err %v)", n, timeout, s.Counter, err)
+		}
+		time.Sleep(Tick)
+	}
+}
