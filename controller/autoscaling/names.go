@@ -25,7 +25,7 @@ var (
 		{"sglang:prompt_tokens_total", "sglang:generation_tokens_total"},
 	}
 	// tokenGaugeNames are throughput gauges used when no counter is exported.
-	tokenGaugeNames = []string{"sglang:gen_throughput"}
+	tokenGaugeNames = []string{"neuronetes_tokens_per_second", "sglang:gen_throughput"}
 	// toolNames are tool-call latency histograms; their count rate is the tool call rate.
 	toolNames = []string{"neuronetes_tool_latency_seconds"}
 )
