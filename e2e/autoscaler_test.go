@@ -85,20 +85,24 @@ func asReplicas(t *testing.T, e *Env, ns, pool string) int64 {
 }
 
 // asLoad keeps `clients` chat requests in flight, spread over the pool's serving pods.
-func asLoad(t *testing.T, e *Env, ns, pool string, clients int) (stop func()) {
+func asLoad(e *Env, ns, pool string, clients int) (stop func()) {
 	var ips atomic.Value
 	ips.Store([]string{})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for ctx.Err() == nil {
-			var cur []string
-			for _, p := range poolPods(t, e, ns, pool)["serving"] {
-				if p.Status.PodIP != "" && readyCount([]corev1.Pod{p}) == 1 {
-					cur = append(cur, p.Status.PodIP)
+			// Not poolPods: t.Fatal must not be called off the test goroutine.
+			l, err := e.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: nnv1.PoolLabel + "=" + pool + "," + nnv1.StateLabel + "=" + nnv1.PodStateServing})
+			if err == nil {
+				var cur []string
+				for _, p := range l.Items {
+					if p.Status.PodIP != "" && p.DeletionTimestamp == nil && readyCount([]corev1.Pod{p}) == 1 {
+						cur = append(cur, p.Status.PodIP)
+					}
 				}
+				ips.Store(cur)
 			}
-			ips.Store(cur)
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):
@@ -169,7 +173,7 @@ func TestAutoscalerScalesPoolOnLoad(t *testing.T) {
 	warmBefore := podNames(poolPods(t, e, ns, "demo")["warm"])
 
 	// 24 clients: on 4 pods, 4 run and 2 wait per pod, the queue-depth target, so the load holds 4.
-	stop := asLoad(t, e, ns, "demo", 24)
+	stop := asLoad(e, ns, "demo", 24)
 	Eventually(t, 90*time.Second, "scaled up to 4 by load", func() (bool, error) {
 		return asReplicas(t, e, ns, "demo") == 4, fmt.Errorf("spec.replicas %d", asReplicas(t, e, ns, "demo"))
 	})
