@@ -22,13 +22,19 @@ type engine struct {
 	m   *agentMetrics
 	sem chan struct{}
 
-	mu            sync.Mutex
-	waiting       int
-	queuedTokens  int
-	sessions      map[string]time.Time
-	windowTokens  int
-	windowStarted time.Time
+	mu           sync.Mutex
+	waiting      int
+	queuedTokens int
+	sessions     map[string]time.Time
+	// buckets count generated tokens per unix second, in a ring of rateWindow seconds.
+	buckets [rateWindow]struct {
+		sec    int64
+		tokens int
+	}
 }
+
+// rateWindow is the number of seconds neuronetes_tokens_per_second averages over.
+const rateWindow = 5
 
 func newEngine(cfg engineConfig, m *agentMetrics) *engine {
 	if cfg.maxRunning < 1 {
@@ -37,7 +43,9 @@ func newEngine(cfg engineConfig, m *agentMetrics) *engine {
 	if cfg.tokenRate <= 0 {
 		cfg.tokenRate = 50
 	}
-	return &engine{cfg: cfg, m: m, sem: make(chan struct{}, cfg.maxRunning), sessions: map[string]time.Time{}, windowStarted: time.Now()}
+	e := &engine{cfg: cfg, m: m, sem: make(chan struct{}, cfg.maxRunning), sessions: map[string]time.Time{}}
+	m.registerRate(m.model, m.class, e.tokensPerSecond)
+	return e
 }
 
 // ttftFor returns the modelled TTFT for a request with queued requests ahead and context tokens.
@@ -94,13 +102,30 @@ func (e *engine) touchSession(id string) {
 	e.m.concurrentSessions.Set(float64(len(e.sessions)))
 }
 
-// countTokens adds generated tokens to the one-second throughput window.
-func (e *engine) countTokens(n int) {
+// countTokens adds generated tokens to the current second's bucket.
+func (e *engine) countTokens(n int) { e.countTokensAt(time.Now().Unix(), n) }
+
+func (e *engine) countTokensAt(now int64, n int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.windowTokens += n
-	if d := time.Since(e.windowStarted); d >= time.Second {
-		e.m.tokensPerSecond.Set(float64(e.windowTokens) / d.Seconds())
-		e.windowTokens, e.windowStarted = 0, time.Now()
+	b := &e.buckets[now%rateWindow]
+	if b.sec != now {
+		b.sec, b.tokens = now, 0
 	}
+	b.tokens += n
+}
+
+// tokensPerSecond is the generation rate over the last rateWindow whole seconds.
+func (e *engine) tokensPerSecond() float64 { return e.tokensPerSecondAt(time.Now().Unix()) }
+
+func (e *engine) tokensPerSecondAt(now int64) float64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	total := 0
+	for _, b := range e.buckets {
+		if b.sec < now && b.sec >= now-rateWindow {
+			total += b.tokens
+		}
+	}
+	return float64(total) / rateWindow
 }

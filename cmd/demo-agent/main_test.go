@@ -194,3 +194,27 @@ func TestLoadWeights(t *testing.T) {
 		t.Fatal("missing weights loaded")
 	}
 }
+
+func TestTokensPerSecondWindow(t *testing.T) {
+	e := newEngine(engineConfig{}, newAgentMetrics("m", "c"))
+	const now = 1000
+	tests := []struct {
+		name string
+		at   int64
+		n    int
+	}{
+		{"outside the window", now - 7, 500},
+		{"two seconds ago", now - 2, 20},
+		{"one second ago", now - 1, 30},
+		{"current partial second", now, 1000},
+	}
+	for _, tt := range tests {
+		e.countTokensAt(tt.at, tt.n)
+	}
+	if got := e.tokensPerSecondAt(now); got != 10 {
+		t.Fatalf("tokensPerSecond = %v, want (20+30)/5 = 10", got)
+	}
+	if got := e.tokensPerSecondAt(now + 60); got != 0 {
+		t.Fatalf("idle tokensPerSecond = %v, want 0", got)
+	}
+}

@@ -7,14 +7,15 @@ import (
 
 // agentMetrics holds vLLM's own metric names plus the seed's neuronetes_* names.
 type agentMetrics struct {
-	reg *prometheus.Registry
+	reg          *prometheus.Registry
+	model, class string
 
 	waiting, running                 prometheus.Gauge
 	vllmTTFT, e2eLatency             prometheus.Histogram
 	genTokens, promptTokens          prometheus.Counter
 	ttft                             *prometheus.HistogramVec
 	tokens                           *prometheus.CounterVec
-	tokensPerSecond, tokensInQueue   prometheus.Gauge
+	tokensInQueue                    prometheus.Gauge
 	concurrentSessions, weightsLoadS prometheus.Gauge
 	toolLatency                      *prometheus.HistogramVec
 	sessionErrors                    prometheus.Counter
@@ -28,6 +29,8 @@ func newAgentMetrics(model, class string) *agentMetrics {
 	nl := prometheus.Labels{"model": model, "agent_class": class}
 	m := &agentMetrics{
 		reg:          reg,
+		model:        model,
+		class:        class,
 		waiting:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm:num_requests_waiting", Help: "Requests waiting for a slot.", ConstLabels: lbl}),
 		running:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm:num_requests_running", Help: "Requests generating.", ConstLabels: lbl}),
 		vllmTTFT:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "vllm:time_to_first_token_seconds", Help: "Time to first token.", ConstLabels: lbl, Buckets: buckets}),
@@ -38,7 +41,6 @@ func newAgentMetrics(model, class string) *agentMetrics {
 			ConstLabels: nl, Buckets: buckets}, []string{"route"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "neuronetes_tokens_total", Help: "Tokens by direction.",
 			ConstLabels: nl}, []string{"direction"}),
-		tokensPerSecond:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "neuronetes_tokens_per_second", Help: "Generation throughput over the last second.", ConstLabels: nl}),
 		tokensInQueue:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "neuronetes_tokens_in_queue", Help: "Prompt tokens of queued requests.", ConstLabels: nl}),
 		concurrentSessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "neuronetes_concurrent_sessions", Help: "Conversations active in the last 5 minutes.", ConstLabels: nl}),
 		weightsLoadS:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "neuronetes_weights_load_seconds", Help: "Time spent reading the weights at start.", ConstLabels: nl}),
@@ -47,6 +49,15 @@ func newAgentMetrics(model, class string) *agentMetrics {
 		sessionErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "neuronetes_demo_session_errors_total", Help: "Failed sidecar session calls."}),
 	}
 	reg.MustRegister(m.waiting, m.running, m.vllmTTFT, m.e2eLatency, m.genTokens, m.promptTokens, m.ttft, m.tokens,
-		m.tokensPerSecond, m.tokensInQueue, m.concurrentSessions, m.weightsLoadS, m.toolLatency, m.sessionErrors)
+		m.tokensInQueue, m.concurrentSessions, m.weightsLoadS, m.toolLatency, m.sessionErrors)
 	return m
+}
+
+// registerRate exports neuronetes_tokens_per_second, computed at scrape time so it decays to 0
+// when the agent is idle.
+func (m *agentMetrics) registerRate(model, class string, rate func() float64) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "neuronetes_tokens_per_second", Help: "Generated tokens per second over the last 5 s.",
+		ConstLabels: prometheus.Labels{"model": model, "agent_class": class, "direction": "output"},
+	}, rate))
 }
