@@ -32,6 +32,10 @@ func main() {
 		util     = flag.Float64("target-utilization", 0.7, "baselines' per-pod concurrency target as a fraction of slots")
 		prewarm  = flag.Float64("prewarm-percent", 1, "NeuroNetes warm pool in percent of max replicas (warmpool.Target, rounded up)")
 		parallel = flag.Int("parallel", 2, "policies simulated at once")
+		backlog  = flag.Float64("nn-backlog-slos", 1, "NeuroNetes tokens-in-queue target, in SLOs of one replica's prefill")
+		tokUtil  = flag.Float64("nn-token-utilization", 0.9, "NeuroNetes tokens-per-second target as a fraction of prefill-tps")
+		downPct  = flag.Float64("nn-scale-down-percent", 10, "NeuroNetes scale-down limit per 60 s, percent")
+		downWin  = flag.Duration("nn-scale-down-window", 120*time.Second, "NeuroNetes scale-down stabilization window")
 	)
 	flag.Parse()
 	if *traces == "" {
@@ -39,7 +43,8 @@ func main() {
 		os.Exit(2)
 	}
 	m := sim.Model{PrefillTPS: *prefill, DecodeTPS: *decode, Slots: *slots, ColdStart: *cold, WarmActivation: *warmAct, SLO: *slo, Step: *step, Warmup: *warmup}
-	cfg := sim.Config{MaxReplicas: *maxRep, TargetUtilization: *util, PrewarmPercent: *prewarm}
+	cfg := sim.Config{MaxReplicas: *maxRep, TargetUtilization: *util, PrewarmPercent: *prewarm,
+		Tune: sim.Tuning{BacklogSLOs: *backlog, TokenUtilization: *tokUtil, ScaleDownPercent: *downPct, ScaleDownWindow: *downWin}}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		fmt.Fprintf(os.Stderr, "autoscale-sim: %v\n", err)
 		os.Exit(1)

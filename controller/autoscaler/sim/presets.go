@@ -17,6 +17,37 @@ type Config struct {
 	TargetUtilization float64
 	// PrewarmPercent is NeuroNetes' warm pool, in percent of MaxReplicas.
 	PrewarmPercent float64
+	// Tune holds NeuroNetes' tuned knobs; zero fields take the defaults tuned on
+	// the Azure code trace.
+	Tune Tuning
+}
+
+// Tuning is the part of the NeuroNetes policy tuned on a trace.
+type Tuning struct {
+	// BacklogSLOs is the tokens-in-queue target in SLOs of prefill (default 1).
+	BacklogSLOs float64
+	// TokenUtilization is the tokens-per-second target as a fraction of PrefillTPS (0.9).
+	TokenUtilization float64
+	// ScaleDownPercent is the scale-down limit per 60 s (10).
+	ScaleDownPercent float64
+	// ScaleDownWindow is the scale-down stabilization window (120 s).
+	ScaleDownWindow time.Duration
+}
+
+func (t Tuning) withDefaults() Tuning {
+	if t.BacklogSLOs <= 0 {
+		t.BacklogSLOs = 1
+	}
+	if t.TokenUtilization <= 0 {
+		t.TokenUtilization = 0.9
+	}
+	if t.ScaleDownPercent <= 0 {
+		t.ScaleDownPercent = 10
+	}
+	if t.ScaleDownWindow <= 0 {
+		t.ScaleDownWindow = 120 * time.Second
+	}
+	return t
 }
 
 // NeuroNetes returns the NeuroNetes policy tuned on the Azure code trace: token
@@ -25,6 +56,7 @@ type Config struct {
 // guarded scale-down and a small warm pool.
 func NeuroNetes(m Model, c Config) *Decider {
 	slo := m.SLO
+	tu := c.Tune.withDefaults()
 	return &Decider{
 		Label: "neuronetes",
 		Every: 5 * time.Second,
@@ -32,14 +64,14 @@ func NeuroNetes(m Model, c Config) *Decider {
 			MinReplicas: 1, MaxReplicas: int32(c.MaxReplicas),
 			Metrics: []autoscaler.MetricSpec{
 				// Backlog the replicas can clear within the SLO.
-				{Type: autoscaler.TokensInQueue, Target: m.PrefillTPS * slo.Seconds(), AveragingWindow: 5 * time.Second},
-				{Type: autoscaler.TokensPerSecond, Target: m.PrefillTPS * 0.9, AveragingWindow: 30 * time.Second},
+				{Type: autoscaler.TokensInQueue, Target: m.PrefillTPS * slo.Seconds() * tu.BacklogSLOs, AveragingWindow: 5 * time.Second},
+				{Type: autoscaler.TokensPerSecond, Target: m.PrefillTPS * tu.TokenUtilization, AveragingWindow: 30 * time.Second},
 				{Type: autoscaler.ConcurrentSessions, Target: float64(m.Slots) * 0.7, AveragingWindow: 30 * time.Second},
 			},
 			Strategy: autoscaler.StrategyMax,
 			Behavior: autoscaler.Behavior{
 				ScaleUp:   autoscaler.ScalingRules{MaxChangePercent: 100, MaxChangeAbsolute: 4, Period: 15 * time.Second, Select: autoscaler.SelectMax},
-				ScaleDown: autoscaler.ScalingRules{StabilizationWindow: 120 * time.Second, MaxChangePercent: 10, Period: 60 * time.Second},
+				ScaleDown: autoscaler.ScalingRules{StabilizationWindow: tu.ScaleDownWindow, MaxChangePercent: tu.ScaleDownPercent, Period: 60 * time.Second},
 			},
 			SLO: autoscaler.SLOTarget{Enabled: true, TTFT: slo, BreachOnly: true, ScaleUpImmediately: true, MaxScaleUp: 30,
 				RequireHeadroomPercent: 50, CheckDuration: 60 * time.Second},
