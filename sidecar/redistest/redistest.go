@@ -49,20 +49,33 @@ func Binary() string {
 // Start starts a redis-server and registers its shutdown with t.Cleanup.
 func Start(t testing.TB, o Options) *Server {
 	t.Helper()
-	bin := Binary()
-	if bin == "" {
+	if Binary() == "" {
 		t.Skip("redis-server not installed (hack/test-deps.d/20-redis.sh installs it)")
+	}
+	s, err := StartIn(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Kill() })
+	return s
+}
+
+// StartIn starts a redis-server with its data in dir (for non-test
+// programs such as benchmarks); the caller must Kill it.
+func StartIn(dir string, o Options) (*Server, error) {
+	if Binary() == "" {
+		return nil, fmt.Errorf("redis-server not installed")
 	}
 	if o.Bind == "" {
 		o.Bind = "127.0.0.1"
 	}
 	l, err := net.Listen("tcp", net.JoinHostPort(o.Bind, "0"))
 	if err != nil {
-		t.Fatalf("free port on %s: %v", o.Bind, err)
+		return nil, fmt.Errorf("free port on %s: %w", o.Bind, err)
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	s := &Server{Addr: net.JoinHostPort(o.Bind, strconv.Itoa(port)), Dir: t.TempDir()}
+	s := &Server{Addr: net.JoinHostPort(o.Bind, strconv.Itoa(port)), Dir: dir}
 	s.args = []string{"--port", strconv.Itoa(port), "--bind", o.Bind, "--dir", s.Dir, "--save", "",
 		"--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning", "--logfile", s.Dir + "/redis.log"}
 	if o.AOF {
@@ -71,10 +84,9 @@ func Start(t testing.TB, o Options) *Server {
 		s.args = append(s.args, "--appendonly", "no")
 	}
 	if err := s.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	t.Cleanup(func() { s.Kill() })
-	return s
+	return s, nil
 }
 
 // Start (re)starts the server process with its original arguments and waits

@@ -209,9 +209,11 @@ func (s *Store) subscribe(ctx context.Context, log klog.Logger) {
 	c := s.near
 	ps := s.rdb.Subscribe(ctx, s.channel())
 	defer ps.Close()
+	stop := context.AfterFunc(ctx, func() { _ = ps.Close() }) // unblocks Receive on shutdown
+	defer stop()
 	// Receive (not Channel) so that a dropped connection ends the loop and
 	// disables the cache instead of being retried silently underneath.
-	for {
+	for ctx.Err() == nil {
 		msg, err := ps.ReceiveTimeout(ctx, 5*time.Second)
 		if err != nil {
 			if isTimeout(err) {

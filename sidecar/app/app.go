@@ -1,0 +1,225 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"k8s.io/klog/v2"
+
+	"github.com/neuronetes/neuronetes/sidecar/frame"
+	"github.com/neuronetes/neuronetes/sidecar/keys"
+	"github.com/neuronetes/neuronetes/sidecar/metrics"
+	"github.com/neuronetes/neuronetes/sidecar/server"
+	"github.com/neuronetes/neuronetes/sidecar/store"
+	"github.com/neuronetes/neuronetes/sidecar/vector"
+)
+
+// vectorFile is the shard's file name inside VectorDir.
+const vectorFile = "vectors.nnvx"
+
+// Run starts the sidecar and blocks until ctx ends, then shuts down
+// gracefully (saving the vector shard when persistence is on).
+func Run(ctx context.Context, c Config) error {
+	log := klog.FromContext(ctx).WithValues("tenant", c.Namespace)
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	ring, err := keys.Load(c.KeysDir)
+	if err != nil {
+		return err
+	}
+	codec, err := frame.New(ring, frame.Options{Tenant: c.Namespace, UseDict: c.ZstdDict, MaxPlaintext: c.MaxSession + 1<<16})
+	if err != nil {
+		return err
+	}
+	ropts, err := c.RedisOptions()
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewUniversalClient(ropts)
+	defer rdb.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(c.AgentClass)
+	if err := m.Register(reg); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	st, err := store.New(rdb, codec, store.Options{DefaultTTL: c.DefaultTTL, MaxTTL: c.MaxTTL, MaxSize: c.MaxSession,
+		RefreshOnRead: c.RefreshOnRead, NearCacheBytes: c.NearCacheBytes, NearCacheMaxAge: c.NearCacheMaxAge, Observer: m})
+	if err != nil {
+		return err
+	}
+	idx, err := loadIndex(c)
+	if err != nil {
+		return err
+	}
+	m.VectorEntries.Set(float64(idx.Len()))
+	var remote vector.Remote
+	if c.EmbeddingRedis {
+		remote = st.Blobs("emb")
+	}
+	vecs := &server.Vectors{Index: idx, Embeddings: vector.NewEmbeddingCache(c.EmbeddingBytes, remote, c.EmbeddingTTL), Metrics: m}
+	srv := server.New(st, vecs, m, reg)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { st.Run(ctx, 250*time.Millisecond) })
+	wg.Go(func() { reloadKeys(ctx, c, codec) })
+	if c.VectorDir != "" {
+		wg.Go(func() { saveLoop(ctx, c, idx) })
+	}
+
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	errc := make(chan error, 3)
+	var listeners []net.Listener
+	if c.HTTPAddr != "" {
+		l, err := net.Listen("tcp", c.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("http-addr: %w", err)
+		}
+		listeners = append(listeners, l)
+	}
+	if c.UnixSocket != "" {
+		l, err := listenUnix(c.UnixSocket)
+		if err != nil {
+			return err
+		}
+		listeners = append(listeners, l)
+	}
+	for _, l := range listeners {
+		log.Info("serving HTTP", "addr", l.Addr().String())
+		go func() { errc <- hs.Serve(l) }()
+	}
+	var gs *grpc.Server
+	if c.GRPCAddr != "" {
+		l, err := net.Listen("tcp", c.GRPCAddr)
+		if err != nil {
+			return fmt.Errorf("grpc-addr: %w", err)
+		}
+		gs = grpc.NewServer()
+		gs.RegisterService(&server.ServiceDesc, srv.GRPC())
+		log.Info("serving gRPC", "addr", l.Addr().String())
+		go func() { errc <- gs.Serve(l) }()
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		log.Error(err, "listener failed")
+	}
+	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer stop()
+	_ = hs.Shutdown(shutdownCtx)
+	if gs != nil {
+		gs.GracefulStop()
+	}
+	cancel()
+	wg.Wait()
+	if c.VectorDir != "" {
+		if serr := idx.Save(filepath.Join(c.VectorDir, vectorFile)); serr != nil {
+			log.Error(serr, "saving vector shard")
+		}
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+func loadIndex(c Config) (*vector.Index, error) {
+	o := vector.Options{MaxBytes: c.VectorMaxBytes, NProbe: c.VectorNProbe}
+	if c.VectorDir == "" {
+		return vector.New(o), nil
+	}
+	if err := os.MkdirAll(c.VectorDir, 0o700); err != nil {
+		return nil, fmt.Errorf("vector-dir: %w", err)
+	}
+	idx, err := vector.Load(filepath.Join(c.VectorDir, vectorFile), o)
+	switch {
+	case err == nil:
+		return idx, nil
+	case errors.Is(err, os.ErrNotExist):
+		return vector.New(o), nil
+	case errors.Is(err, vector.ErrCorrupt):
+		// A torn or damaged cache is rebuilt from scratch, not trusted.
+		_ = os.Rename(filepath.Join(c.VectorDir, vectorFile), filepath.Join(c.VectorDir, vectorFile+".corrupt"))
+		return vector.New(o), nil
+	}
+	return nil, err
+}
+
+func listenUnix(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("unix-socket dir: %w", err)
+	}
+	_ = os.Remove(path) // a stale socket from a previous run
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("unix-socket: %w", err)
+	}
+	// The agent container may run as another user; the socket lives in a
+	// pod-private volume, so the pod boundary is the access boundary.
+	if err := os.Chmod(path, 0o666); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("unix-socket chmod: %w", err)
+	}
+	return l, nil
+}
+
+func reloadKeys(ctx context.Context, c Config, codec *frame.Codec) {
+	if c.KeysReload <= 0 {
+		return
+	}
+	log := klog.FromContext(ctx)
+	t := time.NewTicker(c.KeysReload)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r, err := keys.Load(c.KeysDir)
+		if err != nil {
+			log.Error(err, "reloading keys; keeping the current ring")
+			continue
+		}
+		cur := codec.Ring()
+		if r.Active() != cur.Active() || !slices.Equal(r.IDs(), cur.IDs()) {
+			codec.SetRing(r)
+			log.Info("key ring reloaded", "active", r.Active(), "ids", r.IDs())
+		}
+	}
+}
+
+func saveLoop(ctx context.Context, c Config, idx *vector.Index) {
+	if c.VectorSaveInterval <= 0 {
+		return
+	}
+	log := klog.FromContext(ctx)
+	t := time.NewTicker(c.VectorSaveInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := idx.Save(filepath.Join(c.VectorDir, vectorFile)); err != nil {
+			log.Error(err, "saving vector shard")
+		}
+	}
+}
