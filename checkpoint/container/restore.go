@@ -72,22 +72,27 @@ func (e *Engine) Restore(ctx context.Context, hostID, agent, ckID string, o Rest
 	if err := adaptSpec(&spec, hostSpec, name); err != nil {
 		return "", err
 	}
-	img, err := e.Client.GetImage(ctx, meta.Image)
-	if err != nil {
-		return "", fmt.Errorf("image %q of the checkpoint is not on this node: %w", meta.Image, err)
-	}
 	runtimeOpts := &options.Options{}
 	if e.RuncBinary != "" {
 		runtimeOpts.BinaryName = e.RuncBinary
 	}
-	cont, err := e.Client.NewContainer(ctx, name,
-		containerd.WithImage(img),
-		containerd.WithSnapshotter(meta.Snapshotter),
-		containerd.WithNewSnapshot(name+"-rootfs", img),
+	copts := []containerd.NewContainerOpts{
 		containerd.WithRuntime("io.containerd.runc.v2", runtimeOpts),
-		containerd.WithSpec(&spec),
 		containerd.WithContainerLabels(map[string]string{LabelRestoredFrom: agent + "/" + ckID, LabelHost: hostID}),
-	)
+	}
+	if meta.Image != "" {
+		img, err := e.Client.GetImage(ctx, meta.Image)
+		if err != nil {
+			return "", fmt.Errorf("image %q of the checkpoint is not on this node: %w", meta.Image, err)
+		}
+		copts = append(copts, containerd.WithImage(img), containerd.WithSnapshotter(meta.Snapshotter),
+			containerd.WithNewSnapshot(name+"-rootfs", img))
+	} else if !filepath.IsAbs(spec.Root.Path) {
+		return "", fmt.Errorf("checkpoint %s/%s has neither an image nor an absolute rootfs path", agent, ckID)
+	}
+	// A container without image keeps the spec's absolute rootfs path.
+	copts = append(copts, containerd.WithSpec(&spec))
+	cont, err := e.Client.NewContainer(ctx, name, copts...)
 	if err != nil {
 		return "", fmt.Errorf("create restored container %s: %w", name, err)
 	}

@@ -1,0 +1,247 @@
+package container
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/api/types/runc/options"
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/neuronetes/neuronetes/checkpoint/criu"
+	"github.com/neuronetes/neuronetes/checkpoint/internal/stateproc"
+	"github.com/neuronetes/neuronetes/checkpoint/store"
+)
+
+func TestMain(m *testing.M) {
+	stateproc.MaybeRun()
+	os.Exit(m.Run())
+}
+
+// repoRoot walks up to go.mod.
+func repoRoot(t *testing.T) string {
+	dir, _ := os.Getwd()
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test")
+		}
+		dir = parent
+	}
+}
+
+// startContainerd runs a private containerd (CRI disabled) from
+// $NN_CONTAINERD_BIN or .local/bin, or skips.
+func startContainerd(t *testing.T, root string) *containerd.Client {
+	t.Helper()
+	bin := os.Getenv("NN_CONTAINERD_BIN")
+	if bin == "" {
+		bin = filepath.Join(root, ".local", "bin")
+	}
+	for _, b := range []string{"containerd", "containerd-shim-runc-v2"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			t.Skipf("%s not found in %s (hack/build-tools.sh containerd, or set NN_CONTAINERD_BIN): %v", b, bin, err)
+		}
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Skipf("runc not on PATH: %v", err)
+	}
+	dir, err := os.MkdirTemp("", "nn-ctrd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "containerd.sock")
+	cfg := fmt.Sprintf(`version = 3
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images", "io.containerd.cri.v1.runtime"]
+[grpc]
+  address = %q
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock)
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log, _ := os.Create(filepath.Join(dir, "containerd.log"))
+	cmd := exec.Command(filepath.Join(bin, "containerd"), "--config", filepath.Join(dir, "config.toml"))
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+filepath.Join(root, ".local", "bin")+":"+os.Getenv("PATH"))
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if err := stateproc.WaitFile(sock, 30*time.Second); err != nil {
+		t.Fatalf("containerd did not start: %v", err)
+	}
+	c, err := Connect(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// netns creates a named network namespace for the test.
+func netns(t *testing.T, name string) string {
+	t.Helper()
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Skipf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	return "/var/run/netns/" + name
+}
+
+// makeRootfs builds a minimal rootfs holding the test binary (as
+// /helper) and the shared libraries it links, plus mount points.
+func makeRootfs(t *testing.T, dirs ...string) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootfs := t.TempDir()
+	files := []string{self}
+	if out, err := exec.Command("ldd", self).Output(); err == nil {
+		for _, f := range strings.Fields(string(out)) {
+			if strings.HasPrefix(f, "/") {
+				files = append(files, f)
+			}
+		}
+	}
+	for i, f := range files {
+		dst := filepath.Join(rootfs, f)
+		if i == 0 {
+			dst = filepath.Join(rootfs, "helper")
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = os.MkdirAll(filepath.Dir(dst), 0o755)
+		if err := os.WriteFile(dst, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range append([]string{"proc", "dev", "sys", "tmp", "run"}, dirs...) {
+		_ = os.MkdirAll(filepath.Join(rootfs, d), 0o755)
+	}
+	return rootfs
+}
+
+// startContainer runs the helper in a container on rootfs, joining
+// netnsPath, with dir bind-mounted at the same path.
+func startContainer(t *testing.T, ctx context.Context, c *containerd.Client, id, runc, rootfs, netnsPath, dir string, env []string) containerd.Task {
+	t.Helper()
+	cont, err := c.NewContainer(ctx, id,
+		containerd.WithRuntime("io.containerd.runc.v2", &options.Options{BinaryName: runc}),
+		containerd.WithNewSpec(
+			oci.WithRootFSPath(rootfs), oci.WithRootFSReadonly(),
+			oci.WithProcessArgs("/helper", "-test.run=^$"),
+			oci.WithEnv(env),
+			oci.WithMounts([]specs.Mount{{Destination: dir, Type: "bind", Source: dir, Options: []string{"rbind", "rw"}}}),
+			oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: netnsPath}),
+		))
+	if err != nil {
+		t.Fatalf("create container %s: %v", id, err)
+	}
+	task, err := cont.NewTask(ctx, cio.NullIO)
+	if err != nil {
+		t.Fatalf("create task %s: %v", id, err)
+	}
+	if err := task.Start(ctx); err != nil {
+		t.Fatalf("start task %s: %v", id, err)
+	}
+	t.Cleanup(func() {
+		_, _ = task.Delete(context.Background(), containerd.WithProcessKill)
+		_ = cont.Delete(context.Background())
+	})
+	return task
+}
+
+// TestContainerCheckpointRestoreIntoHost checkpoints a container running the
+// stateful helper through containerd/runc/CRIU into the store and restores it
+// into a new container inside another ("warm") container's network namespace.
+func TestContainerCheckpointRestoreIntoHost(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	root := repoRoot(t)
+	p, err := criu.Locate()
+	if err != nil {
+		t.Skipf("no CRIU: %v", err)
+	}
+	if err := criu.Check(context.Background(), p); err != nil {
+		t.Skipf("criu check fails here: %v", err)
+	}
+	c := startContainerd(t, root)
+	ctx := nsCtx(context.Background())
+	runc := filepath.Join(root, "hack", "criu", "runc-criu.sh")
+	dir, hostDir := t.TempDir(), t.TempDir()
+	rootfs := makeRootfs(t, dir, hostDir)
+	env := []string{stateproc.Env + "=1", stateproc.EnvDir + "=" + dir, stateproc.EnvMiB + "=64"}
+	src := startContainer(t, ctx, c, "nn-ckpt-src", runc, rootfs, netns(t, fmt.Sprint("nn-ckpt-a-", os.Getpid())), dir, env)
+	if err := stateproc.WaitFile(filepath.Join(dir, "ready"), 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	before, err := stateproc.Verify(int(src.Pid()), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stateproc.WaitCounter(dir, 10, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The warm pod's host container: the helper with a tiny buffer.
+	hostEnv := []string{stateproc.Env + "=1", stateproc.EnvDir + "=" + hostDir, stateproc.EnvMiB + "=1"}
+	host := startContainer(t, ctx, c, "nn-ckpt-host", runc, rootfs, netns(t, fmt.Sprint("nn-ckpt-b-", os.Getpid())), hostDir, hostEnv)
+
+	d, _ := store.NewDir(t.TempDir())
+	st, _ := store.New(d, store.Options{})
+	e := &Engine{Client: c, Store: st, WorkDir: t.TempDir(), RuncBinary: runc}
+	m, err := e.Checkpoint(ctx, "nn-ckpt-src", "agent", "ck1", CheckpointOptions{})
+	if err != nil {
+		t.Fatalf("Checkpoint: %v", err)
+	}
+	dumped, err := stateproc.ReadState(dir, "state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, err := e.Restore(ctx, "nn-ckpt-host", "agent", "ck1", RestoreOptions{})
+	if err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	t.Cleanup(func() { _ = e.Remove(context.Background(), name) })
+	rc, err := c.LoadContainer(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := rc.Task(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := stateproc.Verify(int(task.Pid()), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Digest != before.Digest || after.Counter < dumped.Counter {
+		t.Errorf("restored state %+v, want digest %s and counter >= %d", after, before.Digest, dumped.Counter)
+	}
+	// The restored process lives in the host container's network namespace.
+	want := "host container netns"
+	gotNS, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", task.Pid()))
+	hostNS, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", host.Pid()))
+	if gotNS != hostNS {
+		t.Errorf("restored netns %s, host container's %s (%s)", gotNS, hostNS, want)
+	}
+	t.Logf("checkpoint %d bytes; counter %d -> %d; restored container %s", m.TotalBytes, dumped.Counter, after.Counter, name)
+}
