@@ -133,14 +133,10 @@ func run() error {
 	if *metricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", m.Handler())
-		if err := serve(ctx, *metricsAddr, mux); err != nil {
-			return fmt.Errorf("--metrics-addr: %w", err)
-		}
+		serve(ctx, *metricsAddr, mux)
 	}
 	if *debugAddr != "" {
-		if err := serve(ctx, *debugAddr, d.DebugHandler()); err != nil {
-			return fmt.Errorf("--debug-addr: %w", err)
-		}
+		serve(ctx, *debugAddr, d.DebugHandler())
 	}
 	<-ctx.Done()
 	logger.Info("Shutting down")
@@ -162,21 +158,31 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	return c, nil
 }
 
-// serve listens on addr and serves h until ctx ends.
-func serve(ctx context.Context, addr string, h http.Handler) error {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+// serve serves h on addr until ctx ends. During a rolling update the old pod may still hold the
+// port (both share the host network), so binding is retried in the background instead of failing.
+func serve(ctx context.Context, addr string, h http.Handler) {
+	logger := klog.FromContext(ctx)
 	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.FromContext(ctx).Error(err, "HTTP server failed", "addr", addr)
+		for ctx.Err() == nil {
+			l, err := net.Listen("tcp", addr)
+			if err != nil {
+				logger.Info("Cannot listen yet, retrying", "addr", addr, "err", err)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(5 * time.Second):
+				}
+				continue
+			}
+			srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+			go func() {
+				<-ctx.Done()
+				_ = srv.Close()
+			}()
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error(err, "HTTP server failed", "addr", addr)
+			}
+			return
 		}
 	}()
-	return nil
 }

@@ -131,3 +131,17 @@ func (w *Writer) Path(claimUID string) string {
 func envName(s string) string {
 	return strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(s))
 }
+
+// ClaimUIDs lists the claims that have a spec in the directory.
+func (w *Writer) ClaimUIDs() ([]string, error) {
+	prefix := specName("")
+	matches, err := filepath.Glob(filepath.Join(w.dir, prefix+"*.json"))
+	if err != nil {
+		return nil, fmt.Errorf("cdi dir %s: %w", w.dir, err)
+	}
+	out := make([]string, 0, len(matches))
+	for _, m := range matches {
+		out = append(out, strings.TrimSuffix(strings.TrimPrefix(filepath.Base(m), prefix), ".json"))
+	}
+	return out, nil
+}

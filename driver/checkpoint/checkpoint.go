@@ -152,30 +152,73 @@ type Store struct {
 }
 
 // Load reads the checkpoint. A missing file yields empty data and no error. A corrupt file yields
-// an error wrapping ErrCorrupt.
+// an error wrapping ErrCorrupt. PrepareStarted claims from the intent file (see SaveIntent) that the
+// durable checkpoint does not know are merged in; an unreadable intent file is ignored.
 func (s *Store) Load() (Data, string, error) {
-	raw, err := os.ReadFile(s.Path)
+	d, boot, err := s.loadFile(s.Path)
 	if errors.Is(err, os.ErrNotExist) {
-		return Data{Claims: map[string]Claim{}}, s.BootID, nil
+		d, boot, err = Data{Claims: map[string]Claim{}}, s.BootID, nil
 	}
 	if err != nil {
-		return Data{}, "", fmt.Errorf("%w: read %s: %w", ErrCorrupt, s.Path, err)
+		return Data{}, "", err
+	}
+	if intent, iboot, ierr := s.loadFile(s.IntentPath()); ierr == nil && iboot == boot {
+		for uid, c := range intent.Claims {
+			if _, known := d.Claims[uid]; !known && c.State == PrepareStarted {
+				d.Claims[uid] = c
+			}
+		}
+	}
+	return d, boot, nil
+}
+
+func (s *Store) loadFile(path string) (Data, string, error) {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Data{}, "", err
+	}
+	if err != nil {
+		return Data{}, "", fmt.Errorf("%w: read %s: %w", ErrCorrupt, path, err)
 	}
 	return Decode(raw)
 }
 
-// Save writes d atomically: temp file in the same directory, fsync, rename, fsync of the directory.
+// IntentPath is the file SaveIntent writes.
+func (s *Store) IntentPath() string { return s.Path + ".intent" }
+
+// Save writes d atomically and durably (temp file in the same directory, fsync, rename, fsync of
+// the directory) and then drops the intent file, whose claims d supersedes.
 func (s *Store) Save(d Data) error {
 	raw, err := Encode(CurrentVersion, s.BootID, d)
 	if err != nil {
 		return err
 	}
-	return WriteAtomic(s.Path, raw)
+	if err := writeAtomic(s.Path, raw, true); err != nil {
+		return err
+	}
+	if err := os.Remove(s.IntentPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove intent %s: %w", s.IntentPath(), err)
+	}
+	return nil
+}
+
+// SaveIntent records d in the intent file, atomically for readers (temp file and rename) but
+// without fsync: a crash may lose it or, at worst, leave it unreadable, and it never touches the
+// durable checkpoint. Use it only for PrepareStarted records whose loss start-up recovery covers
+// (in dynamic MIG mode every MIG instance no completed claim owns is destroyed; orphaned CDI specs
+// are removed).
+func (s *Store) SaveIntent(d Data) error {
+	raw, err := Encode(CurrentVersion, s.BootID, d)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(s.IntentPath(), raw, false)
 }
 
 // Quarantine moves a corrupt checkpoint aside (to <path>.corrupt) so it can be inspected and the
 // driver can start from a clean state.
 func (s *Store) Quarantine() (string, error) {
+	_ = os.Remove(s.IntentPath())
 	dst := s.Path + ".corrupt"
 	if err := os.Rename(s.Path, dst); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("quarantine %s: %w", s.Path, err)
@@ -183,8 +226,13 @@ func (s *Store) Quarantine() (string, error) {
 	return dst, nil
 }
 
-// WriteAtomic replaces path with data so that a crash leaves either the old or the new content.
-func WriteAtomic(path string, data []byte) error {
+// WriteAtomic replaces path with data so that a crash leaves either the old or the new content,
+// and the new content once it returns.
+func WriteAtomic(path string, data []byte) error { return writeAtomic(path, data, true) }
+
+// writeAtomic writes a temp file and renames it over path; with durable it fsyncs the file before
+// and the directory after the rename.
+func writeAtomic(path string, data []byte, durable bool) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("mkdir %s: %w", dir, err)
@@ -199,15 +247,20 @@ func WriteAtomic(path string, data []byte) error {
 		f.Close()
 		return fmt.Errorf("write %s: %w", tmp, err)
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("fsync %s: %w", tmp, err)
+	if durable {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return fmt.Errorf("fsync %s: %w", tmp, err)
+		}
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", tmp, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("rename %s: %w", tmp, err)
+	}
+	if !durable {
+		return nil
 	}
 	d, err := os.Open(dir)
 	if err != nil {

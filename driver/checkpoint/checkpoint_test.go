@@ -104,3 +104,40 @@ func TestBootID(t *testing.T) {
 		t.Errorf("boot id %q", id)
 	}
 }
+
+func TestIntent(t *testing.T) {
+	dir := t.TempDir()
+	s := &Store{Path: filepath.Join(dir, "checkpoint.json"), BootID: "b"}
+	done := Data{Claims: map[string]Claim{"done": {UID: "done", State: PrepareCompleted}}}
+	if err := s.Save(done); err != nil {
+		t.Fatal(err)
+	}
+	withIntent := Data{Claims: map[string]Claim{
+		"done": {UID: "done", State: PrepareCompleted},
+		"mid":  {UID: "mid", State: PrepareStarted},
+	}}
+	if err := s.SaveIntent(withIntent); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := s.Load()
+	if err != nil || !reflect.DeepEqual(got, withIntent) {
+		t.Fatalf("load with intent: %+v %v", got, err)
+	}
+	// A garbage intent file is ignored; the durable checkpoint still loads.
+	if err := os.WriteFile(s.IntentPath(), []byte("{garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := s.Load(); err != nil || !reflect.DeepEqual(got, done) {
+		t.Errorf("load with corrupt intent: %+v %v", got, err)
+	}
+	// A durable save supersedes the intent file.
+	if err := s.SaveIntent(withIntent); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(done); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s.IntentPath()); !os.IsNotExist(err) {
+		t.Errorf("intent file survived a durable save: %v", err)
+	}
+}

@@ -117,10 +117,12 @@ func (g *GPUInfo) ProfileByName(name string) (MIGProfile, bool) {
 	return MIGProfile{}, false
 }
 
-// ProfileName builds the canonical MIG profile name from slice count and memory, e.g. "1g.10gb";
+// ProfileName builds the canonical MIG profile name from slice count and memory (GiB, rounded
+// up), e.g. "1g.10gb";
 // media-extension profiles get the "+me" suffix.
 func ProfileName(computeSlices int, memoryBytes uint64, mediaExtensions bool) string {
-	gb := (memoryBytes + (1<<30)/2) >> 30
+	// NVIDIA rounds up: the A100's 7-slice profile has 39.25 GiB and is called 7g.40gb.
+	gb := (memoryBytes + (1 << 30) - 1) >> 30
 	n := fmt.Sprintf("%dg.%dgb", computeSlices, gb)
 	if mediaExtensions {
 		n += "+me"

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -176,6 +177,29 @@ func TestResolve(t *testing.T) {
 		for _, d := range s.Devices {
 			if _, err := Resolve(gpus, Options{}, d.Name); err != nil {
 				t.Errorf("published device does not resolve: %v", err)
+			}
+		}
+	}
+}
+
+// TestDeviceClassesCoverProfiles checks that deploy/deviceclasses has a per-profile class for every
+// MIG profile of every mock profile, and that its names obey the naming rules.
+func TestDeviceClassesCoverProfiles(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "deviceclasses", "mig-profiles.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, prof := range []string{"dgxa100", "dgxh100", "dgxh200", "dgxb200"} {
+		for _, p := range inventory(t, prof)[0].MIGProfiles {
+			tok := strings.ReplaceAll(p.Name, "+", "-")
+			for _, want := range []string{
+				`profile == "` + p.Name + `"`,
+				"name: mig-" + tok + ".neuronetes.io",
+				"extendedResourceName: nvidia.com/mig-" + tok,
+			} {
+				if !strings.Contains(string(raw), want) {
+					t.Errorf("%s profile %s: mig-profiles.yaml lacks %q", prof, p.Name, want)
+				}
 			}
 		}
 	}

@@ -195,6 +195,20 @@ func (s *State) recover(ctx context.Context) error {
 		delete(s.data.Claims, uid)
 		changed = true
 	}
+	// Claims without MIG instances are not checkpointed before their CDI spec is written (nothing
+	// else could leak), so a crash can leave an orphaned spec: remove it.
+	uids, err := s.cfg.CDI.ClaimUIDs()
+	if err != nil {
+		return err
+	}
+	for _, uid := range uids {
+		if _, ok := s.data.Claims[uid]; !ok {
+			logger.Info("Removing orphaned CDI spec", "uid", uid)
+			if err := s.cfg.CDI.Remove(uid); err != nil {
+				return err
+			}
+		}
+	}
 	if s.cfg.Slices.MIG == "" || s.cfg.Slices.MIG == slices.MIGDynamic {
 		gpus, err := nvml.Inventory(ctx, s.cfg.Backend)
 		if err != nil {
@@ -272,9 +286,15 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 		rec.Devices = append(rec.Devices, d)
 	}
 	s.data.Claims[uid] = rec
-	if err := s.cfg.Store.Save(s.data); err != nil {
-		delete(s.data.Claims, uid)
-		return nil, fmt.Errorf("checkpoint PrepareStarted: %w", err)
+	// PrepareStarted is recorded before any MIG instance is created, as an intent without fsync:
+	// if a crash loses it, the start-up sweep destroys the unowned instance anyway. Claims that
+	// create no instance skip it (their only side effect, the CDI spec, is garbage-collected at
+	// start-up).
+	if createsMIG(rec) {
+		if err := s.cfg.Store.SaveIntent(s.data); err != nil {
+			delete(s.data.Claims, uid)
+			return nil, fmt.Errorf("checkpoint PrepareStarted: %w", err)
+		}
 	}
 	hooked := false
 	var cdiDevs []cdi.Device
@@ -419,6 +439,15 @@ func (s *State) wholeGPUFree(ctx context.Context, gpuUUID string) error {
 		return fmt.Errorf("gpu %s has %d MIG instances and cannot be used whole", gpuUUID, len(g.MIGInstances))
 	}
 	return nil
+}
+
+func createsMIG(c checkpoint.Claim) bool {
+	for _, d := range c.Devices {
+		if d.Dynamic {
+			return true
+		}
+	}
+	return false
 }
 
 func toPrepared(c checkpoint.Claim) []PreparedDevice {

@@ -244,3 +244,21 @@ func TestCorruptCheckpointAndReboot(t *testing.T) {
 		t.Errorf("checkpoint after recovery: %v %s", err, raw)
 	}
 }
+
+func TestOrphanedCDISpecRemoved(t *testing.T) {
+	e := &env{dir: t.TempDir()}
+	s, _ := e.open(t, "boot")
+	if _, err := s.Prepare(context.Background(), claim("kept", []string{"gpu-0"})); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := cdi.NewWriter(filepath.Join(e.dir, "cdi"))
+	// A crash after writing the spec of a whole-GPU claim but before checkpointing it.
+	if _, err := w.Write("orphan", []cdi.Device{{Name: "gpu-1", UUID: "GPU-x"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.open(t, "boot")
+	uids, err := w.ClaimUIDs()
+	if err != nil || len(uids) != 1 || uids[0] != "kept" {
+		t.Errorf("specs after restart: %v %v, want [kept]", uids, err)
+	}
+}

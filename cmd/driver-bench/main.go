@@ -1,0 +1,200 @@
+// Command driver-bench measures NodePrepareResources of the DRA GPU driver as the kubelet sees it:
+// gRPC over the plugin's unix socket, the claim fetched from an API client (client-go fake), the
+// checkpoint and CDI spec written to disk. It prints p50/p99 for a whole-GPU claim and a dynamic
+// MIG claim next to an fsync'ed 4 KiB write measured in the same run and directory, and their
+// ratios. Target: prepare p50 <= 3x the fsync'ed write.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/neuronetes/neuronetes/driver/checkpoint"
+	"github.com/neuronetes/neuronetes/driver/model"
+	"github.com/neuronetes/neuronetes/driver/nvml"
+	"github.com/neuronetes/neuronetes/driver/plugin"
+	"github.com/neuronetes/neuronetes/driver/slices"
+)
+
+const node = "bench-node"
+
+func main() {
+	n := flag.Int("n", 200, "iterations per scenario")
+	dir := flag.String("dir", ".local/bench/driver", "working directory on the disk under test (checkpoint, baseline writes)")
+	cdiDir := flag.String("cdi-dir", "", "CDI spec directory; default: under /dev/shm like the tmpfs /var/run/cdi, else under -dir")
+	flag.Parse()
+	if *cdiDir == "" {
+		*cdiDir = filepath.Join(*dir, "cdi")
+		if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+			*cdiDir = filepath.Join("/dev/shm", fmt.Sprintf("nn-driver-bench-%d", os.Getpid()))
+		}
+	}
+	defer os.RemoveAll(*cdiDir)
+	if err := run(*n, *dir, *cdiDir); err != nil {
+		fmt.Fprintln(os.Stderr, "driver-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func quantile(d []time.Duration, q float64) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+func fsyncWrite(dir string, n int) ([]time.Duration, error) {
+	buf := make([]byte, 4096)
+	out := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		p := filepath.Join(dir, fmt.Sprintf("fsync-%d", i%8))
+		start := time.Now()
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := f.Write(buf); err != nil {
+			return nil, err
+		}
+		if err := f.Sync(); err != nil {
+			return nil, err
+		}
+		if err := f.Close(); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(start))
+	}
+	return out, nil
+}
+
+func run(n int, dir, cdiDir string) error {
+	klog.SetOutput(os.Stderr)
+	klog.LogToStderr(false) // quiet: only errors would matter and they fail the run
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	// Unix socket paths must stay short: keep the sockets in a short temp dir.
+	sockDir, err := os.MkdirTemp("", "nnb")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(sockDir)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	kube := fake.NewSimpleClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "bench-node-uid"}})
+	b, err := nvml.Open("mock:dgxh100", nvml.Options{})
+	if err != nil {
+		return err
+	}
+	d, err := plugin.Start(ctx, plugin.Options{
+		NodeName: node, Kube: kube, Backend: b,
+		PluginDir: sockDir, RegistrarDir: filepath.Join(sockDir, "r"), CDIDir: cdiDir,
+		Slices: slices.Options{},
+	})
+	if err != nil {
+		return err
+	}
+	defer d.Stop()
+	// The checkpoint lives on the disk under test, not in the socket dir.
+	if err := os.Symlink(filepath.Join(dir, "checkpoint.json"), filepath.Join(sockDir, "checkpoint.json")); err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient("unix://"+filepath.Join(sockDir, "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	client := drapb.NewDRAPluginClient(conn)
+
+	rounds := 4
+	n = max(n/rounds, 1)
+	const warmup = 3
+	scenario := func(name, device string) ([]time.Duration, error) {
+		lat := make([]time.Duration, 0, n)
+		for i := 0; i < n+warmup; i++ {
+			uid := types.UID(fmt.Sprintf("%s-%d", name, i))
+			c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: string(uid), Namespace: "bench", UID: uid}}
+			c.Status.Allocation = &resourceapi.AllocationResult{}
+			c.Status.Allocation.Devices.Results = []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: model.DriverName, Pool: node, Device: device}}
+			if _, err := kube.ResourceV1().ResourceClaims("bench").Create(ctx, c, metav1.CreateOptions{}); err != nil {
+				return nil, err
+			}
+			claim := []*drapb.Claim{{Namespace: "bench", Name: string(uid), Uid: string(uid)}}
+			start := time.Now()
+			resp, err := client.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: claim})
+			el := time.Since(start)
+			if err != nil {
+				return nil, err
+			}
+			if r := resp.Claims[string(uid)]; r == nil || r.Error != "" || len(r.Devices) != 1 {
+				return nil, fmt.Errorf("prepare %s: %+v", uid, r)
+			}
+			if i >= warmup {
+				lat = append(lat, el)
+			}
+			if _, err := client.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: claim}); err != nil {
+				return nil, err
+			}
+		}
+		return lat, nil
+	}
+	// Interleave baseline and scenarios in rounds so that disk noise hits all of them alike.
+	var base, atomic, whole, mig []time.Duration
+	for r := 0; r < rounds; r++ {
+		bs, err := fsyncWrite(dir, n)
+		if err != nil {
+			return err
+		}
+		base = append(base, bs...)
+		for i := 0; i < n; i++ {
+			start := time.Now()
+			if err := checkpoint.WriteAtomic(filepath.Join(dir, "atomic.json"), make([]byte, 4096)); err != nil {
+				return err
+			}
+			atomic = append(atomic, time.Since(start))
+		}
+		w, err := scenario(fmt.Sprintf("whole%d", r), "gpu-3")
+		if err != nil {
+			return err
+		}
+		whole = append(whole, w...)
+		m, err := scenario(fmt.Sprintf("mig%d", r), "gpu-5-mig-1g-10gb-p2")
+		if err != nil {
+			return err
+		}
+		mig = append(mig, m...)
+	}
+	bp50, bp99 := quantile(base, 0.5), quantile(base, 0.99)
+	fmt.Printf("driver NodePrepareResources (gRPC, mock:dgxh100, checkpoint dir %s, CDI dir %s, %d samples each)\n", dir, cdiDir, len(whole))
+	fmt.Printf("%-32s %12s %12s %10s %10s\n", "scenario", "p50", "p99", "p50/base", "p99/base")
+	row := func(name string, d []time.Duration) {
+		p50, p99 := quantile(d, 0.5), quantile(d, 0.99)
+		fmt.Printf("%-32s %12v %12v %9.2fx %9.2fx\n", name, p50.Round(time.Microsecond), p99.Round(time.Microsecond),
+			float64(p50)/float64(bp50), float64(p99)/float64(bp99))
+	}
+	row("baseline: fsync'ed 4 KiB write", base)
+	row("checkpoint atomic write 4 KiB", atomic)
+	row("prepare whole GPU", whole)
+	row("prepare dynamic MIG 1g.10gb", mig)
+	fmt.Printf("target: prepare p50 <= 3.00x baseline p50\n")
+	return nil
+}
