@@ -95,7 +95,4 @@ func readBody(r *http.Request, limit int) ([]byte, error) {
 	return b, nil
 }
 
-func jsonObject(b []byte) bool {
-	var m map[string]jsonRaw
-	return unmarshal(b, &m) == nil && m != nil
-}
+func jsonObject(b []byte) bool { return store.IsObject(b) }

@@ -20,10 +20,6 @@ import (
 	"github.com/neuronetes/neuronetes/sidecar/store"
 )
 
-type jsonRaw = json.RawMessage
-
-var unmarshal = json.Unmarshal
-
 // Server holds the API's dependencies. Build with New.
 type Server struct {
 	store   *store.Store

@@ -94,7 +94,7 @@ func benchSessions() error {
 	key := make([]byte, keys.KeySize)
 	_, _ = crand.Read(key)
 	ring, _ := keys.NewRing("k1", map[string][]byte{"k1": key})
-	codec, err := frame.New(ring, frame.Options{Tenant: "bench"})
+	codec, err := frame.New(ring, frame.Options{Tenant: "bench", UseDict: true}) // the sidecar's default
 	if err != nil {
 		return err
 	}
