@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/neuronetes/neuronetes/sidecar/redistest"
+)
+
+// sidecarPod is an agent replica: the demo agent plus the sidecar container,
+// written out explicitly (the same container, env and mounts the controller's
+// webhook injects), so the test does not depend on the webhook being
+// deployed. The sidecar listens on 0.0.0.0:7070 here so that the test can
+// also read sessions through each replica's sidecar; agents use 127.0.0.1.
+const sidecarPod = `
+apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+  labels: {app: sidecar-e2e}
+spec:
+  restartPolicy: Always
+  terminationGracePeriodSeconds: 2
+  volumes:
+  - name: neuronetes-run
+    emptyDir: {}
+  - name: neuronetes-keys
+    secret: {secretName: sidecar-keys}
+  containers:
+  - name: agent
+    image: %[2]s
+    imagePullPolicy: Never
+    args: ["--listen=:8000", "--ttft-base=1ms", "--token-rate=1000"]
+    env:
+    - {name: NEURONETES_SIDECAR_URL, value: "http://127.0.0.1:7070"}
+    - {name: NEURONETES_SIDECAR_SOCKET, value: /var/run/neuronetes/sidecar.sock}
+    volumeMounts:
+    - {name: neuronetes-run, mountPath: /var/run/neuronetes}
+  - name: neuronetes-sidecar
+    image: %[3]s
+    imagePullPolicy: Never
+    args: ["--http-addr=0.0.0.0:7070", "-v=2"]
+    env:
+    - {name: NEURONETES_REDIS_ADDR, value: "%[4]s"}
+    - {name: NEURONETES_KEYS_DIR, value: /etc/neuronetes/keys}
+    - name: NEURONETES_NAMESPACE
+      valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+    volumeMounts:
+    - {name: neuronetes-run, mountPath: /var/run/neuronetes}
+    - {name: neuronetes-keys, mountPath: /etc/neuronetes/keys, readOnly: true}
+`
+
+// TestSidecarConversationAcrossReplicas: two agent replicas with the sidecar
+// share one Redis (on the bridge gateway); turn 1 goes to replica A, turn 2 to
+// replica B, and both sidecars then return the whole conversation, while
+// Redis holds only ciphertext.
+func TestSidecarConversationAcrossReplicas(t *testing.T) {
+	e := requireEnv(t)
+	if ifaces, err := net.InterfaceAddrs(); err == nil {
+		found := false
+		for _, a := range ifaces {
+			found = found || strings.HasPrefix(a.String(), "10.88.0.1/")
+		}
+		if !found {
+			t.Skip("cluster bridge gateway 10.88.0.1 not present")
+		}
+	}
+	rs := redistest.Start(t, redistest.Options{Bind: "10.88.0.1"})
+	sidecarImg := e.Image(t, "sidecar", "./cmd/sidecar")
+	agentImg := e.Image(t, "demo-agent", "./cmd/demo-agent")
+	ns := e.Namespace(t, "sidecar-e2e")
+
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	e.Apply(t, ns, fmt.Sprintf(`
+apiVersion: v1
+kind: Secret
+metadata: {name: sidecar-keys}
+stringData:
+  active: k1
+  k1: %s
+`, base64.StdEncoding.EncodeToString(key)))
+	e.Apply(t, ns, fmt.Sprintf(sidecarPod, "replica-a", agentImg, sidecarImg, rs.Addr)+"---\n"+
+		fmt.Sprintf(sidecarPod, "replica-b", agentImg, sidecarImg, rs.Addr))
+	a := e.WaitPodRunning(t, ns, "replica-a", 3*time.Minute)
+	b := e.WaitPodRunning(t, ns, "replica-b", 3*time.Minute)
+	hc := &http.Client{Timeout: 5 * time.Second}
+	for _, p := range []string{a.Status.PodIP, b.Status.PodIP} {
+		Eventually(t, time.Minute, "sidecar and agent on "+p, func() (bool, error) {
+			for _, port := range []string{"7070", "8000"} {
+				resp, err := hc.Get("http://" + net.JoinHostPort(p, port) + "/healthz")
+				if err != nil {
+					return false, err
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					return false, fmt.Errorf("%s:%s healthz %d", p, port, resp.StatusCode)
+				}
+			}
+			return true, nil
+		})
+	}
+
+	const conv = "conv-e2e-1"
+	chat := func(ip, content string) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"model": "demo-model", "max_tokens": 4,
+			"messages": []map[string]string{{"role": "user", "content": content}}})
+		req, _ := http.NewRequest("POST", "http://"+net.JoinHostPort(ip, "8000")+"/v1/chat/completions", bytes.NewReader(body))
+		req.Header.Set("X-Conversation-ID", conv)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("chat to %s: %v", ip, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("chat to %s: %d %s", ip, resp.StatusCode, b)
+		}
+	}
+	chat(a.Status.PodIP, "first turn served by replica a")
+	chat(b.Status.PodIP, "second turn served by replica b")
+
+	type turn struct{ Role, Content string }
+	for _, p := range []string{a.Status.PodIP, b.Status.PodIP} {
+		resp, err := hc.Get("http://" + net.JoinHostPort(p, "7070") + "/v1/sessions/" + conv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct{ Turns []turn }
+		err = json.NewDecoder(resp.Body).Decode(&doc)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("session via sidecar %s: %d %v", p, resp.StatusCode, err)
+		}
+		var users []string
+		for _, tr := range doc.Turns {
+			if tr.Role == "user" {
+				users = append(users, tr.Content)
+			}
+		}
+		if len(doc.Turns) != 4 || len(users) != 2 || users[0] != "first turn served by replica a" || users[1] != "second turn served by replica b" {
+			t.Fatalf("conversation via %s = %+v; want user/assistant turns from both replicas in order", p, doc.Turns)
+		}
+	}
+	// At rest, Redis holds only the sealed frame under the tenant's namespace.
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer rdb.Close()
+	raw, err := rdb.HGet(context.Background(), "nn:{"+ns+"}:sess:"+conv, "d").Bytes()
+	if err != nil {
+		t.Fatalf("raw session in redis: %v", err)
+	}
+	if bytes.Contains(raw, []byte("replica")) || !bytes.HasPrefix(raw, []byte("NF")) {
+		t.Fatalf("session at rest is not a sealed frame (%d bytes)", len(raw))
+	}
+}
