@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 	"k8s.io/klog/v2"
@@ -65,7 +66,9 @@ func (s *Store) fetch(ctx context.Context, m *Manifest, dstDir string, fn Progre
 			c, off0 := c, off
 			off += c.Size
 			g.Go(func() error {
-				data, err := s.readChunk(gctx, c, m.Compression)
+				buf := chunkBufs.Get().(*[]byte)
+				defer chunkBufs.Put(buf)
+				data, err := s.readChunk(gctx, c, m.Compression, (*buf)[:0])
 				if err != nil {
 					return fmt.Errorf("file %s at offset %d: %w", f.Path, off0, err)
 				}
@@ -105,8 +108,15 @@ func (s *Store) fetch(ctx context.Context, m *Manifest, dstDir string, fn Progre
 	return vg.Wait()
 }
 
-// readChunk fetches, decompresses and verifies one chunk.
-func (s *Store) readChunk(ctx context.Context, c ChunkRef, comp Compression) ([]byte, error) {
+// chunkBufs recycles chunk-sized buffers between chunk reads.
+var chunkBufs = sync.Pool{New: func() any {
+	b := make([]byte, 0, MaxChunk+1)
+	return &b
+}}
+
+// readChunk fetches, decompresses and verifies one chunk, using buf's
+// capacity when it suffices.
+func (s *Store) readChunk(ctx context.Context, c ChunkRef, comp Compression, buf []byte) ([]byte, error) {
 	key := chunkKey(c.SHA256, comp)
 	rc, err := s.b.Get(ctx, key)
 	if err != nil {
@@ -116,7 +126,11 @@ func (s *Store) readChunk(ctx context.Context, c ChunkRef, comp Compression) ([]
 	if comp == CompressionNone {
 		// Uncompressed chunks have a known size: read one extra byte to
 		// detect a stored object that is too long.
-		raw = make([]byte, c.Size+1)
+		if int64(cap(buf)) > c.Size {
+			raw = buf[:c.Size+1]
+		} else {
+			raw = make([]byte, c.Size+1)
+		}
 		var n int
 		n, err = io.ReadFull(rc, raw)
 		raw = raw[:n]
@@ -132,7 +146,7 @@ func (s *Store) readChunk(ctx context.Context, c ChunkRef, comp Compression) ([]
 	}
 	data := raw
 	if comp == CompressionZstd {
-		if data, err = s.dec.DecodeAll(raw, make([]byte, 0, c.Size)); err != nil {
+		if data, err = s.dec.DecodeAll(raw, buf[:0]); err != nil {
 			return nil, fmt.Errorf("chunk %s (%s): zstd: %v: %w", c.SHA256, key, err, ErrCorrupt)
 		}
 	}
