@@ -94,7 +94,8 @@ func splitObjects(s string) ([]object, error) {
 			continue
 		}
 		var o object
-		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+		// Strict: a duplicate key (e.g. a label set twice) is an error, as in the apiserver.
+		if err := yaml.UnmarshalStrict([]byte(doc), &o); err != nil {
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		if o == nil {
@@ -130,6 +131,9 @@ func find(objs []object, kind, name string) object {
 
 // get walks a path of map keys and list indexes.
 func get(v any, path ...any) any {
+	if o, ok := v.(object); ok {
+		v = map[string]any(o)
+	}
 	for _, p := range path {
 		switch k := p.(type) {
 		case string:
@@ -151,7 +155,7 @@ func get(v any, path ...any) any {
 
 // container returns the named container of a pod-template owner.
 func container(o object, name string) map[string]any {
-	cs, _ := get(o, "spec", "template", "spec", "containers").([]any)
+	cs, _ := get(map[string]any(o), "spec", "template", "spec", "containers").([]any)
 	for _, c := range cs {
 		if m, ok := c.(map[string]any); ok && m["name"] == name {
 			return m

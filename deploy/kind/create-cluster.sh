@@ -35,8 +35,7 @@ done
 
 bash hack/deploy-local.sh --sync-crds
 helm upgrade --install neuronetes deploy/helm/neuronetes --namespace "$NAMESPACE" --create-namespace \
-	-f deploy/helm/values/kind.yaml --set driver.nvml="$NVML_PROFILE" \
-	--set-json 'node.nodeSelector={"neuronetes.io/gpu-node":"true"}' --wait --timeout 5m
+	-f deploy/helm/values/kind.yaml --set driver.nvml="$NVML_PROFILE" --wait --timeout 5m
 kubectl -n "$NAMESPACE" get pods -o wide
 kubectl get resourceslices
 echo "Try: kubectl create ns demo && kubectl apply -n demo -f deploy/examples/gpu-claims/01-whole-gpu.yaml"

@@ -17,6 +17,7 @@
 {{/* Labels on every object. */}}
 {{- define "neuronetes.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "neuronetes.name" . }}
 app.kubernetes.io/part-of: neuronetes
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
