@@ -204,3 +204,57 @@ func TestDeviceClassesCoverProfiles(t *testing.T) {
 		}
 	}
 }
+
+func TestStaticMIG(t *testing.T) {
+	ctx := context.Background()
+	b, err := nvml.Open("mock:dgxh100", nvml.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, _ := nvml.Inventory(ctx, b)
+	p1, _ := gpus[0].ProfileByName("1g.10gb")
+	p3, _ := gpus[0].ProfileByName("3g.40gb")
+	for _, c := range []struct {
+		p  model.MIGProfile
+		at int
+	}{{p1, 0}, {p1, 1}, {p3, 1}} {
+		if _, err := b.CreateMIG(ctx, gpus[0].UUID, c.p.ID, c.p.Placements[c.at]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gpus, _ = nvml.Inventory(ctx, b)
+	res := Build("n", gpus, Options{MIG: MIGStatic})
+	if err := Validate(res); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range res.Pools["n"].Slices {
+		if len(s.SharedCounters) > 0 {
+			t.Errorf("static mode published counters")
+		}
+		for _, d := range s.Devices {
+			names = append(names, d.Name)
+			if strings.Contains(d.Name, "-mig-") && (attrString(d, AttrUUID) == "" || !strings.HasPrefix(attrString(d, AttrUUID), "MIG-")) {
+				t.Errorf("static MIG device %s without MIG UUID", d.Name)
+			}
+		}
+	}
+	want := "gpu-0-mig-0-0 gpu-0-mig-1-0 gpu-0-mig-2-0 gpu-1 gpu-2 gpu-3 gpu-4 gpu-5 gpu-6 gpu-7"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("static devices = %s, want %s", got, want)
+	}
+	ref, err := Resolve(gpus, Options{MIG: MIGStatic}, "gpu-0-mig-2-0")
+	if err != nil || ref.Kind != KindStaticMIG || ref.Profile.Name != "3g.40gb" {
+		t.Errorf("resolve static: %+v %v", ref, err)
+	}
+	if _, err := Resolve(gpus, Options{MIG: MIGStatic}, "gpu-0"); err == nil {
+		t.Errorf("whole GPU of a partitioned GPU resolved")
+	}
+}
+
+func attrString(d resourceapi.Device, name resourceapi.QualifiedName) string {
+	if a, ok := d.Attributes[name]; ok && a.StringValue != nil {
+		return *a.StringValue
+	}
+	return ""
+}
