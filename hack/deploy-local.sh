@@ -3,7 +3,7 @@
 # images: `make deploy-local`. Idempotent; re-running upgrades the release.
 #
 #   bash hack/deploy-local.sh                 build images, start host Redis, helm upgrade --install --wait
-#   bash hack/deploy-local.sh --sync-crds     only copy deploy/crds/*.yaml into the chart's crds/
+#   bash hack/deploy-local.sh --sync-crds     only copy deploy/crds and deploy/deviceclasses into the chart
 #   bash hack/deploy-local.sh --uninstall     helm uninstall the release (and stop the Redis it started)
 #
 # Environment:
@@ -28,18 +28,20 @@ REDIS_DIR=$ROOT/.local/redis
 
 log() { echo "[deploy-local] $*"; }
 
-# sync_crds keeps the chart's crds/ identical to deploy/crds (the controller-gen output);
-# deploy/helm/chart_test.go fails when they drift.
+# sync_crds keeps the chart's crds/ identical to deploy/crds (the controller-gen output) and its
+# files/deviceclasses/ to deploy/deviceclasses (the driver's); deploy/helm/chart_test.go fails when
+# they drift.
 sync_crds() {
-	mkdir -p "$CHART/crds"
-	rm -f "$CHART"/crds/*.yaml
+	mkdir -p "$CHART/crds" "$CHART/files/deviceclasses"
+	rm -f "$CHART"/crds/*.yaml "$CHART"/files/deviceclasses/*.yaml
 	cp deploy/crds/*.yaml "$CHART/crds/"
+	cp deploy/deviceclasses/*.yaml "$CHART/files/deviceclasses/"
 }
 
 case "${1:-}" in
 --sync-crds)
 	sync_crds
-	log "chart CRDs synced from deploy/crds"
+	log "chart CRDs and DeviceClasses synced from deploy/crds and deploy/deviceclasses"
 	exit 0
 	;;
 --uninstall)

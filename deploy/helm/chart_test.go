@@ -31,28 +31,35 @@ var valueSets = []valueSet{
 	{name: "controller-only", set: []string{`driver={"enabled":false}`, `nodeagent={"enabled":false}`}},
 }
 
-func TestChartCRDsMatchDeployCRDs(t *testing.T) {
-	root := repoRoot(t)
-	src, err := filepath.Glob(filepath.Join(root, "deploy", "crds", "*.yaml"))
-	if err != nil || len(src) == 0 {
-		t.Fatalf("no CRDs in deploy/crds: %v", err)
-	}
-	dst, _ := filepath.Glob(filepath.Join(chartDir(t), "crds", "*.yaml"))
-	if len(dst) != len(src) {
-		t.Errorf("chart has %d CRD files, deploy/crds has %d: run `bash hack/deploy-local.sh --sync-crds`", len(dst), len(src))
-	}
-	for _, s := range src {
-		want, err := os.ReadFile(s)
-		if err != nil {
-			t.Fatal(err)
+// TestChartCopiesMatchSources fails when the chart's copies of deploy/crds (controller-gen output)
+// or deploy/deviceclasses (the driver's) drift from their sources.
+func TestChartCopiesMatchSources(t *testing.T) {
+	for _, tc := range []struct{ src, dst string }{
+		{"deploy/crds", "deploy/helm/neuronetes/crds"},
+		{"deploy/deviceclasses", "deploy/helm/neuronetes/files/deviceclasses"},
+	} {
+		root := repoRoot(t)
+		src, err := filepath.Glob(filepath.Join(root, tc.src, "*.yaml"))
+		if err != nil || len(src) == 0 {
+			t.Fatalf("no files in %s: %v", tc.src, err)
 		}
-		got, err := os.ReadFile(filepath.Join(chartDir(t), "crds", filepath.Base(s)))
-		if err != nil {
-			t.Errorf("chart CRD %s: %v (run `bash hack/deploy-local.sh --sync-crds`)", filepath.Base(s), err)
-			continue
+		dst, _ := filepath.Glob(filepath.Join(root, tc.dst, "*.yaml"))
+		if len(dst) != len(src) {
+			t.Errorf("%s has %d files, %s has %d: run `bash hack/deploy-local.sh --sync-crds`", tc.dst, len(dst), tc.src, len(src))
 		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("chart CRD %s differs from deploy/crds: run `bash hack/deploy-local.sh --sync-crds`", filepath.Base(s))
+		for _, s := range src {
+			want, err := os.ReadFile(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(filepath.Join(root, tc.dst, filepath.Base(s)))
+			if err != nil {
+				t.Errorf("%s: %v (run `bash hack/deploy-local.sh --sync-crds`)", filepath.Base(s), err)
+				continue
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s/%s differs from %s: run `bash hack/deploy-local.sh --sync-crds`", tc.dst, filepath.Base(s), tc.src)
+			}
 		}
 	}
 }
@@ -157,6 +164,12 @@ func TestChartRender(t *testing.T) {
 			if crds != 5 {
 				t.Errorf("rendered %d CRDs, want 5", crds)
 			}
+			if got, want := countKind(objs, "DeviceClass"), sourceDeviceClasses(t); got != want || want == 0 {
+				t.Errorf("rendered %d DeviceClasses, deploy/deviceclasses has %d", got, want)
+			}
+			if dc := find(objs, "DeviceClass", "gpu.neuronetes.io"); get(dc, "metadata", "labels", "app.kubernetes.io/instance") != "nn" {
+				t.Errorf("DeviceClass gpu.neuronetes.io lacks the release labels: %v", get(dc, "metadata"))
+			}
 		})
 	}
 }
@@ -234,4 +247,32 @@ func TestChartRBACHasNoWildcards(t *testing.T) {
 	if roles < 3 {
 		t.Errorf("rendered %d roles, want the controller, leader-election and node roles", roles)
 	}
+}
+
+func countKind(objs []object, kind string) int {
+	n := 0
+	for _, o := range objs {
+		if o.kind() == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// sourceDeviceClasses counts the DeviceClass documents of deploy/deviceclasses.
+func sourceDeviceClasses(t *testing.T) int {
+	files, _ := filepath.Glob(filepath.Join(repoRoot(t), "deploy", "deviceclasses", "*.yaml"))
+	n := 0
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := splitObjects(string(raw))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		n += countKind(objs, "DeviceClass")
+	}
+	return n
 }
