@@ -238,13 +238,28 @@ func (h *driverHarness) uuidOf(t *testing.T, device string) string {
 func TestDriver(t *testing.T) {
 	e := requireEnv(t)
 	ctx := context.Background()
-	// Slices are owned by the Node and outlive the driver: remove them last.
-	t.Cleanup(func() {
-		_ = e.Kube.ResourceV1().ResourceSlices().DeleteCollection(context.Background(), metav1.DeleteOptions{},
-			metav1.ListOptions{FieldSelector: "spec.driver=" + model.DriverName + ",spec.nodeName=" + e.NodeName})
-	})
 	e.Image(t, "driver", "./cmd/driver", images.WithCgo())
 	h := &driverHarness{e: e, ns: e.Namespace(t, "driver"), smoke: e.Image(t, "smoke", "./e2e/cmd/smoke")}
+	// Runs after the DaemonSet is deleted (cleanups run last-in first-out): wait for the driver
+	// pods to go, then remove what outlives them: the slices (owned by the Node) and the plugin's
+	// state on the host.
+	t.Cleanup(func() {
+		bg := context.Background()
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			pods, err := e.Kube.CoreV1().Pods(h.ns).List(bg, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=neuronetes-driver"})
+			if err == nil && len(pods.Items) == 0 {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		_ = e.Kube.ResourceV1().ResourceSlices().DeleteCollection(bg, metav1.DeleteOptions{},
+			metav1.ListOptions{FieldSelector: "spec.driver=" + model.DriverName + ",spec.nodeName=" + e.NodeName})
+		dir := "/var/lib/kubelet/plugins/" + model.DriverName
+		for _, f := range []string{"checkpoint.json", "checkpoint.json.intent", "checkpoint.json.corrupt", "mock-nvml-state.json"} {
+			_ = os.Remove(filepath.Join(dir, f))
+		}
+	})
 	for _, f := range []string{"gpu.yaml", "mig.yaml", "mig-profiles.yaml"} {
 		raw, err := os.ReadFile(filepath.Join(e.Root, "deploy", "deviceclasses", f))
 		if err != nil {
