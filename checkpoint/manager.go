@@ -115,17 +115,23 @@ func (m *Manager) Restore(ctx context.Context, req RestoreRequest) (*criu.Restor
 	if err != nil {
 		return nil, fmt.Errorf("work dir: %w", err)
 	}
-	defer os.RemoveAll(dir)
 	images := filepath.Join(dir, "images")
 	if _, err := m.Store.Get(ctx, req.Agent, req.ID, images, req.Progress); err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("fetch checkpoint %s/%s: %w", req.Agent, req.ID, err)
 	}
 	opts := req.Restore
 	opts.LogDir = dir
 	r, err := m.CRIU.Restore(ctx, images, opts)
 	if err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
+	// Lazy restores read pages from the images until the daemon is done.
+	go func() {
+		<-r.LazyDone()
+		_ = os.RemoveAll(dir)
+	}()
 	if m.GPU != nil {
 		if _, err := m.GPU.Toggle(ctx, "post-restore", m.tree(r.Pid)); err != nil {
 			return nil, errors.Join(err, r.Kill())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -46,6 +47,11 @@ type RestoreOptions struct {
 	ShellJob, TCPEstablished, ExtUnixSk, FileLocks bool
 	// LogDir receives restore.log; empty means the image directory's parent.
 	LogDir string
+	// LazyPages restores the tree without its memory pages, which a
+	// `criu lazy-pages` daemon then serves on first touch (userfaultfd) and
+	// copies in the background. The tree runs at once; the image directory
+	// must stay until Restored.LazyDone is closed.
+	LazyPages bool
 }
 
 // Restored is a process tree restored as a child of the caller (CRIU's
@@ -56,7 +62,14 @@ type Restored struct {
 	proc *os.Process
 	done chan struct{}
 	err  error
+	// lazyDone is closed when the lazy-pages daemon has served every page
+	// and exited (at once for eager restores).
+	lazyDone chan struct{}
 }
+
+// LazyDone is closed once all memory pages are in place: immediately for an
+// eager restore, when the lazy-pages daemon exits for a lazy one.
+func (r *Restored) LazyDone() <-chan struct{} { return r.lazyDone }
 
 // Wait waits until the restored root exits and returns its exit error.
 func (r *Restored) Wait() error {
@@ -163,9 +176,20 @@ func (c *Client) Restore(ctx context.Context, imageDir string, opts RestoreOptio
 	}
 	defer wd.Close()
 	notify := &pidNotify{}
+	lazyDone := make(chan struct{})
+	var daemon *exec.Cmd
+	if opts.LazyPages {
+		if daemon, err = c.startLazyPages(imageDir, wd.Name()); err != nil {
+			return nil, err
+		}
+		go func() { _ = daemon.Wait(); close(lazyDone) }()
+	} else {
+		close(lazyDone)
+	}
 	req := &rpc.CriuOpts{
 		ImagesDirFd:    proto.Int32(int32(dir.Fd())),
 		WorkDirFd:      proto.Int32(int32(wd.Fd())),
+		LazyPages:      proto.Bool(opts.LazyPages),
 		LogFile:        proto.String("restore.log"),
 		LogLevel:       proto.Int32(2),
 		RstSibling:     proto.Bool(true),
@@ -177,6 +201,10 @@ func (c *Client) Restore(ctx context.Context, imageDir string, opts RestoreOptio
 	}
 	start := time.Now()
 	if err := cr.Restore(req, notify); err != nil {
+		if daemon != nil {
+			_ = daemon.Process.Kill()
+			<-lazyDone
+		}
 		return nil, fmt.Errorf("criu restore from %q: %w%s", imageDir, err, logTail(filepath.Join(wd.Name(), "restore.log")))
 	}
 	if notify.pid <= 0 {
@@ -186,7 +214,7 @@ func (c *Client) Restore(ctx context.Context, imageDir string, opts RestoreOptio
 	if err != nil {
 		return nil, fmt.Errorf("restored pid %d: %w", notify.pid, err)
 	}
-	r := &Restored{Pid: int(notify.pid), proc: proc, done: make(chan struct{})}
+	r := &Restored{Pid: int(notify.pid), proc: proc, done: make(chan struct{}), lazyDone: lazyDone}
 	go r.reap()
 	logger.V(2).Info("CRIU restore done", "pid", r.Pid, "dir", imageDir, "duration", time.Since(start))
 	return r, nil
@@ -208,6 +236,29 @@ func (r *Restored) reap() {
 		break
 	}
 	close(r.done)
+}
+
+// startLazyPages starts `criu lazy-pages` on imageDir with workDir (where
+// it creates the socket the restore connects to) and waits for the socket.
+func (c *Client) startLazyPages(imageDir, workDir string) (*exec.Cmd, error) {
+	sock := filepath.Join(workDir, "lazy-pages.socket")
+	_ = os.Remove(sock)
+	cmd := exec.Command(c.Path, "lazy-pages", "-D", imageDir, "-W", workDir, "-o", "lazy-pages.log", "-v2")
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start criu lazy-pages: %w", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			return cmd, nil
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return nil, fmt.Errorf("criu lazy-pages did not create %s%s", sock, logTail(filepath.Join(workDir, "lazy-pages.log")))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // pidNotify records the restored root PID from CRIU's post-restore callback.
@@ -251,7 +302,8 @@ func Adopt(pid int) (*Restored, error) {
 	if err != nil {
 		return nil, fmt.Errorf("adopt pid %d: %w", pid, err)
 	}
-	r := &Restored{Pid: pid, proc: proc, done: make(chan struct{})}
+	r := &Restored{Pid: pid, proc: proc, done: make(chan struct{}), lazyDone: make(chan struct{})}
+	close(r.lazyDone)
 	go r.reap()
 	return r, nil
 }

@@ -63,9 +63,11 @@ func TestDumpRestoreContinuesState(t *testing.T) {
 	tests := []struct {
 		name         string
 		leaveRunning bool
+		lazy         bool
 	}{
 		{name: "kill after dump"},
 		{name: "leave running", leaveRunning: true},
+		{name: "lazy pages restore", lazy: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,7 +112,7 @@ func TestDumpRestoreContinuesState(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			r, err := c.Restore(ctx, images, RestoreOptions{})
+			r, err := c.Restore(ctx, images, RestoreOptions{LazyPages: tc.lazy})
 			if err != nil {
 				t.Fatalf("Restore: %v", err)
 			}
@@ -127,6 +129,11 @@ func TestDumpRestoreContinuesState(t *testing.T) {
 			}
 			if after.Counter < dumped.Counter {
 				t.Errorf("counter restarted: %d after restore < %d at dump", after.Counter, dumped.Counter)
+			}
+			select {
+			case <-r.LazyDone():
+			case <-time.After(30 * time.Second):
+				t.Error("lazy-pages daemon did not finish")
 			}
 			t.Logf("counter at dump %d, after restore %d", dumped.Counter, after.Counter)
 		})

@@ -89,12 +89,21 @@ func run(mib, reps int, work, only string) error {
 		fmt.Printf("%-44s %12s %12s %8.4f %s\n", "re-checkpoint unchanged: new bytes / full", fmt.Sprintf("%.2f%%", 100*ratios[len(ratios)/2]), "100%", ratios[len(ratios)/2], "< 0.05")
 	}
 	if only == "" || only == "restore" {
-		restore, cold, err := restoreVsCold(ctx, c, work, mib, reps)
+		res, err := restoreVsCold(ctx, c, work, mib, reps)
 		if err != nil {
 			return fmt.Errorf("restore vs cold: %w", err)
 		}
-		r3 := float64(median(restore)) / float64(median(cold))
-		fmt.Printf("%-44s %12v %12v %8.3f %s\n", "restore-to-ready vs cold start", median(restore).Round(time.Millisecond), median(cold).Round(time.Millisecond), r3, "<= 0.3")
+		cold := median(res.cold)
+		for _, row := range []struct {
+			name string
+			d    []time.Duration
+		}{
+			{"restore-to-ready vs cold start (eager)", res.eager},
+			{"restore-to-ready vs cold start (lazy pages)", res.lazy},
+			{"  lazy: all pages in place vs cold start", res.lazyAll},
+		} {
+			fmt.Printf("%-44s %12v %12v %8.3f %s\n", row.name, median(row.d).Round(time.Millisecond), cold.Round(time.Millisecond), float64(median(row.d))/float64(cold), "<= 0.3")
+		}
 	}
 	return nil
 }
@@ -221,67 +230,74 @@ func reCheckpoint(ctx context.Context, c *criu.Client, work string, mib, reps in
 
 // restoreVsCold times a cold start (read weights file, build state, ready)
 // against restoring a stored checkpoint of the ready process.
-func restoreVsCold(ctx context.Context, c *criu.Client, work string, mib, reps int) ([]time.Duration, []time.Duration, error) {
+// restoreResult holds restore-to-ready and cold-start durations.
+type restoreResult struct {
+	eager, lazy, lazyAll, cold []time.Duration
+}
+
+func restoreVsCold(ctx context.Context, c *criu.Client, work string, mib, reps int) (*restoreResult, error) {
 	dir, err := freshDir(work, "cold")
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	weights := filepath.Join(dir, "weights.bin")
 	buf := make([]byte, mib<<20)
 	stateproc.FillWeights(buf)
 	if err := os.WriteFile(weights, buf, 0o644); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	buf = nil
 	d, err := store.NewDir(filepath.Join(dir, "store"))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	st, err := store.New(d, store.Options{})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	m := &checkpoint.Manager{CRIU: c, Store: st, WorkDir: dir}
-	var restore, cold []time.Duration
+	var cold []time.Duration
 	// Each cold start has its own state dir: the checkpointed process's
 	// files (rep 0) must stay as they were at the dump for CRIU's restore.
 	procDir := filepath.Join(dir, "rep0")
 	for i := 0; i < reps; i++ {
 		rdir := filepath.Join(dir, fmt.Sprint("rep", i))
 		if err := os.MkdirAll(rdir, 0o755); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		start := time.Now()
 		cmd, err := stateproc.Start(rdir, mib, weights) // returns once ready
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		cold = append(cold, time.Since(start))
 		if i == 0 {
 			if _, err := m.Checkpoint(ctx, checkpoint.CheckpointRequest{Pid: cmd.Process.Pid, Agent: "bench", ID: "ready"}); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 		} else {
 			_ = cmd.Process.Kill()
 		}
 		_ = cmd.Wait()
 	}
+	res := &restoreResult{cold: cold}
 	var fetch, crRestore []time.Duration
-	for i := 0; i < reps; i++ {
+	for i := 0; i < 2*reps; i++ {
+		lazy := i%2 == 1
 		// The same steps as Manager.Restore, timed separately.
 		rdir, err := freshDir(work, "restore")
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		before, _ := stateproc.ReadState(procDir, "state")
 		start := time.Now()
 		if _, err := st.Get(ctx, "bench", "ready", filepath.Join(rdir, "images"), nil); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		fetched := time.Now()
-		r, err := c.Restore(ctx, filepath.Join(rdir, "images"), criu.RestoreOptions{LogDir: rdir})
+		r, err := c.Restore(ctx, filepath.Join(rdir, "images"), criu.RestoreOptions{LogDir: rdir, LazyPages: lazy})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		restored := time.Now()
 		// Ready = the restored process ticks again from its saved state.
@@ -292,10 +308,17 @@ func restoreVsCold(ctx context.Context, c *criu.Client, work string, mib, reps i
 			}
 			time.Sleep(time.Millisecond)
 		}
-		restore = append(restore, time.Since(start))
-		fetch, crRestore = append(fetch, fetched.Sub(start)), append(crRestore, restored.Sub(fetched))
+		ready := time.Since(start)
+		if lazy {
+			res.lazy = append(res.lazy, ready)
+			<-r.LazyDone()
+			res.lazyAll = append(res.lazyAll, time.Since(start))
+		} else {
+			res.eager = append(res.eager, ready)
+			fetch, crRestore = append(fetch, fetched.Sub(start)), append(crRestore, restored.Sub(fetched))
+		}
 		_ = r.Kill()
 	}
-	fmt.Printf("  restore breakdown (median): fetch+verify %v, criu restore %v\n", median(fetch).Round(time.Millisecond), median(crRestore).Round(time.Millisecond))
-	return restore, cold, nil
+	fmt.Printf("  eager restore breakdown (median): fetch+verify %v, criu restore %v\n", median(fetch).Round(time.Millisecond), median(crRestore).Round(time.Millisecond))
+	return res, nil
 }
