@@ -330,6 +330,32 @@ func TestDriver(t *testing.T) {
 		h.waitLogs(t, "whole", "NVIDIA_VISIBLE_DEVICES="+uuid)
 	})
 
+	t.Run("b2_ExtendedResourceRequestThroughDRA", func(t *testing.T) {
+		e.Apply(t, h.ns, fmt.Sprintf(`
+apiVersion: v1
+kind: Pod
+metadata:
+  name: extended
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: smoke
+    image: %s
+    imagePullPolicy: Never
+    resources:
+      limits:
+        nvidia.com/gpu: "1"
+`, h.smoke))
+		e.WaitPodRunning(t, h.ns, "extended", 2*time.Minute)
+		h.waitLogs(t, "extended", "NVIDIA_VISIBLE_DEVICES=GPU-")
+		_ = e.Kube.CoreV1().Pods(h.ns).Delete(ctx, "extended", metav1.DeleteOptions{GracePeriodSeconds: utilptr.To[int64](0)})
+		Eventually(t, 90*time.Second, "extended-resource pod and its claim gone", func() (bool, error) {
+			_, err := e.Kube.CoreV1().Pods(h.ns).Get(ctx, "extended", metav1.GetOptions{})
+			claims, lerr := e.Kube.ResourceV1().ResourceClaims(h.ns).List(ctx, metav1.ListOptions{})
+			return err != nil && lerr == nil && len(claims.Items) == 0, fmt.Errorf("pod err %v, claims %v", err, claims)
+		})
+	})
+
 	t.Run("c_MIGCreatedAtPrepareDestroyedAtDelete", func(t *testing.T) {
 		if n, err := h.migInstances(); err != nil || n != 0 {
 			t.Fatalf("MIG instances before: %d %v", n, err)

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/neuronetes/neuronetes/driver/cdi"
 	"github.com/neuronetes/neuronetes/driver/checkpoint"
-	"github.com/neuronetes/neuronetes/driver/config"
 	"github.com/neuronetes/neuronetes/driver/model"
 	"github.com/neuronetes/neuronetes/driver/nvml"
 	"github.com/neuronetes/neuronetes/driver/slices"
@@ -177,60 +175,6 @@ func (s *State) ownedInstances() map[instanceKey]bool {
 		}
 	}
 	return owned
-}
-
-// recover rolls back interrupted claims and, in dynamic MIG mode, destroys every MIG instance that
-// no completed claim owns.
-func (s *State) recover(ctx context.Context) error {
-	logger := klog.FromContext(ctx)
-	changed := false
-	for uid, c := range s.data.Claims {
-		if c.State == checkpoint.PrepareCompleted {
-			continue
-		}
-		logger.Info("Rolling back interrupted prepare", "claim", klog.KRef(c.Namespace, c.Name), "uid", uid)
-		if err := s.cfg.CDI.Remove(uid); err != nil {
-			return err
-		}
-		delete(s.data.Claims, uid)
-		changed = true
-	}
-	// Claims without MIG instances are not checkpointed before their CDI spec is written (nothing
-	// else could leak), so a crash can leave an orphaned spec: remove it.
-	uids, err := s.cfg.CDI.ClaimUIDs()
-	if err != nil {
-		return err
-	}
-	for _, uid := range uids {
-		if _, ok := s.data.Claims[uid]; !ok {
-			logger.Info("Removing orphaned CDI spec", "uid", uid)
-			if err := s.cfg.CDI.Remove(uid); err != nil {
-				return err
-			}
-		}
-	}
-	if s.cfg.Slices.MIG == "" || s.cfg.Slices.MIG == slices.MIGDynamic {
-		gpus, err := nvml.Inventory(ctx, s.cfg.Backend)
-		if err != nil {
-			return fmt.Errorf("inventory: %w", err)
-		}
-		owned := s.ownedInstances()
-		for _, g := range gpus {
-			for _, in := range g.MIGInstances {
-				if owned[instanceKey{g.UUID, in.GIID}] {
-					continue
-				}
-				logger.Info("Destroying MIG instance no completed claim owns", "gpu", g.UUID, "gi", in.GIID, "profile", in.ProfileID, "start", in.Placement.Start)
-				if err := s.cfg.Backend.DestroyMIG(ctx, g.UUID, in.GIID); err != nil && !errors.Is(err, nvml.ErrNotFound) {
-					return fmt.Errorf("cleanup: %w", err)
-				}
-			}
-		}
-	}
-	if changed {
-		return s.cfg.Store.Save(s.data)
-	}
-	return nil
 }
 
 // Prepare prepares one claim. It is idempotent: a completed claim returns its recorded devices.
@@ -456,53 +400,4 @@ func toPrepared(c checkpoint.Claim) []PreparedDevice {
 		out = append(out, PreparedDevice{Requests: d.Requests, PoolName: d.Pool, DeviceName: d.Name, CDIDeviceIDs: d.CDIDeviceIDs})
 	}
 	return out
-}
-
-// claimConfigs holds the decoded opaque configs of a claim: per request, the last applicable one
-// (claim configs come after class configs, so they win).
-type claimConfigs struct {
-	all        *config.GpuConfig
-	perRequest map[string]*config.GpuConfig
-}
-
-func (c claimConfigs) env(request string) []string {
-	if cfg, ok := c.perRequest[request]; ok {
-		return cfg.Env()
-	}
-	return c.all.Env()
-}
-
-func (s *State) configs(claim *resourceapi.ResourceClaim) (claimConfigs, error) {
-	out := claimConfigs{perRequest: map[string]*config.GpuConfig{}}
-	for i, dc := range claim.Status.Allocation.Devices.Config {
-		if dc.Opaque == nil || dc.Opaque.Driver != s.cfg.DriverName {
-			continue
-		}
-		cfg, err := config.Decode(dc.Opaque.Parameters.Raw)
-		if err != nil {
-			return out, fmt.Errorf("config[%d] (from %s): %w", i, dc.Source, err)
-		}
-		if len(dc.Requests) == 0 {
-			out.all = cfg
-			for k := range out.perRequest {
-				out.perRequest[k] = cfg
-			}
-			continue
-		}
-		for _, r := range dc.Requests {
-			out.perRequest[r] = cfg
-		}
-	}
-	return out, nil
-}
-
-// Sleep is a hook that pauses a prepare (for crash tests), honoring cancellation.
-func Sleep(d time.Duration) func(ctx context.Context, uid string) {
-	return func(ctx context.Context, uid string) {
-		klog.FromContext(ctx).Info("Pausing prepare (debug hook)", "uid", uid, "duration", d)
-		select {
-		case <-ctx.Done():
-		case <-time.After(d):
-		}
-	}
 }
