@@ -243,5 +243,16 @@ func TestContainerCheckpointRestoreIntoHost(t *testing.T) {
 	if gotNS != hostNS {
 		t.Errorf("restored netns %s, host container's %s (%s)", gotNS, hostNS, want)
 	}
+	// While the host runs, GC keeps the restored container; once the host
+	// task is gone, GC removes it.
+	if removed, err := e.GC(ctx); err != nil || len(removed) != 0 {
+		t.Errorf("GC with a running host removed %v (err %v)", removed, err)
+	}
+	if _, err := host.Delete(ctx, containerd.WithProcessKill); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := e.GC(ctx); err != nil || len(removed) != 1 || removed[0] != name {
+		t.Errorf("GC after the host stopped removed %v (err %v), want [%s]", removed, err, name)
+	}
 	t.Logf("checkpoint %d bytes; counter %d -> %d; restored container %s", m.TotalBytes, dumped.Counter, after.Counter, name)
 }

@@ -184,3 +184,43 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// GC removes restored containers whose host container is gone or no longer
+// running (the warm pod was deleted), and returns their IDs.
+func (e *Engine) GC(ctx context.Context) ([]string, error) {
+	ctx = nsCtx(ctx)
+	cs, err := e.Client.Containers(ctx, fmt.Sprintf("labels.%q", LabelHost))
+	if err != nil {
+		return nil, fmt.Errorf("list restored containers: %w", err)
+	}
+	var removed []string
+	var errs []error
+	for _, c := range cs {
+		labels, err := c.Labels(ctx)
+		if err != nil {
+			continue
+		}
+		if e.hostRunning(ctx, labels[LabelHost]) {
+			continue
+		}
+		if err := e.Remove(ctx, c.ID()); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, c.ID())
+	}
+	return removed, errors.Join(errs...)
+}
+
+func (e *Engine) hostRunning(ctx context.Context, id string) bool {
+	h, err := e.Client.LoadContainer(ctx, id)
+	if err != nil {
+		return false
+	}
+	t, err := h.Task(ctx, nil)
+	if err != nil {
+		return false
+	}
+	st, err := t.Status(ctx)
+	return err == nil && st.Status == containerd.Running
+}

@@ -87,3 +87,6 @@ func (e *ContainerdEngine) Latest(ctx context.Context, agent string) (*store.Man
 func (e *ContainerdEngine) Prune(ctx context.Context, agent string, r store.Retention) (store.PruneResult, error) {
 	return e.C.Store.Prune(ctx, agent, r, time.Now())
 }
+
+// GC removes restored containers whose warm pod's host container is gone.
+func (e *ContainerdEngine) GC(ctx context.Context) ([]string, error) { return e.C.GC(ctx) }

@@ -90,6 +90,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if mc <= 0 {
 		mc = 2
 	}
+	if g, ok := opts.Engine.(GCer); ok {
+		if err := mgr.Add(gcRunnable{gc: g, every: 30 * time.Second}); err != nil {
+			return fmt.Errorf("snapshot setup: %w", err)
+		}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("agentcheckpoint-" + opts.NodeName).
 		For(&v1alpha1.AgentCheckpoint{}).
@@ -243,5 +248,37 @@ func (r *Reconciler) setInflight(uid types.UID, on bool) {
 		r.inflight[uid] = true
 	} else {
 		delete(r.inflight, uid)
+	}
+}
+
+// GCer is implemented by engines that leave containers behind the kubelet's back.
+type GCer interface {
+	GC(ctx context.Context) ([]string, error)
+}
+
+// gcRunnable runs engine GC periodically while the manager runs.
+type gcRunnable struct {
+	gc    GCer
+	every time.Duration
+}
+
+// Start implements manager.Runnable.
+func (g gcRunnable) Start(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithName("checkpoint-gc")
+	t := time.NewTicker(g.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			removed, err := g.gc.GC(ctx)
+			if err != nil {
+				logger.Error(err, "Removing orphaned restored containers")
+			}
+			if len(removed) > 0 {
+				logger.Info("Removed restored containers of deleted warm pods", "containers", removed)
+			}
+		}
 	}
 }
