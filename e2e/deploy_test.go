@@ -250,8 +250,47 @@ func TestDeployLocal(t *testing.T) {
 			return err == nil && len(l.Items) > 0, err
 		})
 	})
+	t.Run("DriverGPUAndMIGPods", func(t *testing.T) { deployDriverScenarios(t, e) })
 	t.Run("Examples", func(t *testing.T) { deployExamples(t, e, r) })
 	t.Run("DashboardMetrics", func(t *testing.T) { deployDashboardMetrics(t, e, r) })
+}
+
+// deployDriverScenarios runs the driver's two basic scenarios against the chart-installed driver:
+// a pod with a whole GPU and a pod with a dynamic MIG slice, each seeing its device through CDI
+// (the smoke image prints NVIDIA_* variables).
+func deployDriverScenarios(t *testing.T, e *Env) {
+	smoke := e.Image(t, "smoke", "./e2e/cmd/smoke")
+	ns := e.Namespace(t, "nn-deploy-drv")
+	for _, tc := range []struct{ name, class string }{{"gpu", "gpu.neuronetes.io"}, {"mig", "mig-1g.5gb.neuronetes.io"}} {
+		e.Apply(t, ns, fmt.Sprintf(`apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: %[1]s}
+spec:
+  devices:
+    requests:
+    - name: dev
+      exactly: {deviceClassName: %[2]s}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: %[1]s}
+spec:
+  terminationGracePeriodSeconds: 1
+  resourceClaims: [{name: dev, resourceClaimName: %[1]s}]
+  containers:
+  - name: smoke
+    image: %[3]s
+    imagePullPolicy: Never
+    resources: {claims: [{name: dev}]}
+`, tc.name, tc.class, smoke))
+	}
+	for _, tc := range []struct{ name, want string }{{"gpu", "NVIDIA_VISIBLE_DEVICES=GPU-"}, {"mig", "NVIDIA_VISIBLE_DEVICES=MIG-"}} {
+		e.WaitPodRunning(t, ns, tc.name, 2*time.Minute)
+		Eventually(t, 30*time.Second, tc.name+" pod logs with its CDI device", func() (bool, error) {
+			out, err := e.KubectlErr("-n", ns, "logs", tc.name)
+			return err == nil && strings.Contains(out, tc.want), fmt.Errorf("logs %q: %v", out, err)
+		})
+	}
 }
 
 // exampleFiles returns the YAML files of one deploy/examples directory, sorted.
@@ -588,10 +627,14 @@ func deployDashboardMetrics(t *testing.T, e *Env, r *deployRelease) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sc.Process.Kill(); _ = sc.Wait() })
-	Eventually(t, 30*time.Second, "host sidecar vector search", func() (bool, error) {
-		err := post("http://127.0.0.1:17070/v1/vectors/search", `{"vector":[0.1,0.2,0.3],"k":3}`)
+	Eventually(t, 30*time.Second, "host sidecar vector insert", func() (bool, error) {
+		err := post("http://127.0.0.1:17070/v1/vectors", `{"id":"doc-1","vector":[0.1,0.2,0.3]}`)
 		return err == nil, err
 	})
+	// One vector stored, three wanted: a retrieval miss.
+	if err := post("http://127.0.0.1:17070/v1/vectors/search", `{"vector":[0.1,0.2,0.3],"k":3}`); err != nil {
+		t.Fatal(err)
+	}
 	if err := scrape("http://127.0.0.1:17070/metrics", fam); err != nil {
 		t.Fatal(err)
 	}
