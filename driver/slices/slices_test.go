@@ -72,6 +72,41 @@ func TestBuildGolden(t *testing.T) {
 	}
 }
 
+// TestBuildFromRecordedInventory builds slices from a device model recorded by Inventory on a real
+// NVIDIA H200 (driver 580.159.04, MIG mode off) with TestRealInventory.
+func TestBuildFromRecordedInventory(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "real-h200-inventory.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gpus []model.GPUInfo
+	if err := json.Unmarshal(raw, &gpus); err != nil {
+		t.Fatal(err)
+	}
+	res := Build("node-a", gpus, Options{})
+	if err := Validate(res); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.MarshalIndent(res, "", " ")
+	path := filepath.Join("testdata", "real-h200.json")
+	if *update {
+		if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("golden file (run with -update): %v", err)
+	}
+	if string(want) != string(got)+"\n" {
+		t.Errorf("%s differs from Build output; rerun with -update and review the diff", path)
+	}
+	// Real NVML placements are in 8 memory slots (7g at 0 size 8; 3g at 0 and 4, size 4).
+	if n := gpus[0].MemorySlots(); n != 8 {
+		t.Errorf("memory slots = %d, want 8", n)
+	}
+}
+
 func TestBuildLayout(t *testing.T) {
 	tests := []struct {
 		profile      string

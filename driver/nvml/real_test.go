@@ -1,0 +1,36 @@
+package nvml
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+)
+
+// TestRealInventory runs the read-only inventory against the real NVML library. It never changes
+// MIG mode or creates anything. It skips where libnvidia-ml is not available.
+func TestRealInventory(t *testing.T) {
+	b, err := Open("real", Options{})
+	if err != nil {
+		t.Skipf("real NVML not available: %v", err)
+	}
+	defer b.Close()
+	gpus, err := Inventory(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gpus) == 0 {
+		t.Fatal("NVML initialized but reports no GPU")
+	}
+	for _, g := range gpus {
+		if g.UUID == "" || g.ProductName == "" || g.MemoryBytes == 0 || g.PCIBusID == "" || g.DriverVersion == "" {
+			t.Errorf("gpu %d: incomplete model: %+v", g.Index, g)
+		}
+	}
+	if path := os.Getenv("NEURONETES_INVENTORY_OUT"); path != "" {
+		raw, _ := json.MarshalIndent(gpus, "", " ")
+		if err := os.WriteFile(path, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
