@@ -284,6 +284,9 @@ spec:
 
 func TestFoundationKwokNodeRunsPod(t *testing.T) {
 	e := requireEnv(t)
+	if _, err := e.Kube.CoreV1().Nodes().Get(context.Background(), cluster.KwokNodeName(0), metav1.GetOptions{}); err != nil {
+		t.Fatalf("kwok node %s is missing (NEURONETES_E2E_KWOK_NODES=0?): %v", cluster.KwokNodeName(0), err)
+	}
 	ns := e.Namespace(t, "smoke-kwok")
 	node := cluster.KwokNodeName(0)
 	e.Apply(t, ns, fmt.Sprintf(`

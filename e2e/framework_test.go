@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -81,7 +82,14 @@ func runMain(m *testing.M) int {
 	}
 	ctx := context.Background()
 	logf := func(f string, a ...any) { fmt.Printf("[e2e] "+f+"\n", a...) }
-	c, err := cluster.Up(ctx, cluster.Options{Root: root, KwokNodes: 1, Logf: logf})
+	kwokNodes := 1
+	if v := os.Getenv("NEURONETES_E2E_KWOK_NODES"); v != "" {
+		if kwokNodes, err = strconv.Atoi(v); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: NEURONETES_E2E_KWOK_NODES=%q is not a number\n", v)
+			return 1
+		}
+	}
+	c, err := cluster.Up(ctx, cluster.Options{Root: root, KwokNodes: kwokNodes, Logf: logf})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: the local cluster could not start: %v\n", err)
 		return 1

@@ -108,7 +108,6 @@ func startControllerManager(p Paths, pk *pki) error {
 		"--use-service-account-credentials=true",
 		"--service-cluster-ip-range="+ServiceCIDR,
 		"--leader-elect=false", "--kube-api-qps=200", "--kube-api-burst=400",
-		"--concurrent-resource-claim-syncs=50",
 		"--v=1")
 	if err != nil {
 		return err
