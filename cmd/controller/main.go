@@ -48,6 +48,7 @@ type options struct {
 	webhookConfigName         string
 	sidecarImage, sidecarPull string
 	sidecarRedis, sidecarArgs string
+	sidecarKeysSecret         string
 }
 
 func parseFlags() *options {
@@ -68,6 +69,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.sidecarImage, "sidecar-image", nnwebhook.DefaultSidecarImage, "image of the injected sidecar")
 	flag.StringVar(&o.sidecarPull, "sidecar-pull-policy", string(corev1.PullNever), "imagePullPolicy of the injected sidecar")
 	flag.StringVar(&o.sidecarRedis, "sidecar-redis-addr", "10.88.0.1:6379", "default NEURONETES_REDIS_ADDR of injected sidecars")
+	flag.StringVar(&o.sidecarKeysSecret, "sidecar-keys-secret", "neuronetes-sidecar-keys", "Secret mounted at /etc/neuronetes/keys when the AgentClass names none (optional volume; empty disables)")
 	flag.StringVar(&o.sidecarArgs, "sidecar-args", "", "space-separated extra arguments of the injected sidecar")
 	klog.InitFlags(nil)
 	flag.Parse()
@@ -162,6 +164,7 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, o *options) error {
 		PullPolicy: corev1.PullPolicy(o.sidecarPull),
 		RedisAddr:  o.sidecarRedis,
 		ExtraArgs:  strings.Fields(o.sidecarArgs),
+		KeysSecret: o.sidecarKeysSecret,
 	}
 	mgr.GetWebhookServer().Register(nnwebhook.Path, &webhook.Admission{Handler: inj})
 

@@ -52,6 +52,9 @@ type Injector struct {
 	RedisAddr string
 	// ExtraArgs are appended to the sidecar's command line.
 	ExtraArgs []string
+	// KeysSecret is the default encryption-keys Secret mounted at KeysDir when the AgentClass names
+	// none; empty mounts nothing. The volume is optional, so a missing Secret does not block the pod.
+	KeysSecret string
 }
 
 // wantsSidecar reports whether the pod opted in: it belongs to an AgentClass or carries the
@@ -125,13 +128,14 @@ func (i *Injector) Mutate(pod *corev1.Pod, cfg *nnv1.SidecarConfig) (bool, error
 	if pull == "" {
 		pull = corev1.PullIfNotPresent
 	}
-	redis := i.RedisAddr
-	var keysSecret string
+	redis, keysSecret := i.RedisAddr, i.KeysSecret
 	if cfg != nil {
 		if cfg.RedisAddr != "" {
 			redis = cfg.RedisAddr
 		}
-		keysSecret = cfg.KeysSecretName
+		if cfg.KeysSecretName != "" {
+			keysSecret = cfg.KeysSecretName
+		}
 	}
 
 	runMount := corev1.VolumeMount{Name: runVolume, MountPath: RunDir}
@@ -149,6 +153,7 @@ func (i *Injector) Mutate(pod *corev1.Pod, cfg *nnv1.SidecarConfig) (bool, error
 			{Name: "NEURONETES_NAMESPACE", ValueFrom: &corev1.EnvVarSource{
 				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"},
 			}},
+			{Name: "NEURONETES_AGENT_CLASS", Value: pod.Labels[nnv1.AgentClassLabel]},
 		},
 		VolumeMounts: []corev1.VolumeMount{runMount},
 	}

@@ -89,6 +89,30 @@ func TestMutate(t *testing.T) {
 	}
 }
 
+func TestMutateDefaultKeysSecret(t *testing.T) {
+	pod := agentPod(map[string]string{nnv1.AgentClassLabel: "c"}, nil, "agent")
+	inj := &Injector{KeysSecret: "default-keys"}
+	if ok, err := inj.Mutate(pod, &nnv1.SidecarConfig{RedisAddr: "r:1"}); !ok || err != nil {
+		t.Fatalf("Mutate = %v, %v", ok, err)
+	}
+	var secret string
+	for _, v := range pod.Spec.Volumes {
+		if v.Secret != nil {
+			secret = v.Secret.SecretName
+			if v.Secret.Optional == nil || !*v.Secret.Optional {
+				t.Error("keys volume is not optional")
+			}
+		}
+	}
+	if secret != "default-keys" {
+		t.Fatalf("keys secret = %q, want default-keys", secret)
+	}
+	sc := pod.Spec.Containers[1]
+	if m := sc.VolumeMounts[len(sc.VolumeMounts)-1]; m.MountPath != KeysDir || !m.ReadOnly {
+		t.Errorf("keys mount = %+v", m)
+	}
+}
+
 func TestHandlePatches(t *testing.T) {
 	s := runtime.NewScheme()
 	if err := corev1.AddToScheme(s); err != nil {
