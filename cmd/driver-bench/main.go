@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -19,8 +21,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
@@ -36,6 +41,7 @@ const node = "bench-node"
 func main() {
 	n := flag.Int("n", 200, "iterations per scenario")
 	dir := flag.String("dir", ".local/bench/driver", "working directory on the disk under test (checkpoint, baseline writes)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	cdiDir := flag.String("cdi-dir", "", "CDI spec directory; default: under /dev/shm like the tmpfs /var/run/cdi, else under -dir")
 	flag.Parse()
 	if *cdiDir == "" {
@@ -45,8 +51,21 @@ func main() {
 		}
 	}
 	defer os.RemoveAll(*cdiDir)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "driver-bench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "driver-bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*n, *dir, *cdiDir); err != nil {
 		fmt.Fprintln(os.Stderr, "driver-bench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -101,6 +120,15 @@ func run(n int, dir, cdiDir string) error {
 	defer cancel()
 
 	kube := fake.NewSimpleClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "bench-node-uid"}})
+	// The fake ignores GenerateName, which the slice controller relies on.
+	var seq atomic.Int32
+	kube.PrependReactor("create", "resourceslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj := a.(k8stesting.CreateAction).GetObject().(*resourceapi.ResourceSlice)
+		if obj.Name == "" {
+			obj.Name = fmt.Sprintf("%s%d", obj.GenerateName, seq.Add(1))
+		}
+		return false, nil, nil
+	})
 	b, err := nvml.Open("mock:dgxh100", nvml.Options{})
 	if err != nil {
 		return err
@@ -128,6 +156,30 @@ func run(n int, dir, cdiDir string) error {
 	rounds := 4
 	n = max(n/rounds, 1)
 	const warmup = 3
+	// direct calls the plugin without gRPC and the API client, to split the driver's own cost from
+	// the transport's.
+	direct := func(name, device string) ([]time.Duration, error) {
+		lat := make([]time.Duration, 0, n)
+		for i := 0; i < n+warmup; i++ {
+			uid := types.UID(fmt.Sprintf("%s-%d", name, i))
+			c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: string(uid), Namespace: "bench", UID: uid}}
+			c.Status.Allocation = &resourceapi.AllocationResult{}
+			c.Status.Allocation.Devices.Results = []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: model.DriverName, Pool: node, Device: device}}
+			start := time.Now()
+			res, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c})
+			el := time.Since(start)
+			if err != nil || res[uid].Err != nil {
+				return nil, fmt.Errorf("prepare %s: %v %v", uid, err, res[uid].Err)
+			}
+			if i >= warmup {
+				lat = append(lat, el)
+			}
+			if _, err := d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: uid}}); err != nil {
+				return nil, err
+			}
+		}
+		return lat, nil
+	}
 	scenario := func(name, device string) ([]time.Duration, error) {
 		lat := make([]time.Duration, 0, n)
 		for i := 0; i < n+warmup; i++ {
@@ -158,7 +210,7 @@ func run(n int, dir, cdiDir string) error {
 		return lat, nil
 	}
 	// Interleave baseline and scenarios in rounds so that disk noise hits all of them alike.
-	var base, atomic, whole, mig []time.Duration
+	var base, atomic, whole, mig, wholeDirect, migDirect []time.Duration
 	for r := 0; r < rounds; r++ {
 		bs, err := fsyncWrite(dir, n)
 		if err != nil {
@@ -182,19 +234,31 @@ func run(n int, dir, cdiDir string) error {
 			return err
 		}
 		mig = append(mig, m...)
+		wd, err := direct(fmt.Sprintf("wd%d", r), "gpu-3")
+		if err != nil {
+			return err
+		}
+		wholeDirect = append(wholeDirect, wd...)
+		md, err := direct(fmt.Sprintf("md%d", r), "gpu-5-mig-1g-10gb-p2")
+		if err != nil {
+			return err
+		}
+		migDirect = append(migDirect, md...)
 	}
 	bp50, bp99 := quantile(base, 0.5), quantile(base, 0.99)
 	fmt.Printf("driver NodePrepareResources (gRPC, mock:dgxh100, checkpoint dir %s, CDI dir %s, %d samples each)\n", dir, cdiDir, len(whole))
-	fmt.Printf("%-32s %12s %12s %10s %10s\n", "scenario", "p50", "p99", "p50/base", "p99/base")
+	fmt.Printf("%-36s %12s %12s %10s %10s\n", "scenario", "p50", "p99", "p50/base", "p99/base")
 	row := func(name string, d []time.Duration) {
 		p50, p99 := quantile(d, 0.5), quantile(d, 0.99)
-		fmt.Printf("%-32s %12v %12v %9.2fx %9.2fx\n", name, p50.Round(time.Microsecond), p99.Round(time.Microsecond),
+		fmt.Printf("%-36s %12v %12v %9.2fx %9.2fx\n", name, p50.Round(time.Microsecond), p99.Round(time.Microsecond),
 			float64(p50)/float64(bp50), float64(p99)/float64(bp99))
 	}
 	row("baseline: fsync'ed 4 KiB write", base)
-	row("checkpoint atomic write 4 KiB", atomic)
+	row("atomic write 4 KiB, fsync file+dir", atomic)
 	row("prepare whole GPU", whole)
 	row("prepare dynamic MIG 1g.10gb", mig)
+	row("  whole GPU, plugin call w/o gRPC", wholeDirect)
+	row("  dynamic MIG, plugin call w/o gRPC", migDirect)
 	fmt.Printf("target: prepare p50 <= 3.00x baseline p50\n")
 	return nil
 }

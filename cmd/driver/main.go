@@ -64,6 +64,7 @@ func run() error {
 		metricsAddr  = fs.String("metrics-addr", "127.0.0.1:9401", "address of the Prometheus /metrics endpoint (empty disables)")
 		debugAddr    = fs.String("debug-addr", "", "address of the debug endpoint (health injection, MIG listing); keep it on loopback; empty disables")
 		podUID       = fs.String("pod-uid", os.Getenv("POD_UID"), "pod UID; enables rolling updates of the plugin (env POD_UID)")
+		syncDir      = fs.Bool("checkpoint-sync-dir", false, "also fsync the checkpoint directory on every save (not needed for correctness: state is rolled back after a reboot)")
 		infoTTL      = fs.Duration("info-xid-ttl", 5*time.Minute, "how long an informational XID taint lasts")
 	)
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -113,17 +114,18 @@ func run() error {
 
 	m := metrics.New()
 	d, err := plugin.Start(ctx, plugin.Options{
-		NodeName:     *nodeName,
-		Kube:         kube,
-		Backend:      b,
-		PluginDir:    *pluginDir,
-		RegistrarDir: *registrarDir,
-		CDIDir:       *cdiDir,
-		Slices:       slices.Options{MIG: mode, Profiles: profiles},
-		PodUID:       *podUID,
-		InfoTTL:      *infoTTL,
-		Metrics:      m,
-		Event:        func(t, reason, msg string) { recorder.Event(nodeRef, t, reason, msg) },
+		NodeName:          *nodeName,
+		Kube:              kube,
+		Backend:           b,
+		PluginDir:         *pluginDir,
+		RegistrarDir:      *registrarDir,
+		CDIDir:            *cdiDir,
+		Slices:            slices.Options{MIG: mode, Profiles: profiles},
+		PodUID:            *podUID,
+		InfoTTL:           *infoTTL,
+		CheckpointSyncDir: *syncDir,
+		Metrics:           m,
+		Event:             func(t, reason, msg string) { recorder.Event(nodeRef, t, reason, msg) },
 	})
 	if err != nil {
 		return err

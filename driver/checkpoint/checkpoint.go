@@ -1,6 +1,7 @@
 // Package checkpoint persists the driver's prepared-claim state: versioned JSON with a sha256
 // checksum over the payload and the boot id it was written in, replaced atomically (temp file,
-// fsync, rename, fsync of the directory) so a crash leaves either the old or the new file.
+// fsync, rename, optionally fsync of the directory) so a crash leaves either the old or the new
+// file.
 package checkpoint
 
 import (
@@ -149,6 +150,8 @@ type Store struct {
 	Path string
 	// BootID is written into every checkpoint.
 	BootID string
+	// SyncDir makes Save also fsync the directory after the rename (see Save).
+	SyncDir bool
 }
 
 // Load reads the checkpoint. A missing file yields empty data and no error. A corrupt file yields
@@ -186,14 +189,24 @@ func (s *Store) loadFile(path string) (Data, string, error) {
 // IntentPath is the file SaveIntent writes.
 func (s *Store) IntentPath() string { return s.Path + ".intent" }
 
-// Save writes d atomically and durably (temp file in the same directory, fsync, rename, fsync of
-// the directory) and then drops the intent file, whose claims d supersedes.
+// Save writes d atomically (temp file in the same directory, fsync, rename; with SyncDir also an
+// fsync of the directory) and then drops the intent file, whose claims d supersedes.
+//
+// Why the directory fsync is optional: it only decides whether the old or the new checkpoint is
+// seen after a power loss or kernel crash, and after those the boot id changes and every claim is
+// rolled back anyway (devices, MIG instances and CDI specs do not survive a reboot). Process
+// crashes lose nothing that was renamed. The file fsync stays, so a power loss never leaves a torn
+// checkpoint behind (which would raise a false CheckpointCorrupt event).
 func (s *Store) Save(d Data) error {
 	raw, err := Encode(CurrentVersion, s.BootID, d)
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(s.Path, raw, true); err != nil {
+	level := syncFile
+	if s.SyncDir {
+		level = syncAll
+	}
+	if err := writeAtomic(s.Path, raw, level); err != nil {
 		return err
 	}
 	if err := os.Remove(s.IntentPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -212,7 +225,7 @@ func (s *Store) SaveIntent(d Data) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(s.IntentPath(), raw, false)
+	return writeAtomic(s.IntentPath(), raw, syncNone)
 }
 
 // Quarantine moves a corrupt checkpoint aside (to <path>.corrupt) so it can be inspected and the
@@ -228,11 +241,19 @@ func (s *Store) Quarantine() (string, error) {
 
 // WriteAtomic replaces path with data so that a crash leaves either the old or the new content,
 // and the new content once it returns.
-func WriteAtomic(path string, data []byte) error { return writeAtomic(path, data, true) }
+func WriteAtomic(path string, data []byte) error { return writeAtomic(path, data, syncAll) }
 
-// writeAtomic writes a temp file and renames it over path; with durable it fsyncs the file before
-// and the directory after the rename.
-func writeAtomic(path string, data []byte, durable bool) error {
+// syncLevel says how much of an atomic replace is made durable.
+type syncLevel int
+
+const (
+	syncNone syncLevel = iota // temp file and rename only: atomic for readers and process crashes
+	syncFile                  // plus fsync of the file before the rename: never torn after power loss
+	syncAll                   // plus fsync of the directory: the rename itself survives power loss
+)
+
+// writeAtomic writes a temp file and renames it over path, with the given durability.
+func writeAtomic(path string, data []byte, level syncLevel) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("mkdir %s: %w", dir, err)
@@ -242,24 +263,28 @@ func writeAtomic(path string, data []byte, durable bool) error {
 		return fmt.Errorf("create temp in %s: %w", dir, err)
 	}
 	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after a successful rename
-	if _, err := f.Write(data); err != nil {
+	fail := func(format string, err error) error {
 		f.Close()
-		return fmt.Errorf("write %s: %w", tmp, err)
+		os.Remove(tmp)
+		return fmt.Errorf(format, tmp, err)
 	}
-	if durable {
+	if _, err := f.Write(data); err != nil {
+		return fail("write %s: %w", err)
+	}
+	if level >= syncFile {
 		if err := f.Sync(); err != nil {
-			f.Close()
-			return fmt.Errorf("fsync %s: %w", tmp, err)
+			return fail("fsync %s: %w", err)
 		}
 	}
 	if err := f.Close(); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("close %s: %w", tmp, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("rename %s: %w", tmp, err)
 	}
-	if !durable {
+	if level < syncAll {
 		return nil
 	}
 	d, err := os.Open(dir)

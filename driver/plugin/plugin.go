@@ -47,6 +47,8 @@ type Options struct {
 	Slices slices.Options
 	// PodUID enables rolling updates (two plugin instances registered at once) when set.
 	PodUID string
+	// CheckpointSyncDir also fsyncs the checkpoint's directory on every save (see checkpoint.Store).
+	CheckpointSyncDir bool
 	// InfoTTL is how long informational XID taints last.
 	InfoTTL time.Duration
 	// Metrics receives the driver's metrics; nil creates a private set.
@@ -89,7 +91,7 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 		NodeName:   opts.NodeName,
 		Backend:    opts.Backend,
 		CDI:        w,
-		Store:      &checkpoint.Store{Path: filepath.Join(opts.PluginDir, "checkpoint.json"), BootID: checkpoint.BootID()},
+		Store:      &checkpoint.Store{Path: filepath.Join(opts.PluginDir, "checkpoint.json"), BootID: checkpoint.BootID(), SyncDir: opts.CheckpointSyncDir},
 		Slices:     opts.Slices,
 		Event:      opts.Event,
 	})
