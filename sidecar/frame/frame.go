@@ -100,10 +100,10 @@ func New(ring *keys.Ring, opts Options) (*Codec, error) {
 	c := &Codec{opts: opts}
 	c.ring.Store(ring)
 	var err error
-	if c.enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1)); err != nil {
+	if c.enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest)); err != nil {
 		return nil, fmt.Errorf("zstd encoder: %w", err)
 	}
-	if c.encDict, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
+	if c.encDict, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest),
 		zstd.WithEncoderDictRaw(dictID, jsonDict)); err != nil {
 		return nil, fmt.Errorf("zstd dict encoder: %w", err)
 	}

@@ -179,6 +179,14 @@ func (s *Store) Put(ctx context.Context, id string, data []byte, ifVersion int64
 	if !IsObject(data) {
 		return 0, fmt.Errorf("body: must be a JSON object: %w", ErrBadDocument)
 	}
+	return s.put(ctx, id, data, ifVersion, ttl)
+}
+
+// put writes data, which the caller has validated as a JSON object.
+func (s *Store) put(ctx context.Context, id string, data []byte, ifVersion int64, ttl time.Duration) (int64, error) {
+	if len(data) > s.opts.MaxSize {
+		return 0, fmt.Errorf("session %d bytes over %d: %w", len(data), s.opts.MaxSize, ErrTooLarge)
+	}
 	ttl, err := s.ttl(ttl)
 	if err != nil {
 		return 0, err
@@ -259,7 +267,10 @@ func (s *Store) Append(ctx context.Context, id string, turn []byte, ttl time.Dur
 		if err != nil {
 			return 0, err
 		}
-		nv, err := s.Put(ctx, id, doc, ver, ttl)
+		if !ValidID(id) {
+			return 0, fmt.Errorf("conversation id %q: %w", id, ErrBadID)
+		}
+		nv, err := s.put(ctx, id, doc, ver, ttl) // doc was produced by json.Marshal
 		if !errors.Is(err, ErrConflict) {
 			return nv, err
 		}
