@@ -105,6 +105,11 @@ func TestChartRender(t *testing.T) {
 			if hasSvcFlag != webhookOn {
 				t.Errorf("--webhook-service present=%v, want %v", hasSvcFlag, webhookOn)
 			}
+			// The release owns the configuration the controller keeps (same name), so uninstall removes it.
+			mwc := find(objs, "MutatingWebhookConfiguration", "neuronetes-sidecar-injector")
+			if (mwc != nil) != webhookOn || (webhookOn && !contains(ctrl, "--webhook-config-name=neuronetes-sidecar-injector")) {
+				t.Errorf("MutatingWebhookConfiguration rendered=%v, webhook=%v, controller args %v", mwc != nil, webhookOn, ctrl)
+			}
 			if vs.name == "controller-only" {
 				if ds != nil {
 					t.Error("node DaemonSet rendered with driver and nodeagent disabled")
