@@ -45,6 +45,29 @@ type Reconciler struct {
 	// shown yet. Invariant: while a pool has unexpired expectations the reconciler creates nothing
 	// for it, so a lagging cache cannot cause extra pods.
 	expected map[types.NamespacedName]map[string]time.Time
+	// activated remembers each pool's last activation time in this process. Invariant: the
+	// replenish delay uses the later of this and status.lastActivationTime, so a cache that has not
+	// yet shown the status patch cannot make the warm pool refill early.
+	activated map[types.NamespacedName]time.Time
+}
+
+func (r *Reconciler) lastActivation(key types.NamespacedName, status *metav1.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.activated[key]
+	if status != nil && status.After(t) {
+		t = status.Time
+	}
+	return t
+}
+
+func (r *Reconciler) recordActivation(key types.NamespacedName, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.activated == nil {
+		r.activated = map[types.NamespacedName]time.Time{}
+	}
+	r.activated[key] = at
 }
 
 func (r *Reconciler) now() time.Time {
@@ -162,10 +185,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	}
 
-	var lastAct time.Time
-	if pool.Status.LastActivationTime != nil {
-		lastAct = pool.Status.LastActivationTime.Time
-	}
+	lastAct := r.lastActivation(req.NamespacedName, pool.Status.LastActivationTime)
 	now := r.now()
 	plan := warmpool.Decide(warmpool.Input{
 		Desired: size.desired, WarmTarget: size.warmTarget, UseWarmPool: size.useWarmPool,
@@ -178,6 +198,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	applyErr := r.apply(ctx, &pool, plan, byName, used, build)
 	if len(plan.Activate) > 0 {
+		r.recordActivation(req.NamespacedName, now)
 		pool.Status.LastActivationTime = &metav1.Time{Time: now}
 	}
 	if plan.CreateServing > 0 || len(plan.Activate) > 0 || len(plan.Drain) > 0 {

@@ -244,6 +244,31 @@ func TestReconcileStaleCacheAlreadyExists(t *testing.T) {
 	}
 }
 
+// TestReconcileStaleStatusNoEarlyReplenish simulates a cache that has not shown the status patch
+// of an activation yet: the warm pool must still wait for the replenish delay.
+func TestReconcileStaleStatusNoEarlyReplenish(t *testing.T) {
+	h := newHarness(t, testClass(nil), testPool(2))
+	h.reconcile()
+	h.pods()
+	pool := h.pool()
+	pool.Spec.Replicas = ptr.To[int32](4)
+	if err := h.c.Update(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile()
+	// Roll the status back as a stale cache would show it.
+	pool = h.pool()
+	pool.Status.LastActivationTime = nil
+	if err := h.c.Status().Update(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	h.now = h.now.Add(time.Second)
+	h.reconcile()
+	if got := h.pods(); len(got["warm"]) != 0 {
+		t.Fatalf("warm pool refilled before the delay: %v", got)
+	}
+}
+
 func TestReconcileMissingClass(t *testing.T) {
 	h := newHarness(t, testPool(2))
 	res := h.reconcile()
