@@ -40,6 +40,9 @@ spec:
     image: %[1]s
     imagePullPolicy: Never
     args: ["--listen=:8000", "--token-rate=2000", "--ttft-base=1ms"]
+    env:
+    # Go >= 1.24 listens with MPTCP by default; CRIU 4.1 cannot dump MPTCP sockets.
+    - {name: GODEBUG, value: multipathtcp=0}
 ---
 apiVersion: v1
 kind: Pod

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/containerd/containerd/api/types/runc/options"
@@ -156,16 +157,29 @@ func (e *Engine) Checkpoint(ctx context.Context, id, agent, ckID string, o Check
 	return m, nil
 }
 
-// criuLog returns the tail of a CRIU log left in a runc work dir.
+// criuLog returns the error lines (or the tail) of a CRIU log left in a
+// runc work dir, for error messages.
 func criuLog(dir, name string) string {
 	b, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
 		return ""
 	}
-	if len(b) > 1500 {
-		b = b[len(b)-1500:]
+	var errs []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "Error") && !strings.Contains(l, "RLIMIT_NOFILE") {
+			errs = append(errs, strings.TrimSpace(l))
+		}
 	}
-	return fmt.Sprintf(" (%s: %s)", name, b)
+	if len(errs) == 0 {
+		if len(b) > 800 {
+			b = b[len(b)-800:]
+		}
+		return fmt.Sprintf(" (%s: %s)", name, b)
+	}
+	if len(errs) > 6 {
+		errs = errs[:6]
+	}
+	return fmt.Sprintf(" (%s: %s)", name, strings.Join(errs, " | "))
 }
 
 // ErrNoHost is returned when the host container has no namespaces to join.

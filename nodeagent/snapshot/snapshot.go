@@ -51,15 +51,22 @@ type Engine interface {
 
 // Reconciler handles AgentCheckpoints for one node.
 type Reconciler struct {
-	Client   client.Client
-	Recorder record.EventRecorder
-	Engine   Engine
-	NodeName string
+	Client client.Client
+	// APIReader reads uncached; it confirms a request still looks
+	// interrupted before failing it (the cache may lag our own writes).
+	// Nil means Client.
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Engine    Engine
+	NodeName  string
 	// WaitRequeue is how long to wait for a container that is not running yet; 0 means 2s.
 	WaitRequeue time.Duration
 
 	mu       sync.Mutex
 	inflight map[types.UID]bool
+	// finished remembers requests this process completed, so a stale cache
+	// read never runs or fails them again.
+	finished map[types.UID]bool
 }
 
 // Options configure Setup.
@@ -81,10 +88,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("snapshot setup: NodeName %q and Engine are required", opts.NodeName)
 	}
 	r := &Reconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorderFor("neuronetes-nodeagent-snapshot"), //nolint:staticcheck // record API keeps fakes simple
-		Engine:   opts.Engine,
-		NodeName: opts.NodeName,
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorderFor("neuronetes-nodeagent-snapshot"), //nolint:staticcheck // record API keeps fakes simple
+		Engine:    opts.Engine,
+		NodeName:  opts.NodeName,
 	}
 	mc := opts.MaxConcurrent
 	if mc <= 0 {
@@ -134,11 +142,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if pod.Spec.NodeName != r.NodeName {
 		return reconcile.Result{}, nil
 	}
-	if ac.Status.Phase == v1alpha1.AgentCheckpointRunning && !r.isInflight(ac.UID) {
-		return reconcile.Result{}, r.fail(ctx, &ac, "Interrupted", fmt.Errorf("the node agent restarted while the %s ran", ac.Spec.Operation))
-	}
-	if r.isInflight(ac.UID) {
+	if r.isInflight(ac.UID) || r.isFinished(ac.UID) {
 		return reconcile.Result{}, nil
+	}
+	if ac.Status.Phase == v1alpha1.AgentCheckpointRunning {
+		var live v1alpha1.AgentCheckpoint
+		reader := r.APIReader
+		if reader == nil {
+			reader = r.Client
+		}
+		if err := reader.Get(ctx, req.NamespacedName, &live); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		if live.Status.Phase != v1alpha1.AgentCheckpointRunning {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, r.fail(ctx, &live, "Interrupted", fmt.Errorf("the node agent restarted while the %s ran", ac.Spec.Operation))
 	}
 	c, ready, err := findContainer(&pod, ref.Container)
 	if err != nil {
@@ -160,6 +179,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	r.setInflight(ac.UID, true)
 	defer r.setInflight(ac.UID, false)
+	defer r.setFinished(ac.UID)
 	now := metav1.Now()
 	ac.Status.Phase, ac.Status.NodeName, ac.Status.StartTime, ac.Status.Message = v1alpha1.AgentCheckpointRunning, r.NodeName, &now, ""
 	if err := r.Client.Status().Update(ctx, &ac); err != nil {
@@ -236,6 +256,21 @@ func (r *Reconciler) isInflight(uid types.UID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.inflight[uid]
+}
+
+func (r *Reconciler) isFinished(uid types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.finished[uid]
+}
+
+func (r *Reconciler) setFinished(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.finished == nil {
+		r.finished = map[types.UID]bool{}
+	}
+	r.finished[uid] = true
 }
 
 func (r *Reconciler) setInflight(uid types.UID, on bool) {
