@@ -158,6 +158,8 @@ kind: Pod
 metadata:
   name: %[1]s
 spec:
+  nodeSelector:
+    kubernetes.io/hostname: %[4]s
   terminationGracePeriodSeconds: 1
   resourceClaims:
   - name: gpus
@@ -169,7 +171,7 @@ spec:
     resources:
       claims:
       - name: gpus
-`, name, requests, h.smoke))
+`, name, requests, h.smoke, h.e.NodeName))
 }
 
 // deletePod deletes a pod and its claim and waits until both are gone.
@@ -260,12 +262,27 @@ func TestDriver(t *testing.T) {
 			_ = os.Remove(filepath.Join(dir, f))
 		}
 	})
+	// DeviceClasses are cluster-wide and other tests (scale) may have applied them already: create
+	// only the missing ones, so that cleanup never deletes classes someone else relies on.
+	var missing []string
 	for _, f := range []string{"gpu.yaml", "mig.yaml", "mig-profiles.yaml"} {
 		raw, err := os.ReadFile(filepath.Join(e.Root, "deploy", "deviceclasses", f))
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.Apply(t, "", string(raw))
+		for _, doc := range strings.Split(string(raw), "\n---\n") {
+			_, rest, ok := strings.Cut(doc, "\n  name: ")
+			if !ok {
+				continue
+			}
+			name, _, _ := strings.Cut(rest, "\n")
+			if _, err := e.Kube.ResourceV1().DeviceClasses().Get(ctx, name, metav1.GetOptions{}); err != nil {
+				missing = append(missing, doc)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		e.Apply(t, "", strings.Join(missing, "\n---\n"))
 	}
 	h.deploy(t, "mock:dgxh100")
 
@@ -337,6 +354,8 @@ kind: Pod
 metadata:
   name: extended
 spec:
+  nodeSelector:
+    kubernetes.io/hostname: %s
   terminationGracePeriodSeconds: 1
   containers:
   - name: smoke
@@ -345,7 +364,7 @@ spec:
     resources:
       limits:
         nvidia.com/gpu: "1"
-`, h.smoke))
+`, e.NodeName, h.smoke))
 		e.WaitPodRunning(t, h.ns, "extended", 2*time.Minute)
 		h.waitLogs(t, "extended", "NVIDIA_VISIBLE_DEVICES=GPU-")
 		_ = e.Kube.CoreV1().Pods(h.ns).Delete(ctx, "extended", metav1.DeleteOptions{GracePeriodSeconds: utilptr.To[int64](0)})

@@ -131,6 +131,12 @@ spec:
   volumes:
     - {name: host, hostPath: {path: %[6]s, type: Directory}}
 `, ns, e.NodeName, img, na.cacheDir, na.socket, hostDir))
+	t.Cleanup(func() { // runs before the pod is deleted
+		if t.Failed() {
+			logs, _ := e.KubectlErr("logs", "-n", ns, "nodeagent", "--tail=60")
+			t.Logf("node agent logs:\n%s", logs)
+		}
+	})
 	e.WaitPodRunning(t, ns, "nodeagent", 2*time.Minute)
 	return na
 }

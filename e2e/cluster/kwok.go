@@ -24,8 +24,8 @@ const KwokVersion = "v0.8.0"
 // KwokNodeName returns the name of the i-th kwok node.
 func KwokNodeName(i int) string { return fmt.Sprintf("kwok-node-%d", i) }
 
-// kwokStages concatenates kwok's "fast" node and pod stages from its module
-// source into one config file.
+// kwokStages concatenates kwok's "fast" node and pod stages and its lease
+// heartbeat stage from its module source into one config file.
 func kwokStages(p Paths) (string, error) {
 	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
 	if err != nil {
@@ -33,7 +33,7 @@ func kwokStages(p Paths) (string, error) {
 	}
 	base := filepath.Join(strings.TrimSpace(string(out)), "sigs.k8s.io", "kwok@"+KwokVersion, "kustomize", "stage")
 	var files []string
-	for _, kind := range []string{"node/fast", "pod/fast"} {
+	for _, kind := range []string{"node/fast", "node/heartbeat-with-lease", "pod/fast"} {
 		m, _ := filepath.Glob(filepath.Join(base, kind, "*.yaml"))
 		files = append(files, m...)
 	}
@@ -72,7 +72,7 @@ func startKwok(ctx context.Context, p Paths, pk *pki, cs kubernetes.Interface, o
 			"--kubeconfig="+kc, "--config="+stages,
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector="+KwokNodeAnnotation+"=fake",
-			"--cidr=10.89.0.0/16", "--node-ip=10.89.0.1",
+			"--cidr=10.89.0.0/16", "--node-ip=10.89.0.1", "--node-lease-duration-seconds=40",
 			"--server-address=127.0.0.1:"+strconv.Itoa(KwokPort)); err != nil {
 			return err
 		}
