@@ -165,7 +165,9 @@ func (na *nodeAgentEnv) waitWarm(t *testing.T, model, digest string, size int64)
 	hexd := strings.TrimPrefix(digest, "sha256:")
 	f, err := os.Open(filepath.Join(na.cacheDir, "sha256", hexd))
 	if err != nil {
-		t.Fatalf("cache entry on the host: %v", err)
+		var listing []string
+		_ = filepath.WalkDir(filepath.Dir(na.cacheDir), func(p string, _ os.DirEntry, _ error) error { listing = append(listing, p); return nil })
+		t.Fatalf("cache entry on the host: %v (host directory holds %q)", err, listing)
 	}
 	defer f.Close()
 	h := sha256.New()
