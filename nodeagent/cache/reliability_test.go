@@ -93,8 +93,9 @@ func TestReliabilitySIGKILL(t *testing.T) {
 		blobs[i] = b
 		digests = append(digests, d)
 	}
-	var ranged atomic.Int32
+	var ranged, requests atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
 		var i int
 		if _, err := fmt.Sscanf(r.URL.Path, "/%d", &i); err != nil || i < 0 || i >= files {
 			http.NotFound(w, r)
@@ -121,17 +122,23 @@ func TestReliabilitySIGKILL(t *testing.T) {
 		cmd.Env = append(os.Environ(), "NN_CACHE_AGENT_DIR="+dir, "NN_CACHE_AGENT_URL="+srv.URL, "NN_CACHE_AGENT_DIGESTS="+strings.Join(digests, " "))
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
+		before := requests.Load()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		waitErr := make(chan error, 1)
 		go func() { waitErr <- cmd.Wait() }()
+		// Start the kill timer once this run is downloading, so that a slow process start on a loaded
+		// machine does not turn every kill into a kill before the first byte.
+		for wait := time.Now().Add(10 * time.Second); requests.Load() == before && time.Now().Before(wait); {
+			time.Sleep(5 * time.Millisecond)
+		}
 		// The first 12 runs are killed at a random moment; later runs may finish.
 		var err error
 		if kills < 12 {
 			select {
 			case err = <-waitErr:
-			case <-time.After(time.Duration(50+rng.IntN(600)) * time.Millisecond):
+			case <-time.After(time.Duration(30+rng.IntN(370)) * time.Millisecond):
 				_ = cmd.Process.Signal(syscall.SIGKILL)
 				<-waitErr
 				kills++
