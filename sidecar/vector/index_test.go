@@ -249,3 +249,71 @@ func TestPersistence(t *testing.T) {
 		t.Fatalf("missing load: %v", err)
 	}
 }
+
+// TestConcurrentUse runs inserts (with retraining and eviction), searches and
+// deletes at once; run with -race. Afterwards the index invariants hold.
+func TestConcurrentUse(t *testing.T) {
+	x := New(Options{MinTrain: 256, MaxBytes: 1500 * New(Options{Dim: 8}).entrySize("w0-0000", nil), Seed: 1})
+	done := make(chan struct{})
+	errs := make(chan error, 8)
+	for w := range 3 {
+		go func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 9))
+			for i := range 800 {
+				id := fmt.Sprintf("w%d-%04d", w, i)
+				if _, err := x.Insert(id, randVec(rng, 8), nil); err != nil {
+					errs <- err
+					return
+				}
+				if i%5 == 0 {
+					_ = x.Delete(id)
+				}
+			}
+			errs <- nil
+		}()
+	}
+	go func() {
+		rng := rand.New(rand.NewPCG(7, 7))
+		for {
+			select {
+			case <-done:
+				errs <- nil
+				return
+			default:
+			}
+			if _, err := x.Search(randVec(rng, 8), 5, L2, 4); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	// Invariants: every id found at its location, bytes within budget, LRU complete.
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var total int64
+	n := 0
+	for li, l := range x.lists {
+		if len(l.vecs) != len(l.ids)*x.dim {
+			t.Fatalf("list %d: %d floats for %d ids", li, len(l.vecs), len(l.ids))
+		}
+		for p, id := range l.ids {
+			if lc := x.locs[id]; int(lc.list) != li || int(lc.pos) != p {
+				t.Fatalf("%s at %d/%d, locs says %+v", id, li, p, lc)
+			}
+			total += x.entrySize(id, l.meta[p])
+			n++
+		}
+	}
+	if n != len(x.locs) || total != x.bytes || x.bytes > x.opts.MaxBytes || x.lru.Len() != n {
+		t.Fatalf("n %d locs %d bytes %d/%d budget %d lru %d", n, len(x.locs), total, x.bytes, x.opts.MaxBytes, x.lru.Len())
+	}
+}
