@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -28,6 +29,8 @@ import (
 	"github.com/neuronetes/neuronetes/controller/autoscaling"
 	"github.com/neuronetes/neuronetes/controller/autoscaling/webhook"
 )
+
+var asLoggerOnce sync.Once
 
 // asStartLoop runs the autoscaling loop in-process against the cluster, scoped to ns,
 // with a short sync period. It stops at test cleanup.
@@ -40,6 +43,7 @@ func asStartLoop(t *testing.T, e *Env, ns, natsURL string, o *webhook.Overrides)
 	if err := nnv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
+	asLoggerOnce.Do(func() { ctrl.SetLogger(klog.NewKlogr()) })
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0", Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}})
 	if err != nil {
@@ -58,7 +62,19 @@ func asStartLoop(t *testing.T, e *Env, ns, natsURL string, o *webhook.Overrides)
 			t.Errorf("manager: %v", err)
 		}
 	}()
-	t.Cleanup(func() { cancel(); <-done; l.Lag.Close() })
+	t.Cleanup(func() {
+		if t.Failed() {
+			evs, _ := e.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+			for _, ev := range evs.Items {
+				if ev.InvolvedObject.Kind == "AgentPool" {
+					t.Logf("event %s %s: %s", ev.InvolvedObject.Name, ev.Reason, ev.Message)
+				}
+			}
+		}
+		cancel()
+		<-done
+		l.Lag.Close()
+	})
 }
 
 // asEvents returns "Reason: message" of the pool's Events.

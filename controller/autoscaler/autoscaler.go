@@ -22,8 +22,9 @@ type Autoscaler struct {
 	// events holds applied scale changes (signed), oldest first, pruned to the
 	// longest policy period.
 	events []timedValue
-	// lastScale is the time of the last applied change (zero: never).
-	lastScale time.Time
+	// lastScale is the time of the last applied change (zero: never);
+	// prevLastScale the one before, for Unapply.
+	lastScale, prevLastScale time.Time
 	// safeSince is when ttft-p95 last entered the scale-down safety band (zero: not in it).
 	safeSince time.Time
 	crons     []*cronState
@@ -257,13 +258,28 @@ func (a *Autoscaler) finish(d *Decision, in Input, why []string) {
 	}
 	if d.Desired != in.CurrentReplicas {
 		a.events = append(a.events, timedValue{in.Now, float64(d.Desired - in.CurrentReplicas)})
-		a.lastScale = in.Now
+		a.prevLastScale, a.lastScale = a.lastScale, in.Now
 	}
 	if up := d.Desired - in.CurrentReplicas; up > 0 {
 		d.FromWarm = min(up, max(in.WarmReplicas, 0))
 		d.Cold = up - d.FromWarm
 	}
 	d.Message = fmt.Sprintf("%d -> %d: %s", d.Current, d.Desired, strings.Join(why, "; "))
+}
+
+// Unapply tells the Autoscaler that the change of d, its latest decision, was
+// not applied (the write failed): it no longer counts against the change
+// policies or the cooldown. Decisions without a change are ignored.
+func (a *Autoscaler) Unapply(d Decision) {
+	if !d.Changed() || len(a.events) == 0 {
+		return
+	}
+	last := a.events[len(a.events)-1]
+	if last.v != float64(d.Desired-d.Current) || !last.t.Equal(a.lastScale) {
+		return
+	}
+	a.events = a.events[:len(a.events)-1]
+	a.lastScale = a.prevLastScale
 }
 
 func clamp(v, lo, hi int32) int32 {

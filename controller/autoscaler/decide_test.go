@@ -212,6 +212,34 @@ func TestDecideWarmSplitAndMessage(t *testing.T) {
 	}
 }
 
+func TestUnapply(t *testing.T) {
+	p := queuePolicy()
+	p.CooldownPeriod = time.Minute
+	p.Behavior.ScaleUp = ScalingRules{MaxChangeAbsolute: 2, Period: 30 * time.Second}
+	a, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func(at time.Duration, cur int32) Input {
+		return Input{Now: t0.Add(at), CurrentReplicas: cur, Metrics: map[MetricType]MetricValue{QueueDepth: {Value: 50, Valid: true}}}
+	}
+	d := a.Decide(in(0, 2))
+	if d.Desired != 4 {
+		t.Fatalf("first decision %d, want 4", d.Desired)
+	}
+	a.Unapply(d) // the write failed: the pool is still at 2
+	if d = a.Decide(in(5*time.Second, 2)); d.Desired != 4 || d.Reason == ReasonCooldown {
+		t.Fatalf("after a failed write: %d (%s), want 4 without cooldown", d.Desired, d.Reason)
+	}
+	// Applied this time: it counts against the policy (2 per 30 s) and the cooldown.
+	if d = a.Decide(in(10*time.Second, 4)); d.Desired != 4 || d.Reason != ReasonPolicyLimit {
+		t.Fatalf("after an applied change: %d (%s), want 4 (PolicyLimit)", d.Desired, d.Reason)
+	}
+	if d = a.Decide(in(50*time.Second, 4)); d.Desired != 4 || d.Reason != ReasonCooldown {
+		t.Fatalf("within the cooldown of the applied change: %d (%s), want 4 (Cooldown)", d.Desired, d.Reason)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	ok := queuePolicy()
 	tests := []struct {

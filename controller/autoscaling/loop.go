@@ -50,8 +50,17 @@ type ReplicaWriter interface {
 // subresource, as the HPA does.
 type ScaleSubresource struct{ Client client.Client }
 
-// SetReplicas implements ReplicaWriter.
+// SetReplicas implements ReplicaWriter. The apiserver's scale subresource
+// refuses an object whose spec.replicas is unset, so that first write is a merge
+// patch of the same field.
 func (s ScaleSubresource) SetReplicas(ctx context.Context, pool *v1alpha1.AgentPool, replicas int32) error {
+	if pool.Spec.Replicas == nil {
+		patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas))
+		if err := s.Client.Patch(ctx, pool, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("set spec.replicas of %s/%s: %w", pool.Namespace, pool.Name, err)
+		}
+		return nil
+	}
 	scale := &autoscalingv1.Scale{}
 	if err := s.Client.SubResource("scale").Get(ctx, pool, scale); err != nil {
 		return fmt.Errorf("get scale of %s/%s: %w", pool.Namespace, pool.Name, err)
@@ -197,6 +206,8 @@ func (l *Loop) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 			w = ScaleSubresource{Client: l.Client}
 		}
 		if err := w.SetReplicas(ctx, &pool, d.Desired); err != nil {
+			st.a.Unapply(d)
+			st.lastReason = ""
 			return ctrl.Result{}, err
 		}
 		reason := "ScaledUp"
