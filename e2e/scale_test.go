@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/neuronetes/neuronetes/e2e/cluster"
 	"github.com/neuronetes/neuronetes/e2e/scale"
 )
@@ -41,9 +44,24 @@ func TestScaleSmallRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := scale.EnsureDeviceClasses(ctx, cs, nil, runID); err != nil {
+	gpus, err := scale.Inventory(ctx, "dgxh100", "class-check")
+	if err != nil {
 		t.Fatal(err)
 	}
+	all, _ := scale.LayoutByName(scale.LayoutMIGAll)
+	objs, err := scale.NodeSlices(&metav1.ObjectMeta{Name: "class-check"}, gpus, all, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var devices []resourceapi.Device
+	for _, s := range objs {
+		devices = append(devices, s.Spec.Devices...)
+	}
+	classes, src, warnings, err := scale.EnsureDeviceClasses(ctx, cs, nil, devices, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("device classes %v %v", src, warnings)
 	nodes, err := scale.CreateNodes(ctx, cs, runID, "nn-scale-test-", 0, 6, 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +76,7 @@ func TestScaleSmallRun(t *testing.T) {
 		ns := fmt.Sprintf("scale-%s-%s", runID, name)
 		res, err := scale.Run(ctx, scale.Config{
 			Client: cs, Scraper: scraper, Pids: pids, RunID: runID, Namespace: ns, Nodes: nodes, Layout: layout,
-			GPUProfile: "dgxh100", Mix: mix, Image: cluster.PauseImage, PhaseTimeout: time.Minute, VerifyNodes: len(nodes),
+			GPUProfile: "dgxh100", Mix: mix, Image: cluster.PauseImage, Classes: classes, PhaseTimeout: time.Minute, VerifyNodes: len(nodes),
 		})
 		var out strings.Builder
 		scale.WriteRun(&out, res)

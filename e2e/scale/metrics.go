@@ -157,8 +157,14 @@ func (h Histogram) Quantile(q float64) float64 {
 	}
 	rank := q * h.Count
 	i := sort.Search(len(h.Counts), func(i int) bool { return h.Counts[i] >= rank })
-	if i == len(h.Counts) {
-		return h.Bounds[len(h.Bounds)-1]
+	if i == len(h.Counts) || math.IsInf(h.Bounds[i], 1) {
+		// Beyond the highest finite bound: report that bound, as histogram_quantile does.
+		for j := min(i, len(h.Bounds)) - 1; j >= 0; j-- {
+			if !math.IsInf(h.Bounds[j], 1) {
+				return h.Bounds[j]
+			}
+		}
+		return math.NaN()
 	}
 	lo, below := 0.0, 0.0
 	if i > 0 {

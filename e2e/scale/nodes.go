@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/neuronetes/neuronetes/driver/model"
 )
 
 // kwokAnnotation makes kwok manage a node (the local cluster's kwok selects on it).
@@ -205,24 +207,26 @@ func Cleanup(ctx context.Context, cs kubernetes.Interface, runID string) error {
 	return errors.Join(errs...)
 }
 
-// EnsureDeviceClasses makes sure the classes the claims use exist: first from the driver's manifests
-// (files, parsed by the caller), then from FallbackDeviceClasses. Classes it creates get the run
-// label so Cleanup deletes them; classes that existed before are never touched. It returns the
-// source of each needed class ("cluster", "deploy", "fallback").
-func EnsureDeviceClasses(ctx context.Context, cs kubernetes.Interface, fromFiles []*resourceapi.DeviceClass, runID string) (map[string]string, error) {
-	src := map[string]string{}
-	create := func(dc *resourceapi.DeviceClass, source string) error {
-		if _, ok := src[dc.Name]; ok {
-			return nil
-		}
-		_, err := cs.ResourceV1().DeviceClasses().Get(ctx, dc.Name, metav1.GetOptions{})
-		if err == nil {
-			src[dc.Name] = "cluster"
-			return nil
-		}
-		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("device class %s: %w", dc.Name, err)
-		}
+// FallbackPrefix starts the names of the benchmark's own classes, used when the driver's class of
+// the same purpose is broken (see CheckDeviceClass).
+const FallbackPrefix = "scale-bench."
+
+// EnsureDeviceClasses makes sure the classes the claims use exist and work on the driver's devices
+// (CheckDeviceClass). In order of preference: the class already in the cluster, the class from the
+// driver's manifests (fromFiles, parsed by the caller; created), the fallback of the same name
+// (created when neither has it). When the cluster's or the files' class is broken, the benchmark
+// creates its own class FallbackPrefix+name with the fallback selector and reports why in
+// warnings. Classes it creates get the run label so Cleanup deletes them; classes that existed
+// before are never touched. It returns, for each needed class, the class name claims must use and
+// where it came from ("cluster", "deploy", "fallback", "fallback: <name> broken").
+func EnsureDeviceClasses(ctx context.Context, cs kubernetes.Interface, fromFiles []*resourceapi.DeviceClass, devices []resourceapi.Device, runID string) (use, src map[string]string, warnings []string, err error) {
+	use, src = map[string]string{}, map[string]string{}
+	files := map[string]*resourceapi.DeviceClass{}
+	for _, dc := range fromFiles {
+		files[dc.Name] = dc
+	}
+	api := cs.ResourceV1().DeviceClasses()
+	create := func(dc *resourceapi.DeviceClass) error {
 		dc = dc.DeepCopy()
 		if dc.Labels == nil {
 			dc.Labels = map[string]string{}
@@ -231,27 +235,47 @@ func EnsureDeviceClasses(ctx context.Context, cs kubernetes.Interface, fromFiles
 			dc.Labels[k] = v
 		}
 		dc.ResourceVersion = ""
-		if _, err := cs.ResourceV1().DeviceClasses().Create(ctx, dc, metav1.CreateOptions{}); err != nil {
+		if _, err := api.Create(ctx, dc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("device class %s: %w", dc.Name, err)
 		}
-		src[dc.Name] = source
 		return nil
 	}
-	for _, dc := range fromFiles {
-		if err := create(dc, "deploy"); err != nil {
-			return nil, err
+	for _, fb := range FallbackDeviceClasses() {
+		name := fb.Name
+		var broken error
+		existing, err := api.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			if broken = CheckDeviceClass(ctx, existing, model.DriverName, devices); broken == nil {
+				use[name], src[name] = name, "cluster"
+				continue
+			}
+			broken = fmt.Errorf("the cluster's %w", broken)
+		case !apierrors.IsNotFound(err):
+			return nil, nil, warnings, fmt.Errorf("device class %s: %w", name, err)
+		case files[name] != nil:
+			if broken = CheckDeviceClass(ctx, files[name], model.DriverName, devices); broken == nil {
+				if err := create(files[name]); err != nil {
+					return nil, nil, warnings, err
+				}
+				use[name], src[name] = name, "deploy"
+				continue
+			}
+			broken = fmt.Errorf("deploy/deviceclasses: %w", broken)
+		default:
+			if err := create(fb); err != nil {
+				return nil, nil, warnings, err
+			}
+			use[name], src[name] = name, "fallback"
+			continue
 		}
-	}
-	for _, dc := range FallbackDeviceClasses() {
-		if err := create(dc, "fallback"); err != nil {
-			return nil, err
+		own := fb.DeepCopy()
+		own.Name = FallbackPrefix + name
+		if err := create(own); err != nil {
+			return nil, nil, warnings, err
 		}
+		use[name], src[name] = own.Name, "fallback: "+name+" broken"
+		warnings = append(warnings, fmt.Sprintf("%v; using %s with the benchmark's selector", broken, own.Name))
 	}
-	needed := map[string]bool{ClassGPU: true, ClassMIG1g: true, ClassMIG3g: true}
-	for name := range src {
-		if !needed[name] {
-			delete(src, name)
-		}
-	}
-	return src, nil
+	return use, src, warnings, nil
 }

@@ -43,12 +43,14 @@ func (r RunResult) Totals() (bound int, podsPerSec float64) {
 	return bound, podsPerSec
 }
 
-// MIGAttemptP99 returns the largest attempt p99 over the MIG kinds' phases (NaN if none ran).
-func (r RunResult) MIGAttemptP99() float64 {
+// MIGAlgorithmP99 returns the largest scheduling-algorithm p99 over the MIG kinds' phases (NaN if
+// none ran). The algorithm duration (filter and score) is what the modelling costs; the attempt
+// duration adds the binding cycle's API calls, i.e. the apiserver's latency.
+func (r RunResult) MIGAlgorithmP99() float64 {
 	v := math.NaN()
 	for _, p := range r.Phases {
-		if p.Kind.IsMIG() && !math.IsNaN(p.Attempt.P99) && (math.IsNaN(v) || p.Attempt.P99 > v) {
-			v = p.Attempt.P99
+		if p.Kind.IsMIG() && !math.IsNaN(p.Algorithm.P99) && (math.IsNaN(v) || p.Algorithm.P99 > v) {
+			v = p.Algorithm.P99
 		}
 	}
 	return v
@@ -107,14 +109,14 @@ func WriteComparison(w io.Writer, base RunResult, runs []RunResult) bool {
 		}
 		fmt.Fprintf(w, "\nscale bench: ratio %s / %s at %d nodes (baseline maps MIG kinds to one whole GPU each)\n", r.Layout, base.Layout, r.Nodes)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "kind\tattempt p50 x\tattempt p99 x\talgo p99 x\te2e p99 x\tpods/s x\t")
+		fmt.Fprintln(tw, "kind\talgo p50 x\talgo p99 x\tattempt p99 x\te2e p99 x\tpods/s x\t")
 		for _, p := range r.Phases {
 			b, found := base.Phase(p.Kind)
 			if !found {
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", p.Kind, ratio(p.Attempt.P50, b.Attempt.P50), ratio(p.Attempt.P99, b.Attempt.P99),
-				ratio(p.Algorithm.P99, b.Algorithm.P99), ratio(p.E2E.P99, b.E2E.P99), ratio(p.PodsPerSec, b.PodsPerSec))
+			fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", p.Kind, ratio(p.Algorithm.P50, b.Algorithm.P50), ratio(p.Algorithm.P99, b.Algorithm.P99),
+				ratio(p.Attempt.P99, b.Attempt.P99), ratio(p.E2E.P99, b.E2E.P99), ratio(p.PodsPerSec, b.PodsPerSec))
 		}
 		_, pps := r.Totals()
 		_, bpps := base.Totals()
@@ -123,11 +125,11 @@ func WriteComparison(w io.Writer, base RunResult, runs []RunResult) bool {
 		if !layoutName(r.Layout).isMIG() {
 			continue
 		}
-		p99, bp99 := r.MIGAttemptP99(), base.MIGAttemptP99()
+		p99, bp99 := r.MIGAlgorithmP99(), base.MIGAlgorithmP99()
 		abs := p99 <= TargetP99.Seconds()
 		rel := ratio(p99, bp99) <= TargetP99Ratio
 		ok = ok && abs && rel
-		fmt.Fprintf(w, "  target MIG-claim pods attempt p99 %s ms <= %d ms: %s; ratio to baseline %.2f <= %.0f: %s\n",
+		fmt.Fprintf(w, "  target MIG-claim pods scheduling-algorithm p99 %s ms <= %d ms: %s; ratio to baseline %.2f <= %.0f: %s\n",
 			ms(p99), TargetP99.Milliseconds(), passFail(abs), ratio(p99, bp99), TargetP99Ratio, passFail(rel))
 	}
 	return ok

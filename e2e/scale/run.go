@@ -29,6 +29,8 @@ type Config struct {
 	GPUProfile string // driver NVML mock profile, e.g. "dgxh100"
 	Mix        Mix
 	Image      string
+	// Classes maps the standard DeviceClass names to the ones claims use (EnsureDeviceClasses).
+	Classes map[string]string
 	// PhaseTimeout bounds the wait for one phase's pods to be bound.
 	PhaseTimeout time.Duration
 	// VerifyNodes is how many nodes with allocations have their counters checked in full.
@@ -126,7 +128,7 @@ func runPhase(ctx context.Context, cfg Config, bound *bindWatch, k Kind, n int) 
 	pr := PhaseResult{Kind: k, Pods: n}
 	name := func(i int) string { return fmt.Sprintf("%s-%d", k, i) }
 	err := parallel(ctx, n, 32, func(ctx context.Context, i int) error {
-		_, err := cs.ResourceV1().ResourceClaims(cfg.Namespace).Create(ctx, Claim(name(i), cfg.RunID, k, cfg.Layout.MIG), metav1.CreateOptions{})
+		_, err := cs.ResourceV1().ResourceClaims(cfg.Namespace).Create(ctx, Claim(name(i), cfg.RunID, k, cfg.Layout.MIG, cfg.Classes), metav1.CreateOptions{})
 		if err != nil {
 			return fmt.Errorf("claim %s: %w", name(i), err)
 		}
@@ -187,9 +189,29 @@ func runPhase(ctx context.Context, cfg Config, bound *bindWatch, k Kind, n int) 
 	unsched := map[string]string{"result": "unschedulable"}
 	pr.Unschedulable = after.Counter(MetricAttempts, unsched) - before.Counter(MetricAttempts, unsched)
 	if waitErr != nil {
-		return pr, fmt.Errorf("phase %s: %d of %d pods bound within %s: %w", k, pr.Bound, n, cfg.PhaseTimeout, waitErr)
+		return pr, fmt.Errorf("phase %s: %d of %d pods bound within %s (%s): %w", k, pr.Bound, n, cfg.PhaseTimeout, pendingReason(ctx, cs, cfg.Namespace, bound, name, n), waitErr)
 	}
 	return pr, nil
+}
+
+// pendingReason returns the scheduler's message on the first pod of the phase that is not bound.
+func pendingReason(ctx context.Context, cs kubernetes.Interface, ns string, bound *bindWatch, name func(int) string, n int) string {
+	for i := 0; i < n; i++ {
+		if _, ok := bound.get(name(i)); ok {
+			continue
+		}
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, name(i), metav1.GetOptions{})
+		if err != nil {
+			return fmt.Sprintf("pod %s: %v", name(i), err)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled {
+				return fmt.Sprintf("pod %s: %s: %s", p.Name, c.Reason, c.Message)
+			}
+		}
+		return fmt.Sprintf("pod %s: no PodScheduled condition", p.Name)
+	}
+	return "every pod bound"
 }
 
 func histStats(h Histogram) Stats {

@@ -305,3 +305,38 @@ func TestReadProc(t *testing.T) {
 		t.Errorf("pid file: %d %v", pid, err)
 	}
 }
+
+func TestCheckDeviceClass(t *testing.T) {
+	sl := nodeSlices(t, LayoutMIGAll)
+	var devices []resourceapi.Device
+	for _, s := range sl {
+		devices = append(devices, s.Spec.Devices...)
+	}
+	class := func(expr string) *resourceapi.DeviceClass {
+		return &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: resourceapi.DeviceClassSpec{
+			Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: expr}}}}}
+	}
+	tests := []struct {
+		name    string
+		class   *resourceapi.DeviceClass
+		wantErr string
+	}{
+		{"unguarded MIG attribute fails on whole GPUs", class(`device.driver == "gpu.neuronetes.io" && device.attributes["gpu.neuronetes.io"].profile == "1g.10gb"`), "no such key: profile"},
+		{"syntax error", class(`device.driver ==`), "selector #0"},
+	}
+	for _, dc := range FallbackDeviceClasses() {
+		tests = append(tests, struct {
+			name    string
+			class   *resourceapi.DeviceClass
+			wantErr string
+		}{"fallback " + dc.Name, dc, ""})
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckDeviceClass(context.Background(), tc.class, model.DriverName, devices)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("got %v, want error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}

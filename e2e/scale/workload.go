@@ -139,11 +139,18 @@ func ClaimSpec(k Kind, mig bool) resourceapi.ResourceClaimSpec {
 	}}
 }
 
-// Claim returns the pre-created claim of one pod.
-func Claim(name, runID string, k Kind, mig bool) *resourceapi.ResourceClaim {
+// Claim returns the pre-created claim of one pod. classes maps the standard class names to the
+// names to use (see EnsureDeviceClasses); names it lacks are used as they are.
+func Claim(name, runID string, k Kind, mig bool, classes map[string]string) *resourceapi.ResourceClaim {
+	spec := ClaimSpec(k, mig)
+	for i := range spec.Devices.Requests {
+		if r := spec.Devices.Requests[i].Exactly; r != nil && classes[r.DeviceClassName] != "" {
+			r.DeviceClassName = classes[r.DeviceClassName]
+		}
+	}
 	return &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: runLabels(runID, "kind", string(k))},
-		Spec:       ClaimSpec(k, mig),
+		Spec:       spec,
 	}
 }
 

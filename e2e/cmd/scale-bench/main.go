@@ -149,13 +149,31 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 		fmt.Fprintf(out, "\nscale bench: cleaned up run %s in %s\n", runID, time.Since(start).Round(time.Second))
 	}()
 
-	classes, err := readDeviceClasses(filepath.Join(root, "deploy", "deviceclasses"))
+	fileClasses, err := readDeviceClasses(filepath.Join(root, "deploy", "deviceclasses"))
 	if err != nil {
 		return 1, err
 	}
-	src, err := scale.EnsureDeviceClasses(ctx, cs, classes, runID)
+	// Every class is checked against every device kind the driver publishes (the naive layout has
+	// them all) before it is used.
+	gpus, err := scale.Inventory(ctx, o.gpuProfile, "class-check")
 	if err != nil {
 		return 1, err
+	}
+	all, _ := scale.LayoutByName(scale.LayoutMIGAll)
+	objs, err := scale.NodeSlices(&metav1.ObjectMeta{Name: "class-check"}, gpus, all, runID)
+	if err != nil {
+		return 1, err
+	}
+	var devices []resourceapi.Device
+	for _, s := range objs {
+		devices = append(devices, s.Spec.Devices...)
+	}
+	classes, src, warnings, err := scale.EnsureDeviceClasses(ctx, cs, fileClasses, devices, runID)
+	if err != nil {
+		return 1, err
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(out, "scale bench: WARNING:", w)
 	}
 	scraper, err := scale.NewScraper(fmt.Sprintf("https://127.0.0.1:%d/metrics", cluster.SchedulerPort),
 		filepath.Join(p.PKI, "admin.crt"), filepath.Join(p.PKI, "admin.key"))
@@ -187,7 +205,7 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 			ns := fmt.Sprintf("scale-%s-%s-%d", runID, name, n)
 			res, runErr := scale.Run(ctx, scale.Config{
 				Client: cs, Scraper: scraper, Pids: pids, RunID: runID, Namespace: ns, Nodes: nodes, Layout: layout,
-				GPUProfile: o.gpuProfile, Mix: mix, Image: cluster.PauseImage, PhaseTimeout: o.phaseTimeout, VerifyNodes: o.verifyNodes,
+				GPUProfile: o.gpuProfile, Mix: mix, Image: cluster.PauseImage, Classes: classes, PhaseTimeout: o.phaseTimeout, VerifyNodes: o.verifyNodes,
 			})
 			scale.WriteRun(out, res)
 			if runErr != nil {
