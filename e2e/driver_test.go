@@ -262,28 +262,30 @@ func TestDriver(t *testing.T) {
 			_ = os.Remove(filepath.Join(dir, f))
 		}
 	})
-	// DeviceClasses are cluster-wide and other tests (scale) may have applied them already: create
-	// only the missing ones, so that cleanup never deletes classes someone else relies on.
-	var missing []string
+	// DeviceClasses are cluster-wide and other tests (scale) may use them too: apply all of them
+	// (updating older versions in place) but delete at cleanup only those this test created.
+	var created []string
 	for _, f := range []string{"gpu.yaml", "mig.yaml", "mig-profiles.yaml"} {
-		raw, err := os.ReadFile(filepath.Join(e.Root, "deploy", "deviceclasses", f))
+		path := filepath.Join(e.Root, "deploy", "deviceclasses", f)
+		raw, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, doc := range strings.Split(string(raw), "\n---\n") {
-			_, rest, ok := strings.Cut(doc, "\n  name: ")
-			if !ok {
-				continue
-			}
-			name, _, _ := strings.Cut(rest, "\n")
-			if _, err := e.Kube.ResourceV1().DeviceClasses().Get(ctx, name, metav1.GetOptions{}); err != nil {
-				missing = append(missing, doc)
+			if _, rest, ok := strings.Cut(doc, "\n  name: "); ok {
+				name, _, _ := strings.Cut(rest, "\n")
+				if _, err := e.Kube.ResourceV1().DeviceClasses().Get(ctx, name, metav1.GetOptions{}); err != nil {
+					created = append(created, name)
+				}
 			}
 		}
+		e.Kubectl(t, "apply", "--server-side", "--force-conflicts", "--field-manager=neuronetes-e2e-driver", "-f", path)
 	}
-	if len(missing) > 0 {
-		e.Apply(t, "", strings.Join(missing, "\n---\n"))
-	}
+	t.Cleanup(func() {
+		for _, name := range created {
+			_ = e.Kube.ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+		}
+	})
 	h.deploy(t, "mock:dgxh100")
 
 	t.Run("a_SlicesAcceptedByAPIServer", func(t *testing.T) {
@@ -432,6 +434,13 @@ spec:
 		e.WaitPodRunning(t, h.ns, "avoid", 2*time.Minute)
 		for _, d := range h.allocated(t, "avoid") {
 			if d == "gpu-0" {
+				devs, _, _ := h.devices()
+				for _, dv := range devs {
+					if dv.Name == "gpu-0" {
+						t.Logf("gpu-0 taints now: %+v", dv.Taints)
+					}
+				}
+				t.Logf("claim: %s", e.Kubectl(t, "-n", h.ns, "get", "resourceclaim", "avoid", "-o", "yaml"))
 				t.Errorf("claim got the tainted gpu-0")
 			}
 		}
