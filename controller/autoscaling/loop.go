@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -61,15 +62,18 @@ func (s ScaleSubresource) SetReplicas(ctx context.Context, pool *v1alpha1.AgentP
 		}
 		return nil
 	}
-	scale := &autoscalingv1.Scale{}
-	if err := s.Client.SubResource("scale").Get(ctx, pool, scale); err != nil {
-		return fmt.Errorf("get scale of %s/%s: %w", pool.Namespace, pool.Name, err)
-	}
-	scale.Spec.Replicas = replicas
-	if err := s.Client.SubResource("scale").Update(ctx, pool, client.WithSubResourceBody(scale)); err != nil {
-		return fmt.Errorf("update scale of %s/%s: %w", pool.Namespace, pool.Name, err)
-	}
-	return nil
+	// The reconciler writes the pool's status concurrently: retry on conflicts.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale := &autoscalingv1.Scale{}
+		if err := s.Client.SubResource("scale").Get(ctx, pool, scale); err != nil {
+			return fmt.Errorf("get scale of %s/%s: %w", pool.Namespace, pool.Name, err)
+		}
+		scale.Spec.Replicas = replicas
+		if err := s.Client.SubResource("scale").Update(ctx, pool, client.WithSubResourceBody(scale)); err != nil {
+			return fmt.Errorf("update scale of %s/%s: %w", pool.Namespace, pool.Name, err)
+		}
+		return nil
+	})
 }
 
 // Loop is the autoscaling controller: every SyncPeriod it collects a pool's
@@ -277,7 +281,8 @@ func (l *Loop) evaluate(ctx context.Context, pool *v1alpha1.AgentPool, st *poolS
 	l.external(ctx, pool, obs, now)
 	lag := l.queueLag(ctx, pool, bindings)
 
-	cur := pool.Status.Replicas
+	// Unset spec.replicas means minReplicas, as the reconciler reads it.
+	cur := policy.MinReplicas
 	if pool.Spec.Replicas != nil {
 		cur = *pool.Spec.Replicas
 	}
