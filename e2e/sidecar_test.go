@@ -68,34 +68,24 @@ spec:
 // Redis holds only ciphertext.
 func TestSidecarConversationAcrossReplicas(t *testing.T) {
 	e := requireEnv(t)
-	if ifaces, err := net.InterfaceAddrs(); err == nil {
-		found := false
-		for _, a := range ifaces {
-			found = found || strings.HasPrefix(a.String(), "10.88.0.1/")
-		}
-		if !found {
-			t.Skip("cluster bridge gateway 10.88.0.1 not present")
-		}
-	}
-	rs := redistest.Start(t, redistest.Options{Bind: "10.88.0.1"})
+	rs := sidecarRedis(t)
 	sidecarImg := e.Image(t, "sidecar", "./cmd/sidecar")
 	agentImg := e.Image(t, "demo-agent", "./cmd/demo-agent")
 	ns := e.Namespace(t, "sidecar-e2e")
 
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	e.Apply(t, ns, fmt.Sprintf(`
-apiVersion: v1
-kind: Secret
-metadata: {name: sidecar-keys}
-stringData:
-  active: k1
-  k1: %s
-`, base64.StdEncoding.EncodeToString(key)))
+	sidecarKeys(t, e, ns)
 	e.Apply(t, ns, fmt.Sprintf(sidecarPod, "replica-a", agentImg, sidecarImg, rs.Addr)+"---\n"+
 		fmt.Sprintf(sidecarPod, "replica-b", agentImg, sidecarImg, rs.Addr))
-	a := e.WaitPodRunning(t, ns, "replica-a", 3*time.Minute)
-	b := e.WaitPodRunning(t, ns, "replica-b", 3*time.Minute)
+	sidecarConversation(t, e, ns, rs.Addr, "replica-a", "replica-b")
+}
+
+// sidecarConversation sends turn 1 to replica a's agent and turn 2 to replica
+// b's, then checks that both replicas' sidecars return the whole conversation
+// in order and that Redis holds only the sealed frame.
+func sidecarConversation(t *testing.T, e *Env, ns, redisAddr, podA, podB string) {
+	t.Helper()
+	a := e.WaitPodRunning(t, ns, podA, 3*time.Minute)
+	b := e.WaitPodRunning(t, ns, podB, 3*time.Minute)
 	hc := &http.Client{Timeout: 5 * time.Second}
 	for _, p := range []string{a.Status.PodIP, b.Status.PodIP} {
 		Eventually(t, time.Minute, "sidecar and agent on "+p, func() (bool, error) {
@@ -157,7 +147,7 @@ stringData:
 		}
 	}
 	// At rest, Redis holds only the sealed frame under the tenant's namespace.
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
 	raw, err := rdb.HGet(context.Background(), "nn:{"+ns+"}:sess:"+conv, "d").Bytes()
 	if err != nil {
@@ -166,4 +156,92 @@ stringData:
 	if bytes.Contains(raw, []byte("replica")) || !bytes.HasPrefix(raw, []byte("NF")) {
 		t.Fatalf("session at rest is not a sealed frame (%d bytes)", len(raw))
 	}
+}
+
+// sidecarRedis starts a private redis-server on the cluster bridge gateway,
+// where pods reach it, with a random port.
+func sidecarRedis(t *testing.T) *redistest.Server {
+	t.Helper()
+	found := false
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			found = found || strings.HasPrefix(a.String(), "10.88.0.1/")
+		}
+	}
+	if !found {
+		t.Skip("cluster bridge gateway 10.88.0.1 not present")
+	}
+	return redistest.Start(t, redistest.Options{Bind: "10.88.0.1"})
+}
+
+// sidecarKeys creates the tenant's key Secret "sidecar-keys" in ns.
+func sidecarKeys(t *testing.T, e *Env, ns string) {
+	t.Helper()
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	e.Apply(t, ns, fmt.Sprintf(`
+apiVersion: v1
+kind: Secret
+metadata: {name: sidecar-keys}
+stringData:
+  active: k1
+  k1: %s
+`, base64.StdEncoding.EncodeToString(key)))
+}
+
+// sidecarInjectedPod is a bare agent pod of AgentClass "mem"; the
+// controller's webhook adds the sidecar.
+const sidecarInjectedPod = `
+apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+  labels: {neuronetes.io/agentclass: mem}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: agent
+    image: %[2]s
+    imagePullPolicy: Never
+    args: ["--listen=:8000", "--ttft-base=1ms", "--token-rate=1000"]
+`
+
+// TestSidecarInjectedConversation is the same conversation with the sidecar
+// injected by the controller's webhook: an AgentClass names the Redis address
+// and the keys Secret, and two agent pods of that class carry no sidecar of
+// their own. The injected sidecar is told (--sidecar-args) to listen on all
+// interfaces so the test can read sessions through it.
+func TestSidecarInjectedConversation(t *testing.T) {
+	e := requireEnv(t)
+	rs := sidecarRedis(t)
+	ctrlInstallCRDs(t, e)
+	sidecarImg := e.Image(t, "sidecar", "./cmd/sidecar")
+	agentImg := e.Image(t, "demo-agent", "./cmd/demo-agent")
+	ns := e.Namespace(t, "sidecar-inj")
+	sidecarKeys(t, e, ns)
+	startController(t, e, ns, sidecarImg, "--http-addr=0.0.0.0:7070")
+	e.Apply(t, ns, fmt.Sprintf(`
+apiVersion: neuronetes.io/v1alpha1
+kind: AgentClass
+metadata: {name: mem}
+spec:
+  sidecar: {redisAddr: "%s", keysSecretName: sidecar-keys}
+  template:
+    spec:
+      containers:
+      - name: agent
+        image: %s
+`, rs.Addr, agentImg))
+	e.Apply(t, ns, fmt.Sprintf(sidecarInjectedPod, "inj-a", agentImg)+"---\n"+fmt.Sprintf(sidecarInjectedPod, "inj-b", agentImg))
+	for _, name := range []string{"inj-a", "inj-b"} {
+		p := e.WaitPodRunning(t, ns, name, 3*time.Minute)
+		found := false
+		for _, c := range p.Spec.Containers {
+			found = found || c.Image == sidecarImg
+		}
+		if !found {
+			t.Fatalf("pod %s has no injected sidecar", name)
+		}
+	}
+	sidecarConversation(t, e, ns, rs.Addr, "inj-a", "inj-b")
 }

@@ -99,11 +99,12 @@ func New(ring *keys.Ring, opts Options) (*Codec, error) {
 	}
 	c := &Codec{opts: opts}
 	c.ring.Store(ring)
+	// No zstd checksum: the GCM tag already authenticates every byte.
 	var err error
-	if c.enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest)); err != nil {
+	if c.enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false)); err != nil {
 		return nil, fmt.Errorf("zstd encoder: %w", err)
 	}
-	if c.encDict, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest),
+	if c.encDict, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false),
 		zstd.WithEncoderDictRaw(dictID, jsonDict)); err != nil {
 		return nil, fmt.Errorf("zstd dict encoder: %w", err)
 	}
