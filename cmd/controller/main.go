@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
@@ -128,6 +129,12 @@ func run(ctx context.Context, o *options) error {
 	}
 
 	rec := &agentpool.Reconciler{Metrics: agentpool.NewMetrics(crmetrics.Registry)}
+	// Warm-pool restores need the AgentCheckpoint CRD; without it the pools work as before.
+	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: nnv1.GroupVersion.Group, Kind: "AgentCheckpoint"}, nnv1.GroupVersion.Version); err == nil {
+		rec.Checkpoints = true
+	} else {
+		logger.Info("AgentCheckpoint CRD not served; warm-pool restores disabled", "err", err)
+	}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("agentpool controller: %w", err)
 	}

@@ -86,6 +86,10 @@ func buildPod(pool *nnv1.AgentPool, name string, state warmpool.State, b podBuil
 	for k, v := range tmpl.Annotations {
 		pod.Annotations[k] = v
 	}
+	if state != warmpool.Warm {
+		// Only warm pods are restored from a checkpoint; a cold serving pod starts as usual.
+		delete(pod.Annotations, nnv1.RestoreFromAnnotation)
+	}
 	pod.Labels[nnv1.PoolLabel] = pool.Name
 	pod.Labels[nnv1.StateLabel] = string(state)
 	pod.Labels[nnv1.AgentClassLabel] = b.class.Name

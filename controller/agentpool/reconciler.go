@@ -39,6 +39,8 @@ type Reconciler struct {
 	Metrics *Metrics
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
+	// Checkpoints enables warm-pool restores from AgentCheckpoints (set when that CRD is served).
+	Checkpoints bool
 
 	mu sync.Mutex
 	// expected holds, per pool, the names of pods this process created that the cache has not
@@ -134,7 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	class, err := r.classFor(ctx, &pool)
 	if err != nil {
 		r.setCondition(&pool, nnv1.AgentPoolReady, false, "AgentClassNotFound", err.Error())
-		return ctrl.Result{RequeueAfter: 30 * time.Second}, r.patchStatus(ctx, orig, &pool, size, nil)
+		return ctrl.Result{RequeueAfter: 30 * time.Second}, r.patchStatus(ctx, orig, &pool, size, nil, nil)
 	}
 	build := podBuild{class: class, drainGrace: defaultDrainGraceSeconds}
 	if t := class.Spec.Template; t != nil && t.Spec.TerminationGracePeriodSeconds != nil {
@@ -174,8 +176,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		byName[p.Name] = p
 		used[p.Name] = true
+	}
+	warmReady, err := r.ensureRestores(ctx, &pool, byName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for i := range podList.Items {
+		p := &podList.Items[i]
+		if byName[p.Name] != p {
+			continue
+		}
 		in = append(in, warmpool.Pod{
-			Name: p.Name, State: podState(p), Ready: podReady(p),
+			Name: p.Name, State: podState(p), Ready: warmReady[p.Name],
 			Terminating: !p.DeletionTimestamp.IsZero() || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded,
 			Created:     p.CreationTimestamp.Time,
 		})
@@ -212,7 +224,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 		}
 	}
-	if err := r.patchStatus(ctx, orig, &pool, size, byName); err != nil {
+	if err := r.patchStatus(ctx, orig, &pool, size, byName, warmReady); err != nil {
 		return ctrl.Result{}, err
 	}
 	if applyErr != nil {
@@ -307,7 +319,7 @@ func (r *Reconciler) setCondition(pool *nnv1.AgentPool, t string, ok bool, reaso
 }
 
 // patchStatus recomputes the counts from byName (nil: keep counts) and patches the status.
-func (r *Reconciler) patchStatus(ctx context.Context, orig, pool *nnv1.AgentPool, size sizing, byName map[string]*corev1.Pod) error {
+func (r *Reconciler) patchStatus(ctx context.Context, orig, pool *nnv1.AgentPool, size sizing, byName map[string]*corev1.Pod, warmReady map[string]bool) error {
 	st := &pool.Status
 	st.ObservedGeneration = pool.Generation
 	st.Selector = selectorString(pool.Name)
@@ -325,7 +337,8 @@ func (r *Reconciler) patchStatus(ctx context.Context, orig, pool *nnv1.AgentPool
 					ready++
 				}
 			case warmpool.Warm:
-				if podReady(p) {
+				// Created this round (absent from warmReady) means not ready yet.
+				if warmReady[p.Name] {
 					warm++
 				}
 			}

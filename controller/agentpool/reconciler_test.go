@@ -92,6 +92,7 @@ func (h *harness) pods() map[string][]string {
 		}
 		out[p.Labels[nnv1.StateLabel]] = append(out[p.Labels[nnv1.StateLabel]], p.Name)
 		if !podReady(p) {
+			p.Status.Phase = corev1.PodRunning
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 			if err := h.c.Status().Update(context.Background(), p); err != nil {
 				h.t.Fatal(err)
@@ -381,5 +382,56 @@ func TestClassReconciler(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReconcileWarmRestore checks the warm-pool restore contract: warm pods of a class whose
+// template asks for a restore get a Restore AgentCheckpoint and count as warm only once it
+// finished; serving pods are not restored.
+func TestReconcileWarmRestore(t *testing.T) {
+	class := testClass(nil)
+	class.Spec.Template.Annotations = map[string]string{nnv1.RestoreFromAnnotation: "demo/ck-1"}
+	h := newHarness(t, class, testPool(2))
+	h.r.Checkpoints = true
+	h.reconcile()
+	got := h.pods() // marks every pod Running and Ready
+	h.reconcile()
+	var cks nnv1.AgentCheckpointList
+	if err := h.c.List(context.Background(), &cks, client.InNamespace("ns")); err != nil {
+		t.Fatal(err)
+	}
+	if len(cks.Items) != 2 {
+		t.Fatalf("agentcheckpoints = %d, want one per warm pod (%v)", len(cks.Items), got)
+	}
+	for _, ck := range cks.Items {
+		if ck.Spec.Operation != nnv1.RestoreOperation || ck.Spec.Agent != "demo" || ck.Spec.CheckpointID != "ck-1" ||
+			!contains(got["warm"], ck.Spec.Target.Pod) || ck.Labels[nnv1.PoolLabel] != "pool" {
+			t.Errorf("agentcheckpoint = %+v", ck.Spec)
+		}
+	}
+	for _, name := range got["serving"] {
+		var p corev1.Pod
+		if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: name}, &p); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := p.Annotations[nnv1.RestoreFromAnnotation]; ok {
+			t.Errorf("serving pod %s carries the restore annotation", name)
+		}
+	}
+	if st := h.pool().Status; st.WarmReplicas != 0 {
+		t.Fatalf("warmReplicas = %d before the restores finished, want 0", st.WarmReplicas)
+	}
+	for i := range cks.Items {
+		cks.Items[i].Status.Phase = nnv1.AgentCheckpointSucceeded
+		if i == 1 {
+			cks.Items[i].Status.Phase = nnv1.AgentCheckpointFailed // cold-started: still warm-ready
+		}
+		if err := h.c.Update(context.Background(), &cks.Items[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.reconcile()
+	if st := h.pool().Status; st.WarmReplicas != 2 {
+		t.Fatalf("warmReplicas = %d after the restores, want 2", st.WarmReplicas)
 	}
 }

@@ -25,13 +25,22 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Scheme == nil {
 		r.Scheme = mgr.GetScheme()
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&nnv1.AgentPool{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.Service{}).
 		Watches(&nnv1.AgentClass{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfNamespace)).
-		Watches(&nnv1.Model{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfNamespace)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Watches(&nnv1.Model{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfNamespace))
+	if r.Checkpoints {
+		b = b.Watches(&nnv1.AgentCheckpoint{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			var out []reconcile.Request
+			for _, k := range checkpointPools(ctx, o) {
+				out = append(out, reconcile.Request{NamespacedName: k})
+			}
+			return out
+		}))
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("agentpool").
 		Complete(r)
 }
