@@ -157,24 +157,38 @@ func DeleteSlices(ctx context.Context, cs kubernetes.Interface, selector string)
 	})
 }
 
-// DeleteNamespace force-deletes the pods of ns, deletes it and waits (bounded) until it is gone, so
-// the claims' finalizers are released by the controller-manager.
+// DeleteNamespace force-deletes the pods of ns one by one (a DeleteCollection of a thousand pods
+// outlives the apiserver's request timeout on this machine), deletes the namespace and waits
+// (bounded) until it is gone, which includes the claims, whose finalizers the controller-manager
+// releases once their pods are gone.
 func DeleteNamespace(ctx context.Context, cs kubernetes.Interface, ns string) error {
-	err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting pods of %s: %w", ns, err)
+		return fmt.Errorf("listing pods of %s: %w", ns, err)
 	}
-	err = cs.ResourceV1().ResourceClaims(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting claims of %s: %w", ns, err)
+	if pods != nil {
+		err = parallel(ctx, len(pods.Items), 16, func(ctx context.Context, i int) error {
+			err := cs.CoreV1().Pods(ns).Delete(ctx, pods.Items[i].Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting pod %s/%s: %w", ns, pods.Items[i].Name, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
 	}
 	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting namespace %s: %w", ns, err)
 	}
-	return wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
+	if err != nil {
+		return fmt.Errorf("namespace %s still there: %w", ns, err)
+	}
+	return nil
 }
 
 // Cleanup removes everything labelled with LabelRun (with runID empty: every earlier benchmark run,
