@@ -38,7 +38,11 @@ func Run(ctx context.Context, c Config) error {
 	}
 	ring, err := keys.Load(c.KeysDir)
 	if err != nil {
-		return err
+		// Keys may be mounted later (optional Secret): start degraded, with
+		// session and remote-embedding calls answering 503 "no encryption
+		// keys configured", and pick the keys up on the next reload.
+		log.Error(err, "no usable key ring; session storage unavailable until keys are mounted", "keysDir", c.KeysDir)
+		ring = keys.Empty()
 	}
 	codec, err := frame.New(ring, frame.Options{Tenant: c.Namespace, UseDict: c.ZstdDict, MaxPlaintext: c.MaxSession + 1<<16})
 	if err != nil {
@@ -67,6 +71,7 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 	m.VectorEntries.Set(float64(idx.Len()))
+	m.SetKeysLoaded(ring.Active() != "")
 	var remote vector.Remote
 	if c.EmbeddingRedis {
 		remote = st.Blobs("emb")
@@ -78,7 +83,7 @@ func Run(ctx context.Context, c Config) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { st.Run(ctx, 250*time.Millisecond) })
-	wg.Go(func() { reloadKeys(ctx, c, codec) })
+	wg.Go(func() { reloadKeys(ctx, c, codec, m) })
 	if c.VectorDir != "" {
 		wg.Go(func() { saveLoop(ctx, c, idx) })
 	}
@@ -179,7 +184,7 @@ func listenUnix(path string) (net.Listener, error) {
 	return l, nil
 }
 
-func reloadKeys(ctx context.Context, c Config, codec *frame.Codec) {
+func reloadKeys(ctx context.Context, c Config, codec *frame.Codec, m *metrics.Metrics) {
 	if c.KeysReload <= 0 {
 		return
 	}
@@ -200,6 +205,7 @@ func reloadKeys(ctx context.Context, c Config, codec *frame.Codec) {
 		cur := codec.Ring()
 		if r.Active() != cur.Active() || !slices.Equal(r.IDs(), cur.IDs()) {
 			codec.SetRing(r)
+			m.SetKeysLoaded(true)
 			log.Info("key ring reloaded", "active", r.Active(), "ids", r.IDs())
 		}
 	}

@@ -168,3 +168,40 @@ func TestRunRotationPersistenceMetrics(t *testing.T) {
 		t.Fatalf("search after restart = %d %s", code, body)
 	}
 }
+
+// TestRunWithoutKeysDegrades: with no keys mounted the sidecar still starts,
+// answers session calls with 503 (never storing plaintext), and recovers
+// when the Secret's files appear.
+func TestRunWithoutKeysDegrades(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	tmp := t.TempDir()
+	keysDir := filepath.Join(tmp, "keys")
+	_ = os.Mkdir(keysDir, 0o700)
+	var c Config
+	c.Bind(flag.NewFlagSet("t", flag.ContinueOnError))
+	c.HTTPAddr, c.GRPCAddr, c.UnixSocket = "", "", filepath.Join(tmp, "sidecar.sock")
+	c.RedisAddrs, c.KeysDir, c.KeysReload, c.Namespace = rs.Addr, keysDir, 50*time.Millisecond, "team-a"
+	client, stop := startApp(t, c)
+	defer stop()
+	if code, body := call(t, client, "PUT", "/v1/sessions/s1", `{"a":1}`); code != 503 || !strings.Contains(body, "no encryption keys") {
+		t.Fatalf("PUT without keys = %d %s", code, body)
+	}
+	if _, body := call(t, client, "GET", "/metrics", ""); !strings.Contains(body, "neuronetes_sidecar_keys_loaded 0") {
+		t.Fatal("keys_loaded gauge not 0")
+	}
+	writeKeys(t, keysDir, "k1", "k1")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, _ := call(t, client, "PUT", "/v1/sessions/s1", `{"a":1}`)
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PUT after keys appeared = %d", code)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, body := call(t, client, "GET", "/metrics", ""); !strings.Contains(body, "neuronetes_sidecar_keys_loaded 1") {
+		t.Fatal("keys_loaded gauge not 1")
+	}
+}

@@ -37,6 +37,13 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // ErrUnknownKey is returned when a frame names a key id that the ring lacks.
 var ErrUnknownKey = errors.New("unknown key id")
 
+// ErrNoKeys is returned by an empty ring: no keys are configured (yet).
+var ErrNoKeys = errors.New("no encryption keys configured")
+
+// Empty returns a ring without keys. Every Derive fails with ErrNoKeys, so
+// nothing can be sealed or opened until a real ring replaces it.
+func Empty() *Ring { return &Ring{keys: map[string][]byte{}} }
+
 // ValidID reports whether id is an acceptable key id.
 func ValidID(id string) bool { return idPattern.MatchString(id) }
 
@@ -117,7 +124,7 @@ func decodeKey(b []byte) ([]byte, error) {
 	return nil, fmt.Errorf("content: want %d raw bytes or their base64 encoding, got %d bytes", KeySize, len(b))
 }
 
-// Active returns the id of the key used for new writes.
+// Active returns the id of the key used for new writes ("" for an empty ring).
 func (r *Ring) Active() string { return r.active }
 
 // IDs returns the sorted ids of all keys in the ring.
@@ -134,6 +141,9 @@ func (r *Ring) IDs() []string {
 // key with the tenant as info. Two tenants sharing one Secret by mistake still
 // get unrelated keys.
 func (r *Ring) Derive(id, tenant string) ([]byte, error) {
+	if len(r.keys) == 0 {
+		return nil, ErrNoKeys
+	}
 	k, ok := r.keys[id]
 	if !ok {
 		return nil, fmt.Errorf("key %q: %w", id, ErrUnknownKey)

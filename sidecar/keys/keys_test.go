@@ -3,6 +3,7 @@ package keys
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -62,5 +63,15 @@ func TestDerivePerTenant(t *testing.T) {
 	}
 	if _, err := r.Derive("nope", "a"); err == nil {
 		t.Fatal("unknown key derived")
+	}
+}
+
+func TestEmptyRing(t *testing.T) {
+	r := Empty()
+	if r.Active() != "" || len(r.IDs()) != 0 {
+		t.Fatalf("empty ring: active %q ids %v", r.Active(), r.IDs())
+	}
+	if _, err := r.Derive("", "t"); !errors.Is(err, ErrNoKeys) {
+		t.Fatalf("Derive on empty ring: %v", err)
 	}
 }

@@ -31,6 +31,8 @@ type Metrics struct {
 	RetrievalLatency *prometheus.HistogramVec
 	// VectorEntries is the number of vectors in the node-local shard.
 	VectorEntries prometheus.Gauge
+	// KeysLoaded is 1 when a key ring is loaded, 0 while sessions are unavailable for lack of keys.
+	KeysLoaded prometheus.Gauge
 
 	agentClass string
 }
@@ -59,13 +61,15 @@ func New(agentClass string) *Metrics {
 			Help: "Vector search latency.", Buckets: fastBuckets}, []string{"agent_class"}),
 		VectorEntries: prometheus.NewGauge(prometheus.GaugeOpts{Name: "neuronetes_sidecar_vector_entries",
 			Help: "Vectors held by the node-local shard."}),
+		KeysLoaded: prometheus.NewGauge(prometheus.GaugeOpts{Name: "neuronetes_sidecar_keys_loaded",
+			Help: "1 when an encryption key ring is loaded; 0 means session calls answer 503."}),
 	}
 }
 
 // Register registers every collector with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.Requests, m.RequestLatency, m.RedisLatency, m.RedisErrors,
-		m.NearCache, m.EmbeddingCache, m.RetrievalMisses, m.RetrievalLatency, m.VectorEntries} {
+		m.NearCache, m.EmbeddingCache, m.RetrievalMisses, m.RetrievalLatency, m.VectorEntries, m.KeysLoaded} {
 		if err := r.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -109,4 +113,13 @@ func (m *Metrics) Embedding(hit bool) {
 	}
 	m.EmbeddingCache.WithLabelValues("miss").Inc()
 	m.RetrievalMisses.WithLabelValues(m.agentClass).Inc()
+}
+
+// SetKeysLoaded records whether a key ring is loaded.
+func (m *Metrics) SetKeysLoaded(ok bool) {
+	if ok {
+		m.KeysLoaded.Set(1)
+		return
+	}
+	m.KeysLoaded.Set(0)
 }
