@@ -50,6 +50,12 @@ type ScalingRules struct {
 	// +kubebuilder:validation:Maximum=3600
 	// +optional
 	PeriodSeconds *int32 `json:"periodSeconds,omitempty"`
+	// SelectPolicy chooses between maxChangePercent and maxChangeAbsolute, as the HPA's
+	// selectPolicy does: Min applies the more restrictive limit (the default: the guide states both
+	// as caps), Max the more permissive one, Disabled forbids scaling in this direction.
+	// +kubebuilder:validation:Enum=Min;Max;Disabled
+	// +optional
+	SelectPolicy string `json:"selectPolicy,omitempty"`
 }
 
 // ScalingBehavior configures scale-up and scale-down separately.
@@ -115,6 +121,10 @@ type PredictiveSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	Schedules []ScheduleSpec `json:"schedules,omitempty"`
+	// Season is the seasonal period of the forecaster (default 24h, e.g. 7d for weekly traffic).
+	// A season longer than the history kept makes the forecast trend only.
+	// +optional
+	Season Duration `json:"season,omitempty"`
 }
 
 // BreachResponse says how to react to an SLO breach.
@@ -156,6 +166,11 @@ type SLOTargetSpec struct {
 	// ScaleDownSafety guards scale-down.
 	// +optional
 	ScaleDownSafety *ScaleDownSafety `json:"scaleDownSafety,omitempty"`
+	// BreachOnly keeps the SLO out of the proportional metrics: no implicit ttft-p95 metric is
+	// added, and the SLO only drives the breach response and the scale-down safety. Latency lags
+	// capacity, so a proportional TTFT metric keeps adding replicas while new ones start.
+	// +optional
+	BreachOnly bool `json:"breachOnly,omitempty"`
 }
 
 // BudgetAction is what to do when the budget is exceeded.
@@ -271,6 +286,13 @@ type AutoscalingSpec struct {
 	// CooldownPeriod between any two scaling operations.
 	// +optional
 	CooldownPeriod Duration `json:"cooldownPeriod,omitempty"`
+	// Tolerance, in [0,1): metric ratios within [1-tolerance, 1+tolerance] of the target cause no
+	// change (default 0.1, the HPA's).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1
+	// +kubebuilder:validation:ExclusiveMaximum=true
+	// +optional
+	Tolerance Decimal `json:"tolerance,omitempty"`
 	// UseWarmPool makes scale-up activate warm pods before creating new ones (default true).
 	// +optional
 	UseWarmPool *bool `json:"useWarmPool,omitempty"`

@@ -99,35 +99,45 @@ func decodeLikeAPIServer(t *testing.T, b []byte, into any) {
 	}
 }
 
-// TestCRDRejectsMalformedPools checks each malformed pool fails with an error naming its field.
-func TestCRDRejectsMalformedPools(t *testing.T) {
-	v := loadCRD(t, "neuronetes.io_agentpools.yaml")
-	b, err := os.ReadFile("testdata/invalid-agentpools.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cases []any
-	decodeLikeAPIServer(t, b, &cases)
-	if len(cases) < 15 {
-		t.Fatalf("only %d malformed cases, want >= 15", len(cases))
-	}
-	for _, raw := range cases {
-		c := raw.(map[string]any)
-		name, fieldName, spec := c["name"].(string), c["field"].(string), c["spec"]
-		t.Run(name, func(t *testing.T) {
-			obj := map[string]any{
-				"apiVersion": "neuronetes.io/v1alpha1", "kind": "AgentPool",
-				"metadata": map[string]any{"name": "bad", "namespace": "ns"}, "spec": spec,
+// TestCRDRejectsMalformedObjects checks each malformed fixture fails with an error naming its field.
+func TestCRDRejectsMalformedObjects(t *testing.T) {
+	for _, tc := range []struct {
+		kind, crd, fixture string
+		minCases           int
+	}{
+		{"AgentPool", "neuronetes.io_agentpools.yaml", "testdata/invalid-agentpools.yaml", 15},
+		{"ToolBinding", "neuronetes.io_toolbindings.yaml", "testdata/invalid-toolbindings.yaml", 3},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			v := loadCRD(t, tc.crd)
+			b, err := os.ReadFile(tc.fixture)
+			if err != nil {
+				t.Fatal(err)
 			}
-			errs := v.validate(obj)
-			if len(errs) == 0 {
-				t.Fatalf("accepted: %v", spec)
+			var cases []any
+			decodeLikeAPIServer(t, b, &cases)
+			if len(cases) < tc.minCases {
+				t.Fatalf("only %d malformed cases in %s, want >= %d", len(cases), tc.fixture, tc.minCases)
 			}
-			msg := errs.ToAggregate().Error()
-			if !strings.Contains(msg, fieldName) {
-				t.Fatalf("errors do not name %s: %s", fieldName, msg)
+			for _, raw := range cases {
+				c := raw.(map[string]any)
+				name, fieldName, spec := c["name"].(string), c["field"].(string), c["spec"]
+				t.Run(name, func(t *testing.T) {
+					obj := map[string]any{
+						"apiVersion": "neuronetes.io/v1alpha1", "kind": tc.kind,
+						"metadata": map[string]any{"name": "bad", "namespace": "ns"}, "spec": spec,
+					}
+					errs := v.validate(obj)
+					if len(errs) == 0 {
+						t.Fatalf("accepted: %v", spec)
+					}
+					msg := errs.ToAggregate().Error()
+					if !strings.Contains(msg, fieldName) {
+						t.Fatalf("errors do not name %s: %s", fieldName, msg)
+					}
+					t.Logf("%s", msg)
+				})
 			}
-			t.Logf("%s", msg)
 		})
 	}
 }

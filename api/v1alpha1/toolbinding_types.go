@@ -29,6 +29,12 @@ type QueueConfig struct {
 	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	PrefetchCount *int32 `json:"prefetchCount,omitempty"`
+	// TargetThroughput is the seed formula's target_throughput: messages one replica is expected
+	// to clear per evaluation beyond its prefetch (default 1). Must be greater than 0.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:ExclusiveMinimum=true
+	// +optional
+	TargetThroughput Decimal `json:"targetThroughput,omitempty"`
 }
 
 // ToolBindingSpec binds a tool or a queue to an agent pool.
