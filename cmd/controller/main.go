@@ -1,5 +1,5 @@
 // Command controller is the NeuroNetes cluster controller: the AgentPool reconciler with warm
-// pools and the sidecar-injection webhook. It runs as a leader-elected Deployment, or as a host
+// pools, the autoscaling loop with its scale webhook, and the sidecar-injection webhook. It runs as a leader-elected Deployment, or as a host
 // process against a kubeconfig (e2e, make run).
 package main
 
@@ -50,6 +50,7 @@ type options struct {
 	sidecarImage, sidecarPull string
 	sidecarRedis, sidecarArgs string
 	sidecarKeysSecret         string
+	autoscaler                autoscalerOptions
 }
 
 func parseFlags() *options {
@@ -72,6 +73,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.sidecarRedis, "sidecar-redis-addr", "10.88.0.1:6379", "default NEURONETES_REDIS_ADDR of injected sidecars")
 	flag.StringVar(&o.sidecarKeysSecret, "sidecar-keys-secret", "neuronetes-sidecar-keys", "Secret mounted at /etc/neuronetes/keys when the AgentClass names none (optional volume; empty disables)")
 	flag.StringVar(&o.sidecarArgs, "sidecar-args", "", "space-separated extra arguments of the injected sidecar")
+	o.autoscaler.addFlags(flag.CommandLine)
 	klog.InitFlags(nil)
 	flag.Parse()
 	return o
@@ -88,6 +90,10 @@ func main() {
 
 func run(ctx context.Context, o *options) error {
 	logger := klog.FromContext(ctx)
+	scaleToken, err := o.autoscaler.validate()
+	if err != nil {
+		return err
+	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return fmt.Errorf("scheme: %w", err)
@@ -141,7 +147,11 @@ func run(ctx context.Context, o *options) error {
 	if err := (&agentpool.ClassReconciler{}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("agentclass controller: %w", err)
 	}
-	// The autoscaler loop (controller/autoscaling) registers here once it lands.
+	if o.autoscaler.enabled {
+		if err := setupAutoscaler(mgr, &o.autoscaler, scaleToken, o.namespace); err != nil {
+			return err
+		}
+	}
 
 	if o.webhookEnabled {
 		if err := setupWebhook(ctx, mgr, o); err != nil {
@@ -154,7 +164,8 @@ func run(ctx context.Context, o *options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("readyz: %w", err)
 	}
-	logger.Info("starting controller", "namespace", o.namespace, "metrics", o.metricsAddr, "webhook", o.webhookEnabled)
+	logger.Info("starting controller", "namespace", o.namespace, "metrics", o.metricsAddr, "webhook", o.webhookEnabled,
+		"autoscaler", o.autoscaler.enabled, "scaleWebhook", o.autoscaler.enabled && o.autoscaler.addr != "")
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}

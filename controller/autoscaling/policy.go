@@ -2,6 +2,7 @@ package autoscaling
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -19,8 +20,9 @@ const (
 // PolicyFromAgentPool builds the decision policy of a pool from its spec, its
 // AgentClass (SLO TTFT and cost per replica-hour; may be nil) and the
 // ToolBindings that reference it (queue lag; those without autoscaleOnLag are
-// ignored). Behaviour limits use SelectMin: the guide states both
-// maxChangePercent and maxChangeAbsolute as caps.
+// ignored). Unset fields keep the decision package's defaults: tolerance 0.1,
+// selectPolicy Min (the guide states both maxChangePercent and
+// maxChangeAbsolute as caps), season 24h, targetThroughput 1.
 func PolicyFromAgentPool(pool *v1alpha1.AgentPool, class *v1alpha1.AgentClass, bindings []*v1alpha1.ToolBinding) (autoscaler.Policy, error) {
 	s := pool.Spec
 	p := autoscaler.Policy{MinReplicas: DefaultMinReplicas, MaxReplicas: DefaultMaxReplicas}
@@ -59,6 +61,9 @@ func PolicyFromAgentPool(pool *v1alpha1.AgentPool, class *v1alpha1.AgentClass, b
 	if p.CooldownPeriod, err = optDuration(as.CooldownPeriod); err != nil {
 		return p, fmt.Errorf("spec.autoscaling.cooldownPeriod: %w", err)
 	}
+	if p.Tolerance, err = tolerance(as.Tolerance); err != nil {
+		return p, fmt.Errorf("spec.autoscaling.tolerance: %w", err)
+	}
 	if b := as.Behavior; b != nil {
 		if p.Behavior.ScaleUp, err = rules(b.ScaleUp); err != nil {
 			return p, fmt.Errorf("spec.autoscaling.behavior.scaleUp: %w", err)
@@ -76,7 +81,9 @@ func PolicyFromAgentPool(pool *v1alpha1.AgentPool, class *v1alpha1.AgentClass, b
 	if err := costPolicy(&p, as.CostConstraints, class); err != nil {
 		return p, err
 	}
-	lagPolicy(&p, pool.Name, bindings)
+	if err := lagPolicy(&p, pool.Name, bindings); err != nil {
+		return p, err
+	}
 	if err := p.Validate(); err != nil {
 		return p, fmt.Errorf("spec.autoscaling: %w", err)
 	}
@@ -98,6 +105,31 @@ func parseTarget(t v1alpha1.MetricType, s string) (float64, error) {
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil {
 		return 0, fmt.Errorf("%q is not a number%s: %w", s, map[bool]string{true: " or duration", false: ""}[t == v1alpha1.MetricTTFTP95], err)
+	}
+	return v, nil
+}
+
+// ExplicitZeroTolerance stands for a tolerance written as 0: the decision
+// package reads a zero Tolerance as unset (its 0.1 default), so an explicit 0
+// becomes the smallest positive tolerance, under which only an exact ratio of 1
+// leaves the replicas unchanged.
+const ExplicitZeroTolerance = math.SmallestNonzeroFloat64
+
+// tolerance reads spec.autoscaling.tolerance: unset is 0 (the default), else a
+// value in [0,1).
+func tolerance(d v1alpha1.Decimal) (float64, error) {
+	if d == "" {
+		return 0, nil
+	}
+	v, err := d.Float64()
+	if err != nil {
+		return 0, err
+	}
+	if v < 0 || v >= 1 {
+		return 0, fmt.Errorf("must be in [0,1), got %v", v)
+	}
+	if v == 0 {
+		return ExplicitZeroTolerance, nil
 	}
 	return v, nil
 }
@@ -125,7 +157,16 @@ func rules(r *v1alpha1.ScalingRules) (autoscaler.ScalingRules, error) {
 		return autoscaler.ScalingRules{}, fmt.Errorf("stabilizationWindow: %w", err)
 	}
 	return autoscaler.ScalingRules{StabilizationWindow: w, MaxChangePercent: float64(i32(r.MaxChangePercent)),
-		MaxChangeAbsolute: i32(r.MaxChangeAbsolute), Period: time.Duration(i32(r.PeriodSeconds)) * time.Second, Select: autoscaler.SelectMin}, nil
+		MaxChangeAbsolute: i32(r.MaxChangeAbsolute), Period: time.Duration(i32(r.PeriodSeconds)) * time.Second, Select: selectPolicy(r.SelectPolicy)}, nil
+}
+
+// selectPolicy maps spec selectPolicy (Min, Max, Disabled; the CRD enum) to the
+// decision package's; unset is SelectMin.
+func selectPolicy(s string) autoscaler.SelectPolicy {
+	if s == "" {
+		return autoscaler.SelectMin
+	}
+	return autoscaler.SelectPolicy(s)
 }
 
 func sloPolicy(p *autoscaler.Policy, s *v1alpha1.SLOTargetSpec, class *v1alpha1.AgentClass) error {
@@ -139,7 +180,7 @@ func sloPolicy(p *autoscaler.Policy, s *v1alpha1.SLOTargetSpec, class *v1alpha1.
 	if err != nil {
 		return fmt.Errorf("agentclass spec.slo.ttft: %w", err)
 	}
-	p.SLO = autoscaler.SLOTarget{Enabled: true, TTFT: ttft, HeadroomPercent: float64(i32(s.HeadroomPercent))}
+	p.SLO = autoscaler.SLOTarget{Enabled: true, TTFT: ttft, HeadroomPercent: float64(i32(s.HeadroomPercent)), BreachOnly: s.BreachOnly}
 	if b := s.BreachResponse; b != nil {
 		p.SLO.ScaleUpImmediately, p.SLO.MaxScaleUp = b.ScaleUpImmediately, i32(b.MaxScaleUp)
 	}
@@ -162,6 +203,9 @@ func predictivePolicy(p *autoscaler.Policy, s *v1alpha1.PredictiveSpec) error {
 		return fmt.Errorf("spec.autoscaling.predictive.lookbackWindow: %w", err)
 	}
 	p.Predictive.Horizon = time.Duration(i32(s.HorizonMinutes)) * time.Minute
+	if p.Predictive.Season, err = optDuration(s.Season); err != nil {
+		return fmt.Errorf("spec.autoscaling.predictive.season: %w", err)
+	}
 	if p.Predictive.MinConfidence, err = s.MinConfidence.Float64(); err != nil {
 		return fmt.Errorf("spec.autoscaling.predictive.minConfidence: %w", err)
 	}
@@ -196,13 +240,22 @@ func costPolicy(p *autoscaler.Policy, c *v1alpha1.CostConstraints, class *v1alph
 }
 
 // lagPolicy takes the queue settings of the first ToolBinding of this pool
-// with autoscaleOnLag (the collector sums the lag of all of them).
-func lagPolicy(p *autoscaler.Policy, pool string, bindings []*v1alpha1.ToolBinding) {
+// with autoscaleOnLag (the collector sums the lag of all of them). An unset
+// targetThroughput stays 0, the decision package's default of 1.
+func lagPolicy(p *autoscaler.Policy, pool string, bindings []*v1alpha1.ToolBinding) error {
 	for _, b := range LagBindings(pool, bindings) {
 		q := b.Spec.QueueConfig
-		p.Lag = autoscaler.QueueLag{Enabled: true, MaxLagThreshold: int64(i32(q.MaxLagThreshold)), PrefetchCount: int64(max(i32(q.PrefetchCount), 1))}
-		return
+		tt, err := q.TargetThroughput.Float64()
+		if err != nil {
+			return fmt.Errorf("toolbinding %s spec.queueConfig.targetThroughput: %w", b.Name, err)
+		}
+		if tt < 0 {
+			return fmt.Errorf("toolbinding %s spec.queueConfig.targetThroughput: must be > 0, got %v", b.Name, tt)
+		}
+		p.Lag = autoscaler.QueueLag{Enabled: true, MaxLagThreshold: int64(i32(q.MaxLagThreshold)), PrefetchCount: int64(max(i32(q.PrefetchCount), 1)), TargetThroughput: tt}
+		return nil
 	}
+	return nil
 }
 
 // LagBindings returns the ToolBindings of pool that scale it on queue lag.

@@ -139,3 +139,77 @@ func TestPolicyFromAgentPoolErrors(t *testing.T) {
 		t.Fatalf("defaults: %+v, %v", p, err)
 	}
 }
+
+// TestPolicyFromAgentPoolTuning covers the fields that tune the decision
+// package (tolerance, selectPolicy, breachOnly, season, targetThroughput): set
+// they are carried over, unset they leave its defaults in place.
+func TestPolicyFromAgentPoolTuning(t *testing.T) {
+	var class v1alpha1.AgentClass
+	if err := yaml.UnmarshalStrict([]byte(seedClass), &class); err != nil {
+		t.Fatal(err)
+	}
+	lag := func(tt v1alpha1.Decimal) []*v1alpha1.ToolBinding {
+		return []*v1alpha1.ToolBinding{{Spec: v1alpha1.ToolBindingSpec{Type: "queue", AgentPoolRef: &v1alpha1.LocalObjectReference{Name: "p"},
+			QueueConfig: &v1alpha1.QueueConfig{Provider: "nats", QueueName: "q", AutoscaleOnLag: true, TargetThroughput: tt}}}}
+	}
+	tests := []struct {
+		name     string
+		pool     string
+		bindings []*v1alpha1.ToolBinding
+		check    func(p autoscaler.Policy) (got, want any)
+	}{
+		{"tolerance set", "spec: {autoscaling: {tolerance: 0.25}}", nil,
+			func(p autoscaler.Policy) (any, any) { return p.Tolerance, 0.25 }},
+		{"tolerance unset keeps the default", "spec: {autoscaling: {}}", nil,
+			func(p autoscaler.Policy) (any, any) { return p.Tolerance, 0.0 }},
+		{"tolerance 0 is explicit", "spec: {autoscaling: {tolerance: 0}}", nil,
+			func(p autoscaler.Policy) (any, any) { return p.Tolerance, ExplicitZeroTolerance }},
+		{"selectPolicy Max", "spec: {autoscaling: {behavior: {scaleUp: {selectPolicy: Max}}}}", nil,
+			func(p autoscaler.Policy) (any, any) { return p.Behavior.ScaleUp.Select, autoscaler.SelectMax }},
+		{"selectPolicy Disabled", "spec: {autoscaling: {behavior: {scaleDown: {selectPolicy: Disabled}}}}", nil,
+			func(p autoscaler.Policy) (any, any) { return p.Behavior.ScaleDown.Select, autoscaler.SelectDisabled }},
+		{"selectPolicy unset is Min", "spec: {autoscaling: {behavior: {scaleDown: {maxChangePercent: 10}}}}", nil,
+			func(p autoscaler.Policy) (any, any) { return p.Behavior.ScaleDown.Select, autoscaler.SelectMin }},
+		{"breachOnly", "spec: {autoscaling: {sloTarget: {enabled: true, breachOnly: true}}}", nil,
+			func(p autoscaler.Policy) (any, any) { return p.SLO.BreachOnly, true }},
+		{"season 7d", "spec: {autoscaling: {predictive: {enabled: true, horizonMinutes: 10, season: 7d}}}", nil,
+			func(p autoscaler.Policy) (any, any) { return p.Predictive.Season, 7 * 24 * time.Hour }},
+		{"season unset", "spec: {autoscaling: {predictive: {enabled: true, horizonMinutes: 10}}}", nil,
+			func(p autoscaler.Policy) (any, any) { return p.Predictive.Season, time.Duration(0) }},
+		{"targetThroughput", "spec: {autoscaling: {}}", lag("2.5"),
+			func(p autoscaler.Policy) (any, any) { return p.Lag.TargetThroughput, 2.5 }},
+		{"targetThroughput unset", "spec: {autoscaling: {}}", lag(""),
+			func(p autoscaler.Policy) (any, any) { return p.Lag.TargetThroughput, 0.0 }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := PolicyFromAgentPool(mustPool(t, "metadata: {name: p}\n"+tc.pool), &class, tc.bindings)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := tc.check(p); got != want {
+				t.Fatalf("got %v, want %v", got, want)
+			}
+			if _, err := autoscaler.New(p); err != nil {
+				t.Fatalf("converted policy rejected: %v", err)
+			}
+		})
+	}
+	for _, tc := range []struct{ name, pool, field string }{
+		{"tolerance 1", "spec: {autoscaling: {tolerance: 1}}", "spec.autoscaling.tolerance"},
+		{"negative tolerance", "spec: {autoscaling: {tolerance: -0.5}}", "spec.autoscaling.tolerance"},
+		{"bad season", "spec: {autoscaling: {predictive: {season: weekly}}}", "spec.autoscaling.predictive.season"},
+		{"unknown selectPolicy", "spec: {autoscaling: {behavior: {scaleUp: {selectPolicy: Random}}}}", "behavior.scaleUp"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := PolicyFromAgentPool(mustPool(t, "metadata: {name: p}\n"+tc.pool), &class, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("got %v, want an error naming %q", err, tc.field)
+			}
+		})
+	}
+	if _, err := PolicyFromAgentPool(mustPool(t, "metadata: {name: p}\nspec: {autoscaling: {}}"), &class, lag("-1")); err == nil ||
+		!strings.Contains(err.Error(), "spec.queueConfig.targetThroughput") {
+		t.Fatalf("negative targetThroughput: got %v", err)
+	}
+}
