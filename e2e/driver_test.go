@@ -424,6 +424,8 @@ spec:
 			n, err := taintedGPU0()
 			return err == nil && n == 29, fmt.Errorf("%d tainted devices, err %v", n, err)
 		})
+		// Let the scheduler's informers catch up with the slice update (the API server has it).
+		time.Sleep(3 * time.Second)
 		// Seven whole GPUs fit only if the tainted one is avoided.
 		h.claimPod(t, "avoid", `    requests:
     - name: gpu

@@ -100,7 +100,21 @@ func Inventory(ctx context.Context, b *Backend) ([]model.GPUInfo, error) {
 	return b.inventoryLocked(ctx)
 }
 
+// refreshLocked picks up MIG changes another driver instance made to a persisted mock.
+func (b *Backend) refreshLocked() error {
+	if b.mock == nil {
+		return nil
+	}
+	if err := b.mock.refresh(); err != nil {
+		return fmt.Errorf("mock state: %w", err)
+	}
+	return nil
+}
+
 func (b *Backend) inventoryLocked(ctx context.Context) ([]model.GPUInfo, error) {
+	if err := b.refreshLocked(); err != nil {
+		return nil, err
+	}
 	n, ret := b.Lib.DeviceGetCount()
 	if ret != gonvml.SUCCESS {
 		return nil, fmt.Errorf("device count: %s", gonvml.ErrorString(ret))

@@ -151,6 +151,9 @@ func (b *Backend) GPU(ctx context.Context, uuid string) (model.GPUInfo, error) {
 }
 
 func (b *Backend) gpuLocked(uuid string) (model.GPUInfo, error) {
+	if err := b.refreshLocked(); err != nil {
+		return model.GPUInfo{}, err
+	}
 	d, err := b.device(uuid)
 	if err != nil {
 		return model.GPUInfo{}, err
@@ -230,6 +233,9 @@ func fullComputeProfile(gi gonvml.GpuInstance, slices int) (gonvml.ComputeInstan
 func (b *Backend) DestroyMIG(ctx context.Context, gpuUUID string, giID int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if err := b.refreshLocked(); err != nil {
+		return err
+	}
 	d, err := b.device(gpuUUID)
 	if err != nil {
 		return err

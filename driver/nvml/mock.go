@@ -67,6 +67,37 @@ type mockState struct {
 	file    string
 	numa    map[string]int
 	root    map[string]string
+	// seen identifies the state file version this process last wrote or read; another process
+	// (a second driver instance during a rolling update) changing the file makes refresh reload.
+	seen fileVersion
+}
+
+type fileVersion struct {
+	mtime int64
+	size  int64
+}
+
+func stateVersion(path string) fileVersion {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fileVersion{}
+	}
+	return fileVersion{st.ModTime().UnixNano(), st.Size()}
+}
+
+// refresh reloads the persisted MIG state when another process changed it since we last saw it.
+func (m *mockState) refresh() error {
+	if m.file == "" || stateVersion(m.file) == m.seen {
+		return nil
+	}
+	for _, dv := range m.server.Devices {
+		d := dv.(*server.Device)
+		d.Lock()
+		d.GpuInstances = map[*server.GpuInstance]struct{}{}
+		d.MigMode = 0
+		d.Unlock()
+	}
+	return m.load()
 }
 
 func newMock(name string, opts Options) (*mockState, error) {
@@ -249,10 +280,15 @@ func (m *mockState) save() error {
 	if err := os.WriteFile(tmp, raw, 0o644); err != nil {
 		return err
 	}
-	return os.Rename(tmp, m.file)
+	if err := os.Rename(tmp, m.file); err != nil {
+		return err
+	}
+	m.seen = stateVersion(m.file)
+	return nil
 }
 
 func (m *mockState) load() error {
+	m.seen = stateVersion(m.file)
 	raw, err := os.ReadFile(m.file)
 	if os.IsNotExist(err) {
 		return nil

@@ -184,6 +184,7 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	logger := klog.FromContext(ctx)
+	s.reload(ctx)
 	uid := string(claim.UID)
 	if c, ok := s.data.Claims[uid]; ok {
 		if c.State == checkpoint.PrepareCompleted {
@@ -292,6 +293,19 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	return toPrepared(rec), nil
 }
 
+// reload re-reads the checkpoint before a call. During a rolling update two driver instances are
+// registered and the kubelet may prepare a claim in one and unprepare it in the other; the plugin
+// library serializes their calls with a file lock, so the checkpoint on disk is the shared truth.
+// A checkpoint that cannot be read keeps the in-memory state.
+func (s *State) reload(ctx context.Context) {
+	d, _, err := s.cfg.Store.Load()
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Re-reading the checkpoint failed, using the in-memory state")
+		return
+	}
+	s.data = d
+}
+
 // failPrepare undoes a failed prepare; the claim stays PrepareStarted in the checkpoint if the undo
 // fails, so start-up recovery finishes it.
 func (s *State) failPrepare(ctx context.Context, uid string) {
@@ -339,6 +353,7 @@ func (s *State) rollback(ctx context.Context, c checkpoint.Claim) error {
 func (s *State) Unprepare(ctx context.Context, uid types.UID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.reload(ctx)
 	c, ok := s.data.Claims[string(uid)]
 	if !ok {
 		return nil

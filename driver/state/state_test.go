@@ -262,3 +262,33 @@ func TestOrphanedCDISpecRemoved(t *testing.T) {
 		t.Errorf("specs after restart: %v %v, want [kept]", uids, err)
 	}
 }
+
+// TestRollingUpdateInstances: during a rolling update the kubelet may prepare a claim in one driver
+// instance and unprepare it in the other. Both share the checkpoint and (here) the persisted mock
+// hardware state, and must agree.
+func TestRollingUpdateInstances(t *testing.T) {
+	e := &env{dir: t.TempDir()}
+	oldInst, _ := e.open(t, "boot")
+	newInst, newBackend := e.open(t, "boot")
+	ctx := context.Background()
+	if _, err := newInst.Prepare(ctx, claim("r1", []string{"gpu-2-mig-1g-10gb-p0"})); err != nil {
+		t.Fatal(err)
+	}
+	// The old instance must not hand out the same placement again...
+	if _, err := oldInst.Prepare(ctx, claim("r2", []string{"gpu-2-mig-1g-10gb-p0"})); err == nil {
+		t.Fatal("old instance prepared a device the new instance had prepared")
+	}
+	// ...and can unprepare what the new one prepared.
+	if err := oldInst.Unprepare(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := migCount(t, newBackend); n != 0 {
+		t.Errorf("%d MIG instances left after cross-instance unprepare", n)
+	}
+	if c := newInst.Claims(); len(c) != 0 {
+		t.Logf("new instance still caches %d claims until its next call", len(c))
+	}
+	if _, err := newInst.Prepare(ctx, claim("r3", []string{"gpu-2-mig-1g-10gb-p0"})); err != nil {
+		t.Errorf("placement not free again: %v", err)
+	}
+}
