@@ -131,12 +131,8 @@ func (e *Engine) Checkpoint(ctx context.Context, id, agent, ckID string, o Check
 		return nil, fmt.Errorf("checkpoint task of %s: %w%s", id, err, criuLog(work, "dump.log"))
 	}
 	logger.V(2).Info("Container dumped", "duration", time.Since(start))
-	if !o.LeaveRunning {
-		// The task exited with the dump; delete it so the kubelet sees the exit.
-		if _, err := task.Delete(ctx); err != nil {
-			logger.V(2).Info("Deleting dumped task failed", "err", err)
-		}
-	}
+	// Without leave-running the task exited with the dump; its owner (the
+	// CRI plugin for kubelet containers) sees the exit and cleans it up.
 	meta := Meta{Image: info.Image, Snapshotter: info.Snapshotter, Spec: info.Spec.GetValue()}
 	b, err := json.Marshal(meta)
 	if err != nil {

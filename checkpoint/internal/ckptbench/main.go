@@ -111,16 +111,22 @@ func run(mib, reps int, work, only string) error {
 func dumpVsCLI(ctx context.Context, c *criu.Client, path, work string, mib, reps int) error {
 	var lib, cli []time.Duration
 	for i := 0; i < reps; i++ {
-		d, err := libDumpRestore(ctx, c, work, mib)
-		if err != nil {
-			return fmt.Errorf("library rep %d: %w", i, err)
+		// Alternate which side goes first so load drift hits both alike.
+		for _, lib1st := range [][]bool{{true, false}, {false, true}}[i%2] {
+			if lib1st {
+				d, err := libDumpRestore(ctx, c, work, mib)
+				if err != nil {
+					return fmt.Errorf("library rep %d: %w", i, err)
+				}
+				lib = append(lib, d)
+				continue
+			}
+			d, err := cliDumpRestore(path, work, mib)
+			if err != nil {
+				return fmt.Errorf("cli rep %d: %w", i, err)
+			}
+			cli = append(cli, d)
 		}
-		lib = append(lib, d)
-		d, err = cliDumpRestore(path, work, mib)
-		if err != nil {
-			return fmt.Errorf("cli rep %d: %w", i, err)
-		}
-		cli = append(cli, d)
 	}
 	r1 := float64(median(lib)) / float64(median(cli))
 	fmt.Printf("%-44s %12v %12v %8.3f %s\n", "dump+restore: library vs criu CLI", median(lib).Round(time.Millisecond), median(cli).Round(time.Millisecond), r1, "<= 1.1")
