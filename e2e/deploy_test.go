@@ -145,6 +145,12 @@ type deployRelease struct {
 	redisAddr       string
 }
 
+// nodeSlices selects the ResourceSlices of gpu.neuronetes.io on the real node (kwok nodes of the
+// scale tests carry simulated slices of the same driver).
+func nodeSlices(e *Env) metav1.ListOptions {
+	return metav1.ListOptions{FieldSelector: "spec.driver=gpu.neuronetes.io,spec.nodeName=" + e.NodeName}
+}
+
 // otherDriver names a running driver DaemonSet or ResourceSlices of gpu.neuronetes.io on the node
 // that this test did not create, or "".
 func otherDriver(ctx context.Context, e *Env, ownNS string) string {
@@ -158,7 +164,7 @@ func otherDriver(ctx context.Context, e *Env, ownNS string) string {
 			}
 		}
 	}
-	slices, err := e.Kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=gpu.neuronetes.io"})
+	slices, err := e.Kube.ResourceV1().ResourceSlices().List(ctx, nodeSlices(e))
 	if err == nil && len(slices.Items) > 0 {
 		return fmt.Sprintf("%d ResourceSlices of gpu.neuronetes.io (a driver process)", len(slices.Items))
 	}
@@ -246,13 +252,18 @@ func TestDeployLocal(t *testing.T) {
 			}
 		}
 		Eventually(t, time.Minute, "ResourceSlices of the chart-installed driver", func() (bool, error) {
-			l, err := e.Kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=gpu.neuronetes.io"})
+			l, err := e.Kube.ResourceV1().ResourceSlices().List(ctx, nodeSlices(e))
 			return err == nil && len(l.Items) > 0, err
 		})
 	})
 	t.Run("DriverGPUAndMIGPods", func(t *testing.T) { deployDriverScenarios(t, e) })
-	t.Run("Examples", func(t *testing.T) { deployExamples(t, e, r) })
-	t.Run("DashboardMetrics", func(t *testing.T) { deployDashboardMetrics(t, e, r) })
+	examplesOK := t.Run("Examples", func(t *testing.T) { deployExamples(t, e, r) })
+	t.Run("DashboardMetrics", func(t *testing.T) {
+		if !examplesOK {
+			t.Skip("needs the walkthrough pool of the Examples subtest, which failed")
+		}
+		deployDashboardMetrics(t, e, r)
+	})
 }
 
 // deployDriverScenarios runs the driver's two basic scenarios against the chart-installed driver:
@@ -365,7 +376,7 @@ func ownedBy(pod string) func(*resourceapi.ResourceClaim) bool {
 
 // deviceAttr returns a string attribute of a device published by the driver on the node.
 func deviceAttr(t *testing.T, e *Env, device, attr string) string {
-	l, err := e.Kube.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.driver=gpu.neuronetes.io"})
+	l, err := e.Kube.ResourceV1().ResourceSlices().List(context.Background(), nodeSlices(e))
 	if err != nil {
 		t.Fatal(err)
 	}

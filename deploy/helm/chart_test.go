@@ -29,6 +29,7 @@ var valueSets = []valueSet{
 	{name: "helm-tls", set: []string{`webhook={"tls":{"mode":"helm"}}`}},
 	{name: "production", files: []string{"values/production-example.yaml"}},
 	{name: "controller-only", set: []string{`driver={"enabled":false}`, `nodeagent={"enabled":false}`}},
+	{name: "scale-webhook", set: []string{`autoscaler={"scaleWebhook":{"enabled":true,"tokenSecret":"scale-token"}}`}},
 	{name: "checkpoint-s3", set: []string{`nodeagent={"checkpoint":{"enabled":true,"s3":{"endpoint":"10.88.0.1:9000","credentialsSecret":"s3"}}}`}},
 }
 
@@ -161,6 +162,9 @@ func TestChartRender(t *testing.T) {
 			if ck := contains(args(container(ds, "nodeagent")), "--checkpoint-enabled=true"); ck != (vs.name == "checkpoint-s3") {
 				t.Errorf("nodeagent --checkpoint-enabled present=%v in set %s", ck, vs.name)
 			}
+			if sw := contains(ctrl, "--scale-webhook-token-file=/etc/neuronetes/scale-webhook/token"); sw != (vs.name == "scale-webhook") {
+				t.Errorf("scale webhook token flag present=%v in set %s", sw, vs.name)
+			}
 			if vs.name == "production" && find(objs, "ServiceMonitor", "nn-neuronetes-controller") == nil {
 				t.Error("production example enables ServiceMonitors, none rendered")
 			}
@@ -201,6 +205,7 @@ func TestChartRefusesUnsafeCombinations(t *testing.T) {
 		{"two controllers without leader election", nil, []string{`controller={"replicas":2,"leaderElect":false}`}, "controller.leaderElect=true"},
 		{"servicemonitor without CRD", nil, []string{`monitoring={"serviceMonitor":{"enabled":true}}`}, "monitoring.coreos.com/v1"},
 		{"mlock unprivileged", nil, []string{`nodeagent={"mlockBudget":"8Gi","privileged":false}`}, "nodeagent.privileged=true"},
+		{"scale webhook without token", nil, []string{`autoscaler={"scaleWebhook":{"enabled":true}}`}, "autoscaler.scaleWebhook.tokenSecret"},
 		{"checkpoint unprivileged", nil, []string{`nodeagent={"checkpoint":{"enabled":true},"privileged":false}`}, "nodeagent.checkpoint.enabled=true needs"},
 		// values.schema.json
 		{"unknown NVML backend", nil, []string{`driver={"nvml":"mock:nope"}`}, "nvml"},
