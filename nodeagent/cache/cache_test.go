@@ -291,3 +291,34 @@ type closeFunc struct {
 }
 
 func (c closeFunc) Close() error { c.f(); return nil }
+
+func TestOpenRemovesStalePartials(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Open(dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		age      time.Duration
+		wantKept bool
+	}{
+		{"fresh.partial", time.Hour, true},
+		{"old.partial", 8 * 24 * time.Hour, false},
+		{"old.lock", 8 * 24 * time.Hour, true}, // not a partial
+	}
+	for _, tt := range tests {
+		p := filepath.Join(dir, "tmp", tt.name)
+		os.WriteFile(p, []byte("x"), 0o644)
+		old := time.Now().Add(-tt.age)
+		os.Chtimes(p, old, old)
+	}
+	if _, err := Open(dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		_, err := os.Stat(filepath.Join(dir, "tmp", tt.name))
+		if kept := err == nil; kept != tt.wantKept {
+			t.Errorf("%s kept=%v, want %v", tt.name, kept, tt.wantKept)
+		}
+	}
+}

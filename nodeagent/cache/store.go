@@ -26,6 +26,9 @@ type Options struct {
 	Now func() time.Time
 	// Observer receives fetch events (metrics); may be nil.
 	Observer Observer
+	// PartialTTL is how long an abandoned partial download is kept for resuming; Open removes older
+	// ones. 0 means 7 days.
+	PartialTTL time.Duration
 }
 
 // Observer receives cache events, e.g. to update metrics.
@@ -82,6 +85,9 @@ func Open(root string, opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.PartialTTL <= 0 {
+		opts.PartialTTL = 7 * 24 * time.Hour
+	}
 	s := &Store{
 		root:     root,
 		opts:     opts,
@@ -96,6 +102,7 @@ func Open(root string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("cache dir: %w", err)
 		}
 	}
+	s.removeStalePartials()
 	des, err := os.ReadDir(s.entryDir())
 	if err != nil {
 		return nil, fmt.Errorf("cache dir: %w", err)
@@ -111,6 +118,24 @@ func Open(root string, opts Options) (*Store, error) {
 		s.entries[de.Name()] = &Entry{Hex: de.Name(), Path: s.EntryPath(de.Name()), Size: info.Size(), LastUsed: info.ModTime()}
 	}
 	return s, nil
+}
+
+// removeStalePartials deletes partial downloads untouched for longer than PartialTTL: nobody asked for
+// them again, and they use disk outside the budget.
+func (s *Store) removeStalePartials() {
+	des, err := os.ReadDir(s.tmpDir())
+	if err != nil {
+		return
+	}
+	cutoff := s.opts.Now().Add(-s.opts.PartialTTL)
+	for _, de := range des {
+		if filepath.Ext(de.Name()) != ".partial" {
+			continue
+		}
+		if info, err := de.Info(); err == nil && info.ModTime().Before(cutoff) {
+			_ = os.Remove(filepath.Join(s.tmpDir(), de.Name()))
+		}
+	}
 }
 
 // Root returns the cache directory.
