@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,63 +20,35 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
-	"github.com/neuronetes/neuronetes/controller/autoscaling"
-	"github.com/neuronetes/neuronetes/controller/autoscaling/webhook"
 )
 
-var asLoggerOnce sync.Once
-
-// asStartLoop runs the autoscaling loop in-process against the cluster, scoped to ns,
-// with a short sync period. It stops at test cleanup.
-func asStartLoop(t *testing.T, e *Env, ns, natsURL string, o *webhook.Overrides) {
+// asControllerArgs are the flags that run the shipped controller's autoscaling loop with a short
+// sync period, its /v1/scale webhook on a free loopback port with the returned bearer token, and
+// natsURL as the default NATS server. On failure the pools' Events of ns are logged.
+func asControllerArgs(t *testing.T, e *Env, ns, natsURL string) (args []string, webhookAddr, token string) {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+	token = "e2e-token"
+	tokFile := filepath.Join(t.TempDir(), "scale-token")
+	if err := os.WriteFile(tokFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := nnv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	asLoggerOnce.Do(func() { ctrl.SetLogger(klog.NewKlogr()) })
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0", Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}})
-	if err != nil {
-		t.Fatalf("manager: %v", err)
-	}
-	l := autoscaling.NewLoop(natsURL, nil, autoscaling.NewMetrics(nil), o)
-	l.SyncPeriod, l.Name = 3*time.Second, "autoscaling-"+ns
-	if err := l.SetupWithManager(mgr); err != nil {
-		t.Fatalf("setup loop: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
+	webhookAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	args = []string{"--autoscaler=true", "--autoscaler-sync-period=3s", "--scale-webhook-addr=" + webhookAddr,
+		"--scale-webhook-token-file=" + tokFile, "--nats-url=" + natsURL}
 	t.Cleanup(func() {
-		if t.Failed() {
-			evs, _ := e.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
-			for _, ev := range evs.Items {
-				if ev.InvolvedObject.Kind == "AgentPool" {
-					t.Logf("event %s %s: %s", ev.InvolvedObject.Name, ev.Reason, ev.Message)
-				}
+		if !t.Failed() {
+			return
+		}
+		evs, _ := e.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+		for _, ev := range evs.Items {
+			if ev.InvolvedObject.Kind == "AgentPool" {
+				t.Logf("event %s %s: %s", ev.InvolvedObject.Name, ev.Reason, ev.Message)
 			}
 		}
-		cancel()
-		<-done
-		l.Lag.Close()
 	})
+	return args, webhookAddr, token
 }
 
 // asEvents returns "Reason: message" of the pool's Events.
@@ -176,9 +150,8 @@ func TestAutoscalerScalesPoolOnLoad(t *testing.T) {
 	ctrlInstallCRDs(t, e)
 	ns := e.Namespace(t, "as-load")
 	agentImg := e.Image(t, "demo-agent", "./cmd/demo-agent")
-	startController(t, e, ns, agentImg, "--listen=127.0.0.1:7070 --model=sidecar-standin")
-	overrides := &webhook.Overrides{}
-	asStartLoop(t, e, ns, "", overrides)
+	asArgs, hookAddr, token := asControllerArgs(t, e, ns, "")
+	startController(t, e, ns, agentImg, "--listen=127.0.0.1:7070 --model=sidecar-standin", asArgs...)
 	e.Apply(t, ns, fmt.Sprintf(ctrlClassYAML, agentImg))
 	e.Apply(t, ns, asPoolYAML)
 
@@ -220,17 +193,9 @@ func TestAutoscalerScalesPoolOnLoad(t *testing.T) {
 	}
 	t.Logf("events:\n%s", evs)
 
-	// POST /v1/scale with the bearer token overrides the decision.
-	h := &webhook.Handler{Token: "e2e-token", DefaultNamespace: ns, Store: overrides}
-	srv := &http.Server{Addr: "127.0.0.1:0", Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
+	// POST /v1/scale to the controller's scale webhook with the bearer token overrides the decision.
 	post := func(token string) int {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+ln.Addr().String()+"/v1/scale",
+		req, _ := http.NewRequest(http.MethodPost, "http://"+hookAddr+"/v1/scale",
 			strings.NewReader(`{"pool":"demo","replicas":3,"reason":"traffic-spike-detected","ttlSeconds":60}`))
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
@@ -243,7 +208,7 @@ func TestAutoscalerScalesPoolOnLoad(t *testing.T) {
 	if c := post("wrong"); c != http.StatusUnauthorized {
 		t.Fatalf("wrong token: %d", c)
 	}
-	if c := post("e2e-token"); c != http.StatusAccepted {
+	if c := post(token); c != http.StatusAccepted {
 		t.Fatalf("scale webhook: %d", c)
 	}
 	Eventually(t, 30*time.Second, "override to 3", func() (bool, error) {
@@ -272,7 +237,6 @@ spec:
   queueConfig:
     provider: nats
     queueName: agent-tasks
-    url: %s
     autoscaleOnLag: true
     maxLagThreshold: 10
     prefetchCount: 10
@@ -305,9 +269,11 @@ func TestAutoscalerScalesPoolOnNATSLag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	asStartLoop(t, e, ns, "", nil)
-	// No pods are needed: the pool is scaled on lag alone (no controller runs in this test).
-	e.Apply(t, ns, fmt.Sprintf(asLagYAML, s.ClientURL()))
+	// The ToolBinding names no URL: the controller's --nats-url is used. No pods are needed (the
+	// pool's class does not exist): the pool is scaled on lag alone.
+	asArgs, _, _ := asControllerArgs(t, e, ns, s.ClientURL())
+	startController(t, e, ns, "neuronetes.local/sidecar:dev", "", append(asArgs, "--webhook=false")...)
+	e.Apply(t, ns, asLagYAML)
 	for i := range 25 {
 		if _, err := js.Publish(ctx, "tasks", fmt.Appendf(nil, "task-%d", i)); err != nil {
 			t.Fatal(err)

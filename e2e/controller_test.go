@@ -162,7 +162,10 @@ func (c *ctrlProc) metrics() string {
 }
 
 // startController builds and runs cmd/controller scoped to ns, with its webhook registered by URL.
-func startController(t *testing.T, e *Env, ns, sidecarImage, sidecarArgs string) *ctrlProc {
+//
+// The autoscaling loop is off unless extra turns it on (--autoscaler=true): tests of the reconciler
+// set replicas themselves. extra flags come last and so override the defaults.
+func startController(t *testing.T, e *Env, ns, sidecarImage, sidecarArgs string, extra ...string) *ctrlProc {
 	bin := e.HostBinary(t, "./cmd/controller")
 	whPort, mPort := freePort(t), freePort(t)
 	cfgName := "neuronetes-sidecar-e2e-" + ns
@@ -176,8 +179,9 @@ func startController(t *testing.T, e *Env, ns, sidecarImage, sidecarArgs string)
 		"--webhook-host", "127.0.0.1", "--webhook-port", fmt.Sprint(whPort),
 		"--webhook-url", fmt.Sprintf("https://127.0.0.1:%d", whPort), "--webhook-config-name", cfgName,
 		"--webhook-cert-dir", t.TempDir(), "--sidecar-image", sidecarImage, "--sidecar-args", sidecarArgs,
-		"--leader-elect=false", "-v=2",
+		"--leader-elect=false", "-v=2", "--autoscaler=false", "--scale-webhook-addr=",
 	}}
+	c.args = append(c.args, extra...)
 	t.Cleanup(func() {
 		c.kill()
 		_ = e.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), cfgName, metav1.DeleteOptions{})
