@@ -234,6 +234,22 @@ func (h *driverHarness) uuidOf(t *testing.T, device string) string {
 	return ""
 }
 
+// driverRestarts returns the restart count of the driver container on the node.
+func (h *driverHarness) driverRestarts(t *testing.T) int32 {
+	t.Helper()
+	pods, err := h.e.Kube.CoreV1().Pods(h.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=neuronetes-driver"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int32
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			n += cs.RestartCount
+		}
+	}
+	return n
+}
+
 // TestDriver deploys the driver against the dgxh100 mock (and then the nvlink-pairs mock) on the
 // real node and runs the acceptance scenarios (a)-(f) as subtests, in an order that lets them share
 // one deployment.
@@ -488,9 +504,14 @@ spec:
 			n, err := h.migInstances()
 			return started == 1 && n >= 1, fmt.Errorf("%d PrepareStarted claims, %d MIG instances, err %v", started, n, err)
 		})
+		restarts := h.driverRestarts(t)
 		if err := syscall.Kill(pid.PID, syscall.SIGKILL); err != nil {
 			t.Fatalf("SIGKILL %d: %v", pid.PID, err)
 		}
+		Eventually(t, 2*time.Minute, "driver container restarted", func() (bool, error) {
+			n := h.driverRestarts(t)
+			return n > restarts, fmt.Errorf("restart count %d, was %d", n, restarts)
+		})
 		for _, name := range []string{"crash-a", "crash-b"} {
 			e.WaitPodRunning(t, h.ns, name, 3*time.Minute)
 		}
