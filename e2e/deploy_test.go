@@ -140,6 +140,7 @@ func TestDeployChartDryRun(t *testing.T) {
 
 // deployRelease is one chart installation made by hack/deploy-local.sh for this test.
 type deployRelease struct {
+	t               *testing.T // the test that owns the release; example objects are cleaned up with it
 	name, namespace string
 	exampleNS       string // the namespace the controller watches
 	redisAddr       string
@@ -178,7 +179,7 @@ func installRelease(t *testing.T, e *Env) *deployRelease {
 	t.Helper()
 	deployHelm(t, e)
 	ctx := context.Background()
-	r := &deployRelease{name: "nn-e2e"}
+	r := &deployRelease{t: t, name: "nn-e2e"}
 	r.namespace = e.Namespace(t, "nn-deploy")
 	r.exampleNS = e.Namespace(t, "nn-deploy-ex")
 	deadline := time.Now().Add(90 * time.Second)
@@ -315,8 +316,8 @@ func exampleFiles(t *testing.T, e *Env, dir string) []string {
 }
 
 // applyExample applies one example file into ns; it returns the error of the first refused object.
-// Created objects are deleted at cleanup.
-func applyExample(t *testing.T, e *Env, ns, file string) error {
+// Created objects are deleted at the cleanup of owner (the release's test: later subtests use them).
+func applyExample(t, owner *testing.T, e *Env, ns, file string) error {
 	t.Helper()
 	raw, err := os.ReadFile(file)
 	if err != nil {
@@ -328,9 +329,9 @@ func applyExample(t *testing.T, e *Env, ns, file string) error {
 		}
 		ri, _ := e.resourceFor(obj, ns)
 		name := obj.GetName()
-		t.Cleanup(func() {
+		owner.Cleanup(func() {
 			if err := ri.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				t.Logf("cleanup %s: %v", name, err)
+				owner.Logf("cleanup %s: %v", name, err)
 			}
 		})
 	}
@@ -399,7 +400,7 @@ func deployExamples(t *testing.T, e *Env, r *deployRelease) {
 	ctx := context.Background()
 	gpu := exampleFiles(t, e, "gpu-claims")
 	for _, f := range gpu {
-		if err := applyExample(t, e, ns, f); err != nil {
+		if err := applyExample(t, r.t, e, ns, f); err != nil {
 			t.Fatalf("%s: %v", filepath.Base(f), err)
 		}
 	}
@@ -432,7 +433,7 @@ func deployExamples(t *testing.T, e *Env, r *deployRelease) {
 	}
 
 	for _, f := range exampleFiles(t, e, "autoscaling") {
-		err := applyExample(t, e, ns, f)
+		err := applyExample(t, r.t, e, ns, f)
 		if strings.HasPrefix(filepath.Base(f), "90-rejected-") {
 			// Refused on purpose by the CRD's validation: the error must name the bad field.
 			if err == nil || !strings.Contains(err.Error(), "minReplicas") {
@@ -445,7 +446,7 @@ func deployExamples(t *testing.T, e *Env, r *deployRelease) {
 		}
 	}
 	for _, f := range exampleFiles(t, e, "agent-pool-on-mig") {
-		if err := applyExample(t, e, ns, f); err != nil {
+		if err := applyExample(t, r.t, e, ns, f); err != nil {
 			t.Fatalf("%s: %v", filepath.Base(f), err)
 		}
 	}
