@@ -157,7 +157,9 @@ func (s *server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 		fmt.Fprint(w, "data: [DONE]\n\n")
 		return
 	}
-	usage := map[string]int{"prompt_tokens": promptTokens, "completion_tokens": req.MaxTokens, "total_tokens": promptTokens + req.MaxTokens}
+	// context_tokens counts the prompt plus the conversation stored in the sidecar, so a
+	// client can see that a turn served by another replica was remembered.
+	usage := map[string]int{"prompt_tokens": promptTokens, "completion_tokens": req.MaxTokens, "total_tokens": promptTokens + req.MaxTokens, "context_tokens": contextTokens}
 	if chat {
 		writeJSON(w, map[string]any{"id": id, "object": "chat.completion", "created": created, "model": s.model, "usage": usage,
 			"choices": []any{map[string]any{"index": 0, "finish_reason": "length", "message": chatMessage{Role: "assistant", Content: out.String()}}}})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -199,6 +200,15 @@ func Down(ctx context.Context, root string, logf func(string, ...any)) error {
 	}
 	p := NewPaths(root)
 	var errs []error
+	// Host services started for the cluster's pods (make deploy-local's
+	// redis-server on the bridge address) go first: the bridge goes away.
+	for _, f := range hostServicePidFiles(p) {
+		if pid, err := readPid(f); err == nil && alive(pid) {
+			stopPid(pid, 5*time.Second)
+			logf("stopped host service pid %d (%s)", pid, f)
+		}
+		_ = os.Remove(f)
+	}
 	stopKwok(p)
 	stopProcess(p, "kubelet", 15*time.Second)
 	// Container processes and shims: kill the pod cgroups' processes, then
@@ -250,4 +260,24 @@ func Leftovers(root string) []string {
 		out = append(out, "bridge "+BridgeName)
 	}
 	return out
+}
+
+// hostServicePidFiles lists the pid files of host services that run only
+// for the cluster's pods: .local/redis/redis.pid (hack/deploy-local.sh).
+func hostServicePidFiles(p Paths) []string {
+	var out []string
+	for _, f := range []string{filepath.Join(p.Local, "redis", "redis.pid")} {
+		if fileExists(f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func readPid(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
 }

@@ -71,6 +71,11 @@ func (d *demo) steps() []step {
 	return []step{
 		{"build and import images", d.buildImages},
 		{"smoke pod with a locally built image", d.smokePod},
+		{"deploy NeuroNetes with the Helm chart (make deploy-local)", d.deploy},
+		{"a pod with one whole GPU through DRA", d.gpuPod("gpu-pod", "gpu.neuronetes.io")},
+		{"a pod with a dynamic MIG 1g.10gb slice", d.gpuPod("mig-pod", "mig-1g.10gb.neuronetes.io")},
+		{"prewarm a model on the node", d.warmModel},
+		{"agent pool with a warm pool, scale-up and a shared conversation", d.agentPool},
 	}
 }
 
@@ -289,6 +294,12 @@ func (d *demo) summary(ctx context.Context) error {
 	for _, p := range pods.Items {
 		fmt.Printf("  %-40s %-10s %s\n", p.Namespace+"/"+p.Name, p.Status.Phase, p.Spec.NodeName)
 	}
+	if out, err := exec.CommandContext(ctx, d.c.Paths.Binary("kubectl"), "--kubeconfig", d.c.Kubeconfig, "get", "agentpools,models", "-A").CombinedOutput(); err == nil {
+		fmt.Println("NeuroNetes objects:")
+		for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+			fmt.Println("  " + l)
+		}
+	}
 	fmt.Println("Demo:")
 	for _, r := range d.results {
 		fmt.Println("  - " + r)
@@ -313,10 +324,3 @@ func sortedKeys(m map[string]int) []string {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// kubectlPath is used by steps that shell out to kubectl.
-func (d *demo) kubectl(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, d.c.Paths.Binary("kubectl"), append([]string{"--kubeconfig", d.c.Kubeconfig}, args...)...)
-	b, err := cmd.CombinedOutput()
-	return string(b), err
-}
