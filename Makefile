@@ -7,9 +7,10 @@ GO ?= go
 LOCALCLUSTER := $(GO) run ./e2e/cmd/localcluster
 UNIT_PKGS = $$($(GO) list ./... | grep -v '/e2e$$')
 E2E_TIMEOUT ?= 45m
+FUZZTIME ?= 10s
 
 .PHONY: all build tools deps test-deps lint unit e2e test bench bench-autoscale bench-scale \
-	cluster-up cluster-down cluster-status images run generate deploy-local help
+	cluster-up cluster-down cluster-status images run generate deploy-local help fuzz
 
 all: build
 
@@ -38,7 +39,12 @@ unit: ## Unit tests (no cluster).
 e2e: tools deps ## End-to-end tests on the local real cluster (started and stopped when not running).
 	NEURONETES_E2E=1 $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v ./e2e/ 2>&1 | tee .local/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)|\[e2e\]'
 
-test: test-deps tools lint unit e2e ## Everything CI runs.
+test: test-deps tools lint unit fuzz e2e ## Everything CI runs (fuzzing 10s per target).
+
+fuzz: ## Short fuzzing runs of the sidecar's decoders (FUZZTIME per target, default 10s).
+	$(GO) test ./sidecar/frame -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./sidecar/server -run '^$$' -fuzz '^FuzzDecodeSession$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./sidecar/server -run '^$$' -fuzz '^FuzzDecodeVectorRequests$$' -fuzztime $(FUZZTIME)
 
 bench: tools deps ## Every benchmark (hack/bench.d/*.sh), each printing medians and ratios.
 	@for f in hack/bench.d/*.sh; do [ -e "$$f" ] || continue; echo "== $$f"; bash "$$f"; done
@@ -62,9 +68,13 @@ cluster-status: ## Exit 0 when the local cluster runs.
 images: ## Build every cmd/ image and import it into the local containerd.
 	$(LOCALCLUSTER) images
 
+deploy-local: cluster-up ## Install the Helm chart into the local cluster with locally built images.
+	bash hack/deploy-local.sh
+
 generate: ## Regenerate deepcopy code and CRDs with controller-gen.
 	bash hack/build-tools.sh controller-gen
-	.local/bin/controller-gen object paths=./api/... crd paths=./api/... output:crd:dir=deploy/crds
+	.local/bin/controller-gen object paths=./api/... crd:allowDangerousTypes=false paths=./api/... output:crd:dir=deploy/crds
+	bash hack/deploy-local.sh --sync-crds
 
 run: deps ## The main job: build, start the local cluster, deploy NeuroNetes, run the demo.
 	bash hack/build-tools.sh all
