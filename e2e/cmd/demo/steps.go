@@ -249,32 +249,42 @@ func (d *demo) summary(ctx context.Context) error {
 	fmt.Println()
 	fmt.Println("==================== NeuroNetes local cluster ====================")
 	fmt.Println("Nodes:")
+	kwok := 0
 	for _, n := range nodes.Items {
+		if n.Annotations[cluster.KwokNodeAnnotation] != "" {
+			kwok++
+			continue
+		}
 		ready := "NotReady"
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
 				ready = "Ready"
 			}
 		}
-		fmt.Printf("  %-20s %-8s kubelet %s\n", n.Name, ready, n.Status.NodeInfo.KubeletVersion)
+		fmt.Printf("  %-20s %-8s kubelet %s, InternalIP %s\n", n.Name, ready, n.Status.NodeInfo.KubeletVersion, internalIP(n))
 	}
-	slices, err := d.kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if kwok > 0 {
+		fmt.Printf("  (and %d kwok nodes)\n", kwok)
+	}
+	slices, err := d.kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + cluster.NodeName})
 	if err != nil {
 		return err
 	}
 	perDriver := map[string]int{}
+	counterSets := 0
 	for _, s := range slices.Items {
 		perDriver[s.Spec.Driver] += len(s.Spec.Devices)
+		counterSets += len(s.Spec.SharedCounters)
 	}
-	fmt.Printf("Devices advertised: %d ResourceSlices\n", len(slices.Items))
+	fmt.Printf("Devices advertised on %s: %d ResourceSlices, %d counter sets (one per MIG-capable GPU)\n", cluster.NodeName, len(slices.Items), counterSets)
 	for _, drv := range sortedKeys(perDriver) {
 		fmt.Printf("  %-28s %d devices\n", drv, perDriver[drv])
 	}
-	claims, err := d.kube.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+	claims, err := d.kube.ResourceV1().ResourceClaims(demoNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("ResourceClaims: %d\n", len(claims.Items))
+	fmt.Printf("ResourceClaims in %s: %d\n", demoNamespace, len(claims.Items))
 	for _, c := range claims.Items {
 		state := "pending"
 		if c.Status.Allocation != nil {
@@ -284,15 +294,24 @@ func (d *demo) summary(ctx context.Context) error {
 			}
 			state = "allocated " + strings.Join(devs, ",")
 		}
-		fmt.Printf("  %s/%s: %s\n", c.Namespace, c.Name, state)
+		fmt.Printf("  %s: %s\n", c.Name, state)
 	}
 	pods, err := d.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("Pods: %d\n", len(pods.Items))
+	fmt.Println("Pods (NeuroNetes and the demo):")
+	others := 0
 	for _, p := range pods.Items {
-		fmt.Printf("  %-40s %-10s %s\n", p.Namespace+"/"+p.Name, p.Status.Phase, p.Spec.NodeName)
+		if p.Namespace != demoNamespace && p.Namespace != "neuronetes-system" {
+			others++
+			continue
+		}
+		state := p.Labels["neuronetes.io/state"]
+		fmt.Printf("  %-48s %-8s %-8s %s\n", p.Namespace+"/"+p.Name, p.Status.Phase, state, strings.Join(containerNames(p), ","))
+	}
+	if others > 0 {
+		fmt.Printf("  (and %d pods in other namespaces)\n", others)
 	}
 	if out, err := exec.CommandContext(ctx, d.c.Paths.Binary("kubectl"), "--kubeconfig", d.c.Kubeconfig, "get", "agentpools,models", "-A").CombinedOutput(); err == nil {
 		fmt.Println("NeuroNetes objects:")
@@ -324,3 +343,20 @@ func sortedKeys(m map[string]int) []string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func internalIP(n corev1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return "?"
+}
+
+func containerNames(p corev1.Pod) []string {
+	var out []string
+	for _, c := range p.Spec.Containers {
+		out = append(out, c.Name)
+	}
+	return out
+}
