@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,22 +15,17 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/neuronetes/neuronetes/e2e/cluster"
 	"github.com/neuronetes/neuronetes/e2e/images"
+	"github.com/neuronetes/neuronetes/e2e/kube"
 )
 
 // env is the shared cluster environment; nil when e2e tests are disabled or
@@ -51,7 +45,7 @@ type Env struct {
 	NodeName   string
 	Cluster    *cluster.Cluster
 
-	mapper *restmapper.DeferredDiscoveryRESTMapper
+	applier *kube.Applier
 
 	mu     sync.Mutex
 	images map[string]string
@@ -117,22 +111,17 @@ func newEnv(root string, c *cluster.Cluster) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	clientset, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	applier, err := kube.NewApplier(cfg, "neuronetes-e2e")
 	if err != nil {
 		return nil, err
 	}
 	return &Env{
-		Root: root, Kubeconfig: c.Kubeconfig, Config: cfg, Kube: kube, Dynamic: dyn,
-		NodeName: cluster.NodeName, Cluster: c,
-		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
+		Root: root, Kubeconfig: c.Kubeconfig, Config: cfg, Kube: clientset, Dynamic: applier.Dynamic(),
+		NodeName: cluster.NodeName, Cluster: c, applier: applier,
 		images: map[string]string{}, bins: map[string]string{},
 	}, nil
 }
@@ -219,68 +208,19 @@ func (e *Env) Namespace(t testing.TB, prefix string) string {
 // objects are deleted in reverse order at cleanup.
 func (e *Env) Apply(t testing.TB, namespace, manifest string) {
 	t.Helper()
-	ctx := context.Background()
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
-	type applied struct {
-		ri   dynamic.ResourceInterface
-		name string
-	}
-	var done []applied
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			t.Fatalf("decoding manifest: %v", err)
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
-		ri, err := e.resourceFor(obj, namespace)
-		if err != nil {
-			t.Fatalf("mapping %s %s: %v", obj.GetKind(), obj.GetName(), err)
-		}
-		data, err := obj.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		force := true
-		if _, err := ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: "neuronetes-e2e", Force: &force}); err != nil {
-			t.Fatalf("applying %s %s: %v", obj.GetKind(), obj.GetName(), err)
-		}
-		done = append(done, applied{ri, obj.GetName()})
-	}
+	done, err := e.applier.Apply(context.Background(), namespace, manifest)
 	t.Cleanup(func() {
 		bg := metav1.DeletePropagationBackground
 		for i := len(done) - 1; i >= 0; i-- {
-			err := done[i].ri.Delete(context.Background(), done[i].name, metav1.DeleteOptions{PropagationPolicy: &bg})
+			err := done[i].Resource.Delete(context.Background(), done[i].Name, metav1.DeleteOptions{PropagationPolicy: &bg})
 			if err != nil && !apierrors.IsNotFound(err) {
-				t.Logf("cleanup: deleting %s: %v", done[i].name, err)
+				t.Logf("cleanup: deleting %s %s: %v", done[i].Kind, done[i].Name, err)
 			}
 		}
 	})
-}
-
-func (e *Env) resourceFor(obj *unstructured.Unstructured, namespace string) (dynamic.ResourceInterface, error) {
-	gvk := obj.GroupVersionKind()
-	m, err := e.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		// A CRD applied earlier in the run: refresh discovery once.
-		e.mapper.Reset()
-		if m, err = e.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
-			return nil, err
-		}
+		t.Fatal(err)
 	}
-	if m.Scope.Name() != meta.RESTScopeNameNamespace {
-		return e.Dynamic.Resource(m.Resource), nil
-	}
-	ns := obj.GetNamespace()
-	if ns == "" {
-		ns = namespace
-		obj.SetNamespace(ns)
-	}
-	return e.Dynamic.Resource(m.Resource).Namespace(ns), nil
 }
 
 // Kubectl runs kubectl against the cluster and returns its stdout; it fails
@@ -309,20 +249,8 @@ func (e *Env) KubectlErr(args ...string) (string, error) {
 // passes, then fails the test naming what it waited for and the last error.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last error
-	for {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		if err != nil {
-			last = err
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, last)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if err := kube.WaitFor(context.Background(), timeout, what, cond); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -362,4 +290,9 @@ func podWaitingReason(p *corev1.Pod) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// resourceFor maps obj to its dynamic resource (see kube.Applier.ResourceFor).
+func (e *Env) resourceFor(obj *unstructured.Unstructured, namespace string) (dynamic.ResourceInterface, error) {
+	return e.applier.ResourceFor(obj, namespace)
 }

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,19 +12,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/neuronetes/neuronetes/e2e/cluster"
 	"github.com/neuronetes/neuronetes/e2e/images"
+	"github.com/neuronetes/neuronetes/e2e/kube"
 )
 
 // demoNamespace holds the demo's workloads.
@@ -38,7 +30,7 @@ type demo struct {
 	c       *cluster.Cluster
 	kube    kubernetes.Interface
 	dyn     dynamic.Interface
-	mapper  *restmapper.DeferredDiscoveryRESTMapper
+	applier *kube.Applier
 	results []string
 }
 
@@ -56,14 +48,10 @@ func (d *demo) connect(c *cluster.Cluster) error {
 	if d.kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return err
 	}
-	if d.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+	if d.applier, err = kube.NewApplier(cfg, "neuronetes-demo"); err != nil {
 		return err
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	d.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	d.dyn = d.applier.Dynamic()
 	return nil
 }
 
@@ -163,41 +151,8 @@ spec:
 
 // apply server-side applies a multi-document manifest.
 func (d *demo) apply(ctx context.Context, namespace, manifest string) error {
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("decoding manifest: %w", err)
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
-		gvk := obj.GroupVersionKind()
-		m, err := d.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			d.mapper.Reset()
-			if m, err = d.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
-				return fmt.Errorf("mapping %s: %w", gvk, err)
-			}
-		}
-		ri := dynamic.ResourceInterface(d.dyn.Resource(m.Resource))
-		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			if obj.GetNamespace() == "" {
-				obj.SetNamespace(namespace)
-			}
-			ri = d.dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
-		}
-		data, err := obj.MarshalJSON()
-		if err != nil {
-			return err
-		}
-		if _, err := ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: "neuronetes-demo", Force: ptr(true)}); err != nil {
-			return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
-		}
-	}
+	_, err := d.applier.Apply(ctx, namespace, manifest)
+	return err
 }
 
 func (d *demo) waitPodRunning(ctx context.Context, ns, name string, timeout time.Duration) error {
@@ -219,25 +174,7 @@ func (d *demo) waitPodRunning(ctx context.Context, ns, name string, timeout time
 }
 
 func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
-	deadline := time.Now().Add(timeout)
-	var last error
-	for {
-		ok, err := cond()
-		if ok {
-			return nil
-		}
-		if err != nil {
-			last = err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s waiting for %s (last: %v)", timeout, what, last)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+	return kube.WaitFor(ctx, timeout, what, cond)
 }
 
 // summary prints what runs where and how to look at it.
