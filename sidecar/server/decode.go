@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -83,7 +84,11 @@ func readBody(r *http.Request, limit int) ([]byte, error) {
 	if r.ContentLength > int64(limit) {
 		return nil, fmt.Errorf("body %d bytes over %d: %w", r.ContentLength, limit, errTooLarge)
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, int64(limit)+1))
+	// Size the buffer from Content-Length (already bounded above) so a
+	// session body is read without io.ReadAll's repeated grow-and-copy.
+	buf := bytes.NewBuffer(make([]byte, 0, max(0, r.ContentLength)+bytes.MinRead))
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, int64(limit)+1))
+	b := buf.Bytes()
 	if err != nil {
 		return nil, fmt.Errorf("read body: %v: %w", err, errBadRequest)
 	}

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -212,7 +211,9 @@ func (s *Store) put(ctx context.Context, id string, data []byte, ifVersion int64
 	if res[0] == 0 {
 		return res[1], fmt.Errorf("conversation %q at version %d, not %d: %w", id, res[1], ifVersion, ErrConflict)
 	}
-	s.near.put(id, &Session{Version: res[1], Data: append([]byte(nil), data...), TTL: ttl}, s.near.generation())
+	if s.near != nil { // the copy is only needed by the near cache
+		s.near.put(id, &Session{Version: res[1], Data: append([]byte(nil), data...), TTL: ttl}, s.near.generation())
+	}
 	return res[1], nil
 }
 
@@ -286,10 +287,11 @@ func (s *Store) Append(ctx context.Context, id string, turn []byte, ttl time.Dur
 }
 
 // IsObject reports whether b is one valid JSON object. It scans without
-// building a map (json.Valid), so validating a large session stays cheap.
+// building a map (validJSON, which agrees with json.Valid), so validating a
+// large session stays cheap.
 func IsObject(b []byte) bool {
-	t := bytes.TrimLeft(b, " \t\r\n")
-	return len(t) > 0 && t[0] == '{' && json.Valid(b)
+	i := skipWS(b, 0)
+	return i < len(b) && b[i] == '{' && validJSON(b)
 }
 
 func appendTurn(doc, turn []byte) ([]byte, error) {
