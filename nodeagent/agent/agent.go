@@ -89,6 +89,9 @@ type State struct {
 	Message string `json:"message,omitempty"`
 	// FailedAt is when the last attempt failed.
 	FailedAt time.Time `json:"failedAt,omitzero"`
+	// FailedURI is the source of the last failed attempt; a request naming
+	// another source is not held back by the retry delay.
+	FailedURI string `json:"failedURI,omitempty"`
 	// WarmDuration is how long the last page-cache warm-up took.
 	WarmDuration time.Duration `json:"warmDuration,omitempty"`
 }
@@ -186,18 +189,18 @@ func (a *Agent) ensure(ctx context.Context, h string, req Request) {
 	}
 	if !ok {
 		if req.URI == "" {
-			a.fail(h, fmt.Errorf("entry %s is not cached and no source uri was given", h))
+			a.fail(h, req.URI, fmt.Errorf("entry %s is not cached and no source uri was given", h))
 			return
 		}
 		src, err := cache.NewSource(req.URI, req.Source)
 		if err != nil {
-			a.fail(h, err)
+			a.fail(h, req.URI, err)
 			return
 		}
 		a.update(h, func(s *State) { s.Phase = PhaseDownloading; s.Message = "" })
 		entry, err = a.cfg.Store.Ensure(ctx, cache.Request{Digest: req.Digest, Source: src, Size: req.SizeBytes, NoEvict: req.NoEvict})
 		if err != nil {
-			a.fail(h, err)
+			a.fail(h, req.URI, err)
 			return
 		}
 	}
@@ -216,7 +219,7 @@ func (a *Agent) ensure(ctx context.Context, h string, req Request) {
 	}
 	res, err := warm.Warm(ctx, entry.Path, a.cfg.Warm)
 	if err != nil {
-		a.fail(h, err)
+		a.fail(h, req.URI, err)
 		return
 	}
 	if a.cfg.Metrics != nil {
@@ -233,8 +236,10 @@ func (a *Agent) ensure(ctx context.Context, h string, req Request) {
 	a.update(h, func(s *State) { s.Phase = PhaseReady; s.Message = ""; s.WarmDuration = res.Duration })
 }
 
-func (a *Agent) fail(h string, err error) {
-	a.update(h, func(s *State) { s.Phase, s.Message, s.FailedAt = PhaseFailed, err.Error(), time.Now() })
+func (a *Agent) fail(h, uri string, err error) {
+	a.update(h, func(s *State) {
+		s.Phase, s.Message, s.FailedAt, s.FailedURI = PhaseFailed, err.Error(), time.Now(), uri
+	})
 	klog.FromContext(a.base).Error(err, "Ensure failed", "digest", h)
 }
 

@@ -129,13 +129,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		if st.Phase == PhaseReady && st.Warm {
 			continue
 		}
-		if st.Phase == PhaseFailed && time.Since(st.FailedAt) < orDefault(r.RetryAfter, time.Minute) {
+		// A failed entry waits RetryAfter before the next attempt, unless its
+		// Model now names another source (the failure was about the old one).
+		recentFailure := st.Phase == PhaseFailed && time.Since(st.FailedAt) < orDefault(r.RetryAfter, time.Minute)
+		if recentFailure && m.Spec.Source.URI == st.FailedURI {
 			continue
 		}
 		req, err := r.request(ctx, m, len(pins[h]) == 0)
 		if err != nil {
 			log.Error(err, "Model source", "model", klog.KObj(m))
-			r.Agent.update(h, func(s *State) { s.Phase, s.Message, s.FailedAt = PhaseFailed, err.Error(), time.Now() })
+			r.Agent.update(h, func(s *State) {
+				s.Phase, s.Message, s.FailedAt, s.FailedURI = PhaseFailed, err.Error(), time.Now(), m.Spec.Source.URI
+			})
 			continue
 		}
 		r.Agent.Start(req)

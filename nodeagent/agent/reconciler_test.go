@@ -123,3 +123,70 @@ func reconcileUntil(t *testing.T, r *Reconciler, what string, cond func() bool) 
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestReconcileRetriesAtOnceWhenSourceChanges checks the retry delay after a
+// failed fetch: the same source waits RetryAfter, a Model updated to another
+// source is fetched at the next reconcile.
+func TestReconcileRetriesAtOnceWhenSourceChanges(t *testing.T) {
+	data := make([]byte, 1<<20)
+	rand.Read(data)
+	sum := sha256.Sum256(data)
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/good" {
+			http.NotFound(w, r)
+			return
+		}
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
+	}))
+	defer srv.Close()
+	tests := []struct {
+		name      string
+		secondURI string
+		wantReady bool
+	}{
+		{name: "same failing source waits for the retry delay", secondURI: srv.URL + "/missing", wantReady: false},
+		{name: "new source is fetched at once", secondURI: srv.URL + "/good", wantReady: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			scheme := runtime.NewScheme()
+			clientgoscheme.AddToScheme(scheme)
+			v1alpha1.AddToScheme(scheme)
+			model := &v1alpha1.Model{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"},
+				Spec:       v1alpha1.ModelSpec{Source: v1alpha1.ModelSource{URI: srv.URL + "/missing"}, Digest: digest},
+			}
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(model, node).WithStatusSubresource(&v1alpha1.Model{}).Build()
+			st, err := cache.Open(filepath.Join(t.TempDir(), "cache"), cache.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			r := &Reconciler{Client: c, APIReader: c, Agent: New(ctx, Config{Store: st}), NodeName: "n1", RetryAfter: time.Hour}
+			h := hex.EncodeToString(sum[:])
+			reconcileUntil(t, r, "first fetch failed", func() bool { return r.Agent.State(h).Phase == PhaseFailed })
+
+			var m v1alpha1.Model
+			if err := c.Get(ctx, client.ObjectKeyFromObject(model), &m); err != nil {
+				t.Fatal(err)
+			}
+			m.Spec.Source.URI = tc.secondURI
+			if err := c.Update(ctx, &m); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(3 * time.Second)
+			for time.Now().Before(deadline) && r.Agent.State(h).Phase != PhaseReady {
+				if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+					t.Fatalf("Reconcile: %v", err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if got := r.Agent.State(h).Phase == PhaseReady; got != tc.wantReady {
+				t.Errorf("ready after the source change = %v, want %v (state %+v)", got, tc.wantReady, r.Agent.State(h))
+			}
+		})
+	}
+}

@@ -131,9 +131,13 @@ func serveWeights(ctx context.Context, size int) (string, string, error) {
 	seeded := mrand.NewChaCha8([32]byte{'n', 'e', 'u', 'r', 'o', 'n', 'e', 't', 'e', 's'})
 	_, _ = seeded.Read(data)
 	sum := sha256.Sum256(data)
-	l, err := net.Listen("tcp", net.JoinHostPort(cluster.NodeIP, "0"))
+	// A stable port keeps the URL of a Model left by an earlier run valid, so
+	// the node agent's retry of it succeeds.
+	l, err := net.Listen("tcp", net.JoinHostPort(cluster.NodeIP, weightsPort))
 	if err != nil {
-		return "", "", fmt.Errorf("listening on the cluster bridge: %w", err)
+		if l, err = net.Listen("tcp", net.JoinHostPort(cluster.NodeIP, "0")); err != nil {
+			return "", "", fmt.Errorf("listening on the cluster bridge: %w", err)
+		}
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.ServeContent(w, r, "weights.bin", time.Unix(0, 0), bytes.NewReader(data))
@@ -143,13 +147,21 @@ func serveWeights(ctx context.Context, size int) (string, string, error) {
 	return "http://" + l.Addr().String() + "/weights.bin", "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
+// weightsPort is where the demo serves its model weights on the bridge.
+const weightsPort = "18089"
+
+// startWeightsServer serves the demo model before anything is deployed, so
+// a node agent that starts with a Model from an earlier run finds it.
+func (d *demo) startWeightsServer(ctx context.Context) error {
+	var err error
+	d.weightsURL, d.weightsDigest, err = serveWeights(ctx, 32<<20)
+	return err
+}
+
 // warmModel creates a Model and waits for the node agent to cache it and
 // label the node.
 func (d *demo) warmModel(ctx context.Context) error {
-	url, digest, err := serveWeights(ctx, 32<<20)
-	if err != nil {
-		return err
-	}
+	url, digest := d.weightsURL, d.weightsDigest
 	start := time.Now()
 	if err := d.apply(ctx, demoNamespace, fmt.Sprintf(`
 apiVersion: neuronetes.io/v1alpha1

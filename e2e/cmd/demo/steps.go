@@ -32,6 +32,8 @@ type demo struct {
 	dyn     dynamic.Interface
 	applier *kube.Applier
 	results []string
+
+	weightsURL, weightsDigest string
 }
 
 type step struct {
@@ -57,6 +59,7 @@ func (d *demo) connect(c *cluster.Cluster) error {
 
 func (d *demo) steps() []step {
 	return []step{
+		{"serve demo model weights on the cluster bridge", d.startWeightsServer},
 		{"build and import images", d.buildImages},
 		{"smoke pod with a locally built image", d.smokePod},
 		{"deploy NeuroNetes with the Helm chart (make deploy-local)", d.deploy},
