@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -71,23 +70,20 @@ func (d *demo) steps() []step {
 }
 
 // image builds one cmd/ (or e2e/cmd/) command into the local containerd.
-func (d *demo) image(ctx context.Context, name, pkg string, cgo bool) (string, error) {
+func (d *demo) image(ctx context.Context, spec images.Spec) (string, error) {
 	p := d.c.Paths
-	return images.BuildAndImport(ctx, images.Spec{Name: name, MainPkg: pkg, Dir: d.root, Cgo: cgo},
-		filepath.Join(p.Local, "images"), p.Binary("ctr"), p.ContainerdSocket())
+	return images.BuildAndImport(ctx, spec, filepath.Join(p.Local, "images"), p.Binary("ctr"), p.ContainerdSocket())
 }
 
 func (d *demo) buildImages(ctx context.Context) error {
-	if _, err := d.image(ctx, "smoke", "./e2e/cmd/smoke", false); err != nil {
+	specs, err := images.Commands(d.root)
+	if err != nil {
 		return err
 	}
-	ents, _ := os.ReadDir(filepath.Join(d.root, "cmd"))
-	for _, e := range ents {
-		if !e.IsDir() || strings.HasSuffix(e.Name(), "-sim") || strings.HasSuffix(e.Name(), "-bench") {
-			continue
-		}
+	specs = append(specs, images.Spec{Name: "smoke", MainPkg: "./e2e/cmd/smoke", Dir: d.root})
+	for _, spec := range specs {
 		start := time.Now()
-		ref, err := d.image(ctx, e.Name(), "./cmd/"+e.Name(), e.Name() == "driver")
+		ref, err := d.image(ctx, spec)
 		if err != nil {
 			return err
 		}

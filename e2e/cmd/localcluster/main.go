@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -59,14 +58,18 @@ func main() {
 		}
 		logf("running; kubeconfig %s", c.Kubeconfig)
 	case "images":
-		names := fs.Args()
-		if len(names) == 0 {
-			names = defaultImages(abs)
+		var specs []images.Spec
+		for _, n := range fs.Args() {
+			specs = append(specs, images.CommandSpec(abs, n))
+		}
+		if len(specs) == 0 {
+			if specs, err = images.Commands(abs); err != nil {
+				fail(err)
+			}
 		}
 		p := cluster.NewPaths(abs)
-		for _, n := range names {
+		for _, spec := range specs {
 			start := time.Now()
-			spec := images.Spec{Name: n, MainPkg: "./cmd/" + n, Dir: abs, Cgo: needsCgo(n)}
 			ref, err := images.BuildAndImport(ctx, spec, filepath.Join(p.Local, "images"), p.Binary("ctr"), p.ContainerdSocket())
 			if err != nil {
 				fail(err)
@@ -77,24 +80,6 @@ func main() {
 		usage()
 	}
 }
-
-// defaultImages lists every command under cmd/ that is deployed as a pod.
-func defaultImages(root string) []string {
-	ents, err := os.ReadDir(filepath.Join(root, "cmd"))
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range ents {
-		if e.IsDir() && !strings.HasSuffix(e.Name(), "-bench") && !strings.HasSuffix(e.Name(), "-sim") {
-			out = append(out, e.Name())
-		}
-	}
-	return out
-}
-
-// needsCgo reports whether a command links go-nvml and so needs cgo.
-func needsCgo(name string) bool { return name == "driver" }
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status|images [--root DIR] [--kwok-nodes N] [names...]")

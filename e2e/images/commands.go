@@ -1,0 +1,30 @@
+package images
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// CommandSpec returns the Spec of the project command cmd/<name> in the
+// module at root. Commands that link go-nvml (the driver) need cgo.
+func CommandSpec(root, name string) Spec {
+	return Spec{Name: name, MainPkg: "./cmd/" + name, Dir: root, Cgo: name == "driver"}
+}
+
+// Commands returns the Specs of every command under root/cmd that runs as a
+// pod: all but the benchmark (-bench) and simulator (-sim) commands.
+func Commands(root string) ([]Spec, error) {
+	ents, err := os.ReadDir(filepath.Join(root, "cmd"))
+	if err != nil {
+		return nil, fmt.Errorf("listing commands: %w", err)
+	}
+	var out []Spec
+	for _, e := range ents {
+		if e.IsDir() && !strings.HasSuffix(e.Name(), "-bench") && !strings.HasSuffix(e.Name(), "-sim") {
+			out = append(out, CommandSpec(root, e.Name()))
+		}
+	}
+	return out, nil
+}
