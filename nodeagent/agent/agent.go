@@ -92,6 +92,9 @@ type State struct {
 	// FailedURI is the source of the last failed attempt; a request naming
 	// another source is not held back by the retry delay.
 	FailedURI string `json:"failedURI,omitempty"`
+	// Failures counts consecutive failed attempts; the retry delay doubles
+	// with each. Zero once the entry is Ready.
+	Failures int `json:"failures,omitempty"`
 	// WarmDuration is how long the last page-cache warm-up took.
 	WarmDuration time.Duration `json:"warmDuration,omitempty"`
 }
@@ -213,7 +216,11 @@ func (a *Agent) ensure(ctx context.Context, h string, req Request) {
 		// Opportunistic warm-ups must not push pinned entries out: only warm what fits.
 		if resident := a.residentTotal(); resident+entry.Size > a.cfg.MemoryBudget {
 			a.refreshOne(h)
-			a.update(h, func(s *State) { s.Phase = PhaseReady; s.Message = "cached; not warmed: memory budget full" })
+			a.update(h, func(s *State) {
+				s.Phase = PhaseReady
+				s.Failures = 0
+				s.Message = "cached; not warmed: memory budget full"
+			})
 			return
 		}
 	}
@@ -233,12 +240,13 @@ func (a *Agent) ensure(ctx context.Context, h string, req Request) {
 	log.Info("Entry warm", "size", entry.Size, "method", res.Method, "duration", res.Duration,
 		"bytesPerSecond", int64(float64(entry.Size)/max(res.Duration.Seconds(), 1e-9)))
 	a.refreshOne(h)
-	a.update(h, func(s *State) { s.Phase = PhaseReady; s.Message = ""; s.WarmDuration = res.Duration })
+	a.update(h, func(s *State) { s.Phase = PhaseReady; s.Failures = 0; s.Message = ""; s.WarmDuration = res.Duration })
 }
 
 func (a *Agent) fail(h, uri string, err error) {
 	a.update(h, func(s *State) {
 		s.Phase, s.Message, s.FailedAt, s.FailedURI = PhaseFailed, err.Error(), time.Now(), uri
+		s.Failures++
 	})
 	klog.FromContext(a.base).Error(err, "Ensure failed", "digest", h)
 }

@@ -48,8 +48,12 @@ type Reconciler struct {
 	ActiveResync time.Duration
 	// IdleResync is the requeue interval otherwise (re-measure residency, keep labels true); 0 means 30s.
 	IdleResync time.Duration
-	// RetryAfter is the least time between attempts for a failed model; 0 means 1m.
+	// RetryAfter caps the delay between attempts for a failed model; 0 means
+	// 1m. The delay starts at FirstRetry and doubles with each consecutive
+	// failure.
 	RetryAfter time.Duration
+	// FirstRetry is the delay after the first failure; 0 means 2s.
+	FirstRetry time.Duration
 
 	// written remembers the last status written per model, to skip no-op applies.
 	written map[types.NamespacedName]v1alpha1.ModelNodeStatus
@@ -119,6 +123,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	pins := Pins(onNode, classByKey, modelByKey, hostDir)
 	r.Agent.Store().SetPins(pins)
 
+	var nextRetry time.Duration // soonest backoff expiry of a failed model
 	for i := range models.Items {
 		m := &models.Items[i]
 		h, err := cache.ParseDigest(m.Spec.Digest)
@@ -129,17 +134,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		if st.Phase == PhaseReady && st.Warm {
 			continue
 		}
-		// A failed entry waits RetryAfter before the next attempt, unless its
-		// Model now names another source (the failure was about the old one).
-		recentFailure := st.Phase == PhaseFailed && time.Since(st.FailedAt) < orDefault(r.RetryAfter, time.Minute)
-		if recentFailure && m.Spec.Source.URI == st.FailedURI {
-			continue
+		// A failed entry waits out its backoff before the next attempt, unless
+		// its Model now names another source (the failure was about the old one).
+		if st.Phase == PhaseFailed && m.Spec.Source.URI == st.FailedURI {
+			if wait := r.retryDelay(st.Failures) - time.Since(st.FailedAt); wait > 0 {
+				if nextRetry == 0 || wait < nextRetry {
+					nextRetry = wait
+				}
+				continue
+			}
 		}
 		req, err := r.request(ctx, m, len(pins[h]) == 0)
 		if err != nil {
 			log.Error(err, "Model source", "model", klog.KObj(m))
 			r.Agent.update(h, func(s *State) {
 				s.Phase, s.Message, s.FailedAt, s.FailedURI = PhaseFailed, err.Error(), time.Now(), m.Spec.Source.URI
+				s.Failures++
 			})
 			continue
 		}
@@ -171,10 +181,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			log.Error(err, "Writing model status", "model", klog.KObj(m))
 		}
 	}
+	requeue := orDefault(r.IdleResync, 30*time.Second)
 	if r.Agent.Running() {
-		return reconcile.Result{RequeueAfter: orDefault(r.ActiveResync, 3*time.Second)}, nil
+		requeue = orDefault(r.ActiveResync, 3*time.Second)
 	}
-	return reconcile.Result{RequeueAfter: orDefault(r.IdleResync, 30*time.Second)}, nil
+	if nextRetry > 0 && nextRetry < requeue {
+		requeue = nextRetry
+	}
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// retryDelay is the backoff after failures consecutive failed attempts:
+// FirstRetry doubled per failure after the first, capped at RetryAfter.
+func (r *Reconciler) retryDelay(failures int) time.Duration {
+	first, limit := orDefault(r.FirstRetry, 2*time.Second), orDefault(r.RetryAfter, time.Minute)
+	d := first
+	for i := 1; i < failures && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
 }
 
 func orDefault(d, def time.Duration) time.Duration {

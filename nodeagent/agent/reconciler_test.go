@@ -165,7 +165,7 @@ func TestReconcileRetriesAtOnceWhenSourceChanges(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			r := &Reconciler{Client: c, APIReader: c, Agent: New(ctx, Config{Store: st}), NodeName: "n1", RetryAfter: time.Hour}
+			r := &Reconciler{Client: c, APIReader: c, Agent: New(ctx, Config{Store: st}), NodeName: "n1", FirstRetry: time.Hour, RetryAfter: time.Hour}
 			h := hex.EncodeToString(sum[:])
 			reconcileUntil(t, r, "first fetch failed", func() bool { return r.Agent.State(h).Phase == PhaseFailed })
 
@@ -186,6 +186,31 @@ func TestReconcileRetriesAtOnceWhenSourceChanges(t *testing.T) {
 			}
 			if got := r.Agent.State(h).Phase == PhaseReady; got != tc.wantReady {
 				t.Errorf("ready after the source change = %v, want %v (state %+v)", got, tc.wantReady, r.Agent.State(h))
+			}
+		})
+	}
+}
+
+func TestRetryDelayBacksOff(t *testing.T) {
+	tests := []struct {
+		name     string
+		first    time.Duration
+		limit    time.Duration
+		failures int
+		want     time.Duration
+	}{
+		{name: "defaults, first failure", failures: 1, want: 2 * time.Second},
+		{name: "defaults, doubles", failures: 3, want: 8 * time.Second},
+		{name: "defaults, capped at a minute", failures: 10, want: time.Minute},
+		{name: "zero failures uses the first delay", failures: 0, want: 2 * time.Second},
+		{name: "custom", first: time.Second, limit: 5 * time.Second, failures: 4, want: 5 * time.Second},
+		{name: "first above the cap", first: time.Hour, limit: time.Minute, failures: 1, want: time.Minute},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Reconciler{FirstRetry: tc.first, RetryAfter: tc.limit}
+			if got := r.retryDelay(tc.failures); got != tc.want {
+				t.Errorf("retryDelay(%d) = %s, want %s", tc.failures, got, tc.want)
 			}
 		})
 	}
