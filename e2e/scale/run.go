@@ -162,7 +162,7 @@ func runPhase(ctx context.Context, cfg Config, bound *bindWatch, k Kind, n int) 
 		}
 		return c == n, nil
 	})
-	after, err := cfg.Scraper.Scrape(ctx)
+	after, err := settledScrape(ctx, cfg.Scraper, before, boundCount(bound, name, n))
 	if err != nil {
 		return pr, err
 	}
@@ -192,6 +192,44 @@ func runPhase(ctx context.Context, cfg Config, bound *bindWatch, k Kind, n int) 
 		return pr, fmt.Errorf("phase %s: %d of %d pods bound within %s (%s): %w", k, pr.Bound, n, cfg.PhaseTimeout, pendingReason(ctx, cs, cfg.Namespace, bound, name, n), waitErr)
 	}
 	return pr, nil
+}
+
+// metricsSettle bounds how long settledScrape waits for the scheduler's histograms to catch up.
+const metricsSettle = 10 * time.Second
+
+// boundCount returns how many of the phase's n pods the watch has seen bound.
+func boundCount(bound *bindWatch, name func(int) string, n int) int {
+	c := 0
+	for i := 0; i < n; i++ {
+		if _, ok := bound.get(name(i)); ok {
+			c++
+		}
+	}
+	return c
+}
+
+// settledScrape scrapes the scheduler until its scheduled-attempt histogram has counted at least
+// want attempts since before, or metricsSettle has passed. The scheduler records an attempt only
+// after its binding cycle returns, which can be later than the moment the API server shows the pod
+// bound, so one scrape right after the last binding can miss the last attempts.
+func settledScrape(ctx context.Context, s *Scraper, before Families, want int) (Families, error) {
+	scheduled := map[string]string{"result": "scheduled"}
+	deadline := time.Now().Add(metricsSettle)
+	for {
+		after, err := s.Scrape(ctx)
+		if err != nil {
+			return nil, err
+		}
+		got := after.Histogram(MetricAttempt, scheduled).Sub(before.Histogram(MetricAttempt, scheduled))
+		if int(got.Count) >= want || time.Now().After(deadline) {
+			return after, nil
+		}
+		select {
+		case <-ctx.Done():
+			return after, nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // pendingReason returns the scheduler's message on the first pod of the phase that is not bound.
