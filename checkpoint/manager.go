@@ -28,8 +28,12 @@ type Manager struct {
 	// WorkDir holds image directories while they move; it should be on
 	// tmpfs or fast local disk.
 	WorkDir string
-	// Tree lists the pids of a tree for the GPU hooks; nil means gpu.Tree.
+	// Tree lists the pids of a tree for the GPU hooks and the mapped-file
+	// scan; nil means gpu.Tree.
 	Tree func(pid int) []int
+
+	// digests caches the sha256 of mapped files by identity.
+	digests fileDigests
 }
 
 // CheckpointRequest names a process and where its checkpoint goes.
@@ -64,9 +68,16 @@ func (m *Manager) Checkpoint(ctx context.Context, req CheckpointRequest) (*store
 	if err := os.Mkdir(images, 0o755); err != nil {
 		return nil, fmt.Errorf("images dir: %w", err)
 	}
+	pids := m.tree(req.Pid)
+	// Scanned before the dump, which may end the tree: CRIU leaves clean
+	// pages of these files out of the images and maps the files again at
+	// restore, so the restore must check they are unchanged.
+	mapped, err := scanMapped(ctx, pids)
+	if err != nil {
+		return nil, err
+	}
 	var toggled []int
 	if m.GPU != nil {
-		pids := m.tree(req.Pid)
 		if toggled, err = m.GPU.Toggle(ctx, "pre-dump", pids); err != nil {
 			// Put back whatever was suspended before failing.
 			_, _ = m.GPU.Toggle(ctx, "undo", toggled)
@@ -87,6 +98,14 @@ func (m *Manager) Checkpoint(ctx context.Context, req CheckpointRequest) (*store
 			return nil, err
 		}
 	}
+	if len(mapped) > 0 {
+		if err := m.digests.fill(mapped); err != nil {
+			return nil, err
+		}
+		if err := writeMapped(images, mapped); err != nil {
+			return nil, err
+		}
+	}
 	labels := map[string]string{"gpuPids": fmt.Sprint(toggled)}
 	for k, v := range req.Labels {
 		labels[k] = v
@@ -104,10 +123,15 @@ type RestoreRequest struct {
 	Agent, ID string
 	Restore   criu.RestoreOptions
 	Progress  store.ProgressFunc
+	// MappedCheck selects how files the tree had mapped privately (model
+	// weights mapped from the node's model cache) are checked before CRIU
+	// maps them again; see MappedCheckIdentity.
+	MappedCheck MappedCheck
 }
 
 // Restore fetches and fully verifies the checkpoint before CRIU runs, so
-// corrupt images fail with store.ErrCorrupt and start nothing. It then
+// corrupt images fail with store.ErrCorrupt and start nothing; files the
+// tree had mapped privately must be unchanged (ErrMappedFileChanged). It then
 // restores the tree and resumes GPU state; if that fails the restored tree
 // is killed.
 func (m *Manager) Restore(ctx context.Context, req RestoreRequest) (*criu.Restored, error) {
@@ -119,6 +143,14 @@ func (m *Manager) Restore(ctx context.Context, req RestoreRequest) (*criu.Restor
 	if _, err := m.Store.Get(ctx, req.Agent, req.ID, images, req.Progress); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("fetch checkpoint %s/%s: %w", req.Agent, req.ID, err)
+	}
+	mapped, err := readMapped(images)
+	if err == nil {
+		err = verifyMapped(mapped, req.MappedCheck)
+	}
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("checkpoint %s/%s: %w", req.Agent, req.ID, err)
 	}
 	opts := req.Restore
 	opts.LogDir = dir

@@ -138,10 +138,25 @@ func requireCRIU(t *testing.T) *criu.Client {
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
+// writeWeights writes mib MiB of deterministic weights to a temp file.
+func writeWeights(t *testing.T, mib int) string {
+	t.Helper()
+	b := make([]byte, mib<<20)
+	stateproc.FillWeights(b)
+	p := filepath.Join(t.TempDir(), "model.safetensors")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestProcessCheckpointStoreRestore is the acceptance test: a process with a
 // counter and a 256 MiB weights buffer is checkpointed, stored, restored from
 // the store and continues from the same state; a corrupt chunk is detected
-// before anything is restored.
+// before anything is restored. With mapped weights (a 256 MiB file mapped
+// MAP_PRIVATE read-only, plus 16 MiB of anonymous state built from it) the
+// images leave the weights out, the restored process still hashes to the
+// same digest, and a weights file changed after the checkpoint is refused.
 func TestProcessCheckpointStoreRestore(t *testing.T) {
 	c := requireCRIU(t)
 	ctx := context.Background()
@@ -149,9 +164,14 @@ func TestProcessCheckpointStoreRestore(t *testing.T) {
 		name    string
 		comp    store.Compression
 		corrupt bool
+		mapped  bool
+		// changeWeights rewrites one byte of the mapped file after the dump.
+		changeWeights bool
 	}{
-		{"restore from store", store.CompressionNone, false},
-		{"corrupt chunk detected", store.CompressionZstd, true},
+		{name: "restore from store", comp: store.CompressionNone},
+		{name: "corrupt chunk detected", comp: store.CompressionZstd, corrupt: true},
+		{name: "mapped weights file", comp: store.CompressionNone, mapped: true},
+		{name: "mapped weights file changed", comp: store.CompressionNone, mapped: true, changeWeights: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -163,7 +183,11 @@ func TestProcessCheckpointStoreRestore(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := &Manager{CRIU: c, Store: st, GPU: gpu.NewHooks(), WorkDir: t.TempDir()}
-			cmd, err := stateproc.Start(dir, 256, "")
+			opts := stateproc.Options{MiB: 256}
+			if tc.mapped {
+				opts.WeightsFile, opts.MapWeights, opts.StateMiB = writeWeights(t, 256), true, 16
+			}
+			cmd, err := stateproc.StartWith(dir, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,12 +205,39 @@ func TestProcessCheckpointStoreRestore(t *testing.T) {
 				t.Fatalf("Checkpoint: %v", err)
 			}
 			_ = cmd.Wait()
-			if man.TotalBytes < 256<<20 {
+			switch {
+			case !tc.mapped && man.TotalBytes < 256<<20:
 				t.Errorf("checkpoint holds %d bytes, less than the 256 MiB of weights", man.TotalBytes)
+			case tc.mapped && (man.TotalBytes < 16<<20 || man.TotalBytes > 64<<20):
+				t.Errorf("checkpoint of mapped weights holds %d bytes, want the 16 MiB state and runtime, not the 256 MiB of weights", man.TotalBytes)
 			}
 			dumped, err := stateproc.ReadState(dir, "state")
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.changeWeights {
+				f, err := os.OpenFile(opts.WeightsFile, os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = f.WriteAt([]byte{0xff}, 12345)
+				f.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := m.Restore(ctx, RestoreRequest{Agent: "stateproc", ID: "ck1"})
+				if err == nil {
+					_ = r.Kill()
+					t.Fatal("Restore with a changed weights file succeeded")
+				}
+				if !errors.Is(err, ErrMappedFileChanged) || !strings.Contains(err.Error(), opts.WeightsFile) {
+					t.Errorf("error %v does not wrap ErrMappedFileChanged naming %s", err, opts.WeightsFile)
+				}
+				if alive(pid) {
+					t.Errorf("pid %d is running after a refused restore", pid)
+				}
+				t.Logf("changed weights error: %v", err)
+				return
 			}
 			if tc.corrupt {
 				objs, _ := d.List(ctx, "chunks/")

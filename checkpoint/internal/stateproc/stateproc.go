@@ -2,6 +2,12 @@
 // tests and benchmarks: a counter that advances every tick and a "weights"
 // buffer whose sha256 proves that memory survived a checkpoint and restore.
 //
+// The weights are either anonymous memory (generated, or read from a file
+// into the heap) or, with [Options.MapWeights], a private read-only mapping
+// of a weights file, as inference servers map safetensors/GGUF files from a
+// node-local model cache. Building the state reads every weights byte and
+// derives an anonymous state buffer of [Options.StateMiB] from them.
+//
 // A test binary re-executes itself with [Env] set (see [MaybeRun] and
 // [Start]); the child detaches (new session, no tty, stdio to files) so CRIU
 // can dump it.
@@ -21,6 +27,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Environment variables understood by the helper.
@@ -34,6 +42,12 @@ const (
 	// EnvWeights, if set, is a file the weights are read from (a cold start
 	// that loads weights); otherwise they are generated from a fixed seed.
 	EnvWeights = "NN_STATEPROC_WEIGHTS"
+	// EnvMap, when "1", maps EnvWeights MAP_PRIVATE read-only instead of
+	// reading it into anonymous memory.
+	EnvMap = "NN_STATEPROC_MAP"
+	// EnvStateMiB is the size in MiB of the anonymous state derived from
+	// the weights (0: none).
+	EnvStateMiB = "NN_STATEPROC_STATE_MIB"
 )
 
 // Tick is how often the counter advances.
@@ -63,23 +77,21 @@ func run() error {
 	if err != nil || dir == "" {
 		return fmt.Errorf("need %s and %s", EnvDir, EnvMiB)
 	}
-	weights := make([]byte, mib<<20)
-	if p := os.Getenv(EnvWeights); p != "" {
-		f, err := os.Open(p)
-		if err != nil {
-			return err
+	stateMiB := 0
+	if v := os.Getenv(EnvStateMiB); v != "" {
+		if stateMiB, err = strconv.Atoi(v); err != nil || stateMiB < 0 {
+			return fmt.Errorf("%s=%q: want a size in MiB", EnvStateMiB, v)
 		}
-		if _, err := io.ReadFull(f, weights); err != nil {
-			return fmt.Errorf("read weights %s: %w", p, err)
-		}
-		f.Close()
-	} else {
-		FillWeights(weights)
 	}
-	// Building the state: the digest of the weights stands in for the work
-	// an agent does after loading (tokenizer, KV layout, warmup).
-	sum := sha256.Sum256(weights)
-	digest := hex.EncodeToString(sum[:])
+	weights, err := loadWeights(os.Getenv(EnvWeights), mib<<20, os.Getenv(EnvMap) == "1")
+	if err != nil {
+		return err
+	}
+	// Building the state: reading every weights byte (the digest) and
+	// deriving an anonymous buffer from them stand in for the work an agent
+	// does after loading (tokenizer, KV layout, warmup).
+	state := buildState(weights, stateMiB<<20)
+	digest := digestOf(weights, state)
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	// The state file stays open and is rewritten in place with fixed-width
@@ -103,12 +115,74 @@ func run() error {
 				return err
 			}
 		case <-usr1:
-			now := sha256.Sum256(weights)
-			if err := writeAtomic(filepath.Join(dir, "verify"), fmt.Sprintf("%d %s", counter, hex.EncodeToString(now[:]))); err != nil {
+			if err := writeAtomic(filepath.Join(dir, "verify"), fmt.Sprintf("%d %s", counter, digestOf(weights, state))); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// loadWeights returns size bytes of weights: generated when path is empty,
+// read into anonymous memory, or mapped MAP_PRIVATE read-only (mapped).
+func loadWeights(path string, size int, mapped bool) ([]byte, error) {
+	if path == "" {
+		if mapped {
+			return nil, fmt.Errorf("%s=1 needs %s", EnvMap, EnvWeights)
+		}
+		w := make([]byte, size)
+		FillWeights(w)
+		return w, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if !mapped {
+		w := make([]byte, size)
+		if _, err := io.ReadFull(f, w); err != nil {
+			return nil, fmt.Errorf("read weights %s: %w", path, err)
+		}
+		return w, nil
+	}
+	// The mapping outlives the descriptor; its clean pages stay file-backed,
+	// which is what lets CRIU leave them out of the dump.
+	w, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("mmap weights %s (%d bytes): %w", path, size, err)
+	}
+	return w, nil
+}
+
+// buildState derives size bytes of state from the weights: each byte mixes
+// a sequential and a strided weights byte (indices wrap at len(weights)).
+func buildState(weights []byte, size int) []byte {
+	if size == 0 || len(weights) == 0 {
+		return nil
+	}
+	s := make([]byte, size)
+	n := len(weights)
+	stride := 4099 % n
+	a, b := 0, 7%n
+	for i := range s {
+		s[i] = weights[a] ^ weights[b] ^ byte(i)
+		if a++; a == n {
+			a = 0
+		}
+		if b += stride; b >= n {
+			b -= n
+		}
+	}
+	return s
+}
+
+// digestOf hashes the weights, then the state; with no state it is the
+// weights' sha256.
+func digestOf(weights, state []byte) string {
+	h := sha256.New()
+	h.Write(weights)
+	h.Write(state)
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func writeAtomic(path, content string) error {
@@ -119,9 +193,28 @@ func writeAtomic(path, content string) error {
 	return os.Rename(tmp, path)
 }
 
-// Start re-executes the current binary as the helper, detached for CRIU, and
-// waits until it is ready. The caller must reap it with cmd.Wait.
+// Options select how the helper loads its weights and how much state it builds.
+type Options struct {
+	// MiB is the weights size.
+	MiB int
+	// WeightsFile, if set, is the file the weights come from; otherwise they
+	// are generated from a fixed seed.
+	WeightsFile string
+	// MapWeights maps WeightsFile MAP_PRIVATE read-only instead of reading it.
+	MapWeights bool
+	// StateMiB is the size of the anonymous state derived from the weights.
+	StateMiB int
+}
+
+// Start re-executes the current binary as the helper with anonymous weights
+// (see [StartWith]).
 func Start(dir string, mib int, weightsFile string) (*exec.Cmd, error) {
+	return StartWith(dir, Options{MiB: mib, WeightsFile: weightsFile})
+}
+
+// StartWith re-executes the current binary as the helper, detached for CRIU,
+// and waits until it is ready. The caller must reap it with cmd.Wait.
+func StartWith(dir string, o Options) (*exec.Cmd, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -131,8 +224,13 @@ func Start(dir string, mib int, weightsFile string) (*exec.Cmd, error) {
 		return nil, err
 	}
 	defer out.Close()
+	mapped := "0"
+	if o.MapWeights {
+		mapped = "1"
+	}
 	cmd := exec.Command(self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), Env+"=1", EnvDir+"="+dir, EnvMiB+"="+strconv.Itoa(mib), EnvWeights+"="+weightsFile)
+	cmd.Env = append(os.Environ(), Env+"=1", EnvDir+"="+dir, EnvMiB+"="+strconv.Itoa(o.MiB), EnvWeights+"="+o.WeightsFile,
+		EnvMap+"="+mapped, EnvStateMiB+"="+strconv.Itoa(o.StateMiB))
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -141,7 +239,8 @@ func Start(dir string, mib int, weightsFile string) (*exec.Cmd, error) {
 	if err := WaitFile(filepath.Join(dir, "ready"), 60*time.Second); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		return nil, err
+		b, _ := os.ReadFile(filepath.Join(dir, "stateproc.log"))
+		return nil, fmt.Errorf("%w (helper log: %s)", err, strings.TrimSpace(string(b)))
 	}
 	return cmd, nil
 }
