@@ -245,12 +245,30 @@ func run(n int, dir, cdiDir string) error {
 		}
 		migDirect = append(migDirect, md...)
 	}
+	// Where the time goes: each step of the prepare path on its own, interleaved with the baseline.
+	if _, err := kube.ResourceV1().ResourceClaims("bench").Create(ctx, &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "stage", Namespace: "bench", UID: "stage-uid"}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	steps, err := stages(stageEnv{ctx: ctx, dir: dir, cdiDir: cdiDir, kube: kube, client: client, backend: b, claimName: "stage"})
+	if err != nil {
+		return err
+	}
+	stepLat := make([][]time.Duration, len(steps))
+	for r := 0; r < rounds; r++ {
+		for i, s := range steps {
+			l, err := s.measure(n)
+			if err != nil {
+				return err
+			}
+			stepLat[i] = append(stepLat[i], l...)
+		}
+	}
 	bp50, bp99 := quantile(base, 0.5), quantile(base, 0.99)
 	fmt.Printf("driver NodePrepareResources (gRPC, mock:dgxh100, checkpoint dir %s, CDI dir %s, %d samples each)\n", dir, cdiDir, len(whole))
-	fmt.Printf("%-36s %12s %12s %10s %10s\n", "scenario", "p50", "p99", "p50/base", "p99/base")
+	fmt.Printf("%-40s %12s %12s %10s %10s\n", "scenario", "p50", "p99", "p50/base", "p99/base")
 	row := func(name string, d []time.Duration) {
 		p50, p99 := quantile(d, 0.5), quantile(d, 0.99)
-		fmt.Printf("%-36s %12v %12v %9.2fx %9.2fx\n", name, p50.Round(time.Microsecond), p99.Round(time.Microsecond),
+		fmt.Printf("%-40s %12v %12v %9.2fx %9.2fx\n", name, p50.Round(time.Microsecond), p99.Round(time.Microsecond),
 			float64(p50)/float64(bp50), float64(p99)/float64(bp99))
 	}
 	row("baseline: fsync'ed 4 KiB write", base)
@@ -260,5 +278,9 @@ func run(n int, dir, cdiDir string) error {
 	row("  whole GPU, plugin call w/o gRPC", wholeDirect)
 	row("  dynamic MIG, plugin call w/o gRPC", migDirect)
 	fmt.Printf("target: prepare p50 <= 3.00x baseline p50\n")
+	fmt.Printf("where the time goes (each step on its own):\n")
+	for i, s := range steps {
+		row("  "+s.name, stepLat[i])
+	}
 	return nil
 }

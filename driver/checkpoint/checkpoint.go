@@ -1,7 +1,7 @@
 // Package checkpoint persists the driver's prepared-claim state: versioned JSON with a sha256
-// checksum over the payload and the boot id it was written in, replaced atomically (temp file,
-// fsync, rename, optionally fsync of the directory) so a crash leaves either the old or the new
-// file.
+// checksum over the payload and the boot id it was written in. The file holds two slots that are
+// written in turn, in place, each save made durable by one fdatasync; a reader takes the newest
+// valid slot, so a crash leaves either the old or the new state (see slots.go).
 package checkpoint
 
 import (
@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/neuronetes/neuronetes/driver/model"
 )
@@ -70,6 +71,48 @@ type Data struct {
 	Claims map[string]Claim `json:"claims"`
 }
 
+// Clone returns a deep copy of d: changing the copy never changes d. Like a round trip through
+// the file (the fields are omitempty), it turns empty slices into nil ones.
+func (d Data) Clone() Data {
+	out := Data{Claims: make(map[string]Claim, len(d.Claims))}
+	for uid, c := range d.Claims {
+		c.Devices = cloneDevices(c.Devices)
+		out.Claims[uid] = c
+	}
+	return out
+}
+
+func cloneDevices(devs []Device) []Device {
+	if len(devs) == 0 {
+		return nil
+	}
+	out := make([]Device, len(devs))
+	for i, d := range devs {
+		d.Requests = cloneStrings(d.Requests)
+		d.CDIDeviceIDs = cloneStrings(d.CDIDeviceIDs)
+		d.MIGProfileID = clonePtr(d.MIGProfileID)
+		d.Placement = clonePtr(d.Placement)
+		d.MIG = clonePtr(d.MIG)
+		out[i] = d
+	}
+	return out
+}
+
+func cloneStrings(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return append([]string{}, s...)
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
 // envelope is the file layout shared by every version: the checksum covers Data byte for byte.
 type envelope struct {
 	Version  string          `json:"version"`
@@ -99,7 +142,7 @@ func Encode(version, bootID string, d Data) ([]byte, error) {
 		return nil, fmt.Errorf("checkpoint data: %w", err)
 	}
 	sum := sha256.Sum256(payload)
-	return json.MarshalIndent(envelope{Version: version, BootID: bootID, Checksum: hex.EncodeToString(sum[:]), Data: payload}, "", " ")
+	return json.Marshal(envelope{Version: version, BootID: bootID, Checksum: hex.EncodeToString(sum[:]), Data: payload})
 }
 
 // Decode parses a checkpoint of any supported version and verifies its checksum. Errors that
@@ -109,7 +152,8 @@ func Decode(raw []byte) (Data, string, error) {
 	if err := json.Unmarshal(raw, &env); err != nil {
 		return Data{}, "", fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	// MarshalIndent re-indents the embedded payload; compact it back before hashing.
+	// Earlier versions wrote an indented envelope, which re-indents the embedded payload; compact
+	// it back before hashing.
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, env.Data); err != nil {
 		return Data{}, "", fmt.Errorf("%w: data: %w", ErrCorrupt, err)
@@ -144,21 +188,49 @@ func BootID() string {
 	return strings.TrimSpace(string(raw))
 }
 
-// Store reads and writes one checkpoint file.
+// Store reads and writes one checkpoint file. The file is a two-slot file (see slots.go): a save
+// overwrites the older slot in place and fdatasyncs it, which is one durable write with no
+// metadata to commit. Files written by earlier versions (a bare envelope) are read and replaced by
+// a slot file at the first save. A Store is safe for concurrent use; two processes may share the
+// file as long as their saves are serialized (the kubelet plugin library's lock does that during a
+// rolling update).
 type Store struct {
 	// Path is the checkpoint file.
 	Path string
 	// BootID is written into every checkpoint.
 	BootID string
-	// SyncDir makes Save also fsync the directory after the rename (see Save).
+	// SyncDir makes the saves that create or enlarge the file also fsync the directory after the
+	// rename (see Save). In-place saves change no directory entry.
 	SyncDir bool
+
+	mu sync.Mutex
+	// cur describes the file as this store last read or wrote it; cur.valid is false when that is
+	// unknown (nothing read yet, a bare-envelope file, a failed write).
+	cur fileState
+}
+
+// fileState is what a Store knows about the slot file on disk.
+type fileState struct {
+	valid    bool
+	slotSize int64
+	newest   int    // index of the slot with the newest valid state
+	gen      uint64 // its generation
+	// headers are both slot headers as last validated; data and boot are the newest slot's
+	// decoded state. A load whose headers are byte-identical returns a copy of data without
+	// reading the payload again (a new save always changes the generation, hence the header).
+	headers [2][headerSize]byte
+	data    Data
+	boot    string
 }
 
 // Load reads the checkpoint. A missing file yields empty data and no error. A corrupt file yields
 // an error wrapping ErrCorrupt. PrepareStarted claims from the intent file (see SaveIntent) that the
-// durable checkpoint does not know are merged in; an unreadable intent file is ignored.
+// durable checkpoint does not know are merged in; an unreadable intent file is ignored. The result
+// is the caller's to modify.
 func (s *Store) Load() (Data, string, error) {
-	d, boot, err := s.loadFile(s.Path)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, boot, err := s.loadLocked()
 	if errors.Is(err, os.ErrNotExist) {
 		d, boot, err = Data{Claims: map[string]Claim{}}, s.BootID, nil
 	}
@@ -172,6 +244,54 @@ func (s *Store) Load() (Data, string, error) {
 			}
 		}
 	}
+	return d, boot, nil
+}
+
+// loadLocked reads the durable checkpoint: a slot file (using the cached state when both headers
+// are unchanged) or a bare envelope.
+func (s *Store) loadLocked() (Data, string, error) {
+	f, err := os.Open(s.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		s.cur = fileState{}
+		return Data{}, "", err
+	}
+	if err != nil {
+		s.cur = fileState{}
+		return Data{}, "", fmt.Errorf("%w: open %s: %w", ErrCorrupt, s.Path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		s.cur = fileState{}
+		return Data{}, "", fmt.Errorf("%w: stat %s: %w", ErrCorrupt, s.Path, err)
+	}
+	if c := &s.cur; c.valid && st.Size() == 2*c.slotSize {
+		var h [2][headerSize]byte
+		_, err0 := f.ReadAt(h[0][:], 0)
+		_, err1 := f.ReadAt(h[1][:], c.slotSize)
+		if err0 == nil && err1 == nil && h == c.headers {
+			return c.data.Clone(), c.boot, nil
+		}
+	}
+	raw := make([]byte, st.Size())
+	if _, err := f.ReadAt(raw, 0); err != nil {
+		s.cur = fileState{}
+		return Data{}, "", fmt.Errorf("%w: read %s: %w", ErrCorrupt, s.Path, err)
+	}
+	if !isSlotFile(raw) && !isSlotFile(raw[len(raw)/2:]) {
+		// A bare envelope from an earlier version; the next save replaces it.
+		s.cur = fileState{}
+		return Decode(raw)
+	}
+	i, gen, d, boot, err := readSlots(raw)
+	if err != nil {
+		s.cur = fileState{}
+		return Data{}, "", fmt.Errorf("%s: %w", s.Path, err)
+	}
+	size := int64(len(raw) / 2)
+	s.cur = fileState{valid: true, slotSize: size, newest: i, gen: gen, data: d.Clone(), boot: boot}
+	copy(s.cur.headers[0][:], raw[:headerSize])
+	copy(s.cur.headers[1][:], raw[size:size+headerSize])
 	return d, boot, nil
 }
 
@@ -189,29 +309,66 @@ func (s *Store) loadFile(path string) (Data, string, error) {
 // IntentPath is the file SaveIntent writes.
 func (s *Store) IntentPath() string { return s.Path + ".intent" }
 
-// Save writes d atomically (temp file in the same directory, fsync, rename; with SyncDir also an
-// fsync of the directory) and then drops the intent file, whose claims d supersedes.
+// Save makes d the durable checkpoint and then drops the intent file, whose claims d supersedes.
 //
-// Why the directory fsync is optional: it only decides whether the old or the new checkpoint is
-// seen after a power loss or kernel crash, and after those the boot id changes and every claim is
+// In the common case d goes into the older slot of the file, in place, followed by one fdatasync
+// (see slots.go). The file is created, enlarged (d no longer fits a slot) or rewritten (its state
+// is unknown: never read, an earlier version's layout, a failed write) atomically instead: temp
+// file, fsync, rename, and with SyncDir an fsync of the directory.
+//
+// Why the directory fsync is optional: it only decides whether the old or the new file is seen
+// after a power loss or kernel crash, and after those the boot id changes and every claim is
 // rolled back anyway (devices, MIG instances and CDI specs do not survive a reboot). Process
 // crashes lose nothing that was renamed. The file fsync stays, so a power loss never leaves a torn
 // checkpoint behind (which would raise a false CheckpointCorrupt event).
 func (s *Store) Save(d Data) error {
-	raw, err := Encode(CurrentVersion, s.BootID, d)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	payload, err := Encode(CurrentVersion, s.BootID, d)
 	if err != nil {
 		return err
 	}
-	level := syncFile
-	if s.SyncDir {
-		level = syncAll
-	}
-	if err := writeAtomic(s.Path, raw, level); err != nil {
+	if err := s.saveLocked(d, payload); err != nil {
 		return err
 	}
 	if err := os.Remove(s.IntentPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove intent %s: %w", s.IntentPath(), err)
 	}
+	return nil
+}
+
+func (s *Store) saveLocked(d Data, payload []byte) error {
+	c := s.cur
+	gen := c.gen + 1
+	if c.valid && int64(headerSize+len(payload)) <= c.slotSize {
+		target := 1 - c.newest
+		hdr := slotHeader(gen, payload)
+		err := writeSlot(s.Path, c.slotSize, target, hdr, payload)
+		if err == nil {
+			s.cur.newest, s.cur.gen, s.cur.data, s.cur.boot = target, gen, d.Clone(), s.BootID
+			copy(s.cur.headers[target][:], hdr)
+			return nil
+		}
+		if !errors.Is(err, errResized) && !errors.Is(err, os.ErrNotExist) {
+			// The slot may be half written; the other one still holds the previous state.
+			s.cur = fileState{}
+			return err
+		}
+		// Another process replaced the file: rewrite it whole below.
+	}
+	size := slotSizeFor(len(payload))
+	level := syncFile
+	if s.SyncDir {
+		level = syncAll
+	}
+	file := newSlotFile(size, gen, payload)
+	if err := writeAtomic(s.Path, file, level); err != nil {
+		s.cur = fileState{}
+		return err
+	}
+	s.cur = fileState{valid: true, slotSize: size, newest: 0, gen: gen, data: d.Clone(), boot: s.BootID}
+	copy(s.cur.headers[0][:], file[:headerSize])
+	copy(s.cur.headers[1][:], file[size:size+headerSize])
 	return nil
 }
 
@@ -231,6 +388,9 @@ func (s *Store) SaveIntent(d Data) error {
 // Quarantine moves a corrupt checkpoint aside (to <path>.corrupt) so it can be inspected and the
 // driver can start from a clean state.
 func (s *Store) Quarantine() (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cur = fileState{}
 	_ = os.Remove(s.IntentPath())
 	dst := s.Path + ".corrupt"
 	if err := os.Rename(s.Path, dst); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -141,3 +141,21 @@ func TestIntent(t *testing.T) {
 		t.Errorf("intent file survived a durable save: %v", err)
 	}
 }
+
+func TestCloneIsDeep(t *testing.T) {
+	d := sample()
+	c := d.Clone()
+	if !reflect.DeepEqual(c, d) {
+		t.Fatalf("clone = %+v, want %+v", c, d)
+	}
+	dev := &c.Claims["uid-2"].Devices[0]
+	dev.Requests = append(dev.Requests, "x")
+	*dev.MIGProfileID = 7
+	dev.Placement.Start = 5
+	dev.MIG.GIID = 9
+	c.Claims["uid-1"].Devices[0].CDIDeviceIDs[0] = "changed"
+	delete(c.Claims, "uid-1")
+	if !reflect.DeepEqual(d, sample()) {
+		t.Errorf("changing the clone changed the original: %+v", d)
+	}
+}

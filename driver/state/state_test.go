@@ -2,7 +2,6 @@ package state
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -238,10 +237,9 @@ func TestCorruptCheckpointAndReboot(t *testing.T) {
 	if _, err := s3.Prepare(context.Background(), claim("y", []string{"gpu-0"})); err != nil {
 		t.Errorf("prepare after recovery: %v", err)
 	}
-	raw, _ := os.ReadFile(filepath.Join(e.dir, "checkpoint.json"))
-	var env map[string]any
-	if err := json.Unmarshal(raw, &env); err != nil || env["bootID"] != "boot-2" {
-		t.Errorf("checkpoint after recovery: %v %s", err, raw)
+	d, boot, err := (&checkpoint.Store{Path: filepath.Join(e.dir, "checkpoint.json")}).Load()
+	if err != nil || boot != "boot-2" || d.Claims["y"].State != checkpoint.PrepareCompleted {
+		t.Errorf("checkpoint after recovery: %+v boot %q, %v", d, boot, err)
 	}
 }
 

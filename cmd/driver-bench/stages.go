@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/neuronetes/neuronetes/driver/cdi"
+	"github.com/neuronetes/neuronetes/driver/checkpoint"
+	"github.com/neuronetes/neuronetes/driver/model"
+	"github.com/neuronetes/neuronetes/driver/nvml"
+)
+
+// stage is one step of the prepare path, measured on its own so that the table shows where the
+// time of a prepare goes. The steps run against their own files in the same directories as the
+// plugin, never against the plugin's checkpoint.
+type stage struct {
+	name string
+	run  func(i int) error
+}
+
+// stageEnv is what the stage measurements need from the running benchmark.
+type stageEnv struct {
+	ctx     context.Context
+	dir     string
+	cdiDir  string
+	kube    kubernetes.Interface
+	client  drapb.DRAPluginClient
+	backend *nvml.Backend
+	// claimName is an existing claim in namespace "bench" (for the API GET).
+	claimName string
+}
+
+// stages returns the prepare path's steps. The checkpoint steps use a store holding one completed
+// claim, the size the plugin's checkpoint has during the benchmark.
+func stages(e stageEnv) ([]stage, error) {
+	gpus, err := nvml.Inventory(e.ctx, e.backend)
+	if err != nil {
+		return nil, err
+	}
+	// The last GPU is not used by the scenarios; its 1g.10gb profile at its third placement is what
+	// the MIG scenario creates on its own GPU.
+	g := gpus[len(gpus)-1]
+	prof, ok := g.ProfileByName("1g.10gb")
+	if !ok || len(prof.Placements) < 3 {
+		return nil, fmt.Errorf("gpu %s: no 1g.10gb profile with 3 placements", g.UUID)
+	}
+	pid, pl := prof.ID, prof.Placements[2]
+	store := &checkpoint.Store{Path: filepath.Join(e.dir, "stage-checkpoint.json"), BootID: checkpoint.BootID()}
+	data := checkpoint.Data{Claims: map[string]checkpoint.Claim{"stage-uid": {
+		UID: "stage-uid", Namespace: "bench", Name: "stage", State: checkpoint.PrepareCompleted,
+		Devices: []checkpoint.Device{{Requests: []string{"gpu"}, Pool: node, Name: "gpu-5-mig-1g-10gb-p2", GPUUUID: "GPU-stage",
+			MIGProfileID: &pid, Placement: &pl, Dynamic: true, MIG: &model.MIGInstance{ProfileID: pid, GIID: 9, CIID: 0, Placement: pl, UUID: "MIG-stage"},
+			CDIDeviceIDs: []string{cdi.DeviceID("stage-uid", "gpu-5-mig-1g-10gb-p2"), cdi.ClaimDeviceID("stage-uid")}}},
+	}}}
+	if err := store.Save(data); err != nil {
+		return nil, err
+	}
+	w, err := cdi.NewWriter(e.cdiDir)
+	if err != nil {
+		return nil, err
+	}
+	gpu := g.UUID
+	return []stage{
+		{"API GET of the claim (client-go fake)", func(int) error {
+			_, err := e.kube.ResourceV1().ResourceClaims("bench").Get(e.ctx, e.claimName, metav1.GetOptions{})
+			return err
+		}},
+		{"gRPC round trip (unprepare, no claim)", func(i int) error {
+			_, err := e.client.NodeUnprepareResources(e.ctx, &drapb.NodeUnprepareResourcesRequest{Claims: []*drapb.Claim{
+				{Namespace: "bench", Name: "none", Uid: fmt.Sprintf("none-%d", i)}}})
+			return err
+		}},
+		{"checkpoint load (1 claim)", func(int) error {
+			_, _, err := store.Load()
+			return err
+		}},
+		{"checkpoint save (1 claim, fdatasync)", func(int) error { return store.Save(data) }},
+		// As in a MIG prepare: the intent file is created, and removed again by the next save.
+		{"checkpoint intent (1 claim, no fsync)", func(int) error {
+			if err := store.SaveIntent(data); err != nil {
+				return err
+			}
+			return os.Remove(store.IntentPath())
+		}},
+		{"CDI spec write", func(i int) error {
+			_, err := w.Write("stage-uid", []cdi.Device{{Name: "gpu-3", UUID: "GPU-stage", DeviceNodes: []string{"/dev/nvidia3"}}})
+			return err
+		}},
+		{"MIG create+destroy (mock NVML)", func(int) error {
+			in, err := e.backend.CreateMIG(e.ctx, gpu, pid, pl)
+			if err != nil {
+				return err
+			}
+			return e.backend.DestroyMIG(e.ctx, gpu, in.GIID)
+		}},
+	}, nil
+}
+
+// measure runs a stage n times and returns the latencies.
+func (s stage) measure(n int) ([]time.Duration, error) {
+	out := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		if err := s.run(i); err != nil {
+			return nil, fmt.Errorf("stage %q: %w", s.name, err)
+		}
+		out = append(out, time.Since(start))
+	}
+	return out, nil
+}

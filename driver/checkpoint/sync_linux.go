@@ -1,0 +1,17 @@
+package checkpoint
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// fdatasync flushes f's data and the metadata needed to read it back (not its timestamps).
+func fdatasync(f *os.File) error {
+	for {
+		err := unix.Fdatasync(int(f.Fd()))
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
