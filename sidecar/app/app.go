@@ -44,7 +44,8 @@ func Run(ctx context.Context, c Config) error {
 		log.Error(err, "no usable key ring; session storage unavailable until keys are mounted", "keysDir", c.KeysDir)
 		ring = keys.Empty()
 	}
-	codec, err := frame.New(ring, frame.Options{Tenant: c.Namespace, UseDict: c.ZstdDict, MaxPlaintext: c.MaxSession + 1<<16})
+	codec, err := frame.New(ring, frame.Options{Tenant: c.Namespace, Compression: frame.Compression(c.Compression),
+		UseDict: c.ZstdDict, MaxPlaintext: c.MaxSession + 1<<16})
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/neuronetes/neuronetes/sidecar/frame"
 )
 
 // Config is the sidecar's configuration. Every field has a flag and an
@@ -45,6 +47,7 @@ type Config struct {
 	MaxTTL        time.Duration
 	MaxSession    int
 	RefreshOnRead bool
+	Compression   string
 	ZstdDict      bool
 
 	NearCacheBytes  int
@@ -113,7 +116,8 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MaxTTL, "max-ttl", envDur("NEURONETES_MAX_TTL", 30*24*time.Hour), "largest per-entry TTL accepted ($NEURONETES_MAX_TTL)")
 	fs.IntVar(&c.MaxSession, "max-session-bytes", envInt("NEURONETES_MAX_SESSION_BYTES", 1<<20), "largest session JSON; larger writes get 413 ($NEURONETES_MAX_SESSION_BYTES)")
 	fs.BoolVar(&c.RefreshOnRead, "refresh-on-read", envBool("NEURONETES_REFRESH_ON_READ", true), "reset a session's TTL when it is read ($NEURONETES_REFRESH_ON_READ)")
-	fs.BoolVar(&c.ZstdDict, "zstd-dict", envBool("NEURONETES_ZSTD_DICT", true), "compress with the built-in JSON dictionary (smaller frames for small sessions; readers handle both) ($NEURONETES_ZSTD_DICT)")
+	fs.StringVar(&c.Compression, "compression", env("NEURONETES_COMPRESSION", string(frame.CompressS2)), "codec of new frames: s2 (fast), zstd (smallest) or none; readers open all ($NEURONETES_COMPRESSION)")
+	fs.BoolVar(&c.ZstdDict, "zstd-dict", envBool("NEURONETES_ZSTD_DICT", true), "compress with the built-in JSON dictionary, for s2 and zstd alike (smaller frames for small sessions; readers handle both) ($NEURONETES_ZSTD_DICT)")
 	fs.IntVar(&c.NearCacheBytes, "near-cache-bytes", envInt("NEURONETES_NEAR_CACHE_BYTES", 64<<20), "near-cache budget, 0 disables ($NEURONETES_NEAR_CACHE_BYTES)")
 	fs.DurationVar(&c.NearCacheMaxAge, "near-cache-max-age", envDur("NEURONETES_NEAR_CACHE_MAX_AGE", 5*time.Second), "longest a near-cache entry is served without Redis ($NEURONETES_NEAR_CACHE_MAX_AGE)")
 	fs.StringVar(&c.VectorDir, "vector-dir", env("NEURONETES_VECTOR_DIR", ""), "directory persisting the vector shard, empty for memory only ($NEURONETES_VECTOR_DIR)")
@@ -144,6 +148,9 @@ func (c *Config) Validate() error {
 	}
 	if (c.RedisCertFile == "") != (c.RedisKeyFile == "") {
 		return fmt.Errorf("redis-cert-file and redis-key-file: set both or neither")
+	}
+	if _, err := frame.ParseCompression(c.Compression); err != nil {
+		return err
 	}
 	if c.MaxSession <= 0 || c.DefaultTTL <= 0 || c.DefaultTTL > c.MaxTTL {
 		return fmt.Errorf("max-session-bytes %d / default-ttl %s / max-ttl %s: must be positive, default <= max", c.MaxSession, c.DefaultTTL, c.MaxTTL)

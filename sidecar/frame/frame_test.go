@@ -3,6 +3,7 @@ package frame
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -33,38 +34,71 @@ func testCodec(t testing.TB, tenant string, dict bool, r *keys.Ring) *Codec {
 
 func TestRoundTrip(t *testing.T) {
 	big := []byte(`{"turns":[` + strings.Repeat(`{"role":"user","content":"hello there"},`, 400) + `{}]}`)
-	for _, tc := range []struct {
+	ring := testRing(t, "k1", "k1")
+	codecs := map[string]*Codec{}
+	for _, comp := range []Compression{CompressS2, CompressZstd, CompressNone} {
+		for _, dict := range []bool{false, true} {
+			c, err := New(ring, Options{Tenant: "ns-a", Compression: comp, UseDict: dict})
+			if err != nil {
+				t.Fatal(err)
+			}
+			codecs[fmt.Sprintf("%s-dict=%v", comp, dict)] = c
+		}
+	}
+	for _, in := range []struct {
 		name string
-		dict bool
 		in   []byte
 	}{
-		{"empty", false, []byte{}},
-		{"tiny-uncompressed", false, []byte(`{}`)},
-		{"json", false, big},
-		{"json-dict", true, big},
-		{"binary", false, bytes.Repeat([]byte{0, 1, 2, 255}, 1000)},
+		{"empty", []byte{}},
+		{"tiny-uncompressed", []byte(`{}`)},
+		{"json", big},
+		{"binary", bytes.Repeat([]byte{0, 1, 2, 255}, 1000)},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := testCodec(t, "ns-a", tc.dict, testRing(t, "k1", "k1"))
-			b := Binding{Kind: "sess", ID: "conv-1"}
-			f, err := c.Seal(b, tc.in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := c.Open(b, f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, tc.in) {
-				t.Fatalf("round trip mismatch: %d vs %d bytes", len(got), len(tc.in))
-			}
-			if len(tc.in) > 1000 && len(f) >= len(tc.in)/4 {
-				t.Errorf("frame %d bytes for %d bytes of repetitive JSON: not compressed", len(f), len(tc.in))
-			}
-			if id, err := KeyID(f); err != nil || id != "k1" {
-				t.Errorf("KeyID = %q, %v", id, err)
-			}
-		})
+		for name, c := range codecs {
+			t.Run(in.name+"/"+name, func(t *testing.T) {
+				b := Binding{Kind: "sess", ID: "conv-1"}
+				f, err := c.Seal(b, in.in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Every codec opens every other codec's frames.
+				for other, r := range codecs {
+					got, err := r.Open(b, f)
+					if err != nil {
+						t.Fatalf("opened by %s: %v", other, err)
+					}
+					if !bytes.Equal(got, in.in) {
+						t.Fatalf("opened by %s: round trip mismatch: %d vs %d bytes", other, len(got), len(in.in))
+					}
+				}
+				compressed := c.opts.Compression != CompressNone
+				if len(in.in) > 1000 && compressed && len(f) >= len(in.in)/4 {
+					t.Errorf("frame %d bytes for %d bytes of repetitive JSON: not compressed", len(f), len(in.in))
+				}
+				if len(in.in) > 1000 && !compressed && len(f) < len(in.in) {
+					t.Errorf("frame %d bytes for %d bytes with compression off", len(f), len(in.in))
+				}
+				if id, err := KeyID(f); err != nil || id != "k1" {
+					t.Errorf("KeyID = %q, %v", id, err)
+				}
+			})
+		}
+	}
+}
+
+func TestParseCompression(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Compression
+		ok   bool
+	}{{"", CompressS2, true}, {"s2", CompressS2, true}, {"zstd", CompressZstd, true}, {"none", CompressNone, true}, {"gzip", "", false}} {
+		got, err := ParseCompression(tc.in)
+		if got != tc.want || (err == nil) != tc.ok {
+			t.Errorf("ParseCompression(%q) = %q, %v", tc.in, got, err)
+		}
+	}
+	if _, err := New(testRing(t, "k", "k"), Options{Compression: "lz4"}); err == nil {
+		t.Error("New accepted compression lz4")
 	}
 }
 
@@ -149,19 +183,22 @@ func TestLimitsAndMalformed(t *testing.T) {
 		t.Errorf("Seal oversize: %v", err)
 	}
 	// A frame sealed by a codec with a bigger limit must not inflate past ours.
-	bigC, err := New(c.Ring(), Options{Tenant: "ns", MaxPlaintext: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := bigC.Seal(b, make([]byte, 4<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Open(b, f); !errors.Is(err, ErrTooLarge) {
-		t.Errorf("Open bomb: %v, want ErrTooLarge", err)
+	for _, comp := range []Compression{CompressS2, CompressZstd} {
+		bigC, err := New(c.Ring(), Options{Tenant: "ns", MaxPlaintext: 8 << 20, Compression: comp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := bigC.Seal(b, make([]byte, 4<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Open(b, f); !errors.Is(err, ErrTooLarge) {
+			t.Errorf("Open %s bomb: %v, want ErrTooLarge", comp, err)
+		}
 	}
 	for _, bad := range [][]byte{nil, []byte("NF"), []byte("XX\x01\x00\x01k"), append([]byte("NF\x02\x00\x01k"), make([]byte, 40)...),
-		append([]byte("NF\x01\x00\x01!"), make([]byte, 40)...)} {
+		append([]byte("NF\x01\x00\x01!"), make([]byte, 40)...), append([]byte("NF\x01\x05\x01k"), make([]byte, 40)...),
+		append([]byte("NF\x01\x02\x01k"), make([]byte, 40)...), append([]byte("NF\x01\x08\x01k"), make([]byte, 40)...)} {
 		if _, err := c.Open(b, bad); !errors.Is(err, ErrMalformed) {
 			t.Errorf("Open(%q) = %v, want ErrMalformed", bad, err)
 		}
@@ -171,12 +208,18 @@ func TestLimitsAndMalformed(t *testing.T) {
 func FuzzOpen(f *testing.F) {
 	c := testCodec(f, "ns", true, testRing(f, "k", "k"))
 	b := Binding{Kind: "sess", ID: "c"}
+	zc, err := New(c.Ring(), Options{Tenant: "ns", Compression: CompressZstd, UseDict: true})
+	if err != nil {
+		f.Fatal(err)
+	}
 	for _, p := range []string{"", "{}", `{"turns":[{"role":"user","content":"hi hi hi hi hi hi hi hi hi hi hi hi hi hi"}]}`} {
-		fr, err := c.Seal(b, []byte(p))
-		if err != nil {
-			f.Fatal(err)
+		for _, sealer := range []*Codec{c, zc} { // S2 and zstd frames
+			fr, err := sealer.Seal(b, []byte(p))
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(fr)
 		}
-		f.Add(fr)
 	}
 	f.Add([]byte("NF\x01\x03\x01k"))
 	f.Fuzz(func(t *testing.T, data []byte) {

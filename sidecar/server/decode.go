@@ -46,7 +46,10 @@ func decodeSession(r *http.Request, maxBody int) (*sessionRequest, error) {
 		}
 		req.ifVersion = v
 	}
-	ttl := r.URL.Query().Get("ttl")
+	var ttl string
+	if r.URL.RawQuery != "" { // parsing an absent query still allocates
+		ttl = r.URL.Query().Get("ttl")
+	}
 	if ttl == "" {
 		ttl = r.Header.Get(TTLHeader)
 	}

@@ -121,13 +121,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// versionBody is the response to writes.
-type versionBody struct {
-	Version int64 `json:"version"`
-}
-
-func setETag(w http.ResponseWriter, v int64) { w.Header().Set("ETag", strconv.FormatInt(v, 10)) }
-
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 	req, err := decodeSession(r, s.store.MaxSize())
 	if err != nil {
@@ -139,9 +132,26 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, 0)
 		return
 	}
-	setETag(w, sess.Version)
-	w.Header().Set("Content-Type", "application/json")
+	h := w.Header()
+	h["Etag"] = []string{strconv.FormatInt(sess.Version, 10)}
+	h["Content-Type"] = jsonContentType
+	// An explicit length lets net/http send the body as is: without it a
+	// body over 2 KiB goes out chunked, in more writes.
+	h["Content-Length"] = []string{strconv.Itoa(len(sess.Data))}
 	_, _ = w.Write(sess.Data)
+}
+
+// jsonContentType is shared by every response (net/http only reads it).
+var jsonContentType = []string{"application/json"}
+
+// writeVersion answers a write with {"version":N} and the ETag, without a
+// JSON encoder.
+func writeVersion(w http.ResponseWriter, v int64) {
+	h := w.Header()
+	ver := strconv.FormatInt(v, 10)
+	h["Etag"] = []string{ver}
+	h["Content-Type"] = jsonContentType
+	_, _ = w.Write([]byte(`{"version":` + ver + "}\n"))
 }
 
 func (s *Server) putSession(w http.ResponseWriter, r *http.Request) {
@@ -155,8 +165,7 @@ func (s *Server) putSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, v)
 		return
 	}
-	setETag(w, v)
-	writeJSON(w, http.StatusOK, versionBody{v})
+	writeVersion(w, v)
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
@@ -183,6 +192,5 @@ func (s *Server) appendTurn(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, 0)
 		return
 	}
-	setETag(w, v)
-	writeJSON(w, http.StatusOK, versionBody{v})
+	writeVersion(w, v)
 }

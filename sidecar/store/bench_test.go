@@ -29,6 +29,9 @@ func BenchmarkStore(b *testing.B) {
 	if _, err := s.Put(ctx, "s", doc, -1, 0); err != nil {
 		b.Fatal(err)
 	}
+	if err := s.rdb.Set(ctx, "raw", doc, 0).Err(); err != nil {
+		b.Fatal(err)
+	}
 	b.Run("Put", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := s.Put(ctx, "s", doc, -1, 0); err != nil {
@@ -39,6 +42,13 @@ func BenchmarkStore(b *testing.B) {
 	b.Run("Get", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := s.Get(ctx, "s"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("RawGet", func(b *testing.B) {
+		for b.Loop() {
+			if err := s.rdb.Get(ctx, "raw").Err(); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -28,9 +28,6 @@ type nearCache struct {
 	items   map[string]*list.Element
 	enabled atomic.Bool
 	gen     atomic.Uint64 // bumped on every invalidation and reset
-
-	touchMu sync.Mutex
-	touched map[string]struct{}
 }
 
 type nearEntry struct {
@@ -43,7 +40,7 @@ type nearEntry struct {
 }
 
 func newNearCache(budget int, maxAge time.Duration) *nearCache {
-	return &nearCache{budget: budget, maxAge: maxAge, ll: list.New(), items: map[string]*list.Element{}, touched: map[string]struct{}{}}
+	return &nearCache{budget: budget, maxAge: maxAge, ll: list.New(), items: map[string]*list.Element{}}
 }
 
 func (e *nearEntry) size() int { return len(e.data) + len(e.id) + 96 }
@@ -143,58 +140,21 @@ func (c *nearCache) reset(enabled bool) {
 	c.enabled.Store(enabled)
 }
 
-func (c *nearCache) touch(id string) {
-	c.touchMu.Lock()
-	c.touched[id] = struct{}{}
-	c.touchMu.Unlock()
-}
-
-func (c *nearCache) takeTouched() []string {
-	c.touchMu.Lock()
-	defer c.touchMu.Unlock()
-	ids := make([]string, 0, len(c.touched))
-	for id := range c.touched {
-		ids = append(ids, id)
-	}
-	clear(c.touched)
-	return ids
-}
-
-// Run serves the near cache until ctx ends: it subscribes to the tenant's
-// invalidation channel (the cache is enabled only while subscribed, and
-// emptied on every (re)subscription) and flushes refresh-on-read TTL
-// touches for near-cache hits every touchEvery. Without a near cache it
-// returns when ctx ends.
+// Run serves the store's background work until ctx ends: it flushes the
+// deferred refresh-on-read TTL touches every touchEvery (see refresh.go)
+// and, with a near cache, subscribes to the tenant's invalidation channel
+// (the cache is enabled only while subscribed, and emptied on every
+// (re)subscription).
 func (s *Store) Run(ctx context.Context, touchEvery time.Duration) {
+	if s.opts.RefreshOnRead {
+		go s.refresher.run(ctx, s, touchEvery)
+	}
 	c := s.near
 	if c == nil {
 		<-ctx.Done()
 		return
 	}
 	log := klog.FromContext(ctx).WithValues("tenant", s.tenant)
-	go func() {
-		t := time.NewTicker(touchEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			ids := c.takeTouched()
-			for len(ids) > 0 {
-				n := min(len(ids), 256)
-				keys := make([]string, n)
-				for i, id := range ids[:n] {
-					keys[i] = s.Key(id)
-				}
-				if err := touchScript.Run(ctx, s.rdb, keys).Err(); err != nil {
-					log.V(2).Info("ttl refresh failed", "err", err)
-				}
-				ids = ids[n:]
-			}
-		}
-	}()
 	for ctx.Err() == nil {
 		s.subscribe(ctx, log)
 		c.reset(false)

@@ -13,22 +13,15 @@ import "github.com/redis/go-redis/v9"
 // putScript: ARGV = expected version ("" unconditional, "0" create-only),
 // frame, ttl ms, id, channel. Returns {1, new} or {0, current}.
 var putScript = redis.NewScript(`
-local cur = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
-if ARGV[1] ~= '' and tonumber(ARGV[1]) ~= cur then return {0, cur} end
+if ARGV[1] ~= '' then
+  local cur = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
+  if tonumber(ARGV[1]) ~= cur then return {0, cur} end
+end
 local nv = redis.call('INCR', KEYS[2])
 redis.call('HSET', KEYS[1], 'v', nv, 'd', ARGV[2], 't', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('PUBLISH', ARGV[5], nv .. ' ' .. ARGV[4])
 return {1, nv}
-`)
-
-// getScript: ARGV = refresh ("1" to reset the TTL to the entry's own TTL).
-// Returns false when missing, else {version, frame, ttl ms}.
-var getScript = redis.NewScript(`
-local r = redis.call('HMGET', KEYS[1], 'v', 'd', 't')
-if not r[1] then return false end
-if ARGV[1] == '1' and r[3] then redis.call('PEXPIRE', KEYS[1], r[3]) end
-return r
 `)
 
 // delScript: ARGV = expected version ("" unconditional), id, channel.
@@ -43,7 +36,8 @@ redis.call('PUBLISH', ARGV[3], nv .. ' ' .. ARGV[2])
 return {1, nv}
 `)
 
-// touchScript resets the TTL of each KEYS[i] to its own stored TTL (refresh-on-read for near-cache hits).
+// touchScript resets the TTL of each KEYS[i] to its own stored TTL
+// (refresh-on-read, usually batched by the refresher).
 var touchScript = redis.NewScript(`
 for i, k in ipairs(KEYS) do
   local t = redis.call('HGET', k, 't')

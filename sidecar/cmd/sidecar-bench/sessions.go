@@ -7,14 +7,18 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/neuronetes/neuronetes/sidecar/frame"
 	"github.com/neuronetes/neuronetes/sidecar/keys"
@@ -79,6 +83,14 @@ func interleave(rounds, per int, ops []func() error) ([]dist, error) {
 
 func us(d time.Duration) string { return fmt.Sprintf("%8.1f", float64(d.Nanoseconds())/1e3) }
 
+// row is one line of the session table. A row's ratios are against the
+// nearest baseline row above it (itself, for a baseline).
+type row struct {
+	name     string
+	baseline bool
+	op       func() error
+}
+
 func benchSessions() error {
 	dir, err := os.MkdirTemp("", "sidecar-bench-")
 	if err != nil {
@@ -90,42 +102,82 @@ func benchSessions() error {
 		return err
 	}
 	defer rs.Kill()
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	key := make([]byte, keys.KeySize)
 	_, _ = crand.Read(key)
 	ring, _ := keys.NewRing("k1", map[string][]byte{"k1": key})
-	codec, err := frame.New(ring, frame.Options{Tenant: "bench", UseDict: true}) // the sidecar's default
+	newCodec := func(c frame.Compression) (*frame.Codec, error) {
+		return frame.New(ring, frame.Options{Tenant: "bench", Compression: c, UseDict: true}) // --zstd-dict defaults to true
+	}
+	codec, err := newCodec(frame.CompressS2) // the sidecar's default
+	if err != nil {
+		return err
+	}
+	zcodec, err := newCodec(frame.CompressZstd)
 	if err != nil {
 		return err
 	}
 	ropts := &redis.Options{Addr: rs.Addr, MaxRetries: -1}
 	raw := redis.NewClient(ropts)
 	defer raw.Close()
-	mk := func(near int) (*store.Store, *httptest.Server, error) {
-		st, err := store.New(redis.NewClient(ropts), codec, store.Options{NearCacheBytes: near, NearCacheMaxAge: time.Hour, RefreshOnRead: true})
+	mkStore := func(c *frame.Codec, near int) (*store.Store, error) {
+		st, err := store.New(redis.NewClient(ropts), c, store.Options{NearCacheBytes: near, NearCacheMaxAge: time.Hour, RefreshOnRead: true})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		go st.Run(ctx, 250*time.Millisecond)
-		return st, httptest.NewServer(server.New(st, nil, nil, nil).Handler()), nil
+		go st.Run(ctx, 250*time.Millisecond) // as the sidecar does
+		return st, nil
 	}
-	cold, coldHTTP, err := mk(0)
+	cold, err := mkStore(codec, 0)
 	if err != nil {
 		return err
 	}
+	zstdStore, err := mkStore(zcodec, 0)
+	if err != nil {
+		return err
+	}
+	hot, err := mkStore(codec, 64<<20)
+	if err != nil {
+		return err
+	}
+	coldSrv, hotSrv := server.New(cold, nil, nil, nil), server.New(hot, nil, nil, nil)
+	coldHTTP, hotHTTP := httptest.NewServer(coldSrv.Handler()), httptest.NewServer(hotSrv.Handler())
 	defer coldHTTP.Close()
-	hot, hotHTTP, err := mk(64 << 20)
+	defer hotHTTP.Close()
+	sock := filepath.Join(dir, "sidecar.sock")
+	ul, err := net.Listen("unix", sock)
 	if err != nil {
 		return err
 	}
-	defer hotHTTP.Close()
+	unixHTTP := &httptest.Server{Listener: ul, Config: &http.Server{Handler: coldSrv.Handler()}}
+	unixHTTP.Start()
+	defer unixHTTP.Close()
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	gs := grpc.NewServer()
+	gs.RegisterService(&server.ServiceDesc, coldSrv.GRPC())
+	go func() { _ = gs.Serve(gl) }()
+	defer gs.Stop()
+	cc, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	gc := server.NewSessionsClient(cc)
 	time.Sleep(300 * time.Millisecond) // let the near cache subscribe
 
 	doc := chatJSON(1, 16<<10)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-	httpDo := func(method, url string, body []byte) error {
+	uc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}}}
+	httpDo := func(c *http.Client, method, url string, body []byte) error {
 		req, _ := http.NewRequest(method, url, bytes.NewReader(body))
-		resp, err := hc.Do(req)
+		resp, err := c.Do(req)
 		if err != nil {
 			return err
 		}
@@ -136,80 +188,112 @@ func benchSessions() error {
 		}
 		return nil
 	}
-	if _, err := cold.Put(ctx, "s16k", doc, -1, 0); err != nil {
-		return err
+	for _, st := range []*store.Store{cold, zstdStore} {
+		if _, err := st.Put(ctx, "s16k", doc, -1, 0); err != nil {
+			return err
+		}
 	}
 	if err := raw.Set(ctx, "raw16k", doc, 24*time.Hour).Err(); err != nil {
 		return err
 	}
 	rounds, per := envInt("NN_BENCH_ROUNDS", 10), envInt("NN_BENCH_OPS", 200)
-	names := []string{
-		"raw go-redis GET (baseline)",
-		"sidecar HTTP GET, near cache off",
-		"sidecar HTTP GET, near-cache hit",
-		"store.Get in-process, near cache off",
-		"store.Get in-process, near-cache hit",
-		"raw go-redis SET (baseline)",
-		"sidecar HTTP PUT",
-		"store.Put in-process",
+	rows := []row{
+		{"raw go-redis GET (baseline)", true, func() error { return raw.Get(ctx, "raw16k").Err() }},
+		{"sidecar HTTP GET, near cache off", false, func() error { return httpDo(hc, "GET", coldHTTP.URL+"/v1/sessions/s16k", nil) }},
+		{"sidecar HTTP/unix GET, near cache off", false, func() error { return httpDo(uc, "GET", "http://sidecar/v1/sessions/s16k", nil) }},
+		{"sidecar gRPC Get, near cache off", false, func() error {
+			_, err := gc.Get(ctx, &server.GetRequest{ConversationID: "s16k"})
+			return err
+		}},
+		{"sidecar HTTP GET, near-cache hit", false, func() error { return httpDo(hc, "GET", hotHTTP.URL+"/v1/sessions/s16k", nil) }},
+		{"store.Get in-process, near cache off", false, func() error { _, err := cold.Get(ctx, "s16k"); return err }},
+		{"store.Get in-process, zstd, cache off", false, func() error { _, err := zstdStore.Get(ctx, "s16k"); return err }},
+		{"store.Get in-process, near-cache hit", false, func() error { _, err := hot.Get(ctx, "s16k"); return err }},
+		{"raw go-redis SET (baseline)", true, func() error { return raw.Set(ctx, "raw16k", doc, 24*time.Hour).Err() }},
+		{"sidecar HTTP PUT", false, func() error { return httpDo(hc, "PUT", coldHTTP.URL+"/v1/sessions/w16k", doc) }},
+		{"sidecar HTTP/unix PUT", false, func() error { return httpDo(uc, "PUT", "http://sidecar/v1/sessions/w16k-unix", doc) }},
+		{"sidecar gRPC Put", false, func() error {
+			_, err := gc.Put(ctx, &server.PutRequest{ConversationID: "w16k-grpc", Data: doc})
+			return err
+		}},
+		{"store.Put in-process", false, func() error { _, err := cold.Put(ctx, "w16k-store", doc, -1, 0); return err }},
+		{"store.Put in-process, zstd", false, func() error { _, err := zstdStore.Put(ctx, "w16k-zstd", doc, -1, 0); return err }},
 	}
-	res, err := interleave(rounds, per, []func() error{
-		func() error { return raw.Get(ctx, "raw16k").Err() },
-		func() error { return httpDo("GET", coldHTTP.URL+"/v1/sessions/s16k", nil) },
-		func() error { return httpDo("GET", hotHTTP.URL+"/v1/sessions/s16k", nil) },
-		func() error { _, err := cold.Get(ctx, "s16k"); return err },
-		func() error { _, err := hot.Get(ctx, "s16k"); return err },
-		func() error { return raw.Set(ctx, "raw16k", doc, 24*time.Hour).Err() },
-		func() error { return httpDo("PUT", coldHTTP.URL+"/v1/sessions/w16k", doc) },
-		func() error { _, err := cold.Put(ctx, "w16k-store", doc, -1, 0); return err },
-	})
+	ops := make([]func() error, len(rows))
+	for i, r := range rows {
+		ops[i] = r.op
+	}
+	res, err := interleave(rounds, per, ops)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("session ops, %d-byte JSON session, one client, %d x %d interleaved ops each, redis-server on loopback\n", len(doc), rounds, per)
 	fmt.Printf("  %-40s %9s %9s %9s %9s\n", "op", "p50 µs", "p99 µs", "p50 x", "p99 x")
-	for i, n := range names {
-		base := res[0]
-		if i >= 5 {
-			base = res[5]
+	hit, base := 0, res[0]
+	for i, r := range rows {
+		if r.baseline {
+			base = res[i]
 		}
-		fmt.Printf("  %-40s %s %s %9.2f %9.2f\n", n, us(res[i].pct(0.5)), us(res[i].pct(0.99)),
+		if r.name == "store.Get in-process, near-cache hit" {
+			hit = i
+		}
+		fmt.Printf("  %-40s %s %s %9.2f %9.2f\n", r.name, us(res[i].pct(0.5)), us(res[i].pct(0.99)),
 			float64(res[i].pct(0.5))/float64(base.pct(0.5)), float64(res[i].pct(0.99))/float64(base.pct(0.99)))
 	}
-	fmt.Printf("  target: sidecar <= 1.3x raw go-redis; near-cache hit p99 <= 20 µs (measured %s µs in-process)\n", strings.TrimSpace(us(res[4].pct(0.99))))
+	fmt.Printf("  target: sidecar <= 1.3x raw go-redis; near-cache hit p99 <= 20 µs (measured %s µs in-process)\n", strings.TrimSpace(us(res[hit].pct(0.99))))
+	fmt.Printf("  (default codec S2 with the JSON dictionary; \"zstd\" rows use --compression=zstd)\n")
 	return benchFrames(ring)
 }
 
-// benchFrames reports sealed frame sizes with and without the zstd dictionary.
+// benchFrames reports sealed frame sizes and seal times per codec, with and
+// without the JSON dictionary.
 func benchFrames(ring *keys.Ring) error {
-	plain, err := frame.New(ring, frame.Options{Tenant: "bench"})
-	if err != nil {
-		return err
+	type variant struct {
+		name string
+		c    *frame.Codec
 	}
-	dict, err := frame.New(ring, frame.Options{Tenant: "bench", UseDict: true})
-	if err != nil {
-		return err
-	}
-	fmt.Printf("\nframe size (zstd + AES-GCM), mean over 200 seeded sessions, with vs without the JSON dictionary\n")
-	fmt.Printf("  %-10s %10s %12s %12s %10s %12s %12s\n", "json", "bytes", "no dict", "dict", "dict/no", "seal µs", "seal+dict µs")
-	for _, size := range []int{256, 1024, 4096, 16384} {
-		var pb, nb, db int
-		var tn, td time.Duration
-		for s := range 200 {
-			doc := chatJSON(uint64(s+10), size)
-			b := frame.Binding{Kind: "sess", ID: "x"}
-			t0 := time.Now()
-			f1, err := plain.Seal(b, doc)
-			t1 := time.Now()
-			f2, err2 := dict.Seal(b, doc)
-			t2 := time.Now()
-			if err != nil || err2 != nil {
-				return fmt.Errorf("seal: %v %v", err, err2)
+	var vs []variant
+	for _, comp := range []frame.Compression{frame.CompressS2, frame.CompressZstd} {
+		for _, dict := range []bool{false, true} {
+			c, err := frame.New(ring, frame.Options{Tenant: "bench", Compression: comp, UseDict: dict})
+			if err != nil {
+				return err
 			}
-			pb, nb, db, tn, td = pb+len(doc), nb+len(f1), db+len(f2), tn+t1.Sub(t0), td+t2.Sub(t1)
+			name := string(comp)
+			if dict {
+				name += "+dict"
+			}
+			vs = append(vs, variant{name, c})
 		}
-		fmt.Printf("  %-10d %10d %12d %12d %10.3f %12.1f %12.1f\n", size, pb/200, nb/200, db/200, float64(db)/float64(nb),
-			float64(tn.Nanoseconds())/200/1e3, float64(td.Nanoseconds())/200/1e3)
+	}
+	fmt.Printf("\nframe bytes and seal µs (compression + AES-GCM), mean over 200 seeded sessions per size\n")
+	fmt.Printf("  %-8s", "json")
+	for _, v := range vs {
+		fmt.Printf(" %10s %6s", v.name, "µs")
+	}
+	fmt.Println()
+	for _, size := range []int{256, 1024, 4096, 16384} {
+		n, plain := 200, 0
+		bytesOf, took := make([]int, len(vs)), make([]time.Duration, len(vs))
+		for s := range n {
+			doc := chatJSON(uint64(s+10), size)
+			plain += len(doc)
+			b := frame.Binding{Kind: "sess", ID: "x"}
+			for i, v := range vs { // interleaved, so load hits every codec alike
+				t0 := time.Now()
+				f, err := v.c.Seal(b, doc)
+				took[i] += time.Since(t0)
+				if err != nil {
+					return fmt.Errorf("seal %s: %w", v.name, err)
+				}
+				bytesOf[i] += len(f)
+			}
+		}
+		fmt.Printf("  %-8d", plain/n)
+		for i := range vs {
+			fmt.Printf(" %10d %6.1f", bytesOf[i]/n, float64(took[i].Nanoseconds())/float64(n)/1e3)
+		}
+		fmt.Println()
 	}
 	return nil
 }
