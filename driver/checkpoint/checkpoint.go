@@ -20,11 +20,11 @@ import (
 )
 
 // Versions lists every checkpoint format version this code reads, oldest first. The last one is
-// written.
-var Versions = []string{"v1"}
+// written. v2 adds Device.Env, so that a CDI spec can be rebuilt from the checkpoint alone.
+var Versions = []string{"v1", "v2"}
 
 // CurrentVersion is the version Save writes.
-const CurrentVersion = "v1"
+const CurrentVersion = "v2"
 
 // ClaimState is the progress of one claim's preparation.
 type ClaimState string
@@ -55,6 +55,8 @@ type Device struct {
 	Dynamic bool `json:"dynamic,omitempty"`
 	// CDIDeviceIDs are the fully qualified CDI device ids handed to the kubelet.
 	CDIDeviceIDs []string `json:"cdiDeviceIDs,omitempty"`
+	// Env is the device's extra container environment from the opaque config (v2 and later).
+	Env []string `json:"env,omitempty"`
 }
 
 // Claim is the recorded state of one claim.
@@ -90,6 +92,7 @@ func cloneDevices(devs []Device) []Device {
 	for i, d := range devs {
 		d.Requests = cloneStrings(d.Requests)
 		d.CDIDeviceIDs = cloneStrings(d.CDIDeviceIDs)
+		d.Env = cloneStrings(d.Env)
 		d.MIGProfileID = clonePtr(d.MIGProfileID)
 		d.Placement = clonePtr(d.Placement)
 		d.MIG = clonePtr(d.MIG)
@@ -134,6 +137,11 @@ func Encode(version, bootID string, d Data) ([]byte, error) {
 	var err error
 	switch version {
 	case "v1":
+		if err := fieldsOfV2(d); err != nil {
+			return nil, fmt.Errorf("checkpoint version v1: %w", err)
+		}
+		payload, err = json.Marshal(d)
+	case "v2":
 		payload, err = json.Marshal(d)
 	default:
 		return nil, fmt.Errorf("checkpoint version %q: unsupported, want one of %v", version, Versions)
@@ -164,11 +172,16 @@ func Decode(raw []byte) (Data, string, error) {
 	}
 	var d Data
 	switch env.Version {
-	case "v1":
+	case "v1", "v2":
 		dec := json.NewDecoder(bytes.NewReader(compact.Bytes()))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&d); err != nil {
-			return Data{}, "", fmt.Errorf("%w: v1 data: %w", ErrCorrupt, err)
+			return Data{}, "", fmt.Errorf("%w: %s data: %w", ErrCorrupt, env.Version, err)
+		}
+		if env.Version == "v1" {
+			if err := fieldsOfV2(d); err != nil {
+				return Data{}, "", fmt.Errorf("%w: v1 data: %w", ErrCorrupt, err)
+			}
 		}
 	default:
 		return Data{}, "", fmt.Errorf("%w: version %q unsupported, want one of %v", ErrCorrupt, env.Version, Versions)
@@ -177,6 +190,18 @@ func Decode(raw []byte) (Data, string, error) {
 		d.Claims = map[string]Claim{}
 	}
 	return d, env.BootID, nil
+}
+
+// fieldsOfV2 rejects data that uses fields v1 does not have.
+func fieldsOfV2(d Data) error {
+	for uid, c := range d.Claims {
+		for i, dev := range c.Devices {
+			if len(dev.Env) > 0 {
+				return fmt.Errorf("claims[%s].devices[%d].env: field needs version v2", uid, i)
+			}
+		}
+	}
+	return nil
 }
 
 // BootID returns the kernel's boot id, or "" when unavailable.

@@ -24,10 +24,21 @@ func sample() Data {
 	}}
 }
 
+// sampleOf returns sample data that uses every field of a version.
+func sampleOf(version string) Data {
+	d := sample()
+	if version != "v1" {
+		c := d.Claims["uid-1"]
+		c.Devices[0].Env = []string{"NEURONETES_GPU_TIMESLICE=5ms"}
+		d.Claims["uid-1"] = c
+	}
+	return d
+}
+
 func TestRoundTripEveryVersion(t *testing.T) {
 	for _, v := range Versions {
 		t.Run(v, func(t *testing.T) {
-			for name, d := range map[string]Data{"sample": sample(), "empty": {Claims: map[string]Claim{}}} {
+			for name, d := range map[string]Data{"sample": sampleOf(v), "empty": {Claims: map[string]Claim{}}} {
 				raw, err := Encode(v, "boot-1", d)
 				if err != nil {
 					t.Fatal(err)
@@ -44,13 +55,26 @@ func TestRoundTripEveryVersion(t *testing.T) {
 	}
 }
 
+func mustEncode(t *testing.T, version string, d Data) []byte {
+	t.Helper()
+	raw, err := Encode(version, "b", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
 func TestDecodeCorrupt(t *testing.T) {
+	if _, err := Encode("v1", "b", sampleOf("v2")); err == nil || !strings.Contains(err.Error(), "env") {
+		t.Errorf("encoding v2 fields as v1: err %v, want one naming env", err)
+	}
 	good, _ := Encode(CurrentVersion, "b", sample())
 	tests := map[string][]byte{
 		"garbage":       []byte("{not json"),
 		"truncated":     good[:len(good)/2],
 		"flipped byte":  []byte(strings.Replace(string(good), "gpu-0", "gpu-9", 1)),
-		"wrong version": []byte(strings.Replace(string(good), `"v1"`, `"v9"`, 1)),
+		"wrong version": []byte(strings.Replace(string(good), `"`+CurrentVersion+`"`, `"v9"`, 1)),
+		"v2 field in v1": []byte(strings.Replace(string(mustEncode(t, "v2", sampleOf("v2"))), `"v2"`, `"v1"`, 1)),
 		"empty":         {},
 	}
 	for name, raw := range tests {
@@ -143,7 +167,7 @@ func TestIntent(t *testing.T) {
 }
 
 func TestCloneIsDeep(t *testing.T) {
-	d := sample()
+	d := sampleOf(CurrentVersion)
 	c := d.Clone()
 	if !reflect.DeepEqual(c, d) {
 		t.Fatalf("clone = %+v, want %+v", c, d)
@@ -154,8 +178,9 @@ func TestCloneIsDeep(t *testing.T) {
 	dev.Placement.Start = 5
 	dev.MIG.GIID = 9
 	c.Claims["uid-1"].Devices[0].CDIDeviceIDs[0] = "changed"
+	c.Claims["uid-1"].Devices[0].Env[0] = "changed"
 	delete(c.Claims, "uid-1")
-	if !reflect.DeepEqual(d, sample()) {
+	if !reflect.DeepEqual(d, sampleOf(CurrentVersion)) {
 		t.Errorf("changing the clone changed the original: %+v", d)
 	}
 }

@@ -4,13 +4,76 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 
 	"k8s.io/klog/v2"
 
+	"github.com/neuronetes/neuronetes/driver/cdi"
 	"github.com/neuronetes/neuronetes/driver/checkpoint"
+	"github.com/neuronetes/neuronetes/driver/model"
 	"github.com/neuronetes/neuronetes/driver/nvml"
-	"github.com/neuronetes/neuronetes/driver/slices"
+	driverslices "github.com/neuronetes/neuronetes/driver/slices"
 )
+
+// cdiDevice is the CDI spec entry of a prepared device. It is built from the checkpointed device
+// and the GPU model alone, so that Prepare and repairCDI write the same spec.
+func cdiDevice(d checkpoint.Device, gpu model.GPUInfo) cdi.Device {
+	dev := cdi.Device{Name: d.Name, UUID: d.GPUUUID, Env: d.Env}
+	if d.MIG != nil {
+		dev.UUID = d.MIG.UUID
+	}
+	dev.DeviceNodes = []string{fmt.Sprintf("/dev/nvidia%d", gpu.Minor)}
+	return dev
+}
+
+// repairCDI rewrites the CDI spec of every completed claim whose spec file is missing. The
+// checkpoint is the only durable record of a prepare: specs are written atomically (temp file and
+// rename) but not fsynced, and this start-up repair is what makes that safe. After a reboot there
+// is nothing to repair (every claim is rolled back), so it covers specs lost otherwise, e.g.
+// deleted by hand or by a tmpfs cleanup. A spec that cannot be rebuilt is logged, never fatal: the
+// driver must start to serve the other claims.
+func (s *State) repairCDI(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	byUUID := make(map[string]model.GPUInfo, len(s.gpus))
+	for _, g := range s.gpus {
+		byUUID[g.UUID] = g
+	}
+	for uid, c := range s.data.Claims {
+		if c.State != checkpoint.PrepareCompleted {
+			continue
+		}
+		if _, err := os.Stat(s.cfg.CDI.Path(uid)); !errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err := s.rebuildSpec(c, byUUID); err != nil {
+			logger.Error(err, "Rebuilding a missing CDI spec failed", "claim", klog.KRef(c.Namespace, c.Name), "uid", uid)
+			continue
+		}
+		logger.Info("Rebuilt missing CDI spec from the checkpoint", "claim", klog.KRef(c.Namespace, c.Name), "uid", uid)
+	}
+}
+
+func (s *State) rebuildSpec(c checkpoint.Claim, byUUID map[string]model.GPUInfo) error {
+	devs := make([]cdi.Device, 0, len(c.Devices))
+	for _, d := range c.Devices {
+		g, ok := byUUID[d.GPUUUID]
+		if !ok {
+			return fmt.Errorf("device %s: gpu %s is not in the inventory", d.Name, d.GPUUUID)
+		}
+		devs = append(devs, cdiDevice(d, g))
+	}
+	ids, err := s.cfg.CDI.Write(c.UID, devs)
+	if err != nil {
+		return err
+	}
+	for i, d := range c.Devices {
+		if !slices.Equal(ids[i], d.CDIDeviceIDs) {
+			return fmt.Errorf("device %s: rebuilt spec has CDI ids %v, the kubelet was given %v", d.Name, ids[i], d.CDIDeviceIDs)
+		}
+	}
+	return nil
+}
 
 // recover rolls back interrupted claims and, in dynamic MIG mode, destroys every MIG instance that
 // no completed claim owns.
@@ -42,7 +105,7 @@ func (s *State) recover(ctx context.Context) error {
 			}
 		}
 	}
-	if s.cfg.Slices.MIG == "" || s.cfg.Slices.MIG == slices.MIGDynamic {
+	if s.cfg.Slices.MIG == "" || s.cfg.Slices.MIG == driverslices.MIGDynamic {
 		gpus, err := nvml.Inventory(ctx, s.cfg.Backend)
 		if err != nil {
 			return fmt.Errorf("inventory: %w", err)

@@ -98,6 +98,7 @@ func New(ctx context.Context, cfg Config) (*State, error) {
 		return nil, fmt.Errorf("inventory: %w", err)
 	}
 	s.gpus = s.withoutOwnedInstances(gpus)
+	s.repairCDI(ctx)
 	return s, nil
 }
 
@@ -242,12 +243,11 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 		}
 	}
 	hooked := false
-	var cdiDevs []cdi.Device
+	cdiDevs := make([]cdi.Device, 0, len(rec.Devices))
 	for i := range rec.Devices {
 		d := &rec.Devices[i]
 		ref := refs[d.Name]
-		dev := cdi.Device{Name: d.Name, UUID: ref.GPU.UUID, Env: configs.env(d.Requests[0])}
-		dev.DeviceNodes = []string{fmt.Sprintf("/dev/nvidia%d", ref.GPU.Minor)}
+		d.Env = configs.env(d.Requests[0])
 		switch {
 		case d.Dynamic:
 			in, err := s.cfg.Backend.CreateMIG(ctx, ref.GPU.UUID, ref.Profile.ID, ref.Placement)
@@ -256,21 +256,19 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 				return nil, fmt.Errorf("claim %s/%s device %s: %w", claim.Namespace, claim.Name, d.Name, err)
 			}
 			d.MIG = &in
-			dev.UUID = in.UUID
 			s.data.Claims[uid] = rec
 			if s.hook != nil && !hooked {
 				hooked = true
 				s.hook(ctx, uid)
 			}
 		case d.MIG != nil:
-			dev.UUID = d.MIG.UUID
 		default:
 			if err := s.wholeGPUFree(ctx, ref.GPU.UUID); err != nil {
 				s.failPrepare(ctx, uid)
 				return nil, fmt.Errorf("claim %s/%s device %s: %w", claim.Namespace, claim.Name, d.Name, err)
 			}
 		}
-		cdiDevs = append(cdiDevs, dev)
+		cdiDevs = append(cdiDevs, cdiDevice(*d, ref.GPU))
 	}
 	if s.hook != nil && !hooked {
 		s.hook(ctx, uid)

@@ -290,3 +290,56 @@ func TestRollingUpdateInstances(t *testing.T) {
 		t.Errorf("placement not free again: %v", err)
 	}
 }
+
+// TestCDISpecRebuiltFromCheckpoint: CDI specs are not fsynced; the checkpoint is the durable
+// record and start-up rebuilds a missing spec from it, byte for byte.
+func TestCDISpecRebuiltFromCheckpoint(t *testing.T) {
+	timeSlice := `{"apiVersion":"gpu.neuronetes.io/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":"5ms"}}}`
+	tests := []struct {
+		name  string
+		claim *resourceapi.ResourceClaim
+	}{
+		{"whole gpu with config", claim("w", []string{"gpu-0"}, timeSlice)},
+		{"dynamic mig", claim("m", []string{"gpu-1-mig-1g-10gb-p0"})},
+		{"two devices", claim("two", []string{"gpu-2", "gpu-3"})},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &env{dir: t.TempDir()}
+			s, _ := e.open(t, "boot")
+			if _, err := s.Prepare(context.Background(), tc.claim); err != nil {
+				t.Fatal(err)
+			}
+			spec := s.cfg.CDI.Path(string(tc.claim.UID))
+			want, err := os.ReadFile(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The process is killed after the prepare and the spec is lost.
+			if err := os.Remove(spec); err != nil {
+				t.Fatal(err)
+			}
+			s2, b2 := e.open(t, "boot")
+			got, err := os.ReadFile(spec)
+			if err != nil {
+				t.Fatalf("spec not rebuilt at start-up: %v", err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("rebuilt spec differs:\n got %s\nwant %s", got, want)
+			}
+			if _, ok := s2.Claims()[string(tc.claim.UID)]; !ok {
+				t.Errorf("claim lost on restart")
+			}
+			// Unprepare still removes everything.
+			if err := s2.Unprepare(context.Background(), tc.claim.UID); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(spec); !os.IsNotExist(err) {
+				t.Errorf("spec left after unprepare: %v", err)
+			}
+			if n := migCount(t, b2); n != 0 {
+				t.Errorf("%d MIG instances left", n)
+			}
+		})
+	}
+}
