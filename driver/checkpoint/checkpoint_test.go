@@ -70,12 +70,12 @@ func TestDecodeCorrupt(t *testing.T) {
 	}
 	good, _ := Encode(CurrentVersion, "b", sample())
 	tests := map[string][]byte{
-		"garbage":       []byte("{not json"),
-		"truncated":     good[:len(good)/2],
-		"flipped byte":  []byte(strings.Replace(string(good), "gpu-0", "gpu-9", 1)),
-		"wrong version": []byte(strings.Replace(string(good), `"`+CurrentVersion+`"`, `"v9"`, 1)),
+		"garbage":        []byte("{not json"),
+		"truncated":      good[:len(good)/2],
+		"flipped byte":   []byte(strings.Replace(string(good), "gpu-0", "gpu-9", 1)),
+		"wrong version":  []byte(strings.Replace(string(good), `"`+CurrentVersion+`"`, `"v9"`, 1)),
 		"v2 field in v1": []byte(strings.Replace(string(mustEncode(t, "v2", sampleOf("v2"))), `"v2"`, `"v1"`, 1)),
-		"empty":         {},
+		"empty":          {},
 	}
 	for name, raw := range tests {
 		if _, _, err := Decode(raw); !errors.Is(err, ErrCorrupt) {
