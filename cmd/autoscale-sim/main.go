@@ -30,12 +30,14 @@ func main() {
 		warmup   = flag.Duration("warmup", 5*time.Minute, "initial part of each trace excluded from the evaluation of every policy")
 		maxRep   = flag.Int("max-replicas", 64, "max replicas of every policy")
 		util     = flag.Float64("target-utilization", 0.7, "baselines' per-pod concurrency target as a fraction of slots")
-		prewarm  = flag.Float64("prewarm-percent", 1, "NeuroNetes warm pool in percent of max replicas (warmpool.Target, rounded up)")
+		prewarm  = flag.Float64("prewarm-percent", 0, "NeuroNetes warm pool in percent of max replicas (warmpool.Target, rounded up)")
 		parallel = flag.Int("parallel", 2, "policies simulated at once")
-		backlog  = flag.Float64("nn-backlog-slos", 1, "NeuroNetes tokens-in-queue target, in SLOs of one replica's prefill")
+		backlog  = flag.Float64("nn-backlog-slos", 1.5, "NeuroNetes tokens-in-queue target, in SLOs of one replica's prefill")
 		tokUtil  = flag.Float64("nn-token-utilization", 0.9, "NeuroNetes tokens-per-second target as a fraction of prefill-tps")
-		downPct  = flag.Float64("nn-scale-down-percent", 10, "NeuroNetes scale-down limit per 60 s, percent")
+		downPct  = flag.Float64("nn-scale-down-percent", 5, "NeuroNetes scale-down limit per 60 s, percent")
 		downWin  = flag.Duration("nn-scale-down-window", 120*time.Second, "NeuroNetes scale-down stabilization window")
+		horizon  = flag.Duration("nn-predictive-horizon", 2*time.Minute, "NeuroNetes trend forecaster horizon (predictive.horizonMinutes)")
+		minConf  = flag.Float64("nn-min-confidence", 0.5, "NeuroNetes forecaster minConfidence")
 	)
 	flag.Parse()
 	if *traces == "" {
@@ -44,7 +46,8 @@ func main() {
 	}
 	m := sim.Model{PrefillTPS: *prefill, DecodeTPS: *decode, Slots: *slots, ColdStart: *cold, WarmActivation: *warmAct, SLO: *slo, Step: *step, Warmup: *warmup}
 	cfg := sim.Config{MaxReplicas: *maxRep, TargetUtilization: *util, PrewarmPercent: *prewarm,
-		Tune: sim.Tuning{BacklogSLOs: *backlog, TokenUtilization: *tokUtil, ScaleDownPercent: *downPct, ScaleDownWindow: *downWin}}
+		Tune: sim.Tuning{BacklogSLOs: *backlog, TokenUtilization: *tokUtil, ScaleDownPercent: *downPct, ScaleDownWindow: *downWin,
+			PredictiveHorizon: *horizon, MinConfidence: *minConf}}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		fmt.Fprintf(os.Stderr, "autoscale-sim: %v\n", err)
 		os.Exit(1)

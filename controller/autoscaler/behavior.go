@@ -69,7 +69,9 @@ func (a *Autoscaler) limitByPolicies(now time.Time, cur, desired int32) int32 {
 		added, removed := a.changesWithin(now, r.Period)
 		start := float64(cur + removed - added)
 		lim, ok := pick(r, []float64{
-			pctOr(r.MaxChangePercent, math.Ceil(start*(1-r.MaxChangePercent/100))),
+			// Floored as the HPA does (int32 truncation): a ceiling would make
+			// any percentage under 100/start a no-op on small pools.
+			pctOr(r.MaxChangePercent, math.Floor(start*(1-r.MaxChangePercent/100)+1e-9)),
 			absOr(r.MaxChangeAbsolute, start-float64(r.MaxChangeAbsolute)),
 		}, false)
 		if ok && float64(desired) < lim {

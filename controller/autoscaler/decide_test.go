@@ -123,6 +123,18 @@ func TestDecide(t *testing.T) {
 		{"down policy Max (most permissive)", with(func(p *Policy) {
 			p.Behavior.ScaleDown = ScalingRules{MaxChangePercent: 50, MaxChangeAbsolute: 2, Period: 2 * time.Minute, Select: SelectMax}
 		}), []step{{cur: 10, m: qd(1), want: 5, wantReason: ReasonPolicyLimit}}},
+		// The HPA truncates periodStart*(1-percent/100): 10% of 9 still removes one
+		// replica (floor(8.1) = 8), where a ceiling would never scale a pool of
+		// fewer than 10 down.
+		{"down percent is floored like the HPA", with(func(p *Policy) {
+			p.Behavior.ScaleDown = ScalingRules{MaxChangePercent: 10, Period: time.Minute}
+		}), []step{
+			{at: 0, cur: 9, m: qd(1), want: 8, wantReason: ReasonPolicyLimit},
+			{at: 30 * time.Second, cur: 8, m: qd(1), want: 8, wantReason: ReasonPolicyLimit},
+			{at: 61 * time.Second, cur: 8, m: qd(1), want: 7, wantReason: ReasonPolicyLimit}}},
+		{"down percent of 10 replicas is exact", with(func(p *Policy) {
+			p.Behavior.ScaleDown = ScalingRules{MaxChangePercent: 10, Period: time.Minute}
+		}), []step{{cur: 10, m: qd(1), want: 9, wantReason: ReasonPolicyLimit}}},
 		{"down policy disabled", with(func(p *Policy) { p.Behavior.ScaleDown.Select = SelectDisabled }),
 			[]step{{cur: 10, m: qd(1), want: 10, wantReason: ReasonPolicyLimit}}},
 		{"cooldown between operations", with(func(p *Policy) { p.CooldownPeriod = 5 * time.Minute }), []step{

@@ -87,6 +87,7 @@ type cluster struct {
 	cur      sample
 	ttfts    []ttftEvent
 	met, all int
+	missed   int // evaluated requests that missed the SLO so far
 	repSec   float64
 	warmSec  float64
 	changes  []change
@@ -269,6 +270,8 @@ func (c *cluster) work(r *replica, end, dt float64) {
 				// not evaluated
 			} else if c.all++; excess <= c.m.SLO.Seconds()+1e-9 {
 				c.met++
+			} else {
+				c.missed++
 			}
 			if p.out > 1 {
 				r.decodes = append(r.decodes, float64(p.out-1))

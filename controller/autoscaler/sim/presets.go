@@ -15,7 +15,9 @@ type Config struct {
 	// TargetUtilization is the per-pod concurrency target of the baselines, as a
 	// fraction of Slots (Knative's default target utilization is 70%).
 	TargetUtilization float64
-	// PrewarmPercent is NeuroNetes' warm pool, in percent of MaxReplicas.
+	// PrewarmPercent is NeuroNetes' warm pool, in percent of MaxReplicas. The
+	// tuned preset uses 0: a warm replica costs as much as a serving one and only
+	// answers WarmActivation later, so at equal cost serving capacity dominates.
 	PrewarmPercent float64
 	// Tune holds NeuroNetes' tuned knobs; zero fields take the defaults tuned on
 	// the Azure code trace.
@@ -24,28 +26,38 @@ type Config struct {
 
 // Tuning is the part of the NeuroNetes policy tuned on a trace.
 type Tuning struct {
-	// BacklogSLOs is the tokens-in-queue target in SLOs of prefill (default 1).
+	// BacklogSLOs is the tokens-in-queue target in SLOs of prefill (default 1.5).
 	BacklogSLOs float64
 	// TokenUtilization is the tokens-per-second target as a fraction of PrefillTPS (0.9).
 	TokenUtilization float64
-	// ScaleDownPercent is the scale-down limit per 60 s (10).
+	// ScaleDownPercent is the scale-down limit per 60 s (5).
 	ScaleDownPercent float64
 	// ScaleDownWindow is the scale-down stabilization window (120 s).
 	ScaleDownWindow time.Duration
+	// PredictiveHorizon is the trend forecaster's horizon (2 min).
+	PredictiveHorizon time.Duration
+	// MinConfidence is the forecaster's minConfidence (0.5).
+	MinConfidence float64
 }
 
 func (t Tuning) withDefaults() Tuning {
 	if t.BacklogSLOs <= 0 {
-		t.BacklogSLOs = 1
+		t.BacklogSLOs = 1.5
 	}
 	if t.TokenUtilization <= 0 {
 		t.TokenUtilization = 0.9
 	}
 	if t.ScaleDownPercent <= 0 {
-		t.ScaleDownPercent = 10
+		t.ScaleDownPercent = 5
 	}
 	if t.ScaleDownWindow <= 0 {
 		t.ScaleDownWindow = 120 * time.Second
+	}
+	if t.PredictiveHorizon <= 0 {
+		t.PredictiveHorizon = 2 * time.Minute
+	}
+	if t.MinConfidence <= 0 {
+		t.MinConfidence = 0.5
 	}
 	return t
 }
@@ -75,7 +87,7 @@ func NeuroNetes(m Model, c Config) *Decider {
 			},
 			SLO: autoscaler.SLOTarget{Enabled: true, TTFT: slo, BreachOnly: true, ScaleUpImmediately: true, MaxScaleUp: 30,
 				RequireHeadroomPercent: 50, CheckDuration: 60 * time.Second},
-			Predictive: autoscaler.Predictive{Enabled: true, Horizon: 2 * time.Minute, MinConfidence: 0.8, Season: -1},
+			Predictive: autoscaler.Predictive{Enabled: true, Horizon: tu.PredictiveHorizon, MinConfidence: tu.MinConfidence, Season: -1},
 		},
 		Warm:           int(warmpool.Target(int32(c.MaxReplicas), int32(math.Round(c.PrewarmPercent)))),
 		ReplenishDelay: 30 * time.Second,

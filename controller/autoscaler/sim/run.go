@@ -19,6 +19,11 @@ type Point struct {
 	Replicas float64
 	// Serving counts ready serving replicas.
 	Serving float64
+	// Warm counts warm replicas (ready or warming).
+	Warm float64
+	// Misses counts the evaluated requests whose first token came within the
+	// last 10 s and missed the SLO.
+	Misses int
 }
 
 // Result is one policy's outcome on one trace.
@@ -69,6 +74,7 @@ func Run(tr Trace, m Model, p Policy, initial int) Result {
 	nextTick, nextSec := 0.0, 1.0
 	var series []Point
 	var costAtEnd, warmAtEnd float64
+	missedAt := 0
 	ended := false
 	var load float64
 	for {
@@ -83,8 +89,9 @@ func Run(tr Trace, m Model, p Policy, initial int) Result {
 			c.reconcile()
 			if int(nextSec)%10 == 0 && c.now <= end {
 				s := c.samples[len(c.samples)-1]
-				series = append(series, Point{T: c.now, Load: load / 10, Replicas: s.total, Serving: s.ready})
-				load = 0
+				series = append(series, Point{T: c.now, Load: load / 10, Replicas: s.total, Serving: s.ready,
+					Warm: s.warm, Misses: c.missed - missedAt})
+				load, missedAt = 0, c.missed
 			}
 			nextSec++
 		}
