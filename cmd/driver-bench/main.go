@@ -209,7 +209,16 @@ func run(n int, dir, cdiDir string) error {
 		}
 		return lat, nil
 	}
-	// Interleave baseline and scenarios in rounds so that disk noise hits all of them alike.
+	// Where the time goes: each step of the prepare path on its own.
+	if _, err := kube.ResourceV1().ResourceClaims("bench").Create(ctx, &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "stage", Namespace: "bench", UID: "stage-uid"}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	steps, err := stages(stageEnv{ctx: ctx, dir: dir, cdiDir: cdiDir, kube: kube, client: client, backend: b, claimName: "stage"})
+	if err != nil {
+		return err
+	}
+	stepLat := make([][]time.Duration, len(steps))
+	// Interleave baseline, scenarios and steps in rounds so that disk noise hits all of them alike.
 	var base, atomic, whole, mig, wholeDirect, migDirect []time.Duration
 	for r := 0; r < rounds; r++ {
 		bs, err := fsyncWrite(dir, n)
@@ -244,17 +253,6 @@ func run(n int, dir, cdiDir string) error {
 			return err
 		}
 		migDirect = append(migDirect, md...)
-	}
-	// Where the time goes: each step of the prepare path on its own, interleaved with the baseline.
-	if _, err := kube.ResourceV1().ResourceClaims("bench").Create(ctx, &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "stage", Namespace: "bench", UID: "stage-uid"}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	steps, err := stages(stageEnv{ctx: ctx, dir: dir, cdiDir: cdiDir, kube: kube, client: client, backend: b, claimName: "stage"})
-	if err != nil {
-		return err
-	}
-	stepLat := make([][]time.Duration, len(steps))
-	for r := 0; r < rounds; r++ {
 		for i, s := range steps {
 			l, err := s.measure(n)
 			if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -82,13 +81,7 @@ func stages(e stageEnv) ([]stage, error) {
 			return err
 		}},
 		{"checkpoint save (1 claim, fdatasync)", func(int) error { return store.Save(data) }},
-		// As in a MIG prepare: the intent file is created, and removed again by the next save.
-		{"checkpoint intent (1 claim, no fsync)", func(int) error {
-			if err := store.SaveIntent(data); err != nil {
-				return err
-			}
-			return os.Remove(store.IntentPath())
-		}},
+		{"checkpoint intent (1 claim, no sync)", func(int) error { return store.SaveIntent(data) }},
 		{"CDI spec write", func(i int) error {
 			_, err := w.Write("stage-uid", []cdi.Device{{Name: "gpu-3", UUID: "GPU-stage", DeviceNodes: []string{"/dev/nvidia3"}}})
 			return err

@@ -213,12 +213,12 @@ func BootID() string {
 	return strings.TrimSpace(string(raw))
 }
 
-// Store reads and writes one checkpoint file. The file is a two-slot file (see slots.go): a save
-// overwrites the older slot in place and fdatasyncs it, which is one durable write with no
-// metadata to commit. Files written by earlier versions (a bare envelope) are read and replaced by
-// a slot file at the first save. A Store is safe for concurrent use; two processes may share the
-// file as long as their saves are serialized (the kubelet plugin library's lock does that during a
-// rolling update).
+// Store reads and writes one checkpoint file. The file is a slot file (see slots.go): a save
+// overwrites the older of two slots in place and fdatasyncs it, which is one durable write with no
+// metadata to commit; an intent goes to a third region with no sync at all. Files written by
+// earlier versions (a bare envelope) are read and replaced by a slot file at the first save. A
+// Store is safe for concurrent use; two processes may share the file as long as their saves are
+// serialized (the kubelet plugin library's lock does that during a rolling update).
 type Store struct {
 	// Path is the checkpoint file.
 	Path string
@@ -238,103 +238,90 @@ type Store struct {
 type fileState struct {
 	valid    bool
 	slotSize int64
-	newest   int    // index of the slot with the newest valid state
-	gen      uint64 // its generation
-	// headers are both slot headers as last validated; data and boot are the newest slot's
-	// decoded state. A load whose headers are byte-identical returns a copy of data without
-	// reading the payload again (a new save always changes the generation, hence the header).
-	headers [2][headerSize]byte
-	data    Data
-	boot    string
+	slotFile
+	// headers are the region headers as last validated. A load that finds them byte-identical
+	// returns a copy of the cached state without reading the payloads again: every write changes
+	// its region's header (a save bumps the generation, an intent carries a new crc).
+	headers [regions][headerSize]byte
 }
 
 // Load reads the checkpoint. A missing file yields empty data and no error. A corrupt file yields
-// an error wrapping ErrCorrupt. PrepareStarted claims from the intent file (see SaveIntent) that the
-// durable checkpoint does not know are merged in; an unreadable intent file is ignored. The result
-// is the caller's to modify.
+// an error wrapping ErrCorrupt. PrepareStarted claims of a current intent (see SaveIntent) that
+// the durable state does not know are merged in. The result is the caller's to modify.
 func (s *Store) Load() (Data, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d, boot, err := s.loadLocked()
+	f, err := s.loadLocked()
 	if errors.Is(err, os.ErrNotExist) {
-		d, boot, err = Data{Claims: map[string]Claim{}}, s.BootID, nil
+		return Data{Claims: map[string]Claim{}}, s.BootID, nil
 	}
 	if err != nil {
 		return Data{}, "", err
 	}
-	if intent, iboot, ierr := s.loadFile(s.IntentPath()); ierr == nil && iboot == boot {
-		for uid, c := range intent.Claims {
+	d := f.data.Clone()
+	if f.intent != nil {
+		for uid, c := range f.intent.Claims {
 			if _, known := d.Claims[uid]; !known && c.State == PrepareStarted {
-				d.Claims[uid] = c
+				d.Claims[uid] = Claim{UID: c.UID, Namespace: c.Namespace, Name: c.Name, State: c.State, Devices: cloneDevices(c.Devices)}
 			}
 		}
 	}
-	return d, boot, nil
+	return d, f.boot, nil
 }
 
-// loadLocked reads the durable checkpoint: a slot file (using the cached state when both headers
-// are unchanged) or a bare envelope.
-func (s *Store) loadLocked() (Data, string, error) {
+// loadLocked reads the checkpoint file: a slot file (the cached state when the headers are
+// unchanged) or a bare envelope.
+func (s *Store) loadLocked() (slotFile, error) {
 	f, err := os.Open(s.Path)
 	if errors.Is(err, os.ErrNotExist) {
 		s.cur = fileState{}
-		return Data{}, "", err
+		return slotFile{}, err
 	}
 	if err != nil {
 		s.cur = fileState{}
-		return Data{}, "", fmt.Errorf("%w: open %s: %w", ErrCorrupt, s.Path, err)
+		return slotFile{}, fmt.Errorf("%w: open %s: %w", ErrCorrupt, s.Path, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
 		s.cur = fileState{}
-		return Data{}, "", fmt.Errorf("%w: stat %s: %w", ErrCorrupt, s.Path, err)
+		return slotFile{}, fmt.Errorf("%w: stat %s: %w", ErrCorrupt, s.Path, err)
 	}
-	if c := &s.cur; c.valid && st.Size() == 2*c.slotSize {
-		var h [2][headerSize]byte
-		_, err0 := f.ReadAt(h[0][:], 0)
-		_, err1 := f.ReadAt(h[1][:], c.slotSize)
-		if err0 == nil && err1 == nil && h == c.headers {
-			return c.data.Clone(), c.boot, nil
+	if c := &s.cur; c.valid && st.Size() == regions*c.slotSize {
+		var h [regions][headerSize]byte
+		same := true
+		for i := range h {
+			if _, err := f.ReadAt(h[i][:], int64(i)*c.slotSize); err != nil {
+				same = false
+			}
+		}
+		if same && h == c.headers {
+			return c.slotFile, nil
 		}
 	}
+	s.cur = fileState{}
 	raw := make([]byte, st.Size())
 	if _, err := f.ReadAt(raw, 0); err != nil {
-		s.cur = fileState{}
-		return Data{}, "", fmt.Errorf("%w: read %s: %w", ErrCorrupt, s.Path, err)
+		return slotFile{}, fmt.Errorf("%w: read %s: %w", ErrCorrupt, s.Path, err)
 	}
-	if !isSlotFile(raw) && !isSlotFile(raw[len(raw)/2:]) {
+	if !isSlotFile(raw) {
 		// A bare envelope from an earlier version; the next save replaces it.
-		s.cur = fileState{}
-		return Decode(raw)
+		d, boot, err := Decode(raw)
+		return slotFile{data: d, boot: boot}, err
 	}
-	i, gen, d, boot, err := readSlots(raw)
+	sf, err := readSlots(raw)
 	if err != nil {
-		s.cur = fileState{}
-		return Data{}, "", fmt.Errorf("%s: %w", s.Path, err)
+		return slotFile{}, fmt.Errorf("%s: %w", s.Path, err)
 	}
-	size := int64(len(raw) / 2)
-	s.cur = fileState{valid: true, slotSize: size, newest: i, gen: gen, data: d.Clone(), boot: boot}
-	copy(s.cur.headers[0][:], raw[:headerSize])
-	copy(s.cur.headers[1][:], raw[size:size+headerSize])
-	return d, boot, nil
+	size := int64(len(raw) / regions)
+	s.cur = fileState{valid: true, slotSize: size, slotFile: sf}
+	for i := range s.cur.headers {
+		copy(s.cur.headers[i][:], raw[int64(i)*size:])
+	}
+	return sf, nil
 }
 
-func (s *Store) loadFile(path string) (Data, string, error) {
-	raw, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return Data{}, "", err
-	}
-	if err != nil {
-		return Data{}, "", fmt.Errorf("%w: read %s: %w", ErrCorrupt, path, err)
-	}
-	return Decode(raw)
-}
-
-// IntentPath is the file SaveIntent writes.
-func (s *Store) IntentPath() string { return s.Path + ".intent" }
-
-// Save makes d the durable checkpoint and then drops the intent file, whose claims d supersedes.
+// Save makes d the durable checkpoint; it retires any intent.
 //
 // In the common case d goes into the older slot of the file, in place, followed by one fdatasync
 // (see slots.go). The file is created, enlarged (d no longer fits a slot) or rewritten (its state
@@ -353,13 +340,7 @@ func (s *Store) Save(d Data) error {
 	if err != nil {
 		return err
 	}
-	if err := s.saveLocked(d, payload); err != nil {
-		return err
-	}
-	if err := os.Remove(s.IntentPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove intent %s: %w", s.IntentPath(), err)
-	}
-	return nil
+	return s.saveLocked(d, payload)
 }
 
 func (s *Store) saveLocked(d Data, payload []byte) error {
@@ -367,10 +348,10 @@ func (s *Store) saveLocked(d Data, payload []byte) error {
 	gen := c.gen + 1
 	if c.valid && int64(headerSize+len(payload)) <= c.slotSize {
 		target := 1 - c.newest
-		hdr := slotHeader(gen, payload)
-		err := writeSlot(s.Path, c.slotSize, target, hdr, payload)
+		hdr := regionHeader(slotMagic, gen, payload)
+		err := writeRegion(s.Path, c.slotSize, target, hdr, payload, true)
 		if err == nil {
-			s.cur.newest, s.cur.gen, s.cur.data, s.cur.boot = target, gen, d.Clone(), s.BootID
+			s.cur.slotFile = slotFile{newest: target, gen: gen, data: d.Clone(), boot: s.BootID}
 			copy(s.cur.headers[target][:], hdr)
 			return nil
 		}
@@ -391,23 +372,44 @@ func (s *Store) saveLocked(d Data, payload []byte) error {
 		s.cur = fileState{}
 		return err
 	}
-	s.cur = fileState{valid: true, slotSize: size, newest: 0, gen: gen, data: d.Clone(), boot: s.BootID}
-	copy(s.cur.headers[0][:], file[:headerSize])
-	copy(s.cur.headers[1][:], file[size:size+headerSize])
+	// Earlier versions kept intents in a file of their own; a slot file supersedes it.
+	_ = os.Remove(s.Path + ".intent")
+	s.cur = fileState{valid: true, slotSize: size, slotFile: slotFile{newest: 0, gen: gen, data: d.Clone(), boot: s.BootID}}
+	for i := range s.cur.headers {
+		copy(s.cur.headers[i][:], file[int64(i)*size:])
+	}
 	return nil
 }
 
-// SaveIntent records d in the intent file, atomically for readers (temp file and rename) but
-// without fsync: a crash may lose it or, at worst, leave it unreadable, and it never touches the
-// durable checkpoint. Use it only for PrepareStarted records whose loss start-up recovery covers
-// (in dynamic MIG mode every MIG instance no completed claim owns is destroyed; orphaned CDI specs
-// are removed).
+// SaveIntent records d as an intent: written in place with no sync, readers see it (merged into
+// the durable state by Load) until the next Save. A crash may lose it or leave it torn, which makes
+// Load ignore it. Use it only for PrepareStarted records whose loss start-up recovery covers (in
+// dynamic MIG mode every MIG instance no completed claim owns is destroyed; orphaned CDI specs are
+// removed). When the file is not a known slot file yet, or d does not fit its intent region, d is
+// saved durably instead, which is stronger than an intent.
 func (s *Store) SaveIntent(d Data) error {
-	raw, err := Encode(CurrentVersion, s.BootID, d)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	payload, err := Encode(CurrentVersion, s.BootID, d)
 	if err != nil {
 		return err
 	}
-	return writeAtomic(s.IntentPath(), raw, syncNone)
+	c := s.cur
+	if !c.valid || int64(headerSize+len(payload)) > c.slotSize {
+		return s.saveLocked(d, payload)
+	}
+	hdr := regionHeader(intentMagic, c.gen, payload)
+	if err := writeRegion(s.Path, c.slotSize, intentRegion, hdr, payload, false); err != nil {
+		if errors.Is(err, errResized) || errors.Is(err, os.ErrNotExist) {
+			return s.saveLocked(d, payload)
+		}
+		s.cur = fileState{}
+		return err
+	}
+	intent := d.Clone()
+	s.cur.intent = &intent
+	copy(s.cur.headers[intentRegion][:], hdr)
+	return nil
 }
 
 // Quarantine moves a corrupt checkpoint aside (to <path>.corrupt) so it can be inspected and the
@@ -416,7 +418,6 @@ func (s *Store) Quarantine() (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cur = fileState{}
-	_ = os.Remove(s.IntentPath())
 	dst := s.Path + ".corrupt"
 	if err := os.Rename(s.Path, dst); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("quarantine %s: %w", s.Path, err)

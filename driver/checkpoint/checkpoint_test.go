@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -130,40 +131,77 @@ func TestBootID(t *testing.T) {
 }
 
 func TestIntent(t *testing.T) {
-	dir := t.TempDir()
-	s := &Store{Path: filepath.Join(dir, "checkpoint.json"), BootID: "b"}
 	done := Data{Claims: map[string]Claim{"done": {UID: "done", State: PrepareCompleted}}}
-	if err := s.Save(done); err != nil {
-		t.Fatal(err)
-	}
 	withIntent := Data{Claims: map[string]Claim{
 		"done": {UID: "done", State: PrepareCompleted},
 		"mid":  {UID: "mid", State: PrepareStarted},
 	}}
-	if err := s.SaveIntent(withIntent); err != nil {
-		t.Fatal(err)
+	// loads checks what the store itself and a fresh store (another process, a restart) load.
+	loads := func(t *testing.T, s *Store, want Data, what string) {
+		t.Helper()
+		for name, st := range map[string]*Store{"same store": s, "fresh store": {Path: s.Path, BootID: s.BootID}} {
+			if got, _, err := st.Load(); err != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("%s, %s: load = %+v, %v; want %+v", what, name, got, err, want)
+			}
+		}
 	}
-	got, _, err := s.Load()
-	if err != nil || !reflect.DeepEqual(got, withIntent) {
-		t.Fatalf("load with intent: %+v %v", got, err)
-	}
-	// A garbage intent file is ignored; the durable checkpoint still loads.
-	if err := os.WriteFile(s.IntentPath(), []byte("{garbage"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if got, _, err := s.Load(); err != nil || !reflect.DeepEqual(got, done) {
-		t.Errorf("load with corrupt intent: %+v %v", got, err)
-	}
-	// A durable save supersedes the intent file.
-	if err := s.SaveIntent(withIntent); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Save(done); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(s.IntentPath()); !os.IsNotExist(err) {
-		t.Errorf("intent file survived a durable save: %v", err)
-	}
+	t.Run("intent until the next save", func(t *testing.T) {
+		s := &Store{Path: filepath.Join(t.TempDir(), "checkpoint.json"), BootID: "b"}
+		if err := s.Save(done); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := os.ReadFile(s.Path)
+		if err := s.SaveIntent(withIntent); err != nil {
+			t.Fatal(err)
+		}
+		after, _ := os.ReadFile(s.Path)
+		size := len(after) / regions
+		if !bytes.Equal(before[:2*size], after[:2*size]) {
+			t.Errorf("an intent changed the durable slots")
+		}
+		loads(t, s, withIntent, "after intent")
+		if err := s.Save(done); err != nil {
+			t.Fatal(err)
+		}
+		loads(t, s, done, "after the save that supersedes it")
+	})
+	t.Run("torn intent is ignored", func(t *testing.T) {
+		s := &Store{Path: filepath.Join(t.TempDir(), "checkpoint.json"), BootID: "b"}
+		if err := s.Save(done); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveIntent(withIntent); err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := os.ReadFile(s.Path)
+		overwrite(t, s.Path, int64(intentRegion*len(raw)/regions+headerSize+3), []byte("XXXX"))
+		if got, _, err := (&Store{Path: s.Path}).Load(); err != nil || !reflect.DeepEqual(got, done) {
+			t.Errorf("load with torn intent: %+v %v", got, err)
+		}
+	})
+	t.Run("no file yet: durable", func(t *testing.T) {
+		s := &Store{Path: filepath.Join(t.TempDir(), "checkpoint.json"), BootID: "b"}
+		if err := s.SaveIntent(withIntent); err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := os.ReadFile(s.Path)
+		if gen, _, err := parseRegion(slotMagic, raw); err != nil || gen != 1 {
+			t.Errorf("intent without a slot file was not saved durably: gen %d, %v", gen, err)
+		}
+		loads(t, s, withIntent, "after intent")
+	})
+	t.Run("too big for the region: durable", func(t *testing.T) {
+		s := &Store{Path: filepath.Join(t.TempDir(), "checkpoint.json"), BootID: "b"}
+		if err := s.Save(done); err != nil {
+			t.Fatal(err)
+		}
+		big := claims(300)
+		big.Claims["mid"] = Claim{UID: "mid", State: PrepareStarted}
+		if err := s.SaveIntent(big); err != nil {
+			t.Fatal(err)
+		}
+		loads(t, s, big, "after big intent")
+	})
 }
 
 func TestCloneIsDeep(t *testing.T) {

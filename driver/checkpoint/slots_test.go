@@ -39,7 +39,7 @@ func slotOf(t *testing.T, path string, i int) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return raw[i*len(raw)/2 : (i+1)*len(raw)/2]
+	return raw[i*len(raw)/regions : (i+1)*len(raw)/regions]
 }
 
 func TestSlotsSaveInPlace(t *testing.T) {
@@ -48,8 +48,8 @@ func TestSlotsSaveInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	ino, size := inode(t, s.Path)
-	if size != 2*minSlotSize {
-		t.Errorf("file size %d, want %d", size, 2*minSlotSize)
+	if size != regions*minSlotSize {
+		t.Errorf("file size %d, want %d", size, regions*minSlotSize)
 	}
 	for n := 2; n <= 5; n++ {
 		if err := s.Save(claims(n)); err != nil {
@@ -59,7 +59,7 @@ func TestSlotsSaveInPlace(t *testing.T) {
 			t.Errorf("save %d replaced or resized the file: inode %d->%d size %d->%d", n, ino, i, size, sz)
 		}
 		// Saves alternate: save n (generation n) lands in slot (n-1)%2.
-		gen, _, err := parseSlot(slotOf(t, s.Path, (n-1)%2))
+		gen, _, err := parseRegion(slotMagic, slotOf(t, s.Path, (n-1)%2))
 		if err != nil || gen != uint64(n) {
 			t.Errorf("save %d: slot %d has generation %d (%v), want %d", n, (n-1)%2, gen, err, n)
 		}
@@ -90,7 +90,7 @@ func TestSlotsRecoverFromTornWrites(t *testing.T) {
 		{"newest write cut short", func(t *testing.T, path string, size int64) {
 			// A write of generation 3 into slot 0 that stopped after the header and a few bytes.
 			payload, _ := Encode(CurrentVersion, "b", claims(3))
-			overwrite(t, path, 0, append(slotHeader(3, payload), payload[:20]...))
+			overwrite(t, path, 0, append(regionHeader(slotMagic, 3, payload), payload[:20]...))
 		}, claims(2), nil},
 		{"older slot torn", func(t *testing.T, path string, size int64) {
 			overwrite(t, path, headerSize+5, []byte("XXXX"))
@@ -106,7 +106,7 @@ func TestSlotsRecoverFromTornWrites(t *testing.T) {
 			_ = json.Unmarshal(good, &env)
 			env.Checksum = "00"
 			bad, _ := json.Marshal(env)
-			overwrite(t, path, size, append(slotHeader(3, bad), bad...))
+			overwrite(t, path, size, append(regionHeader(slotMagic, 3, bad), bad...))
 		}, claims(1), nil},
 	}
 	for _, tt := range tests {
@@ -167,7 +167,7 @@ func TestSlotsEnlargeAndShare(t *testing.T) {
 	if err := b.Save(big); err != nil {
 		t.Fatal(err)
 	}
-	if _, size := inode(t, a.Path); size <= 2*minSlotSize {
+	if _, size := inode(t, a.Path); size <= regions*minSlotSize {
 		t.Fatalf("file not enlarged: %d bytes", size)
 	}
 	if got, _, err := a.Load(); err != nil || !reflect.DeepEqual(got, big) {
