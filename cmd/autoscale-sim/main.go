@@ -38,6 +38,7 @@ func main() {
 		downWin  = flag.Duration("nn-scale-down-window", 120*time.Second, "NeuroNetes scale-down stabilization window")
 		horizon  = flag.Duration("nn-predictive-horizon", 2*time.Minute, "NeuroNetes trend forecaster horizon (predictive.horizonMinutes)")
 		minConf  = flag.Float64("nn-min-confidence", 0.5, "NeuroNetes forecaster minConfidence")
+		causal   = flag.Bool("causal-ref", true, "also search the oracle's rule fed only the past (a reference for what not knowing the future costs)")
 	)
 	flag.Parse()
 	if *traces == "" {
@@ -68,6 +69,16 @@ func main() {
 		res := make([]sim.Result, len(pols))
 		sem := make(chan struct{}, max(*parallel, 1))
 		var wg sync.WaitGroup
+		var ref sim.CausalRef
+		if *causal {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				ref = sim.BestCausal(tr, m, 0.99, cfg.MaxReplicas, sim.DefaultLookbacks)
+			}()
+		}
 		for i, p := range pols {
 			wg.Add(1)
 			sem <- struct{}{}
@@ -79,6 +90,9 @@ func main() {
 		}
 		wg.Wait()
 		sim.WriteTable(os.Stdout, tr.Name, oracle, res)
+		if *causal {
+			sim.WriteCausalRef(os.Stdout, tr.Name, oracle, ref)
+		}
 		svg := filepath.Join(*out, tr.Name+".svg")
 		if err := sim.WriteSVG(svg, fmt.Sprintf("%s: load and replicas", tr.Name), oracle, res); err != nil {
 			fmt.Fprintf(os.Stderr, "autoscale-sim: %v\n", err)

@@ -219,3 +219,57 @@ func TestWriteSVGAndTable(t *testing.T) {
 		t.Fatalf("table: %s", sb.String())
 	}
 }
+
+func TestCausalCurveSeesOnlyThePast(t *testing.T) {
+	need := make([]float64, 100)
+	need[50] = 4 // one bin [50,60) of need 4
+	for i := 51; i < 60; i++ {
+		need[i] = 4
+	}
+	tests := []struct {
+		name string
+		t    int
+		want int
+	}{
+		{"before the bin", 49, 1},
+		{"during the bin, not ended", 55, 1},
+		{"right after the bin", 60, 8},
+		{"within the lookback", 85, 8},
+		{"past the lookback", 95, 1},
+	}
+	curve := CausalCurve(need, 10, 2, 30, 64)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := curve[tc.t]; got != tc.want {
+				t.Fatalf("curve[%d] = %d, want %d", tc.t, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBestCausalCostsMoreThanOracleOnBursts(t *testing.T) {
+	var rs []Request
+	for i := range 1200 { // a steady base and a burst every 120 s
+		rs = append(rs, Request{Arrival: float64(i) / 2, In: 300, Out: 3})
+		if i%240 == 100 {
+			for range 10 {
+				rs = append(rs, Request{Arrival: float64(i) / 2, In: 800, Out: 3})
+			}
+		}
+	}
+	tr := Trace{Name: "burst", Requests: rs}
+	m := testModel
+	o, _ := BestOracle(tr, m, 0.99, 32)
+	c := BestCausal(tr, m, 0.99, 32, []int{70, 300})
+	if !c.Met || c.Result.Attainment() < 0.99 {
+		t.Fatalf("causal reference missed the target: %+v (attainment %.3f)", c.Lookback, c.Result.Attainment())
+	}
+	if c.Result.ReplicaSeconds <= o.ReplicaSeconds {
+		t.Fatalf("causal reference %.0f replica-s is not above the oracle's %.0f on periodic bursts", c.Result.ReplicaSeconds, o.ReplicaSeconds)
+	}
+	var sb strings.Builder
+	WriteCausalRef(&sb, "burst", o, c)
+	if !strings.Contains(sb.String(), "reference burst") {
+		t.Fatalf("reference line: %s", sb.String())
+	}
+}
