@@ -144,11 +144,7 @@ func (m *Manager) Restore(ctx context.Context, req RestoreRequest) (*criu.Restor
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("fetch checkpoint %s/%s: %w", req.Agent, req.ID, err)
 	}
-	mapped, err := readMapped(images)
-	if err == nil {
-		err = verifyMapped(mapped, req.MappedCheck)
-	}
-	if err != nil {
+	if err := CheckMappedFiles(images, req.MappedCheck); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("checkpoint %s/%s: %w", req.Agent, req.ID, err)
 	}

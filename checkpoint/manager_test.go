@@ -165,7 +165,8 @@ func TestProcessCheckpointStoreRestore(t *testing.T) {
 		comp    store.Compression
 		corrupt bool
 		mapped  bool
-		// changeWeights rewrites one byte of the mapped file after the dump.
+		// changeWeights rewrites one byte of the mapped file after the dump
+		// (64 MiB of weights suffice for that case).
 		changeWeights bool
 	}{
 		{name: "restore from store", comp: store.CompressionNone},
@@ -185,7 +186,10 @@ func TestProcessCheckpointStoreRestore(t *testing.T) {
 			m := &Manager{CRIU: c, Store: st, GPU: gpu.NewHooks(), WorkDir: t.TempDir()}
 			opts := stateproc.Options{MiB: 256}
 			if tc.mapped {
-				opts.WeightsFile, opts.MapWeights, opts.StateMiB = writeWeights(t, 256), true, 16
+				if tc.changeWeights {
+					opts.MiB = 64
+				}
+				opts.WeightsFile, opts.MapWeights, opts.StateMiB = writeWeights(t, opts.MiB), true, 16
 			}
 			cmd, err := stateproc.StartWith(dir, opts)
 			if err != nil {

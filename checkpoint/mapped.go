@@ -225,6 +225,17 @@ func readMapped(imageDir string) ([]MappedFile, error) {
 	return files, nil
 }
 
+// CheckMappedFiles checks the mapped-file record of a fetched image
+// directory as Restore does before CRIU runs; a directory without a record
+// passes. Errors about changed files wrap ErrMappedFileChanged.
+func CheckMappedFiles(imageDir string, check MappedCheck) error {
+	files, err := readMapped(imageDir)
+	if err != nil {
+		return err
+	}
+	return verifyMapped(files, check)
+}
+
 // verifyMapped checks that every recorded file is still the one the tree
 // had mapped; the error wraps ErrMappedFileChanged and names the file and
 // the field that differs.
