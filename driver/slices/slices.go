@@ -87,44 +87,78 @@ func (o Options) profileWanted(name string) bool {
 }
 
 // Build returns the driver's resources for one node: a single pool named after the node. Counter
-// sets go into their own slices (at most 8 per slice), devices into further slices, each GPU's
-// devices kept together and within the per-slice device limit. Output is deterministic.
+// sets go into their own slices (at most 8 per slice), devices into further slices within the
+// per-slice device limit, in scan order (see below). Output is deterministic.
+//
+// Scan order: the scheduler's allocator tries devices first-fit in slice order and pays a CEL
+// evaluation for every device it looks at that is not itself allocated (a MIG device of a GPU that
+// a whole-GPU claim took is not allocated, only blocked by counters). Build therefore lists every
+// whole GPU first (ascending index), then the MIG devices grouped by GPU in descending index
+// (placedOrder within a GPU). Whole-GPU requests never look at MIG devices while a whole GPU is
+// free, and MIG requests fill GPUs from the other end than whole-GPU requests do, so they rarely
+// walk through the MIG devices of GPUs a whole-GPU claim has taken. The first device slice holds
+// the whole GPUs and as many MIG groups as fit.
 func Build(node string, gpus []model.GPUInfo, opts Options) resourceslice.DriverResources {
 	sorted := append([]model.GPUInfo(nil), gpus...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Index < sorted[j].Index })
 
 	var counterSets []resourceapi.CounterSet
-	type group struct {
+	// A unit is a run of devices kept in one slice: a whole GPU, or the MIG devices of one GPU.
+	type unit struct {
 		devices   []resourceapi.Device
 		consuming bool
 	}
-	var groups []group
+	var wholes, migs []unit
 	for i := range sorted {
 		g := &sorted[i]
-		var devs []resourceapi.Device
+		var whole, mig []resourceapi.Device
 		consuming := false
 		switch {
-		case opts.mode() == MIGDynamic && g.MIGCapable:
-			counterSets = append(counterSets, counterSet(g))
-			devs = dynamicDevices(g, opts)
+		case opts.mode() == MIGDynamic && g.MIGCapable && len(wantedPlacements(g, opts)) > 0:
+			placed := wantedPlacements(g, opts)
+			kept := g.EssentialCounters(placed)
+			counterSets = append(counterSets, counterSet(g, kept))
+			whole = []resourceapi.Device{wholeGPU(g, consumption(g, kept))}
+			mig = dynamicDevices(g, placed, kept)
 			consuming = true
 		case opts.mode() == MIGStatic && g.MIGEnabled:
-			devs = staticDevices(g)
+			mig = staticDevices(g)
 		default:
-			devs = []resourceapi.Device{wholeGPU(g, nil)}
+			whole = []resourceapi.Device{wholeGPU(g, nil)}
 		}
-		for d := range devs {
-			if t := opts.Taints[g.UUID]; len(t) > 0 {
-				devs[d].Taints = append([]resourceapi.DeviceTaint(nil), t...)
+		if t := opts.Taints[g.UUID]; len(t) > 0 {
+			for _, devs := range [][]resourceapi.Device{whole, mig} {
+				for d := range devs {
+					devs[d].Taints = append([]resourceapi.DeviceTaint(nil), t...)
+				}
 			}
 		}
-		groups = append(groups, group{devices: devs, consuming: consuming})
+		if len(whole) > 0 {
+			wholes = append(wholes, unit{devices: whole, consuming: consuming})
+		}
+		if len(mig) > 0 {
+			migs = append(migs, unit{devices: mig, consuming: consuming})
+		}
+	}
+	units := wholes
+	for i := len(migs) - 1; i >= 0; i-- {
+		units = append(units, migs[i])
 	}
 
 	var out []resourceslice.Slice
 	for start := 0; start < len(counterSets); start += resourceapi.ResourceSliceMaxCounterSets {
 		end := min(start+resourceapi.ResourceSliceMaxCounterSets, len(counterSets))
 		out = append(out, resourceslice.Slice{SharedCounters: counterSets[start:end]})
+	}
+	limit := func(consuming bool) int {
+		l := resourceapi.ResourceSliceMaxDevices
+		if consuming {
+			l = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
+		}
+		if opts.MaxDevicesPerSlice > 0 {
+			l = min(l, opts.MaxDevicesPerSlice)
+		}
+		return l
 	}
 	var cur resourceslice.Slice
 	curConsuming := false
@@ -134,29 +168,19 @@ func Build(node string, gpus []model.GPUInfo, opts Options) resourceslice.Driver
 		}
 		cur, curConsuming = resourceslice.Slice{}, false
 	}
-	for _, gr := range groups {
-		limit := func(consuming bool) int {
-			l := resourceapi.ResourceSliceMaxDevices
-			if consuming {
-				l = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
-			}
-			if opts.MaxDevicesPerSlice > 0 {
-				l = min(l, opts.MaxDevicesPerSlice)
-			}
-			return l
-		}
-		if len(cur.Devices)+len(gr.devices) > limit(curConsuming || gr.consuming) {
+	for _, u := range units {
+		if len(cur.Devices)+len(u.devices) > limit(curConsuming || u.consuming) {
 			flush()
 		}
-		// A single GPU never exceeds the limit on real hardware (H100: 29 devices); split anyway
-		// rather than publish an invalid slice.
-		for len(gr.devices) > limit(gr.consuming) {
-			n := limit(gr.consuming)
-			out = append(out, resourceslice.Slice{Devices: gr.devices[:n]})
-			gr.devices = gr.devices[n:]
+		// A single GPU never exceeds the limit on real hardware (H100: 28 MIG devices); split
+		// anyway rather than publish an invalid slice.
+		for len(u.devices) > limit(u.consuming) {
+			n := limit(u.consuming)
+			out = append(out, resourceslice.Slice{Devices: u.devices[:n]})
+			u.devices = u.devices[n:]
 		}
-		cur.Devices = append(cur.Devices, gr.devices...)
-		curConsuming = curConsuming || gr.consuming
+		cur.Devices = append(cur.Devices, u.devices...)
+		curConsuming = curConsuming || u.consuming
 	}
 	flush()
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{node: {Slices: out}}}
@@ -222,21 +246,46 @@ func wholeGPU(g *model.GPUInfo, consumes []resourceapi.DeviceCounterConsumption)
 	return resourceapi.Device{Name: model.WholeGPUName(g.Index), Attributes: a, Capacity: c, ConsumesCounters: consumes}
 }
 
+// migAttributes are the attributes and capacities of a static MIG instance: the parent GPU's
+// common attributes plus type, parent and profile.
 func migAttributes(g *model.GPUInfo, p model.MIGProfile) (map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, map[resourceapi.QualifiedName]resourceapi.DeviceCapacity) {
 	a := commonAttributes(g)
 	a[AttrType] = str(TypeMIG)
 	a[AttrParentUUID] = str(g.UUID)
 	a[AttrProfile] = str(p.Name)
-	c := map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+	return a, migCapacity(p)
+}
+
+func migCapacity(p model.MIGProfile) map[resourceapi.QualifiedName]resourceapi.DeviceCapacity {
+	return map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
 		CapMemory:          qty(int64(p.MemoryBytes)),
 		CapMultiprocessors: qty(int64(p.Multiprocessors)),
 	}
-	return a, c
 }
 
-func counterSet(g *model.GPUInfo) resourceapi.CounterSet {
+// dynamicMIGAttributes are the attributes of a partitionable MIG device. A node publishes ten to
+// thirty of them per GPU and the scheduler converts every attribute of every device of every node
+// it examines, for every pod, so they carry only what selects or aligns a MIG device: type,
+// profile, the parent GPU (parentUUID, index) and the PCIe root for alignment with other devices.
+// Node-wide facts (product name, brand, architecture, compute capability, driver version, NUMA
+// node) stay on the whole GPU; the placement is part of the device name.
+func dynamicMIGAttributes(g *model.GPUInfo, p model.MIGProfile) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	a := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		AttrType:       str(TypeMIG),
+		AttrParentUUID: str(g.UUID),
+		AttrProfile:    str(p.Name),
+		AttrIndex:      num(int64(g.Index)),
+	}
+	if g.PCIeRoot != "" {
+		a[deviceattribute.StandardDeviceAttributePCIeRoot] = str(g.PCIeRoot)
+	}
+	return a
+}
+
+// counterSet is the GPU's counter set with the counters kept (model.EssentialCounters).
+func counterSet(g *model.GPUInfo, kept map[string]int64) resourceapi.CounterSet {
 	cs := resourceapi.CounterSet{Name: model.CounterSetName(g.Index), Counters: map[string]resourceapi.Counter{}}
-	for k, v := range g.Counters() {
+	for k, v := range kept {
 		cs.Counters[k] = counter(v)
 	}
 	return cs
@@ -250,24 +299,63 @@ func consumption(g *model.GPUInfo, c map[string]int64) []resourceapi.DeviceCount
 	return []resourceapi.DeviceCounterConsumption{out}
 }
 
-// dynamicDevices returns the whole GPU (consuming every counter) and one device per wanted
-// (profile, placement).
-func dynamicDevices(g *model.GPUInfo, opts Options) []resourceapi.Device {
-	devs := []resourceapi.Device{wholeGPU(g, consumption(g, g.Counters()))}
+// wantedPlacements lists the MIG devices published for g: every placement of every wanted
+// profile. They are in the order the scheduler's first-fit search should try them (placedOrder).
+func wantedPlacements(g *model.GPUInfo, opts Options) []model.PlacedProfile {
+	var out []model.PlacedProfile
 	for _, p := range g.MIGProfiles {
 		if !opts.profileWanted(p.Name) {
 			continue
 		}
 		for _, pl := range p.Placements {
-			a, c := migAttributes(g, p)
-			a[AttrPlacement] = num(int64(pl.Start))
-			devs = append(devs, resourceapi.Device{
-				Name:             model.DynamicMIGName(g.Index, p.Name, pl.Start),
-				Attributes:       a,
-				Capacity:         c,
-				ConsumesCounters: consumption(g, p.Consumption(pl)),
-			})
+			out = append(out, model.PlacedProfile{Profile: p, Placement: pl})
 		}
+	}
+	placedOrder(out)
+	return out
+}
+
+// placedOrder sorts the MIG devices of one GPU: larger profiles first (a request for a small
+// profile looks at fewer devices of other profiles before its own), and within a profile the
+// placements that block the fewest placements of larger published profiles first, so that
+// first-fit allocation keeps large placements free as long as it can (on an H100, 1g at slot 3
+// before slots 0-2 and 4-6, which each block a 3g placement). Ties keep the placement order.
+func placedOrder(devs []model.PlacedProfile) {
+	blocks := func(d model.PlacedProfile) int {
+		n := 0
+		for _, o := range devs {
+			if o.Profile.ComputeSlices > d.Profile.ComputeSlices && o.Placement.Overlaps(d.Placement) {
+				n++
+			}
+		}
+		return n
+	}
+	sort.SliceStable(devs, func(i, j int) bool {
+		a, b := devs[i], devs[j]
+		if a.Profile.ComputeSlices != b.Profile.ComputeSlices {
+			return a.Profile.ComputeSlices > b.Profile.ComputeSlices
+		}
+		if a.Profile.ID != b.Profile.ID {
+			return a.Profile.ID < b.Profile.ID
+		}
+		if ba, bb := blocks(a), blocks(b); ba != bb {
+			return ba < bb
+		}
+		return a.Placement.Start < b.Placement.Start
+	})
+}
+
+// dynamicDevices returns one device per placed profile, consuming its share of the kept counters
+// (the whole GPU consumes every kept counter at capacity).
+func dynamicDevices(g *model.GPUInfo, placed []model.PlacedProfile, kept map[string]int64) []resourceapi.Device {
+	var devs []resourceapi.Device
+	for _, pp := range placed {
+		devs = append(devs, resourceapi.Device{
+			Name:             model.DynamicMIGName(g.Index, pp.Profile.Name, pp.Placement.Start),
+			Attributes:       dynamicMIGAttributes(g, pp.Profile),
+			Capacity:         migCapacity(pp.Profile),
+			ConsumesCounters: consumption(g, model.Restrict(pp.Profile.Consumption(pp.Placement), kept)),
+		})
 	}
 	return devs
 }

@@ -274,7 +274,7 @@ func TestStaticMIG(t *testing.T) {
 			}
 		}
 	}
-	want := "gpu-0-mig-0-0 gpu-0-mig-1-0 gpu-0-mig-2-0 gpu-1 gpu-2 gpu-3 gpu-4 gpu-5 gpu-6 gpu-7"
+	want := "gpu-1 gpu-2 gpu-3 gpu-4 gpu-5 gpu-6 gpu-7 gpu-0-mig-0-0 gpu-0-mig-1-0 gpu-0-mig-2-0" // whole GPUs first (scanOrder)
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("static devices = %s, want %s", got, want)
 	}

@@ -119,7 +119,7 @@ func Run(ctx context.Context, cfg Config) (RunResult, error) {
 			"attemptP99ms", fmt.Sprintf("%.1f", pr.Attempt.P99*1000))
 	}
 	res.Usage = sampler.Stop()
-	res.Verify, err = Verify(ctx, cs, cfg.Namespace, cfg.Layout.MIG, cfg.VerifyNodes)
+	res.Verify, err = Verify(ctx, cs, cfg.Namespace, cfg.Layout, cfg.GPUProfile, cfg.VerifyNodes)
 	return res, err
 }
 

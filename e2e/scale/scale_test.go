@@ -340,3 +340,48 @@ func TestCheckDeviceClass(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckModel(t *testing.T) {
+	mig3 := func(gpu, start int) string { return model.DynamicMIGName(gpu, "3g.40gb", start) }
+	mig1 := func(gpu, start int) string { return model.DynamicMIGName(gpu, "1g.10gb", start) }
+	tests := []struct {
+		name    string
+		claims  []resourceapi.ResourceClaim
+		problem string // substring of the expected problem; empty for none
+	}{
+		{"consistent", []resourceapi.ResourceClaim{
+			allocated("a", KindMIG3g, mig3(0, 0)), allocated("b", KindMIG1g, mig1(0, 3)), allocated("c", KindMIG1g, mig1(0, 4)),
+			allocated("d", KindPair, "gpu-2", "gpu-3"), allocated("e", KindWhole, "gpu-4"),
+		}, ""},
+		{"overlapping placements", []resourceapi.ResourceClaim{
+			allocated("a", KindMIG3g, mig3(0, 0)), allocated("b", KindMIG1g, mig1(0, 1)),
+		}, "overlaps MIG instance"},
+		// Memory is what refuses a third instance next to two 3g.40gb: only the model has every counter.
+		{"over a counter", []resourceapi.ResourceClaim{
+			allocated("a", KindMIG3g, mig3(1, 0)), allocated("b", KindMIG3g, mig3(1, 4)), allocated("c", KindMIG1g, mig1(1, 3)),
+		}, "counter \"memory\""},
+		{"whole GPU beside MIG", []resourceapi.ResourceClaim{
+			allocated("a", KindWhole, "gpu-0"), allocated("b", KindMIG1g, mig1(0, 6)),
+		}, "shared with 1 other"},
+		{"not published", []resourceapi.ResourceClaim{allocated("a", KindMIG1g, model.DynamicMIGName(0, "2g.20gb", 0))}, "no MIG profile"},
+	}
+	gpus, err := Inventory(context.Background(), "dgxh100", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout, _ := LayoutByName(LayoutMIGSelected)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			problems := CheckModel("n1", gpus, layout.Options, tc.claims)
+			if tc.problem == "" {
+				if len(problems) > 0 {
+					t.Errorf("unexpected problems: %v", problems)
+				}
+				return
+			}
+			if !strings.Contains(strings.Join(problems, "\n"), tc.problem) {
+				t.Errorf("problems %v, want one containing %q", problems, tc.problem)
+			}
+		})
+	}
+}

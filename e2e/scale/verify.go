@@ -32,7 +32,12 @@ func (v VerifyResult) OK() bool {
 // device is allocated twice, pair claims got two distinct devices; and, for up to sampleNodes nodes,
 // against the slices the scheduler saw: counters are never oversubscribed, pairs are two whole GPUs
 // of one NVLink domain, and each claim got the device type (and MIG profile) it asked for.
-func Verify(ctx context.Context, cs kubernetes.Interface, ns string, mig bool, sampleNodes int) (VerifyResult, error) {
+//
+// Published counters are pruned to the ones that can refuse an allocation (model.EssentialCounters),
+// so the sampled nodes are also checked against the driver's full device model with layout's
+// options (CheckModel): that is what the driver itself checks before it creates MIG instances.
+func Verify(ctx context.Context, cs kubernetes.Interface, ns string, layout Layout, gpuProfile string, sampleNodes int) (VerifyResult, error) {
+	mig := layout.MIG
 	var v VerifyResult
 	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -74,6 +79,11 @@ func Verify(ctx context.Context, cs kubernetes.Interface, ns string, mig bool, s
 			}
 		}
 		v.Problems = append(v.Problems, CheckNode(node, sl.Items, byNode[node], mig)...)
+		gpus, err := Inventory(ctx, gpuProfile, node)
+		if err != nil {
+			return v, err
+		}
+		v.Problems = append(v.Problems, CheckModel(node, gpus, layout.Options, byNode[node])...)
 	}
 	return v, nil
 }
@@ -175,6 +185,51 @@ func CheckNode(node string, sl []resourceapi.ResourceSlice, claims []resourceapi
 			if capv, ok := capacity[set][k]; !ok || n > capv {
 				problems = append(problems, fmt.Sprintf("node %s counter set %s: counter %s used %d, capacity %d", node, set, k, n, capacity[set][k]))
 			}
+		}
+	}
+	return problems
+}
+
+// CheckModel checks the claims allocated on one node against the driver's full device model: every
+// device resolves (slices.Resolve, as at prepare time), a whole GPU is not shared with anything, and
+// the MIG devices of each GPU can all be created together, checked one after the other by the
+// driver's own model.CheckPlacement (placements, overlaps, instance limits and every counter of
+// the model, including those the slices do not publish).
+func CheckModel(node string, gpus []model.GPUInfo, opts slices.Options, claims []resourceapi.ResourceClaim) []string {
+	var problems []string
+	type use struct {
+		claim string
+		ref   slices.Ref
+	}
+	perGPU := map[int][]use{}
+	for _, c := range claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			ref, err := slices.Resolve(gpus, opts, r.Device)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("node %s claim %s: %v", node, c.Name, err))
+				continue
+			}
+			perGPU[ref.GPU.Index] = append(perGPU[ref.GPU.Index], use{claim: c.Name, ref: ref})
+		}
+	}
+	for idx, uses := range perGPU {
+		var existing []model.MIGInstance
+		for _, u := range uses {
+			if u.ref.Kind == slices.KindGPU {
+				if len(uses) > 1 {
+					problems = append(problems, fmt.Sprintf("node %s GPU %d: whole GPU (claim %s) shared with %d other allocations", node, idx, u.claim, len(uses)-1))
+				}
+				continue
+			}
+			g := u.ref.GPU
+			if err := g.CheckPlacement(existing, u.ref.Profile.ID, u.ref.Placement); err != nil {
+				problems = append(problems, fmt.Sprintf("node %s claim %s: %v", node, u.claim, err))
+				continue
+			}
+			existing = append(existing, model.MIGInstance{ProfileID: u.ref.Profile.ID, GIID: len(existing), Placement: u.ref.Placement})
 		}
 	}
 	return problems
