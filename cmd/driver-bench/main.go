@@ -213,7 +213,7 @@ func run(n int, dir, cdiDir string) error {
 	if _, err := kube.ResourceV1().ResourceClaims("bench").Create(ctx, &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "stage", Namespace: "bench", UID: "stage-uid"}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	steps, err := stages(stageEnv{ctx: ctx, dir: dir, cdiDir: cdiDir, kube: kube, client: client, backend: b, claimName: "stage"})
+	steps, err := stages(stageEnv{ctx: ctx, dir: dir, cdiDir: cdiDir, kube: kube, client: client, backend: b, driver: d, claimName: "stage"})
 	if err != nil {
 		return err
 	}

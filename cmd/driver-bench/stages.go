@@ -7,13 +7,16 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/neuronetes/neuronetes/driver/cdi"
 	"github.com/neuronetes/neuronetes/driver/checkpoint"
 	"github.com/neuronetes/neuronetes/driver/model"
 	"github.com/neuronetes/neuronetes/driver/nvml"
+	"github.com/neuronetes/neuronetes/driver/plugin"
 )
 
 // stage is one step of the prepare path, measured on its own so that the table shows where the
@@ -21,7 +24,9 @@ import (
 // plugin, never against the plugin's checkpoint.
 type stage struct {
 	name string
-	run  func(i int) error
+	// before, when set, runs untimed before each run.
+	before func()
+	run    func(i int) error
 }
 
 // stageEnv is what the stage measurements need from the running benchmark.
@@ -32,6 +37,7 @@ type stageEnv struct {
 	kube    kubernetes.Interface
 	client  drapb.DRAPluginClient
 	backend *nvml.Backend
+	driver  *plugin.Driver
 	// claimName is an existing claim in namespace "bench" (for the API GET).
 	claimName string
 }
@@ -67,26 +73,35 @@ func stages(e stageEnv) ([]stage, error) {
 	}
 	gpu := g.UUID
 	return []stage{
-		{"API GET of the claim (client-go fake)", func(int) error {
+		{name: "API GET of the claim (client-go fake)", run: func(int) error {
 			_, err := e.kube.ResourceV1().ResourceClaims("bench").Get(e.ctx, e.claimName, metav1.GetOptions{})
 			return err
 		}},
-		{"gRPC round trip (unprepare, no claim)", func(i int) error {
+		{name: "gRPC round trip (unprepare, no claim)", run: func(i int) error {
 			_, err := e.client.NodeUnprepareResources(e.ctx, &drapb.NodeUnprepareResourcesRequest{Claims: []*drapb.Claim{
 				{Namespace: "bench", Name: "none", Uid: fmt.Sprintf("none-%d", i)}}})
 			return err
 		}},
-		{"checkpoint load (1 claim)", func(int) error {
+		{name: "gRPC round trip after 1 ms idle", before: func() { time.Sleep(time.Millisecond) }, run: func(i int) error {
+			_, err := e.client.NodeUnprepareResources(e.ctx, &drapb.NodeUnprepareResourcesRequest{Claims: []*drapb.Claim{
+				{Namespace: "bench", Name: "none", Uid: fmt.Sprintf("none-%d", i)}}})
+			return err
+		}},
+		{name: "plugin unprepare call after 1 ms idle", before: func() { time.Sleep(time.Millisecond) }, run: func(i int) error {
+			_, err := e.driver.UnprepareResourceClaims(e.ctx, []kubeletplugin.NamespacedObject{{UID: types.UID(fmt.Sprintf("none-%d", i))}})
+			return err
+		}},
+		{name: "checkpoint load (1 claim)", run: func(int) error {
 			_, _, err := store.Load()
 			return err
 		}},
-		{"checkpoint save (1 claim, fdatasync)", func(int) error { return store.Save(data) }},
-		{"checkpoint intent (1 claim, no sync)", func(int) error { return store.SaveIntent(data) }},
-		{"CDI spec write", func(i int) error {
+		{name: "checkpoint save (1 claim, fdatasync)", run: func(int) error { return store.Save(data) }},
+		{name: "checkpoint intent (1 claim, no sync)", run: func(int) error { return store.SaveIntent(data) }},
+		{name: "CDI spec write", run: func(i int) error {
 			_, err := w.Write("stage-uid", []cdi.Device{{Name: "gpu-3", UUID: "GPU-stage", DeviceNodes: []string{"/dev/nvidia3"}}})
 			return err
 		}},
-		{"MIG create+destroy (mock NVML)", func(int) error {
+		{name: "MIG create+destroy (mock NVML)", run: func(int) error {
 			in, err := e.backend.CreateMIG(e.ctx, gpu, pid, pl)
 			if err != nil {
 				return err
@@ -100,6 +115,9 @@ func stages(e stageEnv) ([]stage, error) {
 func (s stage) measure(n int) ([]time.Duration, error) {
 	out := make([]time.Duration, 0, n)
 	for i := 0; i < n; i++ {
+		if s.before != nil {
+			s.before()
+		}
 		start := time.Now()
 		if err := s.run(i); err != nil {
 			return nil, fmt.Errorf("stage %q: %w", s.name, err)

@@ -232,6 +232,10 @@ type Store struct {
 	// cur describes the file as this store last read or wrote it; cur.valid is false when that is
 	// unknown (nothing read yet, a bare-envelope file, a failed write).
 	cur fileState
+	// rewrite is set by a failed write and cleared by the next successful whole-file write: after a
+	// failed write or fdatasync the page cache no longer tells what the disk holds, so in-place
+	// saves stop until the file has been rewritten and fsynced whole.
+	rewrite bool
 }
 
 // fileState is what a Store knows about the slot file on disk.
@@ -346,10 +350,10 @@ func (s *Store) Save(d Data) error {
 func (s *Store) saveLocked(d Data, payload []byte) error {
 	c := s.cur
 	gen := c.gen + 1
-	if c.valid && int64(headerSize+len(payload)) <= c.slotSize {
+	if c.valid && !s.rewrite && int64(headerSize+len(payload)) <= c.slotSize {
 		target := 1 - c.newest
 		hdr := regionHeader(slotMagic, gen, payload)
-		err := writeRegion(s.Path, c.slotSize, target, hdr, payload, true)
+		err := regionWriter(s.Path, c.slotSize, target, hdr, payload, true)
 		if err == nil {
 			s.cur.slotFile = slotFile{newest: target, gen: gen, data: d.Clone(), boot: s.BootID}
 			copy(s.cur.headers[target][:], hdr)
@@ -357,7 +361,7 @@ func (s *Store) saveLocked(d Data, payload []byte) error {
 		}
 		if !errors.Is(err, errResized) && !errors.Is(err, os.ErrNotExist) {
 			// The slot may be half written; the other one still holds the previous state.
-			s.cur = fileState{}
+			s.cur, s.rewrite = fileState{}, true
 			return err
 		}
 		// Another process replaced the file: rewrite it whole below.
@@ -369,9 +373,10 @@ func (s *Store) saveLocked(d Data, payload []byte) error {
 	}
 	file := newSlotFile(size, gen, payload)
 	if err := writeAtomic(s.Path, file, level); err != nil {
-		s.cur = fileState{}
+		s.cur, s.rewrite = fileState{}, true
 		return err
 	}
+	s.rewrite = false
 	// Earlier versions kept intents in a file of their own; a slot file supersedes it.
 	_ = os.Remove(s.Path + ".intent")
 	s.cur = fileState{valid: true, slotSize: size, slotFile: slotFile{newest: 0, gen: gen, data: d.Clone(), boot: s.BootID}}
@@ -395,15 +400,15 @@ func (s *Store) SaveIntent(d Data) error {
 		return err
 	}
 	c := s.cur
-	if !c.valid || int64(headerSize+len(payload)) > c.slotSize {
+	if !c.valid || s.rewrite || int64(headerSize+len(payload)) > c.slotSize {
 		return s.saveLocked(d, payload)
 	}
 	hdr := regionHeader(intentMagic, c.gen, payload)
-	if err := writeRegion(s.Path, c.slotSize, intentRegion, hdr, payload, false); err != nil {
+	if err := regionWriter(s.Path, c.slotSize, intentRegion, hdr, payload, false); err != nil {
 		if errors.Is(err, errResized) || errors.Is(err, os.ErrNotExist) {
 			return s.saveLocked(d, payload)
 		}
-		s.cur = fileState{}
+		s.cur, s.rewrite = fileState{}, true
 		return err
 	}
 	intent := d.Clone()

@@ -193,6 +193,9 @@ func readSlots(raw []byte) (slotFile, error) {
 	return out, nil
 }
 
+// regionWriter is writeRegion; tests replace it to inject write errors.
+var regionWriter = writeRegion
+
 // writeRegion overwrites region i of the file at path in place; with sync it makes the write
 // durable with fdatasync. The file must have size regions*slotSize (checked, so a file another
 // process replaced or enlarged is never written at a stale offset).

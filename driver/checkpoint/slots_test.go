@@ -248,3 +248,35 @@ func TestLoadResultIsCallersCopy(t *testing.T) {
 		t.Errorf("load after the caller changed earlier results: %+v %v", got, err)
 	}
 }
+
+func TestSlotsRewriteAfterFailedWrite(t *testing.T) {
+	s := &Store{Path: filepath.Join(t.TempDir(), "checkpoint.json"), BootID: "b"}
+	if err := s.Save(claims(1)); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := inode(t, s.Path)
+	regionWriter = func(string, int64, int, []byte, []byte, bool) error { return errors.New("EIO") }
+	err := s.Save(claims(2))
+	regionWriter = writeRegion
+	if err == nil {
+		t.Fatal("save with a failing write succeeded")
+	}
+	// The next save rewrites the whole file (a new inode) instead of trusting the page cache...
+	if err := s.Save(claims(3)); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := inode(t, s.Path)
+	if after == before {
+		t.Errorf("save after a failed write went in place")
+	}
+	// ...and the one after that is in place again.
+	if err := s.Save(claims(4)); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := inode(t, s.Path); again != after {
+		t.Errorf("in-place saves did not resume after the rewrite")
+	}
+	if got, _, err := (&Store{Path: s.Path}).Load(); err != nil || !reflect.DeepEqual(got, claims(4)) {
+		t.Errorf("load: %d claims, %v", len(got.Claims), err)
+	}
+}
