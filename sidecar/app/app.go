@@ -89,7 +89,7 @@ func Run(ctx context.Context, c Config) error {
 		wg.Go(func() { saveLoop(ctx, c, idx) })
 	}
 
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	serve, shutdown := httpServer(ctx, c, srv)
 	errc := make(chan error, 3)
 	var listeners []net.Listener
 	if c.HTTPAddr != "" {
@@ -108,7 +108,7 @@ func Run(ctx context.Context, c Config) error {
 	}
 	for _, l := range listeners {
 		log.Info("serving HTTP", "addr", l.Addr().String())
-		go func() { errc <- hs.Serve(l) }()
+		go func() { errc <- serve(l) }()
 	}
 	var gs *grpc.Server
 	if c.GRPCAddr != "" {
@@ -128,7 +128,7 @@ func Run(ctx context.Context, c Config) error {
 	}
 	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer stop()
-	_ = hs.Shutdown(shutdownCtx)
+	_ = shutdown(shutdownCtx)
 	if gs != nil {
 		gs.GracefulStop()
 	}
@@ -143,6 +143,17 @@ func Run(ctx context.Context, c Config) error {
 		err = nil
 	}
 	return err
+}
+
+// httpServer returns how to serve the HTTP API on a listener and how to shut
+// every such listener down, for the configured engine.
+func httpServer(ctx context.Context, c Config, srv *server.Server) (serve func(net.Listener) error, shutdown func(context.Context) error) {
+	if c.HTTPEngine == "net" {
+		hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+		return hs.Serve, hs.Shutdown
+	}
+	fs := srv.FastServer(ctx, c.MaxSession)
+	return fs.Serve, fs.ShutdownWithContext
 }
 
 func loadIndex(c Config) (*vector.Index, error) {

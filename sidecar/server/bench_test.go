@@ -17,7 +17,14 @@ import (
 // this process (profile the server path with -cpuprofile).
 func BenchmarkHTTPSessions(b *testing.B) {
 	srv := redistest.Start(b, redistest.Options{})
-	f := newFixture(b, srv.Addr, "bench", store.Options{RefreshOnRead: true})
+	for _, engine := range engines {
+		b.Run(engine, func(b *testing.B) {
+			benchHTTPSessions(b, newFixtureOn(b, engine, srv.Addr, "bench", store.Options{RefreshOnRead: true}))
+		})
+	}
+}
+
+func benchHTTPSessions(b *testing.B, f *fixture) {
 	var doc strings.Builder
 	doc.WriteString(`{"turns":[`)
 	for i := 0; doc.Len() < 16<<10-64; i++ {
@@ -25,9 +32,9 @@ func BenchmarkHTTPSessions(b *testing.B) {
 	}
 	doc.WriteString(`{}]}`)
 	body := []byte(doc.String())
-	c := f.srv.Client()
+	c := f.client
 	do := func(b *testing.B, method string, body []byte) {
-		req, _ := http.NewRequest(method, f.srv.URL+"/v1/sessions/s", bytes.NewReader(body))
+		req, _ := http.NewRequest(method, f.url+"/v1/sessions/s", bytes.NewReader(body))
 		resp, err := c.Do(req)
 		if err != nil {
 			b.Fatal(err)

@@ -35,30 +35,13 @@ type sessionRequest struct {
 // duration like "90s" or whole seconds) and, for PUT/POST, a body of at most
 // maxBody bytes (whose JSON the store validates).
 func decodeSession(r *http.Request, maxBody int) (*sessionRequest, error) {
-	req := &sessionRequest{id: r.PathValue("id"), ifVersion: -1}
-	if !store.ValidID(req.id) {
-		return nil, fmt.Errorf("conversation id %q: want [A-Za-z0-9._-]{1,128}: %w", req.id, errBadRequest)
-	}
-	if im := strings.TrimSpace(r.Header.Get("If-Match")); im != "" {
-		v, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(im, "W/"), `"`), 10, 64)
-		if err != nil || v < 0 {
-			return nil, fmt.Errorf("If-Match %q: want a version number: %w", im, errBadRequest)
-		}
-		req.ifVersion = v
-	}
 	var ttl string
 	if r.URL.RawQuery != "" { // parsing an absent query still allocates
 		ttl = r.URL.Query().Get("ttl")
 	}
-	if ttl == "" {
-		ttl = r.Header.Get(TTLHeader)
-	}
-	if ttl != "" {
-		d, err := parseTTL(ttl)
-		if err != nil {
-			return nil, err
-		}
-		req.ttl = d
+	req, err := decodeSessionHead(r.PathValue("id"), r.Header.Get("If-Match"), ttl, r.Header.Get(TTLHeader))
+	if err != nil {
+		return nil, err
 	}
 	if r.Method != http.MethodPut && r.Method != http.MethodPost {
 		return req, nil
@@ -70,6 +53,43 @@ func decodeSession(r *http.Request, maxBody int) (*sessionRequest, error) {
 	// The JSON itself is validated once, by the store (store.ErrBadDocument -> 400).
 	req.body = body
 	return req, nil
+}
+
+// decodeSessionHead validates what every session request carries before
+// its body: the id, If-Match, and the TTL from the query (queryTTL, which
+// wins) or the header. Both HTTP servers share it.
+func decodeSessionHead(id, ifMatch, queryTTL, headerTTL string) (*sessionRequest, error) {
+	req := &sessionRequest{id: id, ifVersion: -1}
+	if !store.ValidID(req.id) {
+		return nil, fmt.Errorf("conversation id %q: want [A-Za-z0-9._-]{1,128}: %w", req.id, errBadRequest)
+	}
+	if im := strings.TrimSpace(ifMatch); im != "" {
+		v, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(im, "W/"), `"`), 10, 64)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("If-Match %q: want a version number: %w", im, errBadRequest)
+		}
+		req.ifVersion = v
+	}
+	ttl := queryTTL
+	if ttl == "" {
+		ttl = headerTTL
+	}
+	if ttl != "" {
+		d, err := parseTTL(ttl)
+		if err != nil {
+			return nil, err
+		}
+		req.ttl = d
+	}
+	return req, nil
+}
+
+// checkBodySize applies readBody's limit to a body already in memory.
+func checkBodySize(b []byte, limit int) error {
+	if len(b) > limit {
+		return fmt.Errorf("body %d bytes over %d: %w", len(b), limit, errTooLarge)
+	}
+	return nil
 }
 
 func parseTTL(s string) (time.Duration, error) {

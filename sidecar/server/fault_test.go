@@ -21,7 +21,7 @@ func TestFaultRedisRestart(t *testing.T) {
 		t.Skip("fault test skipped in -short mode")
 	}
 	rs := redistest.Start(t, redistest.Options{AOF: true})
-	f := newFixture(t, rs.Addr, "fault", store.Options{})
+	f := newFixtureOn(t, "fasthttp", rs.Addr, "fault", store.Options{}) // the sidecar's default HTTP server
 	const writers, total = 32, 10000
 	var (
 		acked      sync.Map // id -> body
@@ -51,7 +51,7 @@ func TestFaultRedisRestart(t *testing.T) {
 				id := fmt.Sprintf("w%02d-%05d", w, i)
 				body := fmt.Sprintf(`{"writer":%d,"seq":%d}`, w, i)
 				for time.Now().Before(deadline) {
-					req, _ := http.NewRequest("PUT", f.srv.URL+"/v1/sessions/"+id, stringsReader(body))
+					req, _ := http.NewRequest("PUT", f.url+"/v1/sessions/"+id, stringsReader(body))
 					resp, err := client.Do(req)
 					if err != nil {
 						time.Sleep(10 * time.Millisecond)

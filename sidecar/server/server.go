@@ -104,15 +104,21 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error, version
 	if code == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(s.RetryAfter.Seconds()))))
 	}
-	if code >= 500 {
-		lvl := 0
-		if code == http.StatusServiceUnavailable {
-			lvl = 2
-		}
-		klog.FromContext(r.Context()).V(lvl).Info("request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err,
-			"integrity", errors.Is(err, frame.ErrAuth) || errors.Is(err, keys.ErrUnknownKey))
-	}
+	logFailure(r.Context(), r.Method, r.URL.Path, code, err)
 	writeJSON(w, code, errorBody{Error: err.Error(), Version: version})
+}
+
+// logFailure logs server-side failures (5xx); 503s only at V(2).
+func logFailure(ctx context.Context, method, path string, code int, err error) {
+	if code < 500 {
+		return
+	}
+	lvl := 0
+	if code == http.StatusServiceUnavailable {
+		lvl = 2
+	}
+	klog.FromContext(ctx).V(lvl).Info("request failed", "method", method, "path", path, "code", code, "err", err,
+		"integrity", errors.Is(err, frame.ErrAuth) || errors.Is(err, keys.ErrUnknownKey))
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -15,7 +15,14 @@ import (
 
 func TestSessionAPI(t *testing.T) {
 	rs := redistest.Start(t, redistest.Options{})
-	f := newFixture(t, rs.Addr, "team-a", store.Options{MaxSize: 4096})
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			testSessionAPI(t, newFixtureOn(t, engine, rs.Addr, "team-"+engine, store.Options{MaxSize: 4096}))
+		})
+	}
+}
+
+func testSessionAPI(t *testing.T, f *fixture) {
 	code, h, _ := f.do(t, "PUT", "/v1/sessions/c1", nil, `{"turns":[{"role":"user","content":"hi"}]}`)
 	if code != 200 || h.Get("ETag") == "" {
 		t.Fatalf("PUT = %d, ETag %q", code, h.Get("ETag"))
@@ -39,6 +46,9 @@ func TestSessionAPI(t *testing.T) {
 		{"json not object", "PUT", "/v1/sessions/c2", nil, `[1,2]`, 400, ""},
 		{"bad id", "GET", "/v1/sessions/a:b", nil, "", 400, "conversation id"},
 		{"tenant escape id", "GET", "/v1/sessions/%7Bteam-b%7D", nil, "", 400, ""},
+		{"escaped slash in id", "GET", "/v1/sessions/a%2Fb", nil, "", 400, "conversation id"},
+		{"unknown method", "PATCH", "/v1/sessions/c1", nil, `{}`, 405, ""},
+		{"unknown route", "GET", "/v1/sessions/c1/other", nil, "", 404, ""},
 		{"bad ttl", "PUT", "/v1/sessions/c2?ttl=-5", nil, `{}`, 400, "ttl"},
 		{"bad ttl header", "PUT", "/v1/sessions/c2", map[string]string{TTLHeader: "soon"}, `{}`, 400, "ttl"},
 		{"missing", "GET", "/v1/sessions/none", nil, "", 404, ""},
@@ -49,6 +59,7 @@ func TestSessionAPI(t *testing.T) {
 		{"delete", "DELETE", "/v1/sessions/c1", nil, "", 204, ""},
 		{"delete again", "DELETE", "/v1/sessions/c1", nil, "", 404, ""},
 		{"ttl header", "PUT", "/v1/sessions/short", map[string]string{TTLHeader: "1"}, `{}`, 200, ""},
+		{"healthz", "GET", "/healthz", nil, "", 200, "ok"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, body := f.do(t, tc.method, tc.path, tc.hdr, tc.body)
@@ -74,7 +85,14 @@ func TestSessionAPI(t *testing.T) {
 
 func TestConcurrentHTTPAppends(t *testing.T) {
 	rs := redistest.Start(t, redistest.Options{})
-	f := newFixture(t, rs.Addr, "team-a", store.Options{})
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			testConcurrentHTTPAppends(t, newFixtureOn(t, engine, rs.Addr, "team-"+engine, store.Options{}))
+		})
+	}
+}
+
+func testConcurrentHTTPAppends(t *testing.T, f *fixture) {
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Go(func() {
@@ -94,8 +112,15 @@ func TestConcurrentHTTPAppends(t *testing.T) {
 }
 
 func TestUnavailable503(t *testing.T) {
-	rs := redistest.Start(t, redistest.Options{})
-	f := newFixture(t, rs.Addr, "team-a", store.Options{})
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			rs := redistest.Start(t, redistest.Options{})
+			testUnavailable503(t, rs, newFixtureOn(t, engine, rs.Addr, "team-a", store.Options{}))
+		})
+	}
+}
+
+func testUnavailable503(t *testing.T, rs *redistest.Server, f *fixture) {
 	rs.Kill()
 	for _, r := range []struct{ method, path, body string }{
 		{"GET", "/v1/sessions/x", ""}, {"PUT", "/v1/sessions/x", `{}`}, {"POST", "/v1/sessions/x/turns", `{}`}, {"DELETE", "/v1/sessions/x", ""},
@@ -114,10 +139,16 @@ func TestUnavailable503(t *testing.T) {
 }
 
 func TestVectorAndEmbeddingAPI(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) { testVectorAndEmbeddingAPI(t, engine) })
+	}
+}
+
+func testVectorAndEmbeddingAPI(t *testing.T, engine string) {
 	rs := redistest.Start(t, redistest.Options{})
-	f := newFixture(t, rs.Addr, "team-a", store.Options{})
-	g := newFixture(t, rs.Addr, "team-a", store.Options{}) // a second sidecar of the tenant
-	other := newFixture(t, rs.Addr, "team-b", store.Options{})
+	f := newFixtureOn(t, engine, rs.Addr, "team-a", store.Options{})
+	g := newFixtureOn(t, engine, rs.Addr, "team-a", store.Options{}) // a second sidecar of the tenant
+	other := newFixtureOn(t, engine, rs.Addr, "team-b", store.Options{})
 	for _, tc := range []struct {
 		name         string
 		fx           *fixture

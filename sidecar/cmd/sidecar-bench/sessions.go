@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/valyala/fasthttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -142,17 +143,31 @@ func benchSessions() error {
 		return err
 	}
 	coldSrv, hotSrv := server.New(cold, nil, nil, nil), server.New(hot, nil, nil, nil)
-	coldHTTP, hotHTTP := httptest.NewServer(coldSrv.Handler()), httptest.NewServer(hotSrv.Handler())
-	defer coldHTTP.Close()
-	defer hotHTTP.Close()
-	sock := filepath.Join(dir, "sidecar.sock")
-	ul, err := net.Listen("unix", sock)
+	// The sidecar's default engine (fasthttp) on TCP and on a unix socket,
+	// and net/http (--http-engine=net) for comparison.
+	serveFast := func(api *server.Server, network, addr string) (string, error) {
+		l, err := net.Listen(network, addr)
+		if err != nil {
+			return "", err
+		}
+		fs := api.FastServer(ctx, 0)
+		go func() { _ = fs.Serve(l) }()
+		return "http://" + l.Addr().String(), nil
+	}
+	coldURL, err := serveFast(coldSrv, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	unixHTTP := &httptest.Server{Listener: ul, Config: &http.Server{Handler: coldSrv.Handler()}}
-	unixHTTP.Start()
-	defer unixHTTP.Close()
+	hotURL, err := serveFast(hotSrv, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	sock := filepath.Join(dir, "sidecar.sock")
+	if _, err := serveFast(coldSrv, "unix", sock); err != nil {
+		return err
+	}
+	netHTTP := httptest.NewServer(coldSrv.Handler())
+	defer netHTTP.Close()
 	gl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -188,6 +203,26 @@ func benchSessions() error {
 		}
 		return nil
 	}
+	// A lean HTTP/1.1 client (no per-connection goroutines) shows how much of
+	// the hop is the client's: agents in other languages differ here too.
+	fc := &fasthttp.Client{}
+	leanDo := func(method, url string, body []byte) error {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI(url)
+		req.Header.SetMethod(method)
+		if body != nil {
+			req.SetBodyRaw(body)
+		}
+		if err := fc.Do(req, resp); err != nil {
+			return err
+		}
+		if resp.StatusCode() != 200 {
+			return fmt.Errorf("%s %s: %d", method, url, resp.StatusCode())
+		}
+		return nil
+	}
 	for _, st := range []*store.Store{cold, zstdStore} {
 		if _, err := st.Put(ctx, "s16k", doc, -1, 0); err != nil {
 			return err
@@ -199,20 +234,24 @@ func benchSessions() error {
 	rounds, per := envInt("NN_BENCH_ROUNDS", 10), envInt("NN_BENCH_OPS", 200)
 	rows := []row{
 		{"raw go-redis GET (baseline)", true, func() error { return raw.Get(ctx, "raw16k").Err() }},
-		{"sidecar HTTP GET, near cache off", false, func() error { return httpDo(hc, "GET", coldHTTP.URL+"/v1/sessions/s16k", nil) }},
-		{"sidecar HTTP/unix GET, near cache off", false, func() error { return httpDo(uc, "GET", "http://sidecar/v1/sessions/s16k", nil) }},
-		{"sidecar gRPC Get, near cache off", false, func() error {
+		{"HTTP GET, near cache off", false, func() error { return httpDo(hc, "GET", coldURL+"/v1/sessions/s16k", nil) }},
+		{"HTTP/unix GET, near cache off", false, func() error { return httpDo(uc, "GET", "http://sidecar/v1/sessions/s16k", nil) }},
+		{"HTTP GET, lean client, cache off", false, func() error { return leanDo("GET", coldURL+"/v1/sessions/s16k", nil) }},
+		{"HTTP GET, net/http engine, cache off", false, func() error { return httpDo(hc, "GET", netHTTP.URL+"/v1/sessions/s16k", nil) }},
+		{"gRPC Get, near cache off", false, func() error {
 			_, err := gc.Get(ctx, &server.GetRequest{ConversationID: "s16k"})
 			return err
 		}},
-		{"sidecar HTTP GET, near-cache hit", false, func() error { return httpDo(hc, "GET", hotHTTP.URL+"/v1/sessions/s16k", nil) }},
+		{"HTTP GET, near-cache hit", false, func() error { return httpDo(hc, "GET", hotURL+"/v1/sessions/s16k", nil) }},
 		{"store.Get in-process, near cache off", false, func() error { _, err := cold.Get(ctx, "s16k"); return err }},
 		{"store.Get in-process, zstd, cache off", false, func() error { _, err := zstdStore.Get(ctx, "s16k"); return err }},
 		{"store.Get in-process, near-cache hit", false, func() error { _, err := hot.Get(ctx, "s16k"); return err }},
 		{"raw go-redis SET (baseline)", true, func() error { return raw.Set(ctx, "raw16k", doc, 24*time.Hour).Err() }},
-		{"sidecar HTTP PUT", false, func() error { return httpDo(hc, "PUT", coldHTTP.URL+"/v1/sessions/w16k", doc) }},
-		{"sidecar HTTP/unix PUT", false, func() error { return httpDo(uc, "PUT", "http://sidecar/v1/sessions/w16k-unix", doc) }},
-		{"sidecar gRPC Put", false, func() error {
+		{"HTTP PUT", false, func() error { return httpDo(hc, "PUT", coldURL+"/v1/sessions/w16k", doc) }},
+		{"HTTP/unix PUT", false, func() error { return httpDo(uc, "PUT", "http://sidecar/v1/sessions/w16k-unix", doc) }},
+		{"HTTP PUT, lean client", false, func() error { return leanDo("PUT", coldURL+"/v1/sessions/w16k-lean", doc) }},
+		{"HTTP PUT, net/http engine", false, func() error { return httpDo(hc, "PUT", netHTTP.URL+"/v1/sessions/w16k-net", doc) }},
+		{"gRPC Put", false, func() error {
 			_, err := gc.Put(ctx, &server.PutRequest{ConversationID: "w16k-grpc", Data: doc})
 			return err
 		}},
@@ -241,7 +280,8 @@ func benchSessions() error {
 			float64(res[i].pct(0.5))/float64(base.pct(0.5)), float64(res[i].pct(0.99))/float64(base.pct(0.99)))
 	}
 	fmt.Printf("  target: sidecar <= 1.3x raw go-redis; near-cache hit p99 <= 20 µs (measured %s µs in-process)\n", strings.TrimSpace(us(res[hit].pct(0.99))))
-	fmt.Printf("  (default codec S2 with the JSON dictionary; \"zstd\" rows use --compression=zstd)\n")
+	fmt.Printf("  (sidecar defaults: fasthttp engine, S2 + JSON dictionary; clients: Go net/http unless \"lean\" (fasthttp.Client);\n")
+	fmt.Printf("   \"net/http engine\" = --http-engine=net, \"zstd\" = --compression=zstd)\n")
 	return benchFrames(ring)
 }
 
