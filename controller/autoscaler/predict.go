@@ -121,7 +121,11 @@ func (f *Forecaster) Predict(now time.Time) (float64, float64, bool) {
 		return 0, 0, false
 	}
 	target := f.idx(now.Add(f.horizon))
-	a, b := fitLine(xs, ys)
+	a, b, se := fitLine(xs, ys)
+	if math.Abs(b) < trendSignificance*se {
+		// The slope is within noise: forecast the fitted level, not a trend.
+		a, b = a+b*float64(i), 0
+	}
 	fc := a + b*float64(target)
 	if f.season > 0 {
 		// A season of history replaces the trend: today's level plus the change
@@ -140,8 +144,14 @@ func (f *Forecaster) Predict(now time.Time) (float64, float64, bool) {
 	return fc, f.Confidence(), true
 }
 
-// fitLine returns the least-squares intercept and slope.
-func fitLine(xs, ys []float64) (float64, float64) {
+// trendSignificance is how many standard errors the fitted slope must exceed
+// for the trend to be extrapolated.
+const trendSignificance = 2
+
+// fitLine returns the least-squares intercept and slope, and the standard error
+// of the slope (0 when it cannot be estimated: fewer than three points, or a
+// perfect fit).
+func fitLine(xs, ys []float64) (float64, float64, float64) {
 	n := float64(len(xs))
 	var sx, sy, sxx, sxy float64
 	for i := range xs {
@@ -153,9 +163,19 @@ func fitLine(xs, ys []float64) (float64, float64) {
 	}
 	den := n*sxx - sx*sx
 	if den == 0 {
-		return sy / n, 0
+		return sy / n, 0, 0
 	}
 	b := (n*sxy - sx*sy) / den
 	a := (sy - b*sx) / n
-	return a - b*xs[0], b
+	se := 0.0
+	if n > 2 {
+		var ss float64
+		for i := range xs {
+			r := ys[i] - (a + b*(xs[i]-xs[0]))
+			ss += r * r
+		}
+		// Var(b) = s^2 / Sxx, with s^2 = SSR/(n-2) and Sxx = sum (x-mean)^2 = den/n.
+		se = math.Sqrt(ss / (n - 2) / (den / n))
+	}
+	return a - b*xs[0], b, se
 }

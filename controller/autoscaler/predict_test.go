@@ -113,3 +113,46 @@ func TestDecidePredictiveScalesAhead(t *testing.T) {
 		cur = d.Desired
 	}
 }
+
+func TestForecasterTrendMustBeSignificant(t *testing.T) {
+	tests := []struct {
+		name    string
+		buckets []float64 // one mean per 30 s bucket (horizon 2 min = 4 buckets ahead)
+		want    float64
+	}{
+		// The least-squares slope is 0.12/bucket with a standard error of 0.24:
+		// the forecast is the fitted level now (10.75 + 0.12*3.5), not the
+		// extrapolation 4 buckets ahead (11.64).
+		{"noisy plateau forecasts its level", []float64{10, 12, 9, 11, 10, 13, 9, 12}, 11.17},
+		{"a clear ramp is extrapolated", []float64{2, 3, 4, 5, 6, 7, 8, 9}, 13},
+		{"a noisy ramp is still a ramp", []float64{2, 3.5, 3.8, 5.2, 6, 7.4, 7.7, 9.1}, 12.93},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := NewForecaster(0, time.Hour, 2*time.Minute)
+			var ts time.Time
+			for i, v := range tc.buckets {
+				ts = t0.Add(time.Duration(i) * 30 * time.Second)
+				f.Observe(ts, v)
+			}
+			fc, _, ok := f.Predict(ts)
+			if !ok {
+				t.Fatal("no forecast")
+			}
+			if math.Abs(fc-tc.want) > 0.05 {
+				t.Errorf("forecast %.3f, want %.2f", fc, tc.want)
+			}
+		})
+	}
+}
+
+func TestFitLineStandardError(t *testing.T) {
+	xs := []float64{0, 1, 2, 3}
+	if a, b, se := fitLine(xs, []float64{1, 3, 5, 7}); a != 1 || b != 2 || se != 0 {
+		t.Errorf("perfect line: a=%v b=%v se=%v, want 1, 2, 0", a, b, se)
+	}
+	// Residuals +-1 around y = 0: SSR 4, s^2 = 2, Sxx = 5, se = sqrt(2/5).
+	if _, b, se := fitLine(xs, []float64{1, -1, -1, 1}); b != 0 || math.Abs(se-math.Sqrt(0.4)) > 1e-12 {
+		t.Errorf("noise: b=%v se=%v, want 0, %v", b, se, math.Sqrt(0.4))
+	}
+}
