@@ -83,7 +83,7 @@ func NeuroNetes(m Model, c Config) *Decider {
 			Strategy: autoscaler.StrategyMax,
 			Behavior: autoscaler.Behavior{
 				ScaleUp:   autoscaler.ScalingRules{MaxChangePercent: 100, MaxChangeAbsolute: 4, Period: 15 * time.Second, Select: autoscaler.SelectMax},
-				ScaleDown: autoscaler.ScalingRules{StabilizationWindow: tu.ScaleDownWindow, MaxChangePercent: tu.ScaleDownPercent, Period: 60 * time.Second},
+				ScaleDown: autoscaler.ScalingRules{StabilizationWindow: tu.ScaleDownWindow, MaxChangePercent: tu.ScaleDownPercent, Period: 60 * time.Second, Select: autoscaler.SelectMin},
 			},
 			SLO: autoscaler.SLOTarget{Enabled: true, TTFT: slo, BreachOnly: true, ScaleUpImmediately: true, MaxScaleUp: 30,
 				RequireHeadroomPercent: 50, CheckDuration: 60 * time.Second},
