@@ -37,10 +37,10 @@ func dumpVsCLI(ctx context.Context, c *criu.Client, path, work string, mib, pair
 	reap := func() error { _ = cmd.Wait(); return nil }
 	defer func() { _ = syscall.Kill(pid, syscall.SIGKILL); _ = reap() }()
 	images := filepath.Join(dir, "images")
-	var lib, cli []time.Duration
-	var ratios []float64
+	var lib, cli, libCPU, cliCPU []time.Duration
+	var ratios, cpuRatios []float64
 	for i := 0; i < pairs; i++ {
-		var l, k time.Duration
+		var l, k sample
 		for _, lib1st := range [][]bool{{true, false}, {false, true}}[i%2] {
 			if err := os.RemoveAll(images); err != nil {
 				return err
@@ -58,7 +58,8 @@ func dumpVsCLI(ctx context.Context, c *criu.Client, path, work string, mib, pair
 				return fmt.Errorf("cli pair %d: %w", i, err)
 			}
 		}
-		lib, cli, ratios = append(lib, l), append(cli, k), append(ratios, float64(l)/float64(k))
+		lib, cli, ratios = append(lib, l.wall), append(cli, k.wall), append(ratios, float64(l.wall)/float64(k.wall))
+		libCPU, cliCPU, cpuRatios = append(libCPU, l.cpu), append(cliCPU, k.cpu), append(cpuRatios, float64(l.cpu)/float64(k.cpu))
 	}
 	fmt.Printf("  dump+restore pairs (library/CLI):")
 	for i := range lib {
@@ -67,41 +68,55 @@ func dumpVsCLI(ctx context.Context, c *criu.Client, path, work string, mib, pair
 	fmt.Printf("; pair ratios %.2f..%.2f\n", slices.Min(ratios), slices.Max(ratios))
 	row(fmt.Sprintf("dump+restore: library vs criu CLI (median of %d pairs)", pairs), ms(median(lib)), ms(median(cli)), median(ratios), "<= 1.1")
 	row("  ratio of the medians", ms(median(lib)), ms(median(cli)), float64(median(lib))/float64(median(cli)), "")
+	row("  CPU time of the criu processes (median of pair ratios)", ms(median(libCPU)), ms(median(cliCPU)), median(cpuRatios), "")
 	return nil
 }
 
 // libDumpRestore times Dump (kill) + Restore of pid through go-criu; reap
 // waits for the dumped incarnation. It returns how to reap the restored one.
-func libDumpRestore(ctx context.Context, c *criu.Client, pid int, images string, reap func() error) (time.Duration, func() error, error) {
-	start := time.Now()
+func libDumpRestore(ctx context.Context, c *criu.Client, pid int, images string, reap func() error) (sample, func() error, error) {
+	cpu0, start := childCPU(), time.Now()
 	if err := c.Dump(ctx, pid, images, criu.DumpOptions{LogDir: filepath.Dir(images)}); err != nil {
-		return 0, reap, err
+		return sample{}, reap, err
 	}
-	dump := time.Since(start)
+	s := sample{wall: time.Since(start), cpu: childCPU() - cpu0}
 	_ = reap() // the PID must be free for the restore
-	start = time.Now()
+	cpu0, start = childCPU(), time.Now()
 	r, err := c.Restore(ctx, images, criu.RestoreOptions{LogDir: filepath.Dir(images)})
 	if err != nil {
-		return 0, func() error { return nil }, err
+		return sample{}, func() error { return nil }, err
 	}
-	return dump + time.Since(start), func() error { _ = r.Wait(); return nil }, nil
+	s.wall, s.cpu = s.wall+time.Since(start), s.cpu+childCPU()-cpu0
+	return s, func() error { _ = r.Wait(); return nil }, nil
+}
+
+// sample is one dump+restore: wall time, and CPU time of the CRIU processes
+// (children reaped meanwhile; the restored tree is reaped outside the
+// timed intervals, so its own CPU time is on neither side).
+type sample struct{ wall, cpu time.Duration }
+
+// childCPU returns user+sys time of this process's reaped children.
+func childCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // cliDumpRestore times `criu dump` + `criu restore -d` of pid. The restored
 // tree is reparented to this process (a subreaper), which reaps it.
-func cliDumpRestore(path string, pid int, images string, reap func() error) (time.Duration, func() error, error) {
-	start := time.Now()
+func cliDumpRestore(path string, pid int, images string, reap func() error) (sample, func() error, error) {
+	cpu0, start := childCPU(), time.Now()
 	if out, err := exec.Command(path, "dump", "-t", fmt.Sprint(pid), "-D", images, "-o", "../dump.log").CombinedOutput(); err != nil {
-		return 0, reap, fmt.Errorf("criu dump: %v: %s", err, out)
+		return sample{}, reap, fmt.Errorf("criu dump: %v: %s", err, out)
 	}
-	dump := time.Since(start)
+	s := sample{wall: time.Since(start), cpu: childCPU() - cpu0}
 	_ = reap()
-	start = time.Now()
+	cpu0, start = childCPU(), time.Now()
 	if out, err := exec.Command(path, "restore", "-d", "-D", images, "-o", "../restore.log").CombinedOutput(); err != nil {
-		return 0, func() error { return nil }, fmt.Errorf("criu restore: %v: %s", err, out)
+		return sample{}, func() error { return nil }, fmt.Errorf("criu restore: %v: %s", err, out)
 	}
-	d := dump + time.Since(start)
-	return d, func() error {
+	s.wall, s.cpu = s.wall+time.Since(start), s.cpu+childCPU()-cpu0
+	return s, func() error {
 		var ws syscall.WaitStatus
 		for {
 			if _, err := syscall.Wait4(pid, &ws, 0, nil); !errors.Is(err, syscall.EINTR) {
