@@ -64,7 +64,7 @@ func run() error {
 		metricsAddr  = fs.String("metrics-addr", "127.0.0.1:9401", "address of the Prometheus /metrics endpoint (empty disables)")
 		debugAddr    = fs.String("debug-addr", "", "address of the debug endpoint (health injection, MIG listing); keep it on loopback; empty disables")
 		podUID       = fs.String("pod-uid", os.Getenv("POD_UID"), "pod UID; enables rolling updates of the plugin (env POD_UID)")
-		syncDir      = fs.Bool("checkpoint-sync-dir", false, "also fsync the checkpoint directory on every save (not needed for correctness: state is rolled back after a reboot)")
+		syncDir      = fs.Bool("checkpoint-sync-dir", false, "also fsync the checkpoint directory when the checkpoint file is created or enlarged (saves write in place; not needed for correctness: state is rolled back after a reboot)")
 		infoTTL      = fs.Duration("info-xid-ttl", 5*time.Minute, "how long an informational XID taint lasts")
 	)
 	if err := fs.Parse(os.Args[1:]); err != nil {

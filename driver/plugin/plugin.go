@@ -47,7 +47,8 @@ type Options struct {
 	Slices slices.Options
 	// PodUID enables rolling updates (two plugin instances registered at once) when set.
 	PodUID string
-	// CheckpointSyncDir also fsyncs the checkpoint's directory on every save (see checkpoint.Store).
+	// CheckpointSyncDir also fsyncs the checkpoint's directory when the checkpoint file is created
+	// or enlarged (see checkpoint.Store; ordinary saves write in place).
 	CheckpointSyncDir bool
 	// InfoTTL is how long informational XID taints last.
 	InfoTTL time.Duration
