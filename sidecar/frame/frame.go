@@ -47,6 +47,11 @@ const (
 	tagSize   = 16
 	fixedHdr  = 5
 	dictID    = 0x4e4e0001
+	// DictBelow is the payload size from which the dictionary is not used
+	// even with UseDict: it shrinks small sessions (-24% at 256 bytes) but
+	// saves 0-5% from 4 KiB up, while decoding with it is slower (S2: 2x at
+	// 16 KiB, zstd: 1.5x).
+	DictBelow = 4096
 )
 
 // Errors returned by Open. They are wrapped; test with errors.Is.
@@ -100,8 +105,9 @@ type Options struct {
 	MaxPlaintext int
 	// Compression is the codec for new frames ("": CompressS2).
 	Compression Compression
-	// UseDict compresses with the built-in JSON dictionary. Frames record
-	// whether they used it, so readers open both kinds whatever this says.
+	// UseDict compresses payloads under DictBelow bytes with the built-in
+	// JSON dictionary. Frames record whether they used it, so readers open
+	// both kinds whatever this says.
 	UseDict bool
 	// MinCompress is the payload size below which compression is skipped (0: 64).
 	MinCompress int
@@ -219,7 +225,7 @@ func (c *Codec) Seal(b Binding, plaintext []byte) ([]byte, error) {
 	case c.opts.Compression == CompressS2:
 		out = make([]byte, hdrLen+s2.MaxEncodedLen(len(plaintext))+tagSize)
 		var z []byte
-		if flags = flagS2; c.opts.UseDict {
+		if flags = flagS2; c.opts.UseDict && len(plaintext) < DictBelow {
 			flags |= flagDict
 			z = c.s2Dict.Encode(out[hdrLen:], plaintext)
 		} else {
@@ -228,7 +234,7 @@ func (c *Codec) Seal(b Binding, plaintext []byte) ([]byte, error) {
 		out = out[:hdrLen+len(z)]
 	default:
 		enc := c.enc
-		if flags = flagZstd; c.opts.UseDict {
+		if flags = flagZstd; c.opts.UseDict && len(plaintext) < DictBelow {
 			enc, flags = c.encDict, flagZstd|flagDict
 		}
 		out = enc.EncodeAll(plaintext, make([]byte, hdrLen, hdrLen+len(plaintext)/2+64+tagSize))

@@ -239,3 +239,31 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+func TestDictOnlyBelowDictBelow(t *testing.T) {
+	small := []byte(`{"turns":[{"role":"user","content":"` + strings.Repeat("hello there ", 20) + `"}]}`)
+	large := []byte(`{"turns":[` + strings.Repeat(`{"role":"user","content":"hello there"},`, DictBelow/40+10) + `{}]}`)
+	b := Binding{Kind: "sess", ID: "c"}
+	for _, comp := range []Compression{CompressS2, CompressZstd} {
+		c, err := New(testRing(t, "k", "k"), Options{Tenant: "ns", Compression: comp, UseDict: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name     string
+			in       []byte
+			wantDict bool
+		}{{"small", small, true}, {"large", large, false}} {
+			f, err := c.Seal(b, tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := f[3]&flagDict != 0; got != tc.wantDict {
+				t.Errorf("%s %s (%d bytes): dictionary flag %v, want %v", comp, tc.name, len(tc.in), got, tc.wantDict)
+			}
+			if out, err := c.Open(b, f); err != nil || !bytes.Equal(out, tc.in) {
+				t.Errorf("%s %s: round trip: %v", comp, tc.name, err)
+			}
+		}
+	}
+}

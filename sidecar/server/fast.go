@@ -43,6 +43,10 @@ func (s *Server) FastServer(base context.Context, maxBody int) *fasthttp.Server 
 		// Agents are local and keep connections open between turns: like
 		// the net/http server, no idle or read timeout closes them.
 		ReadTimeout: 0,
+		// A 16 KiB session and its headers go out in one write, and come
+		// in with few reads (the defaults are 4 KiB).
+		ReadBufferSize:  32 << 10,
+		WriteBufferSize: 32 << 10,
 	}
 }
 

@@ -138,6 +138,14 @@ func benchSessions() error {
 	if err != nil {
 		return err
 	}
+	ncodec, err := newCodec(frame.CompressNone)
+	if err != nil {
+		return err
+	}
+	noneStore, err := mkStore(ncodec, 0)
+	if err != nil {
+		return err
+	}
 	hot, err := mkStore(codec, 64<<20)
 	if err != nil {
 		return err
@@ -223,7 +231,7 @@ func benchSessions() error {
 		}
 		return nil
 	}
-	for _, st := range []*store.Store{cold, zstdStore} {
+	for _, st := range []*store.Store{cold, zstdStore, noneStore} {
 		if _, err := st.Put(ctx, "s16k", doc, -1, 0); err != nil {
 			return err
 		}
@@ -245,6 +253,7 @@ func benchSessions() error {
 		{"HTTP GET, near-cache hit", false, func() error { return httpDo(hc, "GET", hotURL+"/v1/sessions/s16k", nil) }},
 		{"store.Get in-process, near cache off", false, func() error { _, err := cold.Get(ctx, "s16k"); return err }},
 		{"store.Get in-process, zstd, cache off", false, func() error { _, err := zstdStore.Get(ctx, "s16k"); return err }},
+		{"store.Get in-process, no compression", false, func() error { _, err := noneStore.Get(ctx, "s16k"); return err }},
 		{"store.Get in-process, near-cache hit", false, func() error { _, err := hot.Get(ctx, "s16k"); return err }},
 		{"raw go-redis SET (baseline)", true, func() error { return raw.Set(ctx, "raw16k", doc, 24*time.Hour).Err() }},
 		{"HTTP PUT", false, func() error { return httpDo(hc, "PUT", coldURL+"/v1/sessions/w16k", doc) }},
@@ -257,6 +266,10 @@ func benchSessions() error {
 		}},
 		{"store.Put in-process", false, func() error { _, err := cold.Put(ctx, "w16k-store", doc, -1, 0); return err }},
 		{"store.Put in-process, zstd", false, func() error { _, err := zstdStore.Put(ctx, "w16k-zstd", doc, -1, 0); return err }},
+		{"store.Put in-process, no compression", false, func() error { _, err := noneStore.Put(ctx, "w16k-none", doc, -1, 0); return err }},
+	}
+	if err := raw.ConfigResetStat(ctx).Err(); err != nil {
+		return err
 	}
 	ops := make([]func() error, len(rows))
 	for i, r := range rows {
@@ -280,9 +293,38 @@ func benchSessions() error {
 			float64(res[i].pct(0.5))/float64(base.pct(0.5)), float64(res[i].pct(0.99))/float64(base.pct(0.99)))
 	}
 	fmt.Printf("  target: sidecar <= 1.3x raw go-redis; near-cache hit p99 <= 20 µs (measured %s µs in-process)\n", strings.TrimSpace(us(res[hit].pct(0.99))))
+	if err := printCommandStats(ctx, raw); err != nil {
+		return err
+	}
 	fmt.Printf("  (sidecar defaults: fasthttp engine, S2 + JSON dictionary; clients: Go net/http unless \"lean\" (fasthttp.Client);\n")
-	fmt.Printf("   \"net/http engine\" = --http-engine=net, \"zstd\" = --compression=zstd)\n")
+	fmt.Printf("   \"net/http engine\" = --http-engine=net, \"zstd\" / \"no compression\" = --compression=zstd / none)\n")
 	return benchFrames(ring)
+}
+
+// printCommandStats prints Redis's own CPU per call of the commands the
+// rows used (INFO commandstats since the rows started): the server-side
+// share of each row, apart from the network and the clients.
+func printCommandStats(ctx context.Context, rdb *redis.Client) error {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return err
+	}
+	var parts []string
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		cmd, isCmd := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !isCmd || !slices.Contains([]string{"get", "set", "hmget", "pttl", "evalsha"}, cmd) {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "usec_per_call="); ok {
+				parts = append(parts, strings.ToUpper(cmd)+" "+v)
+			}
+		}
+	}
+	slices.Sort(parts)
+	fmt.Printf("  Redis CPU µs per call (INFO commandstats; EVALSHA = the put script): %s\n", strings.Join(parts, ", "))
+	return nil
 }
 
 // benchFrames reports sealed frame sizes and seal times per codec, with and
