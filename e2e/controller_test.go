@@ -114,16 +114,28 @@ type ctrlProc struct {
 	args        []string
 	log         *os.File
 	cmd         *exec.Cmd
+	exited      chan error // receives the process's Wait result once; nil before start
 	metricsAddr string
 }
 
+// usedPorts holds every port freePort handed out in this test process: the kernel may return a
+// port again once its probe listener is closed, and two servers of one controller must never
+// be given the same port.
+var usedPorts sync.Map
+
+// freePort returns a loopback port that was free a moment ago and that no earlier call returned.
 func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if _, dup := usedPorts.LoadOrStore(port, true); !dup {
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func (c *ctrlProc) start() {
@@ -133,7 +145,17 @@ func (c *ctrlProc) start() {
 	if err := c.cmd.Start(); err != nil {
 		c.t.Fatalf("start controller: %v", err)
 	}
-	Eventually(c.t, 30*time.Second, "controller metrics endpoint", func() (bool, error) {
+	c.exited = make(chan error, 1)
+	go func(cmd *exec.Cmd, exited chan<- error) { exited <- cmd.Wait() }(c.cmd, c.exited)
+	// A loaded machine can take a while to run the first discovery calls; a controller that
+	// exits is reported at once with its status (its log follows at cleanup).
+	Eventually(c.t, 90*time.Second, "controller metrics endpoint", func() (bool, error) {
+		select {
+		case err := <-c.exited:
+			c.exited <- err
+			c.t.Fatalf("controller exited before serving metrics: %v", err)
+		default:
+		}
 		resp, err := http.Get("http://" + c.metricsAddr + "/metrics")
 		if err != nil {
 			return false, err
@@ -146,7 +168,7 @@ func (c *ctrlProc) start() {
 func (c *ctrlProc) kill() {
 	if c.cmd != nil && c.cmd.Process != nil {
 		_ = c.cmd.Process.Signal(syscall.SIGKILL)
-		_ = c.cmd.Wait()
+		<-c.exited
 		c.cmd = nil
 	}
 }
@@ -187,8 +209,8 @@ func startController(t *testing.T, e *Env, ns, sidecarImage, sidecarArgs string,
 		_ = e.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), cfgName, metav1.DeleteOptions{})
 		if t.Failed() {
 			b, _ := os.ReadFile(logf.Name())
-			if len(b) > 8000 {
-				b = b[len(b)-8000:]
+			if len(b) > 64000 {
+				b = b[len(b)-64000:]
 			}
 			t.Logf("controller log tail:\n%s", b)
 		}

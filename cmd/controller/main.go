@@ -90,6 +90,7 @@ func main() {
 
 func run(ctx context.Context, o *options) error {
 	logger := klog.FromContext(ctx)
+	logger.Info("controller initializing", "namespace", o.namespace, "metrics", o.metricsAddr, "webhookURL", o.webhookURL)
 	scaleToken, err := o.autoscaler.validate()
 	if err != nil {
 		return err
