@@ -65,6 +65,28 @@ type Options struct {
 	// MaxDevicesPerSlice caps devices per slice; 0 means the API limit (64 when devices consume
 	// counters, 128 otherwise).
 	MaxDevicesPerSlice int
+	// MIGGPUs, when positive, publishes dynamic MIG only on the MIGGPUs MIG-capable GPUs with the
+	// highest indices; the node's other GPUs are published as whole GPUs only, without counters
+	// (a per-node mixed layout, like a mixed MIG configuration of the GPU operator). Fewer
+	// partitionable GPUs mean fewer devices per node for the scheduler to search. 0 means all.
+	MIGGPUs int
+}
+
+// dynamicGPU reports whether g is published with dynamic MIG devices.
+func (o Options) dynamicGPU(g *model.GPUInfo, gpus []model.GPUInfo) bool {
+	if o.mode() != MIGDynamic || !g.MIGCapable || len(wantedPlacements(g, o)) == 0 {
+		return false
+	}
+	if o.MIGGPUs <= 0 {
+		return true
+	}
+	higher := 0
+	for i := range gpus {
+		if gpus[i].MIGCapable && gpus[i].Index > g.Index {
+			higher++
+		}
+	}
+	return higher < o.MIGGPUs
 }
 
 func (o Options) mode() MIGMode {
@@ -114,7 +136,7 @@ func Build(node string, gpus []model.GPUInfo, opts Options) resourceslice.Driver
 		var whole, mig []resourceapi.Device
 		consuming := false
 		switch {
-		case opts.mode() == MIGDynamic && g.MIGCapable && len(wantedPlacements(g, opts)) > 0:
+		case opts.dynamicGPU(g, sorted):
 			placed := wantedPlacements(g, opts)
 			kept := g.EssentialCounters(placed)
 			counterSets = append(counterSets, counterSet(g, kept))

@@ -118,6 +118,7 @@ func TestBuildLayout(t *testing.T) {
 		{"dgxh100", Options{}, 1, 8 * 29},
 		{"dgxh100", Options{MIG: MIGNone}, 0, 8},
 		{"dgxh100", Options{Profiles: []string{"1g.10gb"}}, 1, 8 * 8},
+		{"dgxh100", Options{Profiles: []string{"1g.10gb", "3g.40gb"}, MIGGPUs: 4}, 1, 8 + 4*9},
 		{"mixed", Options{}, 1, 2*29 + 2},
 	}
 	for _, tc := range tests {
@@ -194,6 +195,9 @@ func TestResolve(t *testing.T) {
 		{"gpu-3-mig-1g-10gb-p4", Options{MIG: MIGNone}, 0, true},
 		{"gpu-3-mig-2g-20gb-p0", Options{Profiles: []string{"1g.10gb"}}, 0, true},
 		{"gpu-9", Options{}, 0, true},
+		{"gpu-7-mig-3g-40gb-p4", Options{MIGGPUs: 4}, KindDynamicMIG, false},
+		{"gpu-3-mig-3g-40gb-p4", Options{MIGGPUs: 4}, 0, true},
+		{"gpu-3", Options{MIGGPUs: 4}, KindGPU, false},
 		{"gpu-1-mig-0-0", Options{}, 0, true},
 		{"tpu-0", Options{}, 0, true},
 	}

@@ -153,8 +153,8 @@ func Resolve(gpus []model.GPUInfo, opts Options, name string) (Ref, error) {
 			return Ref{}, fmt.Errorf("device %q: MIG instance %d/%d does not exist", name, gi, ci)
 		}
 	}
-	if opts.mode() != MIGDynamic {
-		return Ref{}, fmt.Errorf("device %q: dynamic MIG is disabled", name)
+	if !opts.dynamicGPU(g, gpus) {
+		return Ref{}, fmt.Errorf("device %q: dynamic MIG is disabled on GPU %d", name, idx)
 	}
 	cut := strings.LastIndex(mig, "-p")
 	if cut < 0 {

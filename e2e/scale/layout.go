@@ -38,11 +38,16 @@ const (
 	LayoutWhole       = "whole"
 	LayoutMIGSelected = "mig-selected"
 	LayoutMIGAll      = "mig-all"
+	LayoutMIGMixed    = "mig-mixed"
 )
+
+// MixedMIGGPUs is how many GPUs per node the "mig-mixed" layout partitions.
+const MixedMIGGPUs = 4
 
 // LayoutByName returns a layout: "whole" publishes whole GPUs only (the baseline), "mig-selected"
 // publishes dynamic MIG limited to the profiles the benchmark's DeviceClasses select, and "mig-all"
-// is the naive dynamic MIG layout with every H100 profile and placement.
+// is the naive dynamic MIG layout with every H100 profile and placement. "mig-mixed" is
+// "mig-selected" on the MixedMIGGPUs highest GPUs of each node, the others whole GPUs only.
 func LayoutByName(name string) (Layout, error) {
 	switch name {
 	case LayoutWhole:
@@ -51,8 +56,10 @@ func LayoutByName(name string) (Layout, error) {
 		return Layout{Name: name, MIG: true, Options: slices.Options{MIG: slices.MIGDynamic, Profiles: UsedProfiles()}}, nil
 	case LayoutMIGAll:
 		return Layout{Name: name, MIG: true, Options: slices.Options{MIG: slices.MIGDynamic}}, nil
+	case LayoutMIGMixed:
+		return Layout{Name: name, MIG: true, Options: slices.Options{MIG: slices.MIGDynamic, Profiles: UsedProfiles(), MIGGPUs: MixedMIGGPUs}}, nil
 	}
-	return Layout{}, fmt.Errorf("layout %q: want one of %s, %s, %s", name, LayoutWhole, LayoutMIGSelected, LayoutMIGAll)
+	return Layout{}, fmt.Errorf("layout %q: want one of %s, %s, %s, %s", name, LayoutWhole, LayoutMIGSelected, LayoutMIGAll, LayoutMIGMixed)
 }
 
 // Inventory returns the device model of one simulated node from the driver's NVML mock. The seed

@@ -56,6 +56,18 @@ func (r RunResult) MIGAlgorithmP99() float64 {
 	return v
 }
 
+// SchedulerCPUPerPod returns the kube-scheduler's CPU time per bound pod (NaN if not sampled). It
+// is what the layout costs the scheduler, and unlike latencies it hardly depends on how much CPU
+// other processes leave the scheduler.
+func (r RunResult) SchedulerCPUPerPod() float64 {
+	u, ok := r.Usage["kube-scheduler"]
+	bound, _ := r.Totals()
+	if !ok || bound == 0 {
+		return math.NaN()
+	}
+	return u.CPU.Seconds() / float64(bound)
+}
+
 // WriteRun prints one run's table: per phase, pods/s, end-to-end and scheduler quantiles.
 func WriteRun(w io.Writer, r RunResult) {
 	fmt.Fprintf(w, "\nscale bench: layout=%s nodes=%d slices/node=%d devices/node=%d counterSets/node=%d publish=%s\n",
@@ -122,6 +134,8 @@ func WriteComparison(w io.Writer, base RunResult, runs []RunResult) bool {
 		_, bpps := base.Totals()
 		fmt.Fprintf(tw, "all\t\t\t\t\t%.2f\t\n", ratio(pps, bpps))
 		_ = tw.Flush()
+		fmt.Fprintf(w, "  kube-scheduler CPU per pod %s ms vs %s ms: %.2fx\n", ms(r.SchedulerCPUPerPod()), ms(base.SchedulerCPUPerPod()),
+			ratio(r.SchedulerCPUPerPod(), base.SchedulerCPUPerPod()))
 		if !layoutName(r.Layout).isMIG() {
 			continue
 		}

@@ -51,6 +51,7 @@ func TestNodeSlicesLayouts(t *testing.T) {
 		{LayoutWhole, 8, 0},
 		{LayoutMIGSelected, 8 * (1 + 7 + 2), 8}, // whole GPU, 7 1g placements, 2 3g placements
 		{LayoutMIGAll, 8 * 29, 8},               // every H100 profile and placement
+		{LayoutMIGMixed, 8 + 4*9, 4},            // 8 whole GPUs, MIG on 4
 	}
 	for _, tc := range tests {
 		t.Run(tc.layout, func(t *testing.T) {
