@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Sidecar benchmarks (run by `make bench` from the repo root):
-#  - 16 KiB session GET/PUT p50/p99 through the sidecar (HTTP and in-process)
-#    vs raw go-redis GET/SET of the same bytes, near-cache hit latency;
-#  - frame sizes with and without the zstd JSON dictionary;
+#  - 16 KiB session GET/PUT p50/p99 through the sidecar (HTTP on TCP and on
+#    the unix socket, both HTTP engines, a lean HTTP client, gRPC, and
+#    in-process with each codec) vs raw go-redis GET/SET of the same bytes,
+#    near-cache hit latency, Redis CPU per call;
+#  - frame sizes and seal times per codec (S2, zstd), with and without the
+#    JSON dictionary;
 #  - vector search recall@10 and QPS vs exact brute force on 100k x 128
 #    seeded clustered vectors and an embedding-like distribution.
 # Every ratio is against a baseline measured in the same run. Needs
