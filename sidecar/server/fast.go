@@ -3,6 +3,9 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
+	"k8s.io/klog/v2"
 
 	"github.com/neuronetes/neuronetes/sidecar/store"
 )
@@ -36,7 +40,8 @@ func (s *Server) FastServer(base context.Context, maxBody int) *fasthttp.Server 
 				fallback(ctx)
 			}
 		},
-		Name:                  "neuronetes-sidecar",
+		Logger:                fastLogger{klog.FromContext(base)},
+		ErrorHandler:          fastRequestError,
 		MaxRequestBodySize:    max(maxBody, s.store.MaxSize(), maxVectorBody) + 64<<10,
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
@@ -48,6 +53,37 @@ func (s *Server) FastServer(base context.Context, maxBody int) *fasthttp.Server 
 		ReadBufferSize:  32 << 10,
 		WriteBufferSize: 32 << 10,
 	}
+}
+
+// fastRequestError answers a request fasthttp could not read, in the API's
+// JSON error format: 413 for a body over the server's limit (fasthttp's
+// default says 400), 431 for oversized headers, 408 for a read timeout, else
+// 400. fasthttp closes the connection afterwards.
+func fastRequestError(ctx *fasthttp.RequestCtx, err error) {
+	code := http.StatusBadRequest
+	var small *fasthttp.ErrSmallBuffer
+	var nerr net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		code = http.StatusRequestEntityTooLarge
+	case errors.As(err, &small):
+		code = http.StatusRequestHeaderFieldsTooLarge
+	case errors.As(err, &nerr) && nerr.Timeout():
+		code = http.StatusRequestTimeout
+	}
+	b, _ := json.Marshal(errorBody{Error: "request: " + err.Error()})
+	ctx.SetStatusCode(code)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(append(b, '\n'))
+}
+
+// fastLogger sends fasthttp's own messages (connection-level errors such as
+// an oversize body or a malformed request) to klog at V(2).
+type fastLogger struct{ log klog.Logger }
+
+// Printf implements fasthttp.Logger.
+func (l fastLogger) Printf(format string, args ...any) {
+	l.log.V(2).Info("http connection", "msg", fmt.Sprintf(format, args...))
 }
 
 // fastRoute maps a request onto a session operation; ok is false for
