@@ -25,11 +25,12 @@ type JSONCodec struct{}
 // Name returns the content-subtype, "json".
 func (JSONCodec) Name() string { return "json" }
 
-// Marshal encodes v as JSON.
-func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+// Marshal encodes v as JSON (see grpccodec.go for the messages carrying a
+// session or turn).
+func (JSONCodec) Marshal(v any) ([]byte, error) { return marshalMessage(v) }
 
-// Unmarshal decodes JSON into v.
-func (JSONCodec) Unmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+// Unmarshal decodes JSON into v, with the same result as encoding/json.
+func (JSONCodec) Unmarshal(b []byte, v any) error { return unmarshalMessage(b, v) }
 
 func init() { encoding.RegisterCodec(JSONCodec{}) }
 
