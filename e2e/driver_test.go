@@ -256,6 +256,17 @@ func (h *driverHarness) driverRestarts(t *testing.T) int32 {
 func TestDriver(t *testing.T) {
 	e := requireEnv(t)
 	ctx := context.Background()
+	// The driver's plugin directory, checkpoint and slices are per node: a second deployment (e.g.
+	// the chart of make run) would fight over them, this test's cleanup removes that state, and its
+	// claims hold devices the subtests count on. Wait a while for it to go (an earlier test's
+	// uninstall), then skip.
+	deadline := time.Now().Add(90 * time.Second)
+	for other := otherDriver(ctx, e, ""); other != ""; other = otherDriver(ctx, e, "") {
+		if time.Now().After(deadline) {
+			t.Skipf("another %s driver runs on node %s (%s): TestDriver needs the node to itself", model.DriverName, e.NodeName, other)
+		}
+		time.Sleep(2 * time.Second)
+	}
 	e.Image(t, "driver", "./cmd/driver", images.WithCgo())
 	h := &driverHarness{e: e, ns: e.Namespace(t, "driver"), smoke: e.Image(t, "smoke", "./e2e/cmd/smoke")}
 	// Runs after the DaemonSet is deleted (cleanups run last-in first-out): wait for the driver
