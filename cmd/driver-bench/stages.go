@@ -101,6 +101,10 @@ func stages(e stageEnv) ([]stage, error) {
 			_, err := w.Write("stage-uid", []cdi.Device{{Name: "gpu-3", UUID: "GPU-stage", DeviceNodes: []string{"/dev/nvidia3"}}})
 			return err
 		}},
+		{name: "GPU model from NVML (mock)", run: func(int) error {
+			_, err := e.backend.GPU(e.ctx, gpu)
+			return err
+		}},
 		{name: "MIG create+destroy (mock NVML)", run: func(int) error {
 			in, err := e.backend.CreateMIG(e.ctx, gpu, pid, pl)
 			if err != nil {
