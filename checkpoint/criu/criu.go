@@ -153,7 +153,9 @@ func (c *Client) Dump(ctx context.Context, pid int, imageDir string, opts DumpOp
 		FileLocks:      proto.Bool(opts.FileLocks),
 	}
 	start := time.Now()
-	if err := cr.Dump(req, gocriu.NoNotify{}); err != nil {
+	// No notify callbacks: each would be a round trip to this process
+	// while the tree is frozen.
+	if err := cr.Dump(req, nil); err != nil {
 		return fmt.Errorf("criu dump pid %d into %q: %w%s", pid, imageDir, err, logTail(filepath.Join(wd.Name(), "dump.log")))
 	}
 	logger.V(2).Info("CRIU dump done", "pid", pid, "dir", imageDir, "leaveRunning", opts.LeaveRunning, "duration", time.Since(start))
@@ -175,7 +177,13 @@ func (c *Client) Restore(ctx context.Context, imageDir string, opts RestoreOptio
 		return nil, err
 	}
 	defer wd.Close()
-	notify := &pidNotify{}
+	// The restored root gets its dumped PID; reading it here lets CRIU run
+	// without notify callbacks (round trips to this process while the tree
+	// waits).
+	pid, err := rootPid(imageDir)
+	if err != nil {
+		return nil, err
+	}
 	lazyDone := make(chan struct{})
 	var daemon *exec.Cmd
 	if opts.LazyPages {
@@ -197,24 +205,24 @@ func (c *Client) Restore(ctx context.Context, imageDir string, opts RestoreOptio
 		TcpEstablished: proto.Bool(opts.TCPEstablished),
 		ExtUnixSk:      proto.Bool(opts.ExtUnixSk),
 		FileLocks:      proto.Bool(opts.FileLocks),
-		NotifyScripts:  proto.Bool(true),
 	}
 	start := time.Now()
-	if err := cr.Restore(req, notify); err != nil {
+	if err := cr.Restore(req, nil); err != nil {
 		if daemon != nil {
 			_ = daemon.Process.Kill()
 			<-lazyDone
 		}
 		return nil, fmt.Errorf("criu restore from %q: %w%s", imageDir, err, logTail(filepath.Join(wd.Name(), "restore.log")))
 	}
-	if notify.pid <= 0 {
-		return nil, fmt.Errorf("criu restore from %q: no restored pid reported", imageDir)
+	// RstSibling made the restored root a child of this process.
+	if ppid, err := parentOf(pid); err != nil || ppid != os.Getpid() {
+		return nil, fmt.Errorf("criu restore from %q: restored root pid %d is not a child of this process (parent %d, %v)", imageDir, pid, ppid, err)
 	}
-	proc, err := os.FindProcess(int(notify.pid))
+	proc, err := os.FindProcess(pid)
 	if err != nil {
-		return nil, fmt.Errorf("restored pid %d: %w", notify.pid, err)
+		return nil, fmt.Errorf("restored pid %d: %w", pid, err)
 	}
-	r := &Restored{Pid: int(notify.pid), proc: proc, done: make(chan struct{}), lazyDone: lazyDone}
+	r := &Restored{Pid: pid, proc: proc, done: make(chan struct{}), lazyDone: lazyDone}
 	go r.reap()
 	logger.V(2).Info("CRIU restore done", "pid", r.Pid, "dir", imageDir, "duration", time.Since(start))
 	return r, nil
@@ -259,18 +267,6 @@ func (c *Client) startLazyPages(imageDir, workDir string) (*exec.Cmd, error) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-}
-
-// pidNotify records the restored root PID from CRIU's post-restore callback.
-type pidNotify struct {
-	gocriu.NoNotify
-	pid int32
-}
-
-// PostRestore implements gocriu.Notify.
-func (n *pidNotify) PostRestore(pid int32) error {
-	n.pid = pid
-	return nil
 }
 
 // logTail returns the last error lines of a CRIU log, for error messages.
