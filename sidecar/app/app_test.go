@@ -30,7 +30,7 @@ func TestConfigEnvAndValidate(t *testing.T) {
 	if err := fs.Parse([]string{"--max-session-bytes=2048"}); err != nil {
 		t.Fatal(err)
 	}
-	if c.Namespace != "team-a" || c.MaxSession != 2048 || c.Compression != "s2" || c.HTTPEngine != "fasthttp" || c.HTTPAddr != "127.0.0.1:7070" || c.GRPCAddr != "127.0.0.1:7071" {
+	if c.Namespace != "team-a" || c.MaxSession != 2048 || c.Compression != "zstd" || c.HTTPEngine != "fasthttp" || c.HTTPAddr != "127.0.0.1:7070" || c.GRPCAddr != "127.0.0.1:7071" {
 		t.Fatalf("config = %+v", c)
 	}
 	o, err := c.RedisOptions()
@@ -49,7 +49,7 @@ func TestConfigEnvAndValidate(t *testing.T) {
 		{"bad mode", func(c *Config) { c.RedisMode = "ring" }, false},
 		{"cert without key", func(c *Config) { c.RedisCertFile = "x" }, false},
 		{"ttl order", func(c *Config) { c.DefaultTTL = 2 * c.MaxTTL }, false},
-		{"zstd", func(c *Config) { c.Compression = "zstd" }, true},
+		{"s2", func(c *Config) { c.Compression = "s2" }, true},
 		{"unknown compression", func(c *Config) { c.Compression = "gzip" }, false},
 		{"net/http engine", func(c *Config) { c.HTTPEngine = "net" }, true},
 		{"unknown engine", func(c *Config) { c.HTTPEngine = "h2" }, false},

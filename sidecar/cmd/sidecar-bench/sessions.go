@@ -111,11 +111,11 @@ func benchSessions() error {
 	newCodec := func(c frame.Compression) (*frame.Codec, error) {
 		return frame.New(ring, frame.Options{Tenant: "bench", Compression: c, UseDict: true}) // --zstd-dict defaults to true
 	}
-	codec, err := newCodec(frame.CompressS2) // the sidecar's default
+	codec, err := newCodec(frame.CompressZstd) // the sidecar's default
 	if err != nil {
 		return err
 	}
-	zcodec, err := newCodec(frame.CompressZstd)
+	s2codec, err := newCodec(frame.CompressS2)
 	if err != nil {
 		return err
 	}
@@ -134,7 +134,7 @@ func benchSessions() error {
 	if err != nil {
 		return err
 	}
-	zstdStore, err := mkStore(zcodec, 0)
+	s2Store, err := mkStore(s2codec, 0)
 	if err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ func benchSessions() error {
 		}
 		return nil
 	}
-	for _, st := range []*store.Store{cold, zstdStore, noneStore} {
+	for _, st := range []*store.Store{cold, s2Store, noneStore} {
 		if _, err := st.Put(ctx, "s16k", doc, -1, 0); err != nil {
 			return err
 		}
@@ -252,7 +252,7 @@ func benchSessions() error {
 		}},
 		{"HTTP GET, near-cache hit", false, func() error { return httpDo(hc, "GET", hotURL+"/v1/sessions/s16k", nil) }},
 		{"store.Get in-process, near cache off", false, func() error { _, err := cold.Get(ctx, "s16k"); return err }},
-		{"store.Get in-process, zstd, cache off", false, func() error { _, err := zstdStore.Get(ctx, "s16k"); return err }},
+		{"store.Get in-process, s2, cache off", false, func() error { _, err := s2Store.Get(ctx, "s16k"); return err }},
 		{"store.Get in-process, no compression", false, func() error { _, err := noneStore.Get(ctx, "s16k"); return err }},
 		{"store.Get in-process, near-cache hit", false, func() error { _, err := hot.Get(ctx, "s16k"); return err }},
 		{"raw go-redis SET (baseline)", true, func() error { return raw.Set(ctx, "raw16k", doc, 24*time.Hour).Err() }},
@@ -265,7 +265,7 @@ func benchSessions() error {
 			return err
 		}},
 		{"store.Put in-process", false, func() error { _, err := cold.Put(ctx, "w16k-store", doc, -1, 0); return err }},
-		{"store.Put in-process, zstd", false, func() error { _, err := zstdStore.Put(ctx, "w16k-zstd", doc, -1, 0); return err }},
+		{"store.Put in-process, s2", false, func() error { _, err := s2Store.Put(ctx, "w16k-s2", doc, -1, 0); return err }},
 		{"store.Put in-process, no compression", false, func() error { _, err := noneStore.Put(ctx, "w16k-none", doc, -1, 0); return err }},
 	}
 	if err := raw.ConfigResetStat(ctx).Err(); err != nil {
@@ -296,8 +296,8 @@ func benchSessions() error {
 	if err := printCommandStats(ctx, raw); err != nil {
 		return err
 	}
-	fmt.Printf("  (sidecar defaults: fasthttp engine, S2 + JSON dictionary; clients: Go net/http unless \"lean\" (fasthttp.Client);\n")
-	fmt.Printf("   \"net/http engine\" = --http-engine=net, \"zstd\" / \"no compression\" = --compression=zstd / none)\n")
+	fmt.Printf("  (sidecar defaults: fasthttp engine, zstd + JSON dictionary below 4 KiB; clients: Go net/http unless \"lean\" (fasthttp.Client);\n")
+	fmt.Printf("   \"net/http engine\" = --http-engine=net, \"s2\" / \"no compression\" = --compression=s2 / none)\n")
 	return benchFrames(ring)
 }
 
