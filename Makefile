@@ -41,10 +41,12 @@ e2e: tools deps ## End-to-end tests on the local real cluster (started and stopp
 
 test: test-deps tools lint unit fuzz e2e ## Everything CI runs (fuzzing 10s per target).
 
-fuzz: ## Short fuzzing runs of the sidecar's decoders (FUZZTIME per target, default 10s).
+fuzz: ## Short fuzzing runs of the sidecar's decoders and validator (FUZZTIME per target, default 10s).
 	$(GO) test ./sidecar/frame -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./sidecar/server -run '^$$' -fuzz '^FuzzDecodeSession$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./sidecar/server -run '^$$' -fuzz '^FuzzDecodeVectorRequests$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./sidecar/server -run '^$$' -fuzz '^FuzzGRPCCodec$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./sidecar/store -run '^$$' -fuzz '^FuzzValidJSON$$' -fuzztime $(FUZZTIME)
 
 bench: tools deps ## Every benchmark (hack/bench.d/*.sh), each printing medians and ratios.
 	@for f in hack/bench.d/*.sh; do [ -e "$$f" ] || continue; echo "== $$f"; bash "$$f"; done
