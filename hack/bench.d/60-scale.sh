@@ -6,11 +6,11 @@
 # Brings the local cluster up when it is not running; deletes every node, slice, claim and pod it
 # creates. Run from the repository root.
 #
-# Env (defaults finish in a few minutes on 2 cores):
+# Env (defaults: 3-6 min on the shared 2-core VM; 500 nodes about 10 min, see docs/scale.md):
 #   NEURONETES_SCALE_NODES    node counts, comma-separated (default 150; e.g. 500,1000)
 #   NEURONETES_SCALE_PODS     pods per run (default 1000)
-#   NEURONETES_SCALE_LAYOUTS  layouts, baseline first (default whole,mig-selected; add mig-all for
-#                             the naive layout with every MIG profile)
+#   NEURONETES_SCALE_LAYOUTS  layouts, baseline first (default whole,mig-selected; add mig-mixed for
+#                             MIG on 4 of 8 GPUs, mig-all for the naive layout with every profile)
 #   NEURONETES_SCALE_ARGS     extra flags for e2e/cmd/scale-bench (e.g. -strict)
 set -euo pipefail
 bin=.local/bench/scale-bench

@@ -48,7 +48,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.root, "root", ".", "repository root (the local cluster's state is in ROOT/.local)")
 	fs.StringVar(&nodes, "nodes", "150", "comma-separated kwok node counts, run in increasing order (e.g. 500,1000)")
 	fs.IntVar(&o.pods, "pods", 1000, "pods per run (10% NVLink pairs, 20% whole GPU, 20% MIG 3g, 50% MIG 1g)")
-	fs.StringVar(&layouts, "layouts", "whole,mig-selected", "layouts to run; the first is the baseline: whole, mig-selected, mig-all")
+	fs.StringVar(&layouts, "layouts", "whole,mig-selected", "layouts to run; the first is the baseline: whole, mig-selected, mig-mixed, mig-all")
 	fs.StringVar(&o.gpuProfile, "gpu-profile", "dgxh100", "the driver's NVML mock profile of every node")
 	fs.DurationVar(&o.phaseTimeout, "phase-timeout", 5*time.Minute, "longest wait for one kind's pods to be bound")
 	fs.IntVar(&o.verifyNodes, "verify-nodes", 50, "nodes whose counters are checked against every claim on them")
