@@ -262,6 +262,7 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 				s.hook(ctx, uid)
 			}
 		case d.MIG != nil:
+			// A static MIG instance: it exists already and is not the driver's to check or create.
 		default:
 			if err := s.wholeGPUFree(ctx, ref.GPU.UUID); err != nil {
 				s.failPrepare(ctx, uid)
