@@ -136,17 +136,14 @@ func run(n int, dir, cdiDir string, breakdown bool) error {
 	}
 	d, err := plugin.Start(ctx, plugin.Options{
 		NodeName: node, Kube: kube, Backend: b,
-		PluginDir: sockDir, RegistrarDir: filepath.Join(sockDir, "r"), CDIDir: cdiDir,
+		// The checkpoint lives on the disk under test, the sockets in a short temp dir.
+		PluginDir: sockDir, CheckpointDir: dir, RegistrarDir: filepath.Join(sockDir, "r"), CDIDir: cdiDir,
 		Slices: slices.Options{},
 	})
 	if err != nil {
 		return err
 	}
 	defer d.Stop()
-	// The checkpoint lives on the disk under test, not in the socket dir.
-	if err := os.Symlink(filepath.Join(dir, "checkpoint.json"), filepath.Join(sockDir, "checkpoint.json")); err != nil {
-		return err
-	}
 	conn, err := grpc.NewClient("unix://"+filepath.Join(sockDir, "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err

@@ -39,6 +39,9 @@ type Options struct {
 	Backend *nvml.Backend
 	// PluginDir holds the DRA socket, the checkpoint and (mocks) the simulated hardware state.
 	PluginDir string
+	// CheckpointDir, when set, holds the checkpoint instead of PluginDir (benchmarks put it on the
+	// disk under test while the socket path stays short).
+	CheckpointDir string
 	// RegistrarDir is the kubelet's plugin registration directory.
 	RegistrarDir string
 	// CDIDir receives the per-claim CDI specs.
@@ -79,6 +82,10 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 			return nil, fmt.Errorf("plugin directory %s: %w", dir, err)
 		}
 	}
+	ckptDir := opts.PluginDir
+	if opts.CheckpointDir != "" {
+		ckptDir = opts.CheckpointDir
+	}
 	w, err := cdi.NewWriter(opts.CDIDir)
 	if err != nil {
 		return nil, err
@@ -92,7 +99,7 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 		NodeName:   opts.NodeName,
 		Backend:    opts.Backend,
 		CDI:        w,
-		Store:      &checkpoint.Store{Path: filepath.Join(opts.PluginDir, "checkpoint.json"), BootID: checkpoint.BootID(), SyncDir: opts.CheckpointSyncDir},
+		Store:      &checkpoint.Store{Path: filepath.Join(ckptDir, "checkpoint.json"), BootID: checkpoint.BootID(), SyncDir: opts.CheckpointSyncDir},
 		Slices:     opts.Slices,
 		Event:      opts.Event,
 	})
