@@ -343,3 +343,39 @@ func TestCDISpecRebuiltFromCheckpoint(t *testing.T) {
 		})
 	}
 }
+
+// TestRollingUpdatePeerFinishesCrashedPrepare: the instance that crashes mid-prepare leaves only
+// its unsynced intent; the other, running instance sees it on its next call, destroys the planned
+// MIG instance and prepares the claim again, without a leak or a placement conflict.
+func TestRollingUpdatePeerFinishesCrashedPrepare(t *testing.T) {
+	e := &env{dir: t.TempDir()}
+	crashing, _ := e.open(t, "boot")
+	peer, peerBackend := e.open(t, "boot")
+	ctx := context.Background()
+	mid := claim("mid", []string{"gpu-4-mig-1g-10gb-p1"})
+	reached := make(chan struct{})
+	crashing.SetHook(func(ctx context.Context, uid string) {
+		close(reached)
+		select {} // the process dies here
+	})
+	go crashing.Prepare(ctx, mid) //nolint:errcheck
+	<-reached
+	if n := migCount(t, peerBackend); n != 1 {
+		t.Fatalf("%d MIG instances while the prepare is paused, want 1", n)
+	}
+	if _, err := peer.Prepare(ctx, mid); err != nil {
+		t.Fatalf("peer prepare of the interrupted claim: %v", err)
+	}
+	if n := migCount(t, peerBackend); n != 1 {
+		t.Errorf("%d MIG instances after the peer's prepare, want 1 (the interrupted one destroyed)", n)
+	}
+	if c := peer.Claims()["mid"]; c.State != checkpoint.PrepareCompleted {
+		t.Errorf("claim state %q, want PrepareCompleted", c.State)
+	}
+	if err := peer.Unprepare(ctx, "mid"); err != nil {
+		t.Fatal(err)
+	}
+	if n := migCount(t, peerBackend); n != 0 {
+		t.Errorf("%d MIG instances leaked", n)
+	}
+}
