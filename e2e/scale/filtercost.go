@@ -3,9 +3,7 @@ package scale
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sort"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -132,39 +130,4 @@ func (s *FilterSim) Place(ctx context.Context, k Kind, used map[string]int) (str
 	}
 	used[node] += len(res[node].Devices.Results)
 	return node, res[node], nil
-}
-
-// FilterCost is the measured cost of one layout's Filter for one pod kind.
-type FilterCost struct {
-	Kind Kind
-	// PerNode is the median wall time of one Allocate call (one node, one pod).
-	PerNode time.Duration
-	// MinPerNode is the fastest repetition's time per node: the least disturbed by other load.
-	MinPerNode time.Duration
-	// AllocsPerNode is the number of heap allocations per Allocate call: a proxy for the CPU work
-	// that other load on the machine does not disturb.
-	AllocsPerNode float64
-}
-
-// MeasureFilter times Filter for each kind over all nodes, reps times, and returns the median time
-// per node. The allocation state is left as it is.
-func (s *FilterSim) MeasureFilter(ctx context.Context, kinds []Kind, reps int) ([]FilterCost, error) {
-	var out []FilterCost
-	for _, k := range kinds {
-		var samples []float64
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		for r := 0; r < reps; r++ {
-			start := time.Now()
-			if _, _, err := s.Filter(ctx, k); err != nil {
-				return nil, err
-			}
-			samples = append(samples, float64(time.Since(start))/float64(len(s.nodes)))
-		}
-		runtime.ReadMemStats(&after)
-		sort.Float64s(samples)
-		out = append(out, FilterCost{Kind: k, PerNode: time.Duration(samples[len(samples)/2]), MinPerNode: time.Duration(samples[0]),
-			AllocsPerNode: float64(after.Mallocs-before.Mallocs) / float64(reps*len(s.nodes))})
-	}
-	return out, nil
 }
