@@ -6,7 +6,7 @@
 # Brings the local cluster up when it is not running; deletes every node, slice, claim and pod it
 # creates. Run from the repository root.
 #
-# Env (defaults: 3-6 min on the shared 2-core VM; 500 nodes about 10 min, see docs/scale.md):
+# Env (defaults: 3-6 min on the shared 2-core VM; 500 nodes ~6 min, 1000 nodes ~10 min; docs/scale.md):
 #   NEURONETES_SCALE_NODES    node counts, comma-separated (default 150; e.g. 500,1000)
 #   NEURONETES_SCALE_PODS     pods per run (default 1000)
 #   NEURONETES_SCALE_LAYOUTS  layouts, baseline first (default whole,mig-selected; add mig-mixed for
