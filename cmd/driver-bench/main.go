@@ -44,6 +44,7 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	breakdown := flag.Bool("breakdown", true, "also measure each step of the prepare path on its own (interleaved with the scenarios)")
 	cdiDir := flag.String("cdi-dir", "", "CDI spec directory; default: under /dev/shm like the tmpfs /var/run/cdi, else under -dir")
+	inPlace := flag.Bool("checkpoint-in-place", true, "run the plugin as cmd/driver's --checkpoint-in-place (default true: slot overwrite + fdatasync; false: temp file, fsync, rename)")
 	flag.Parse()
 	if *cdiDir == "" {
 		*cdiDir = filepath.Join(*dir, "cdi")
@@ -64,7 +65,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*n, *dir, *cdiDir, *breakdown); err != nil {
+	if err := run(*n, *dir, *cdiDir, *breakdown, *inPlace); err != nil {
 		fmt.Fprintln(os.Stderr, "driver-bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
@@ -101,7 +102,7 @@ func fsyncWrite(dir string, n int) ([]time.Duration, error) {
 	return out, nil
 }
 
-func run(n int, dir, cdiDir string, breakdown bool) error {
+func run(n int, dir, cdiDir string, breakdown, inPlace bool) error {
 	klog.SetOutput(os.Stderr)
 	klog.LogToStderr(false) // quiet: only errors would matter and they fail the run
 	if err := os.RemoveAll(dir); err != nil {
@@ -137,7 +138,7 @@ func run(n int, dir, cdiDir string, breakdown bool) error {
 	d, err := plugin.Start(ctx, plugin.Options{
 		NodeName: node, Kube: kube, Backend: b,
 		// The checkpoint lives on the disk under test, the sockets in a short temp dir.
-		PluginDir: sockDir, CheckpointDir: dir, RegistrarDir: filepath.Join(sockDir, "r"), CDIDir: cdiDir,
+		PluginDir: sockDir, CheckpointDir: dir, RegistrarDir: filepath.Join(sockDir, "r"), CDIDir: cdiDir, CheckpointInPlace: inPlace,
 		Slices: slices.Options{},
 	})
 	if err != nil {
@@ -213,7 +214,7 @@ func run(n int, dir, cdiDir string, breakdown bool) error {
 	}
 	var steps []stage
 	if breakdown {
-		if steps, err = stages(stageEnv{ctx: ctx, dir: dir, cdiDir: cdiDir, kube: kube, client: client, backend: b, driver: d, claimName: "stage"}); err != nil {
+		if steps, err = stages(stageEnv{ctx: ctx, dir: dir, cdiDir: cdiDir, inPlace: inPlace, kube: kube, client: client, backend: b, driver: d, claimName: "stage"}); err != nil {
 			return err
 		}
 	}
@@ -273,7 +274,11 @@ func run(n int, dir, cdiDir string, breakdown bool) error {
 		}
 	}
 	bp50, bp99 := quantile(base, 0.5), quantile(base, 0.99)
-	fmt.Printf("driver NodePrepareResources (gRPC, mock:dgxh100, checkpoint dir %s, CDI dir %s, %d samples each)\n", dir, cdiDir, len(whole))
+	save := "temp file + fsync + rename (--checkpoint-in-place=false)"
+	if inPlace {
+		save = "in place, one fdatasync (the default)"
+	}
+	fmt.Printf("driver NodePrepareResources (gRPC, mock:dgxh100, checkpoint dir %s, CDI dir %s, %d samples each; checkpoint save: %s)\n", dir, cdiDir, len(whole), save)
 	fmt.Printf("%-40s %12s %12s %10s %10s\n", "scenario", "p50", "p99", "p50/base", "p99/base")
 	row := func(name string, d []time.Duration) {
 		p50, p99 := quantile(d, 0.5), quantile(d, 0.99)

@@ -34,6 +34,7 @@ type stageEnv struct {
 	ctx     context.Context
 	dir     string
 	cdiDir  string
+	inPlace bool // the checkpoint save mode of the plugin under test
 	kube    kubernetes.Interface
 	client  drapb.DRAPluginClient
 	backend *nvml.Backend
@@ -57,7 +58,7 @@ func stages(e stageEnv) ([]stage, error) {
 		return nil, fmt.Errorf("gpu %s: no 1g.10gb profile with 3 placements", g.UUID)
 	}
 	pid, pl := prof.ID, prof.Placements[2]
-	store := &checkpoint.Store{Path: filepath.Join(e.dir, "stage-checkpoint.json"), BootID: checkpoint.BootID()}
+	store := &checkpoint.Store{Path: filepath.Join(e.dir, "stage-checkpoint.json"), BootID: checkpoint.BootID(), InPlace: e.inPlace}
 	data := checkpoint.Data{Claims: map[string]checkpoint.Claim{"stage-uid": {
 		UID: "stage-uid", Namespace: "bench", Name: "stage", State: checkpoint.PrepareCompleted,
 		Devices: []checkpoint.Device{{Requests: []string{"gpu"}, Pool: node, Name: "gpu-5-mig-1g-10gb-p2", GPUUUID: "GPU-stage",
@@ -66,6 +67,10 @@ func stages(e stageEnv) ([]stage, error) {
 	}}}
 	if err := store.Save(data); err != nil {
 		return nil, err
+	}
+	saveName := "checkpoint save (1 claim, temp+fsync+rename)"
+	if e.inPlace {
+		saveName = "checkpoint save (1 claim, in place, fdatasync)"
 	}
 	w, err := cdi.NewWriter(e.cdiDir)
 	if err != nil {
@@ -95,7 +100,7 @@ func stages(e stageEnv) ([]stage, error) {
 			_, _, err := store.Load()
 			return err
 		}},
-		{name: "checkpoint save (1 claim, fdatasync)", run: func(int) error { return store.Save(data) }},
+		{name: saveName, run: func(int) error { return store.Save(data) }},
 		{name: "checkpoint intent (1 claim, no sync)", run: func(int) error { return store.SaveIntent(data) }},
 		{name: "CDI spec write", run: func(i int) error {
 			_, err := w.Write("stage-uid", []cdi.Device{{Name: "gpu-3", UUID: "GPU-stage", DeviceNodes: []string{"/dev/nvidia3"}}})

@@ -64,7 +64,8 @@ func run() error {
 		metricsAddr  = fs.String("metrics-addr", "127.0.0.1:9401", "address of the Prometheus /metrics endpoint (empty disables)")
 		debugAddr    = fs.String("debug-addr", "", "address of the debug endpoint (health injection, MIG listing); keep it on loopback; empty disables")
 		podUID       = fs.String("pod-uid", os.Getenv("POD_UID"), "pod UID; enables rolling updates of the plugin (env POD_UID)")
-		syncDir      = fs.Bool("checkpoint-sync-dir", false, "also fsync the checkpoint directory when the checkpoint file is created or enlarged (saves write in place; not needed for correctness: state is rolled back after a reboot)")
+		syncDir      = fs.Bool("checkpoint-sync-dir", false, "also fsync the checkpoint directory after each rename of the checkpoint file (not needed for correctness: state is rolled back after a reboot)")
+		inPlace      = fs.Bool("checkpoint-in-place", true, "save the checkpoint by overwriting the older of its two checksummed slots with one fdatasync; false: write a temp file, fsync and rename it on every save (same old-or-new guarantee, about 1.5x slower prepares)")
 		infoTTL      = fs.Duration("info-xid-ttl", 5*time.Minute, "how long an informational XID taint lasts")
 	)
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -124,6 +125,7 @@ func run() error {
 		PodUID:            *podUID,
 		InfoTTL:           *infoTTL,
 		CheckpointSyncDir: *syncDir,
+		CheckpointInPlace: *inPlace,
 		Metrics:           m,
 		Event:             func(t, reason, msg string) { recorder.Event(nodeRef, t, reason, msg) },
 	})

@@ -3,10 +3,12 @@ package checkpoint
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/neuronetes/neuronetes/driver/model"
@@ -220,5 +222,55 @@ func TestCloneIsDeep(t *testing.T) {
 	delete(c.Claims, "uid-1")
 	if !reflect.DeepEqual(d, sampleOf(CurrentVersion)) {
 		t.Errorf("changing the clone changed the original: %+v", d)
+	}
+}
+
+// TestSaveModes checks both save modes: by default every save replaces the file (temp file,
+// fsync, rename), with InPlace saves after the first keep the file and overwrite a slot. Both
+// load back the last state, and an intent written between saves is seen until the next save.
+func TestSaveModes(t *testing.T) {
+	inode := func(t *testing.T, path string) uint64 {
+		t.Helper()
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	for _, tt := range []struct {
+		name        string
+		inPlace     bool
+		wantReplace bool
+	}{{"temp file and rename (default)", false, true}, {"in place", true, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Store{Path: filepath.Join(t.TempDir(), "checkpoint.json"), BootID: "b", InPlace: tt.inPlace}
+			d := Data{Claims: map[string]Claim{}}
+			if err := s.Save(d); err != nil {
+				t.Fatal(err)
+			}
+			for i := 1; i <= 3; i++ {
+				before := inode(t, s.Path)
+				uid := fmt.Sprintf("uid-%d", i)
+				started := d.Clone()
+				started.Claims[uid] = Claim{UID: uid, State: PrepareStarted}
+				if err := s.SaveIntent(started); err != nil {
+					t.Fatal(err)
+				}
+				if got, _, err := (&Store{Path: s.Path}).Load(); err != nil || got.Claims[uid].State != PrepareStarted {
+					t.Fatalf("intent %d not seen: %v %+v", i, err, got.Claims)
+				}
+				d.Claims[uid] = Claim{UID: uid, State: PrepareCompleted}
+				if err := s.Save(d); err != nil {
+					t.Fatal(err)
+				}
+				if replaced := inode(t, s.Path) != before; replaced != tt.wantReplace {
+					t.Errorf("save %d replaced the file: %v, want %v", i, replaced, tt.wantReplace)
+				}
+				got, boot, err := (&Store{Path: s.Path}).Load()
+				if err != nil || boot != "b" || !reflect.DeepEqual(got, d) {
+					t.Fatalf("save %d: load = %+v %q %v, want %+v", i, got, boot, err, d)
+				}
+			}
+		})
 	}
 }

@@ -43,7 +43,7 @@ func slotOf(t *testing.T, path string, i int) []byte {
 }
 
 func TestSlotsSaveInPlace(t *testing.T) {
-	s := &Store{Path: filepath.Join(t.TempDir(), "checkpoint.json"), BootID: "b"}
+	s := &Store{Path: filepath.Join(t.TempDir(), "checkpoint.json"), BootID: "b", InPlace: true}
 	if err := s.Save(claims(1)); err != nil {
 		t.Fatal(err)
 	}
@@ -111,14 +111,14 @@ func TestSlotsRecoverFromTornWrites(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &Store{Path: filepath.Join(t.TempDir(), "checkpoint.json"), BootID: "b"}
+			s := &Store{Path: filepath.Join(t.TempDir(), "checkpoint.json"), BootID: "b", InPlace: true}
 			for n := 1; n <= 2; n++ {
 				if err := s.Save(claims(n)); err != nil {
 					t.Fatal(err)
 				}
 			}
 			tt.damage(t, s.Path, minSlotSize)
-			fresh := &Store{Path: s.Path, BootID: "b"}
+			fresh := &Store{Path: s.Path, BootID: "b", InPlace: true}
 			got, _, err := fresh.Load()
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
@@ -154,8 +154,8 @@ func overwrite(t *testing.T, path string, off int64, b []byte) {
 
 func TestSlotsEnlargeAndShare(t *testing.T) {
 	dir := t.TempDir()
-	a := &Store{Path: filepath.Join(dir, "checkpoint.json"), BootID: "b"}
-	b := &Store{Path: a.Path, BootID: "b"}
+	a := &Store{Path: filepath.Join(dir, "checkpoint.json"), BootID: "b", InPlace: true}
+	b := &Store{Path: a.Path, BootID: "b", InPlace: true}
 	if err := a.Save(claims(1)); err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestSlotsEnlargeAndShare(t *testing.T) {
 }
 
 func TestSlotsReadEarlierLayout(t *testing.T) {
-	s := &Store{Path: filepath.Join(t.TempDir(), "checkpoint.json"), BootID: "b"}
+	s := &Store{Path: filepath.Join(t.TempDir(), "checkpoint.json"), BootID: "b", InPlace: true}
 	// Earlier versions wrote one indented envelope.
 	compact, err := Encode("v1", "b", sample())
 	if err != nil {
@@ -232,7 +232,7 @@ func TestSlotsReadEarlierLayout(t *testing.T) {
 }
 
 func TestLoadResultIsCallersCopy(t *testing.T) {
-	s := &Store{Path: filepath.Join(t.TempDir(), "checkpoint.json"), BootID: "b"}
+	s := &Store{Path: filepath.Join(t.TempDir(), "checkpoint.json"), BootID: "b", InPlace: true}
 	if err := s.Save(claims(2)); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestLoadResultIsCallersCopy(t *testing.T) {
 }
 
 func TestSlotsRewriteAfterFailedWrite(t *testing.T) {
-	s := &Store{Path: filepath.Join(t.TempDir(), "checkpoint.json"), BootID: "b"}
+	s := &Store{Path: filepath.Join(t.TempDir(), "checkpoint.json"), BootID: "b", InPlace: true}
 	if err := s.Save(claims(1)); err != nil {
 		t.Fatal(err)
 	}

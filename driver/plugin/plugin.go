@@ -53,6 +53,9 @@ type Options struct {
 	// CheckpointSyncDir also fsyncs the checkpoint's directory when the checkpoint file is created
 	// or enlarged (see checkpoint.Store; ordinary saves write in place).
 	CheckpointSyncDir bool
+	// CheckpointInPlace saves the checkpoint by overwriting a slot in place with one fdatasync
+	// instead of temp file, fsync and rename (checkpoint.Store.InPlace).
+	CheckpointInPlace bool
 	// InfoTTL is how long informational XID taints last.
 	InfoTTL time.Duration
 	// Metrics receives the driver's metrics; nil creates a private set.
@@ -99,7 +102,7 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 		NodeName:   opts.NodeName,
 		Backend:    opts.Backend,
 		CDI:        w,
-		Store:      &checkpoint.Store{Path: filepath.Join(ckptDir, "checkpoint.json"), BootID: checkpoint.BootID(), SyncDir: opts.CheckpointSyncDir},
+		Store:      &checkpoint.Store{Path: filepath.Join(ckptDir, "checkpoint.json"), BootID: checkpoint.BootID(), SyncDir: opts.CheckpointSyncDir, InPlace: opts.CheckpointInPlace},
 		Slices:     opts.Slices,
 		Event:      opts.Event,
 	})

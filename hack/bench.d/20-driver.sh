@@ -10,4 +10,8 @@ N="${DRIVER_BENCH_N:-400}"
 DIR="${DRIVER_BENCH_DIR:-.local/bench/driver}"
 mkdir -p .local/bin
 CGO_CFLAGS="${CGO_CFLAGS:--Wno-deprecated-declarations}" go build -o .local/bin/driver-bench ./cmd/driver-bench
+# The default save (a slot overwritten in place), then --checkpoint-in-place=false (temp file +
+# fsync + rename on every save); each run has its own baseline.
 .local/bin/driver-bench -n "${N}" -dir "${DIR}" 2>/dev/null
+echo
+.local/bin/driver-bench -n "${N}" -dir "${DIR}" -checkpoint-in-place=false -breakdown=false 2>/dev/null
