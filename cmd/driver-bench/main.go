@@ -44,6 +44,7 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	breakdown := flag.Bool("breakdown", true, "also measure each step of the prepare path on its own (interleaved with the scenarios)")
 	cdiDir := flag.String("cdi-dir", "", "CDI spec directory; default: under /dev/shm like the tmpfs /var/run/cdi, else under -dir")
+	nvmlSpec := flag.String("nvml", "mock:dgxh100", "NVML backend: mock:<profile>, or real (whole GPU gpu-0 only, MIG off: nothing on the GPU is changed)")
 	inPlace := flag.Bool("checkpoint-in-place", true, "run the plugin as cmd/driver's --checkpoint-in-place (default true: slot overwrite + fdatasync; false: temp file, fsync, rename)")
 	flag.Parse()
 	if *cdiDir == "" {
@@ -65,7 +66,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*n, *dir, *cdiDir, *breakdown, *inPlace); err != nil {
+	if err := run(*n, *dir, *cdiDir, *nvmlSpec, *breakdown, *inPlace); err != nil {
 		fmt.Fprintln(os.Stderr, "driver-bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
@@ -102,7 +103,15 @@ func fsyncWrite(dir string, n int) ([]time.Duration, error) {
 	return out, nil
 }
 
-func run(n int, dir, cdiDir string, breakdown, inPlace bool) error {
+func run(n int, dir, cdiDir, nvmlSpec string, breakdown, inPlace bool) error {
+	// On real GPUs the bench prepares gpu-0 as a whole GPU with MIG publishing off, so the driver
+	// neither creates nor sweeps MIG instances; the MIG scenarios and the step breakdown (which
+	// uses the mock's MIG) run on mocks only.
+	real := nvmlSpec == "real"
+	wholeDev, sliceOpts := "gpu-3", slices.Options{}
+	if real {
+		wholeDev, sliceOpts, breakdown = "gpu-0", slices.Options{MIG: slices.MIGNone}, false
+	}
 	klog.SetOutput(os.Stderr)
 	klog.LogToStderr(false) // quiet: only errors would matter and they fail the run
 	if err := os.RemoveAll(dir); err != nil {
@@ -131,7 +140,7 @@ func run(n int, dir, cdiDir string, breakdown, inPlace bool) error {
 		}
 		return false, nil, nil
 	})
-	b, err := nvml.Open("mock:dgxh100", nvml.Options{})
+	b, err := nvml.Open(nvmlSpec, nvml.Options{})
 	if err != nil {
 		return err
 	}
@@ -139,7 +148,7 @@ func run(n int, dir, cdiDir string, breakdown, inPlace bool) error {
 		NodeName: node, Kube: kube, Backend: b,
 		// The checkpoint lives on the disk under test, the sockets in a short temp dir.
 		PluginDir: sockDir, CheckpointDir: dir, RegistrarDir: filepath.Join(sockDir, "r"), CDIDir: cdiDir, CheckpointInPlace: inPlace,
-		Slices: slices.Options{},
+		Slices: sliceOpts,
 	})
 	if err != nil {
 		return err
@@ -233,21 +242,24 @@ func run(n int, dir, cdiDir string, breakdown, inPlace bool) error {
 			}
 			atomic = append(atomic, time.Since(start))
 		}
-		w, err := scenario(fmt.Sprintf("whole%d", r), "gpu-3")
+		w, err := scenario(fmt.Sprintf("whole%d", r), wholeDev)
 		if err != nil {
 			return err
 		}
 		whole = append(whole, w...)
+		wd, err := direct(fmt.Sprintf("wd%d", r), wholeDev)
+		if err != nil {
+			return err
+		}
+		wholeDirect = append(wholeDirect, wd...)
+		if real {
+			continue
+		}
 		m, err := scenario(fmt.Sprintf("mig%d", r), "gpu-5-mig-1g-10gb-p2")
 		if err != nil {
 			return err
 		}
 		mig = append(mig, m...)
-		wd, err := direct(fmt.Sprintf("wd%d", r), "gpu-3")
-		if err != nil {
-			return err
-		}
-		wholeDirect = append(wholeDirect, wd...)
 		md, err := direct(fmt.Sprintf("md%d", r), "gpu-5-mig-1g-10gb-p2")
 		if err != nil {
 			return err
@@ -278,7 +290,7 @@ func run(n int, dir, cdiDir string, breakdown, inPlace bool) error {
 	if inPlace {
 		save = "in place, one fdatasync (the default)"
 	}
-	fmt.Printf("driver NodePrepareResources (gRPC, mock:dgxh100, checkpoint dir %s, CDI dir %s, %d samples each; checkpoint save: %s)\n", dir, cdiDir, len(whole), save)
+	fmt.Printf("driver NodePrepareResources (gRPC, %s, checkpoint dir %s, CDI dir %s, %d samples each; checkpoint save: %s)\n", nvmlSpec, dir, cdiDir, len(whole), save)
 	fmt.Printf("%-40s %12s %12s %10s %10s\n", "scenario", "p50", "p99", "p50/base", "p99/base")
 	row := func(name string, d []time.Duration) {
 		p50, p99 := quantile(d, 0.5), quantile(d, 0.99)
@@ -288,9 +300,13 @@ func run(n int, dir, cdiDir string, breakdown, inPlace bool) error {
 	row("baseline: fsync'ed 4 KiB write", base)
 	row("atomic write 4 KiB, fsync file+dir", atomic)
 	row("prepare whole GPU", whole)
-	row("prepare dynamic MIG 1g.10gb", mig)
+	if len(mig) > 0 {
+		row("prepare dynamic MIG 1g.10gb", mig)
+	}
 	row("  whole GPU, plugin call w/o gRPC", wholeDirect)
-	row("  dynamic MIG, plugin call w/o gRPC", migDirect)
+	if len(migDirect) > 0 {
+		row("  dynamic MIG, plugin call w/o gRPC", migDirect)
+	}
 	fmt.Printf("target: prepare p50 <= 3.00x baseline p50\n")
 	if len(steps) > 0 {
 		bp50, bp99 = quantile(stepBase, 0.5), quantile(stepBase, 0.99)
