@@ -39,8 +39,11 @@ type Backend struct {
 	// Lib is the NVML interface (real library or mock server).
 	Lib gonvml.Interface
 
-	mock     *mockState // nil for the real library
-	mu       sync.Mutex // serializes MIG changes
+	mock *mockState // nil for the real library
+	mu   sync.Mutex // serializes MIG changes
+	// handles caches the real library's device handles by UUID (guarded by mu): a handle stays
+	// valid until NVML is shut down. Mock handles are not cached: a refresh replaces them.
+	handles  map[string]gonvml.Device
 	events   chan Event
 	shutdown func()
 }
@@ -181,11 +184,20 @@ func (b *Backend) describe(i int, d gonvml.Device, driverVersion string) (model.
 	return g, nil
 }
 
-// Devices returns the NVML handles by UUID.
+// device returns the NVML handle of the GPU with the given UUID. The caller holds mu.
 func (b *Backend) device(uuid string) (gonvml.Device, error) {
+	if d, ok := b.handles[uuid]; ok {
+		return d, nil
+	}
 	d, ret := b.Lib.DeviceGetHandleByUUID(uuid)
 	if ret != gonvml.SUCCESS {
 		return nil, fmt.Errorf("gpu %s: %s", uuid, gonvml.ErrorString(ret))
+	}
+	if b.mock == nil {
+		if b.handles == nil {
+			b.handles = map[string]gonvml.Device{}
+		}
+		b.handles[uuid] = d
 	}
 	return d, nil
 }

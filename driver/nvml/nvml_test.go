@@ -128,6 +128,14 @@ func TestMIGLifecycleAndPersistence(t *testing.T) {
 	if !g2.MIGEnabled || len(g2.MIGInstances) != 1 || g2.MIGInstances[0] != in {
 		t.Fatalf("restored instances = %+v, want [%+v]", g2.MIGInstances, in)
 	}
+	for _, tc := range []struct {
+		uuid string
+		want int
+	}{{g.UUID, 1}, {gpus[1].UUID, 1}, {gpus[2].UUID, 0}} {
+		if n, err := b2.MIGInstanceCount(ctx, tc.uuid); err != nil || n != tc.want {
+			t.Errorf("MIGInstanceCount(%s) = %d, %v; want %d", tc.uuid, n, err, tc.want)
+		}
+	}
 	if err := b2.DestroyMIG(ctx, g.UUID, in.GIID); err != nil {
 		t.Fatal(err)
 	}

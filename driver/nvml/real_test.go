@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"testing"
+
+	"github.com/neuronetes/neuronetes/driver/model"
 )
 
 // TestRealInventory runs the read-only inventory against the real NVML library. It never changes
@@ -27,10 +29,27 @@ func TestRealInventory(t *testing.T) {
 			t.Errorf("gpu %d: incomplete model: %+v", g.Index, g)
 		}
 	}
+	for _, g := range gpus {
+		n, err := b.MIGInstanceCount(context.Background(), g.UUID)
+		if err != nil {
+			t.Errorf("gpu %d: MIGInstanceCount: %v", g.Index, err)
+		} else if n != countGIs(g.MIGInstances) {
+			t.Errorf("gpu %d: MIGInstanceCount = %d, inventory lists %d GPU instances", g.Index, n, countGIs(g.MIGInstances))
+		}
+	}
 	if path := os.Getenv("NEURONETES_INVENTORY_OUT"); path != "" {
 		raw, _ := json.MarshalIndent(gpus, "", " ")
 		if err := os.WriteFile(path, raw, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// countGIs counts the distinct GPU instances among MIG instances (one per compute instance).
+func countGIs(ins []model.MIGInstance) int {
+	gis := map[int]bool{}
+	for _, in := range ins {
+		gis[in.GIID] = true
+	}
+	return len(gis)
 }

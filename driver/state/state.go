@@ -389,12 +389,12 @@ func (s *State) wholeGPUFree(ctx context.Context, gpuUUID string) error {
 	if s.cfg.Slices.MIG == slices.MIGStatic {
 		return nil
 	}
-	g, err := s.cfg.Backend.GPU(ctx, gpuUUID)
+	n, err := s.cfg.Backend.MIGInstanceCount(ctx, gpuUUID)
 	if err != nil {
 		return err
 	}
-	if len(g.MIGInstances) > 0 {
-		return fmt.Errorf("gpu %s has %d MIG instances and cannot be used whole", gpuUUID, len(g.MIGInstances))
+	if n > 0 {
+		return fmt.Errorf("gpu %s has %d MIG instances and cannot be used whole", gpuUUID, n)
 	}
 	return nil
 }
