@@ -154,13 +154,7 @@ func runPhase(ctx context.Context, cfg Config, bound *bindWatch, k Kind, n int) 
 		return pr, err
 	}
 	waitErr := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, cfg.PhaseTimeout, true, func(context.Context) (bool, error) {
-		c := 0
-		for i := 0; i < n; i++ {
-			if _, ok := bound.get(name(i)); ok {
-				c++
-			}
-		}
-		return c == n, nil
+		return boundCount(bound, name, n) == n, nil
 	})
 	after, err := settledScrape(ctx, cfg.Scraper, before, boundCount(bound, name, n))
 	if err != nil {
