@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -51,6 +52,14 @@ func envOr(key, def string) string {
 
 func run() error {
 	fs := flag.NewFlagSet("driver", flag.ExitOnError)
+	migGPUsDefault := 0
+	if v := os.Getenv("NEURONETES_MIG_GPUS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("NEURONETES_MIG_GPUS: %q is not an integer: %w", v, err)
+		}
+		migGPUsDefault = n
+	}
 	klog.InitFlags(fs)
 	var (
 		nodeName     = fs.String("node-name", os.Getenv("NODE_NAME"), "node this plugin runs on (env NODE_NAME)")
@@ -61,6 +70,7 @@ func run() error {
 		cdiDir       = fs.String("cdi-dir", "/var/run/cdi", "directory for the per-claim CDI specs")
 		migMode      = fs.String("mig-mode", envOr("NEURONETES_MIG_MODE", string(slices.MIGDynamic)), "MIG publishing: dynamic, static or none")
 		migProfiles  = fs.String("mig-profiles", os.Getenv("NEURONETES_MIG_PROFILES"), "comma-separated MIG profiles to publish in dynamic mode (empty: all)")
+		migGPUs      = fs.Int("mig-gpus", migGPUsDefault, "in dynamic mode, publish MIG devices only on this many MIG-capable GPUs (those with the highest indices); the others are whole GPUs only; 0: all (env NEURONETES_MIG_GPUS)")
 		metricsAddr  = fs.String("metrics-addr", "127.0.0.1:9401", "address of the Prometheus /metrics endpoint (empty disables)")
 		debugAddr    = fs.String("debug-addr", "", "address of the debug endpoint (health injection, MIG listing); keep it on loopback; empty disables")
 		podUID       = fs.String("pod-uid", os.Getenv("POD_UID"), "pod UID; enables rolling updates of the plugin (env POD_UID)")
@@ -79,6 +89,9 @@ func run() error {
 	case slices.MIGDynamic, slices.MIGStatic, slices.MIGNone:
 	default:
 		return fmt.Errorf("--mig-mode: %q is not dynamic, static or none", *migMode)
+	}
+	if *migGPUs < 0 {
+		return fmt.Errorf("--mig-gpus: %d is negative (0 means all GPUs)", *migGPUs)
 	}
 	var profiles []string
 	for _, p := range strings.Split(*migProfiles, ",") {
@@ -121,7 +134,7 @@ func run() error {
 		PluginDir:         *pluginDir,
 		RegistrarDir:      *registrarDir,
 		CDIDir:            *cdiDir,
-		Slices:            slices.Options{MIG: mode, Profiles: profiles},
+		Slices:            slices.Options{MIG: mode, Profiles: profiles, MIGGPUs: *migGPUs},
 		PodUID:            *podUID,
 		InfoTTL:           *infoTTL,
 		CheckpointSyncDir: *syncDir,

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -142,6 +143,13 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 	if err := d.publish(ctx); err != nil {
 		d.Stop()
 		return nil, err
+	}
+	if unknown := opts.Slices.UnknownProfiles(st.GPUs()); len(unknown) > 0 {
+		msg := fmt.Sprintf("--mig-profiles: %s offered by no GPU of this node; nothing is published for them", strings.Join(unknown, ","))
+		logger.Info("Warning: "+msg, "profiles", unknown)
+		if opts.Event != nil {
+			opts.Event("Warning", "UnknownMIGProfile", msg)
+		}
 	}
 	logger.Info("Driver started", "node", opts.NodeName, "backend", opts.Backend.Name, "migMode", opts.Slices.MIG, "gpus", len(st.GPUs()))
 	return d, nil

@@ -28,6 +28,13 @@ import (
 
 func startDriver(t *testing.T) (*Driver, *fake.Clientset) {
 	t.Helper()
+	return startDriverWith(t, slices.Options{Profiles: []string{"1g.10gb"}}, nil)
+}
+
+// startDriverWith starts the driver on the nvlink-pairs mock (8 H100s) with
+// the given layout; event, when not nil, receives the driver's events.
+func startDriverWith(t *testing.T, layout slices.Options, event func(typ, reason, msg string)) (*Driver, *fake.Clientset) {
+	t.Helper()
 	dir := t.TempDir()
 	kube := fake.NewSimpleClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", UID: "node-uid"}})
 	// The fake ignores GenerateName; the slice controller relies on it.
@@ -48,7 +55,7 @@ func startDriver(t *testing.T) (*Driver, *fake.Clientset) {
 	d, err := Start(ctx, Options{
 		NodeName: "node-a", Kube: kube, Backend: b,
 		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "reg"), CDIDir: filepath.Join(dir, "cdi"),
-		Slices: slices.Options{Profiles: []string{"1g.10gb"}},
+		Slices: layout, Event: event,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -151,5 +158,33 @@ func TestPublishPrepareAndHealth(t *testing.T) {
 	eventually(t, "taints cleared", func() bool { return tainted() == 0 })
 	if bad, _ := http.Post(srv.URL+"/debug/health?gpu=gpu-2&kind=boom", "", nil); bad.StatusCode != http.StatusBadRequest {
 		t.Errorf("bad kind accepted: %v", bad.Status)
+	}
+}
+
+func TestUnknownMIGProfileWarns(t *testing.T) {
+	tests := []struct {
+		name     string
+		profiles []string
+		want     string // "" when no warning is expected
+	}{
+		{"known profiles", []string{"1g.10gb", "3g.40gb"}, ""},
+		{"typo", []string{"1g.10gb", "1g.11gb"}, "--mig-profiles: 1g.11gb offered by no GPU of this node"},
+		{"A100 profile on H100s", []string{"1g.5gb", "2g.10gb"}, "--mig-profiles: 1g.5gb,2g.10gb offered by no GPU"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var warnings []string
+			startDriverWith(t, slices.Options{Profiles: tt.profiles}, func(typ, reason, msg string) {
+				if reason == "UnknownMIGProfile" {
+					warnings = append(warnings, typ+" "+msg)
+				}
+			})
+			switch {
+			case tt.want == "" && len(warnings) > 0:
+				t.Fatalf("unexpected warnings %q", warnings)
+			case tt.want != "" && (len(warnings) != 1 || !strings.Contains(warnings[0], "Warning "+tt.want)):
+				t.Fatalf("warnings %q, want one containing %q", warnings, tt.want)
+			}
+		})
 	}
 }

@@ -108,6 +108,25 @@ func (o Options) profileWanted(name string) bool {
 	return false
 }
 
+// UnknownProfiles returns the entries of o.Profiles that no MIG-capable GPU of gpus offers, in
+// their order in o.Profiles. Such an entry publishes nothing on this node: a typo, or a profile of
+// another GPU model in a fleet that shares one configuration.
+func (o Options) UnknownProfiles(gpus []model.GPUInfo) []string {
+	var out []string
+	for _, want := range o.Profiles {
+		found := false
+		for i := range gpus {
+			for _, p := range gpus[i].MIGProfiles {
+				found = found || (gpus[i].MIGCapable && p.Name == want)
+			}
+		}
+		if !found {
+			out = append(out, want)
+		}
+	}
+	return out
+}
+
 // Build returns the driver's resources for one node: a single pool named after the node. Counter
 // sets go into their own slices (at most 8 per slice), devices into further slices within the
 // per-slice device limit, in scan order (see below). Output is deterministic.
