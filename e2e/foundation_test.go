@@ -19,6 +19,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/neuronetes/neuronetes/e2e/cluster"
+	"github.com/neuronetes/neuronetes/e2e/images"
 )
 
 func TestFoundationResourceAPIServed(t *testing.T) {
@@ -69,22 +70,7 @@ func TestFoundationSmokePodLogs(t *testing.T) {
 	e := requireEnv(t)
 	img := e.Image(t, "smoke", "./e2e/cmd/smoke")
 	ns := e.Namespace(t, "smoke")
-	e.Apply(t, ns, fmt.Sprintf(`
-apiVersion: v1
-kind: Pod
-metadata:
-  name: smoke
-spec:
-  nodeName: %s
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: smoke
-    image: %s
-    imagePullPolicy: Never
-    env:
-    - name: SMOKE_GREETING
-      value: hello-from-the-local-cluster
-`, e.NodeName, img))
+	e.Apply(t, ns, images.SmokePod(e.NodeName, img, "hello-from-the-local-cluster"))
 	e.WaitPodRunning(t, ns, "smoke", 90*time.Second)
 	Eventually(t, 20*time.Second, "smoke pod logs", func() (bool, error) {
 		out, err := e.KubectlErr("-n", ns, "logs", "smoke")

@@ -36,9 +36,10 @@ func main() {
 		tokUtil  = flag.Float64("nn-token-utilization", 0.9, "NeuroNetes tokens-per-second target as a fraction of prefill-tps")
 		downPct  = flag.Float64("nn-scale-down-percent", 5, "NeuroNetes scale-down limit per 60 s, percent")
 		downWin  = flag.Duration("nn-scale-down-window", 120*time.Second, "NeuroNetes scale-down stabilization window")
-		horizon  = flag.Duration("nn-predictive-horizon", 2*time.Minute, "NeuroNetes trend forecaster horizon (predictive.horizonMinutes)")
+		horizon  = flag.Duration("nn-predictive-horizon", 3*time.Minute, "NeuroNetes trend forecaster horizon (predictive.horizonMinutes)")
 		minConf  = flag.Float64("nn-min-confidence", 0.5, "NeuroNetes forecaster minConfidence")
 		causal   = flag.Bool("causal-ref", true, "also search the oracle's rule fed only the past (a reference for what not knowing the future costs)")
+		isoCost  = flag.Bool("iso-cost", true, "also re-run each baseline with its concurrency target lowered until it spends as much as NeuroNetes, and compare attainment at that cost")
 	)
 	flag.Parse()
 	if *traces == "" {
@@ -89,7 +90,11 @@ func main() {
 			}()
 		}
 		wg.Wait()
-		sim.WriteTable(os.Stdout, tr.Name, oracle, res)
+		var iso map[string]sim.IsoCost
+		if *isoCost {
+			iso = isoCosts(tr, m, cfg, res[0].ReplicaSeconds, curve[0], *parallel)
+		}
+		sim.WriteTable(os.Stdout, tr.Name, oracle, res, iso)
 		if *causal {
 			sim.WriteCausalRef(os.Stdout, tr.Name, oracle, ref)
 		}
@@ -103,4 +108,28 @@ func main() {
 	if failed {
 		os.Exit(1)
 	}
+}
+
+// isoCosts runs sim.BestIsoCost for every baseline against NeuroNetes' cost,
+// parallel at a time, keyed by baseline name.
+func isoCosts(tr sim.Trace, m sim.Model, cfg sim.Config, budget float64, initial, parallel int) map[string]sim.IsoCost {
+	names := sim.BaselineNames(m, cfg)
+	out := make([]sim.IsoCost, len(names))
+	sem := make(chan struct{}, max(parallel, 1))
+	var wg sync.WaitGroup
+	for i := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			out[i] = sim.BestIsoCost(tr, m, cfg, i, budget, initial)
+		}()
+	}
+	wg.Wait()
+	byName := make(map[string]sim.IsoCost, len(names))
+	for i, n := range names {
+		byName[n] = out[i]
+	}
+	return byName
 }

@@ -37,7 +37,7 @@ spec:
       breachOnly: true
       breachResponse: {scaleUpImmediately: true, maxScaleUp: 30}
       scaleDownSafety: {requireHeadroom: 50, checkDuration: 60s}
-    predictive: {enabled: true, horizonMinutes: 2, minConfidence: 0.5}
+    predictive: {enabled: true, horizonMinutes: 3, minConfidence: 0.5}
 `
 
 // TestSimPresetIsAnAgentPool checks that the policy the trace simulator evaluates as NeuroNetes is

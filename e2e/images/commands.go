@@ -28,3 +28,25 @@ func Commands(root string) ([]Spec, error) {
 	}
 	return out, nil
 }
+
+// SmokePod is the manifest of the pod named smoke that runs the smoke image ref
+// on node with SMOKE_GREETING set to greeting; the image prints the greeting
+// and "neuronetes smoke pod running".
+func SmokePod(node, ref, greeting string) string {
+	return fmt.Sprintf(`
+apiVersion: v1
+kind: Pod
+metadata:
+  name: smoke
+spec:
+  nodeName: %s
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: smoke
+    image: %s
+    imagePullPolicy: Never
+    env:
+    - name: SMOKE_GREETING
+      value: %s
+`, node, ref, greeting)
+}

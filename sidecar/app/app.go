@@ -196,23 +196,32 @@ func listenUnix(path string) (net.Listener, error) {
 	return l, nil
 }
 
-func reloadKeys(ctx context.Context, c Config, codec *frame.Codec, m *metrics.Metrics) {
-	if c.KeysReload <= 0 {
+// every calls f each period until ctx ends; a period <= 0 never calls it.
+func every(ctx context.Context, period time.Duration, f func()) {
+	if period <= 0 {
 		return
 	}
-	log := klog.FromContext(ctx)
-	t := time.NewTicker(c.KeysReload)
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			f()
 		}
+	}
+}
+
+// reloadKeys re-reads the key ring every c.KeysReload and swaps it in when its
+// active key or key ids changed; a failed read keeps the current ring.
+func reloadKeys(ctx context.Context, c Config, codec *frame.Codec, m *metrics.Metrics) {
+	log := klog.FromContext(ctx)
+	every(ctx, c.KeysReload, func() {
 		r, err := keys.Load(c.KeysDir)
 		if err != nil {
 			log.Error(err, "reloading keys; keeping the current ring")
-			continue
+			return
 		}
 		cur := codec.Ring()
 		if r.Active() != cur.Active() || !slices.Equal(r.IDs(), cur.IDs()) {
@@ -220,24 +229,15 @@ func reloadKeys(ctx context.Context, c Config, codec *frame.Codec, m *metrics.Me
 			m.SetKeysLoaded(true)
 			log.Info("key ring reloaded", "active", r.Active(), "ids", r.IDs())
 		}
-	}
+	})
 }
 
+// saveLoop writes the vector shard every c.VectorSaveInterval.
 func saveLoop(ctx context.Context, c Config, idx *vector.Index) {
-	if c.VectorSaveInterval <= 0 {
-		return
-	}
 	log := klog.FromContext(ctx)
-	t := time.NewTicker(c.VectorSaveInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, c.VectorSaveInterval, func() {
 		if err := idx.Save(filepath.Join(c.VectorDir, vectorFile)); err != nil {
 			log.Error(err, "saving vector shard")
 		}
-	}
+	})
 }

@@ -34,7 +34,7 @@ type Tuning struct {
 	ScaleDownPercent float64
 	// ScaleDownWindow is the scale-down stabilization window (120 s).
 	ScaleDownWindow time.Duration
-	// PredictiveHorizon is the trend forecaster's horizon (2 min).
+	// PredictiveHorizon is the trend forecaster's horizon (3 min).
 	PredictiveHorizon time.Duration
 	// MinConfidence is the forecaster's minConfidence (0.5).
 	MinConfidence float64
@@ -54,7 +54,7 @@ func (t Tuning) withDefaults() Tuning {
 		t.ScaleDownWindow = 120 * time.Second
 	}
 	if t.PredictiveHorizon <= 0 {
-		t.PredictiveHorizon = 2 * time.Minute
+		t.PredictiveHorizon = 3 * time.Minute
 	}
 	if t.MinConfidence <= 0 {
 		t.MinConfidence = 0.5

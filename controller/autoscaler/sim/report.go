@@ -12,7 +12,10 @@ import (
 // WriteTable prints one row per result with costs relative to the oracle, and a
 // verdict for NeuroNetes against the targets: >= 99% within SLO, <= 1.15x the
 // oracle's replica-seconds, better attainment than every baseline at no more cost.
-func WriteTable(w io.Writer, trace string, oracle Result, rs []Result) {
+// iso, keyed by policy name, holds the baselines re-run at NeuroNetes' cost
+// (BestIsoCost); when given, it is printed and a baseline that attains as much
+// there also fails the verdict. It may be nil.
+func WriteTable(w io.Writer, trace string, oracle Result, rs []Result, iso map[string]IsoCost) {
 	fmt.Fprintf(w, "trace %s: %d requests\n", trace, oracle.Requests)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "policy\twithin SLO\treplica-s\tx oracle\twarm-s\tscale ops\tflaps\tp95 excess s\t")
@@ -30,6 +33,9 @@ func WriteTable(w io.Writer, trace string, oracle Result, rs []Result) {
 	if nn == nil {
 		return
 	}
+	if len(iso) > 0 {
+		writeIsoCost(w, oracle, *nn, rs, iso)
+	}
 	var fails []string
 	if nn.Attainment() < 0.99 {
 		fails = append(fails, fmt.Sprintf("attainment %.2f%% < 99%%", 100*nn.Attainment()))
@@ -46,9 +52,16 @@ func WriteTable(w io.Writer, trace string, oracle Result, rs []Result) {
 		} else if b.Attainment() > nn.Attainment() {
 			fails = append(fails, fmt.Sprintf("%s attains more (at %.2fx our cost)", b.Policy, b.ReplicaSeconds/nn.ReplicaSeconds))
 		}
+		if i, ok := iso[b.Policy]; ok && i.Found && i.Result.Attainment() >= nn.Attainment() {
+			fails = append(fails, fmt.Sprintf("%s attains %.2f%% at our cost (target %.3f)", b.Policy, 100*i.Result.Attainment(), i.TargetUtilization))
+		}
 	}
 	if len(fails) == 0 {
-		fmt.Fprintf(w, "verdict %s: MET (>=99%% SLO, <=1.15x oracle, beats every baseline)\n\n", trace)
+		beats := "beats every baseline"
+		if len(iso) > 0 {
+			beats += " at its default and at our cost"
+		}
+		fmt.Fprintf(w, "verdict %s: MET (>=99%% SLO, <=1.15x oracle, %s)\n\n", trace, beats)
 	} else {
 		fmt.Fprintf(w, "verdict %s: NOT MET: %s\n\n", trace, strings.Join(fails, "; "))
 	}

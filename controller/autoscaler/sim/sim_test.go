@@ -214,7 +214,7 @@ func TestWriteSVGAndTable(t *testing.T) {
 		t.Fatalf("not an SVG plot: %.100s", b)
 	}
 	var sb strings.Builder
-	WriteTable(&sb, "steady", o, []Result{r})
+	WriteTable(&sb, "steady", o, []Result{r}, nil)
 	if !strings.Contains(sb.String(), "neuronetes") || !strings.Contains(sb.String(), "verdict steady") {
 		t.Fatalf("table: %s", sb.String())
 	}

@@ -114,22 +114,7 @@ func (d *demo) smokePod(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := d.apply(ctx, demoNamespace, fmt.Sprintf(`
-apiVersion: v1
-kind: Pod
-metadata:
-  name: smoke
-spec:
-  nodeName: %s
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: smoke
-    image: %s
-    imagePullPolicy: Never
-    env:
-    - name: SMOKE_GREETING
-      value: hello-from-make-run
-`, cluster.NodeName, images.Ref("smoke"))); err != nil {
+	if err := d.apply(ctx, demoNamespace, images.SmokePod(cluster.NodeName, images.Ref("smoke"), "hello-from-make-run")); err != nil {
 		return err
 	}
 	if err := d.waitPodRunning(ctx, demoNamespace, "smoke", 90*time.Second); err != nil {
