@@ -3,7 +3,8 @@
 #  - 16 KiB session GET/PUT p50/p99 through the sidecar (HTTP on TCP and on
 #    the unix socket, both HTTP engines, a lean HTTP client, gRPC, and
 #    in-process with each codec) vs raw go-redis GET/SET of the same bytes,
-#    near-cache hit latency, Redis CPU per call;
+#    near-cache hit latency, Redis CPU per call, and the HTTP hop alone (a
+#    server answering from memory) with the floor it puts under any sidecar;
 #  - frame sizes and seal times per codec (S2, zstd), with and without the
 #    JSON dictionary;
 #  - vector search recall@10 and QPS vs exact brute force on 100k x 128

@@ -174,6 +174,13 @@ func benchSessions() error {
 	if _, err := serveFast(coldSrv, "unix", sock); err != nil {
 		return err
 	}
+	// The hop alone: a fasthttp server on loopback that answers GET with the
+	// session's bytes from memory and reads and drops a PUT body. No sidecar
+	// on a cache miss can be faster than this hop plus the Redis call behind it.
+	echoURL, err := serveEcho(ctx, chatJSON(1, 16<<10))
+	if err != nil {
+		return err
+	}
 	netHTTP := httptest.NewServer(coldSrv.Handler())
 	defer netHTTP.Close()
 	gl, err := net.Listen("tcp", "127.0.0.1:0")
@@ -242,6 +249,8 @@ func benchSessions() error {
 	rounds, per := envInt("NN_BENCH_ROUNDS", 10), envInt("NN_BENCH_OPS", 200)
 	rows := []row{
 		{"raw go-redis GET (baseline)", true, func() error { return raw.Get(ctx, "raw16k").Err() }},
+		{hopGet, false, func() error { return httpDo(hc, "GET", echoURL+"/v1/sessions/s16k", nil) }},
+		{hopGetLean, false, func() error { return leanDo("GET", echoURL+"/v1/sessions/s16k", nil) }},
 		{"HTTP GET, near cache off", false, func() error { return httpDo(hc, "GET", coldURL+"/v1/sessions/s16k", nil) }},
 		{"HTTP/unix GET, near cache off", false, func() error { return httpDo(uc, "GET", "http://sidecar/v1/sessions/s16k", nil) }},
 		{"HTTP GET, lean client, cache off", false, func() error { return leanDo("GET", coldURL+"/v1/sessions/s16k", nil) }},
@@ -256,6 +265,8 @@ func benchSessions() error {
 		{"store.Get in-process, no compression", false, func() error { _, err := noneStore.Get(ctx, "s16k"); return err }},
 		{"store.Get in-process, near-cache hit", false, func() error { _, err := hot.Get(ctx, "s16k"); return err }},
 		{"raw go-redis SET (baseline)", true, func() error { return raw.Set(ctx, "raw16k", doc, 24*time.Hour).Err() }},
+		{hopPut, false, func() error { return httpDo(hc, "PUT", echoURL+"/v1/sessions/w16k", doc) }},
+		{hopPutLean, false, func() error { return leanDo("PUT", echoURL+"/v1/sessions/w16k", doc) }},
 		{"HTTP PUT", false, func() error { return httpDo(hc, "PUT", coldURL+"/v1/sessions/w16k", doc) }},
 		{"HTTP/unix PUT", false, func() error { return httpDo(uc, "PUT", "http://sidecar/v1/sessions/w16k-unix", doc) }},
 		{"HTTP PUT, lean client", false, func() error { return leanDo("PUT", coldURL+"/v1/sessions/w16k-lean", doc) }},
@@ -281,7 +292,7 @@ func benchSessions() error {
 	}
 	fmt.Printf("session ops, %d-byte JSON session, one client, %d x %d interleaved ops each, redis-server on loopback\n", len(doc), rounds, per)
 	fmt.Printf("  %-40s %9s %9s %9s %9s\n", "op", "p50 µs", "p99 µs", "p50 x", "p99 x")
-	hit, base := 0, res[0]
+	hit, base, at := 0, res[0], map[string]dist{}
 	for i, r := range rows {
 		if r.baseline {
 			base = res[i]
@@ -289,10 +300,12 @@ func benchSessions() error {
 		if r.name == "store.Get in-process, near-cache hit" {
 			hit = i
 		}
+		at[r.name] = res[i]
 		fmt.Printf("  %-40s %s %s %9.2f %9.2f\n", r.name, us(res[i].pct(0.5)), us(res[i].pct(0.99)),
 			float64(res[i].pct(0.5))/float64(base.pct(0.5)), float64(res[i].pct(0.99))/float64(base.pct(0.99)))
 	}
 	fmt.Printf("  target: sidecar <= 1.3x raw go-redis; near-cache hit p99 <= 20 µs (measured %s µs in-process)\n", strings.TrimSpace(us(res[hit].pct(0.99))))
+	printFloor(at)
 	if err := printCommandStats(ctx, raw); err != nil {
 		return err
 	}
@@ -378,4 +391,47 @@ func benchFrames(ring *keys.Ring) error {
 		fmt.Println()
 	}
 	return nil
+}
+
+// Row names of the hop-only rows, which printFloor reads back.
+const (
+	hopGet     = "loopback hop only, GET (no Redis)"
+	hopGetLean = "loopback hop only, GET, lean client"
+	hopPut     = "loopback hop only, PUT (no Redis)"
+	hopPutLean = "loopback hop only, PUT, lean client"
+)
+
+// serveEcho starts the hop-only server: GET answers body, anything else
+// reads the request body and answers 200 with no body.
+func serveEcho(ctx context.Context, body []byte) (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	fs := &fasthttp.Server{Handler: func(c *fasthttp.RequestCtx) {
+		if c.IsGet() {
+			c.SetContentType("application/json")
+			c.SetBody(body)
+			return
+		}
+		_ = c.PostBody()
+	}}
+	go func() { _ = fs.Serve(l) }()
+	go func() { <-ctx.Done(); _ = fs.Shutdown() }()
+	return "http://" + l.Addr().String(), nil
+}
+
+// printFloor prints what the hop-only rows leave of the 1.3x budget, and the
+// floor of this sidecar's design: the hop plus the in-process store call (its
+// Redis round trip and frame codec), at p50, as ratios to the raw call.
+func printFloor(at map[string]dist) {
+	p50 := func(name string) float64 { return float64(at[name].pct(0.5)) }
+	const rawGet, rawSet = "raw go-redis GET (baseline)", "raw go-redis SET (baseline)"
+	const storeGet, storePut = "store.Get in-process, near cache off", "store.Put in-process"
+	fmt.Printf("  hop alone / raw: GET %.2fx (lean client %.2fx), PUT %.2fx (lean client %.2fx); left of the 1.3x budget for Redis and the codec: GET %.2fx, PUT %.2fx (lean)\n",
+		p50(hopGet)/p50(rawGet), p50(hopGetLean)/p50(rawGet), p50(hopPut)/p50(rawSet), p50(hopPutLean)/p50(rawSet),
+		1.3-p50(hopGetLean)/p50(rawGet), 1.3-p50(hopPutLean)/p50(rawSet))
+	fmt.Printf("  floor of this design (hop-only + in-process store call) / raw: GET %.2fx (lean client %.2fx), PUT %.2fx (lean client %.2fx)\n",
+		(p50(hopGet)+p50(storeGet))/p50(rawGet), (p50(hopGetLean)+p50(storeGet))/p50(rawGet),
+		(p50(hopPut)+p50(storePut))/p50(rawSet), (p50(hopPutLean)+p50(storePut))/p50(rawSet))
 }
