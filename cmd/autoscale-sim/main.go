@@ -90,13 +90,18 @@ func main() {
 			}()
 		}
 		wg.Wait()
+		nn := &res[0] // sim.All lists NeuroNetes first
+		if nn.Policy != "neuronetes" {
+			fmt.Fprintf(os.Stderr, "autoscale-sim: first policy is %q, not neuronetes\n", nn.Policy)
+			os.Exit(1)
+		}
 		var iso map[string]sim.IsoCost
 		if *isoCost {
-			iso = isoCosts(tr, m, cfg, res[0].ReplicaSeconds, curve[0], *parallel)
+			iso = isoCosts(tr, m, cfg, nn.ReplicaSeconds, curve[0], *parallel)
 		}
 		sim.WriteTable(os.Stdout, tr.Name, oracle, res, iso)
 		if *causal {
-			sim.WriteCausalRef(os.Stdout, tr.Name, oracle, ref)
+			sim.WriteCausalRef(os.Stdout, tr.Name, oracle, ref, nn)
 		}
 		svg := filepath.Join(*out, tr.Name+".svg")
 		if err := sim.WriteSVG(svg, fmt.Sprintf("%s: load and replicas", tr.Name), oracle, res); err != nil {

@@ -268,8 +268,23 @@ func TestBestCausalCostsMoreThanOracleOnBursts(t *testing.T) {
 		t.Fatalf("causal reference %.0f replica-s is not above the oracle's %.0f on periodic bursts", c.Result.ReplicaSeconds, o.ReplicaSeconds)
 	}
 	var sb strings.Builder
-	WriteCausalRef(&sb, "burst", o, c)
-	if !strings.Contains(sb.String(), "reference burst") {
+	WriteCausalRef(&sb, "burst", o, c, nil)
+	if !strings.Contains(sb.String(), "reference burst") || strings.Contains(sb.String(), "against the reference") {
 		t.Fatalf("reference line: %s", sb.String())
+	}
+	for _, tt := range []struct {
+		name string
+		nn   Result
+		want string
+	}{
+		{"cheaper", Result{Requests: 100, WithinSLO: 100, ReplicaSeconds: c.Result.ReplicaSeconds}, "at 1.000x the reference's replica-s (within 1.15x"},
+		{"dearer", Result{Requests: 100, WithinSLO: 100, ReplicaSeconds: 1.2 * c.Result.ReplicaSeconds}, "at 1.200x the reference's replica-s (NOT within 1.15x"},
+		{"missing the SLO", Result{Requests: 100, WithinSLO: 98, ReplicaSeconds: c.Result.ReplicaSeconds}, "(NOT within 1.15x"},
+	} {
+		sb.Reset()
+		WriteCausalRef(&sb, "burst", o, c, &tt.nn)
+		if !strings.Contains(sb.String(), tt.want) {
+			t.Errorf("%s: want %q in %s", tt.name, tt.want, sb.String())
+		}
 	}
 }
