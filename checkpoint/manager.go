@@ -33,7 +33,7 @@ type Manager struct {
 	Tree func(pid int) []int
 
 	// digests caches the sha256 of mapped files by identity.
-	digests fileDigests
+	digests DigestCache
 }
 
 // CheckpointRequest names a process and where its checkpoint goes.
@@ -72,7 +72,7 @@ func (m *Manager) Checkpoint(ctx context.Context, req CheckpointRequest) (*store
 	// Scanned before the dump, which may end the tree: CRIU leaves clean
 	// pages of these files out of the images and maps the files again at
 	// restore, so the restore must check they are unchanged.
-	mapped, err := scanMapped(ctx, pids)
+	mapped, err := ScanMappedFiles(ctx, pids, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -98,13 +98,8 @@ func (m *Manager) Checkpoint(ctx context.Context, req CheckpointRequest) (*store
 			return nil, err
 		}
 	}
-	if len(mapped) > 0 {
-		if err := m.digests.fill(mapped); err != nil {
-			return nil, err
-		}
-		if err := writeMapped(images, mapped); err != nil {
-			return nil, err
-		}
+	if err := RecordMappedFiles(images, mapped, &m.digests); err != nil {
+		return nil, err
 	}
 	labels := map[string]string{"gpuPids": fmt.Sprint(toggled)}
 	for k, v := range req.Labels {

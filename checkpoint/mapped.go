@@ -63,6 +63,30 @@ type MappedFile struct {
 	Identity FileIdentity `json:"identity"`
 	// SHA256 is the digest of the whole file.
 	SHA256 string `json:"sha256"`
+	// local is where this process opens the file when it sees it under
+	// another path than the tree did (a container's bind mount); empty: Path.
+	local string
+}
+
+// open is the path this process opens f by.
+func (f *MappedFile) open() string {
+	if f.local != "" {
+		return f.local
+	}
+	return f.Path
+}
+
+// Resolver maps a path as the checkpointed processes see it to the path
+// this process opens the same file by. It reports false for a file it
+// cannot place (for a container: one that is not under a bind mount, so it
+// comes with the image). A nil Resolver means the same path.
+type Resolver func(path string) (local string, ok bool)
+
+func (r Resolver) resolve(path string) (string, bool) {
+	if r == nil {
+		return path, true
+	}
+	return r(path)
 }
 
 func identityOf(path string) (FileIdentity, error) {
@@ -107,11 +131,13 @@ func parseMaps(r io.Reader) ([]mapsEntry, error) {
 	return out, nil
 }
 
-// scanMapped lists the regular files the pids map privately, once each.
-// Shared mappings are left out: their content lives in the file by design,
-// so a restore must see the file as it is then. A file whose path now names
-// another file than the one mapped is left out too (CRIU handles those).
-func scanMapped(ctx context.Context, pids []int) ([]MappedFile, error) {
+// ScanMappedFiles lists the regular files the pids map privately, once
+// each, found through resolve. Shared mappings are left out: their content
+// lives in the file by design, so a restore must see the file as it is then.
+// A file whose path now names another file than the one mapped, or that
+// resolve cannot place, is left out too (CRIU handles those). It runs
+// before the dump, which may end the processes.
+func ScanMappedFiles(ctx context.Context, pids []int, resolve Resolver) ([]MappedFile, error) {
 	logger := klog.FromContext(ctx)
 	seen := map[string]bool{}
 	var out []MappedFile
@@ -133,7 +159,12 @@ func scanMapped(ctx context.Context, pids []int) ([]MappedFile, error) {
 				continue
 			}
 			seen[e.path] = true
-			id, err := identityOf(e.path)
+			local, ok := resolve.resolve(e.path)
+			if !ok {
+				logger.V(2).Info("Mapped file outside what the resolver places, left to CRIU", "pid", pid, "path", e.path)
+				continue
+			}
+			id, err := identityOf(local)
 			if err != nil {
 				logger.V(2).Info("Mapped file not reachable by path, left to CRIU", "pid", pid, "path", e.path, "err", err)
 				continue
@@ -144,33 +175,54 @@ func scanMapped(ctx context.Context, pids []int) ([]MappedFile, error) {
 				logger.V(2).Info("Mapped file was replaced at its path, left to CRIU", "pid", pid, "path", e.path)
 				continue
 			}
-			if st, err := os.Stat(e.path); err != nil || !st.Mode().IsRegular() {
+			if st, err := os.Stat(local); err != nil || !st.Mode().IsRegular() {
 				continue
 			}
-			out = append(out, MappedFile{Path: e.path, Identity: id})
+			f := MappedFile{Path: e.path, Identity: id}
+			if local != e.path {
+				f.local = local
+			}
+			out = append(out, f)
 		}
 	}
 	return out, nil
 }
 
-// fileDigests caches file sha256s by identity, so re-checkpoints of an agent
-// that maps large unchanged weights do not hash them again.
-type fileDigests struct{ m sync.Map }
+// DigestCache caches file sha256s by identity, so re-checkpoints of an agent
+// that maps large unchanged weights do not hash them again. The zero value
+// is ready for use, also concurrently; it must not be copied after use.
+type DigestCache struct{ m sync.Map }
+
+// RecordMappedFiles fills in the sha256 of files (through cache, which may
+// be nil) and writes their record into dir, where CheckMappedFiles and
+// CheckMappedFilesIn read it. Nothing is written for no files.
+func RecordMappedFiles(dir string, files []MappedFile, cache *DigestCache) error {
+	if len(files) == 0 {
+		return nil
+	}
+	if cache == nil {
+		cache = &DigestCache{}
+	}
+	if err := cache.fill(files); err != nil {
+		return err
+	}
+	return writeMapped(dir, files)
+}
 
 // fill computes each file's sha256 (or takes it from the cache) and checks
 // that the file did not change while it was hashed.
-func (d *fileDigests) fill(files []MappedFile) error {
+func (d *DigestCache) fill(files []MappedFile) error {
 	for i := range files {
 		f := &files[i]
 		if v, ok := d.m.Load(f.Identity); ok {
 			f.SHA256 = v.(string)
 			continue
 		}
-		sum, err := hashFile(f.Path)
+		sum, err := hashFile(f.open())
 		if err != nil {
 			return fmt.Errorf("mapped file %s: %w", f.Path, err)
 		}
-		after, err := identityOf(f.Path)
+		after, err := identityOf(f.open())
 		if err != nil {
 			return fmt.Errorf("mapped file %s: %w", f.Path, err)
 		}
@@ -229,17 +281,24 @@ func readMapped(imageDir string) ([]MappedFile, error) {
 // directory as Restore does before CRIU runs; a directory without a record
 // passes. Errors about changed files wrap ErrMappedFileChanged.
 func CheckMappedFiles(imageDir string, check MappedCheck) error {
+	return CheckMappedFilesIn(imageDir, check, nil)
+}
+
+// CheckMappedFilesIn is CheckMappedFiles for a tree that will see the files
+// through resolve (a restored container's bind mounts). A recorded file that
+// resolve can no longer place counts as changed.
+func CheckMappedFilesIn(imageDir string, check MappedCheck, resolve Resolver) error {
 	files, err := readMapped(imageDir)
 	if err != nil {
 		return err
 	}
-	return verifyMapped(files, check)
+	return verifyMapped(files, check, resolve)
 }
 
 // verifyMapped checks that every recorded file is still the one the tree
 // had mapped; the error wraps ErrMappedFileChanged and names the file and
 // the field that differs.
-func verifyMapped(files []MappedFile, check MappedCheck) error {
+func verifyMapped(files []MappedFile, check MappedCheck, resolve Resolver) error {
 	if check == MappedCheckNone {
 		return nil
 	}
@@ -247,7 +306,11 @@ func verifyMapped(files []MappedFile, check MappedCheck) error {
 		return fmt.Errorf("invalid MappedCheck %q", check)
 	}
 	for _, f := range files {
-		id, err := identityOf(f.Path)
+		local, ok := resolve.resolve(f.Path)
+		if !ok {
+			return fmt.Errorf("mapped file %s: no longer reachable (its mount is gone): %w", f.Path, ErrMappedFileChanged)
+		}
+		id, err := identityOf(local)
 		if err != nil {
 			return fmt.Errorf("mapped file %s: %v: %w", f.Path, err, ErrMappedFileChanged)
 		}
@@ -257,7 +320,7 @@ func verifyMapped(files []MappedFile, check MappedCheck) error {
 		if check == MappedCheckIdentity && id == f.Identity {
 			continue
 		}
-		sum, err := hashFile(f.Path)
+		sum, err := hashFile(local)
 		if err != nil {
 			return fmt.Errorf("mapped file %s: %v: %w", f.Path, err, ErrMappedFileChanged)
 		}

@@ -54,7 +54,7 @@ func TestScanMappedFindsPrivateMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Munmap(b)
-	files, err := scanMapped(context.Background(), []int{os.Getpid(), 1 << 30})
+	files, err := ScanMappedFiles(context.Background(), []int{os.Getpid(), 1 << 30}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestScanMappedFindsPrivateMapping(t *testing.T) {
 	if found.Identity.Size != 1<<16 || found.Identity.Ino == 0 {
 		t.Errorf("identity %+v", found.Identity)
 	}
-	var d fileDigests
+	var d DigestCache
 	one := []MappedFile{*found}
 	if err := d.fill(one); err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func TestVerifyMapped(t *testing.T) {
 				t.Fatal(err)
 			}
 			files := []MappedFile{{Path: p, Identity: id}}
-			var d fileDigests
+			var d DigestCache
 			if err := d.fill(files); err != nil {
 				t.Fatal(err)
 			}
@@ -148,7 +148,7 @@ func TestVerifyMapped(t *testing.T) {
 			}
 			time.Sleep(2 * time.Millisecond) // a rewrite gets a later ctime
 			tc.change(t, p)
-			err = verifyMapped(files, tc.check)
+			err = verifyMapped(files, tc.check, nil)
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Errorf("verifyMapped: %v", err)

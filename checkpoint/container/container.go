@@ -31,6 +31,9 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"k8s.io/klog/v2"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/neuronetes/neuronetes/checkpoint"
 	"github.com/neuronetes/neuronetes/checkpoint/store"
 )
 
@@ -65,6 +68,8 @@ type Engine struct {
 	// RuncBinary, if set, is the runc binary for restored containers
 	// (e.g. hack/criu/runc-criu.sh).
 	RuncBinary string
+	// digests caches the sha256 of mapped files across checkpoints.
+	digests checkpoint.DigestCache
 }
 
 // Connect dials containerd at address.
@@ -110,6 +115,26 @@ func (e *Engine) Checkpoint(ctx context.Context, id, agent, ckID string, o Check
 	if err != nil {
 		return nil, fmt.Errorf("container %s task: %w", id, err)
 	}
+	var spec specs.Spec
+	if err := json.Unmarshal(info.Spec.GetValue(), &spec); err != nil {
+		return nil, fmt.Errorf("container %s spec: %w", id, err)
+	}
+	procs, err := task.Pids(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("container %s pids: %w", id, err)
+	}
+	pids := make([]int, 0, len(procs))
+	for _, p := range procs {
+		pids = append(pids, int(p.Pid))
+	}
+	// Files the container maps privately from its bind mounts (a node-local
+	// model cache): CRIU leaves their clean pages out and maps them again at
+	// restore, which must find them unchanged. Files of the image's rootfs
+	// are fixed by the image, which the restore requires too.
+	mapped, err := checkpoint.ScanMappedFiles(ctx, pids, bindResolver(spec.Mounts))
+	if err != nil {
+		return nil, fmt.Errorf("container %s: %w", id, err)
+	}
 	dir, err := os.MkdirTemp(e.WorkDir, "ctr-dump-")
 	if err != nil {
 		return nil, fmt.Errorf("work dir: %w", err)
@@ -130,7 +155,10 @@ func (e *Engine) Checkpoint(ctx context.Context, id, agent, ckID string, o Check
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint task of %s: %w%s", id, err, criuLog(work, "dump.log"))
 	}
-	logger.V(2).Info("Container dumped", "duration", time.Since(start))
+	logger.V(2).Info("Container dumped", "duration", time.Since(start), "mappedFiles", len(mapped))
+	if err := checkpoint.RecordMappedFiles(dir, mapped, &e.digests); err != nil {
+		return nil, fmt.Errorf("container %s: %w", id, err)
+	}
 	// Without leave-running the task exited with the dump; its owner (the
 	// CRI plugin for kubelet containers) sees the exit and cleans it up.
 	meta := Meta{Image: info.Image, Snapshotter: info.Snapshotter, Spec: info.Spec.GetValue()}
@@ -180,3 +208,28 @@ func criuLog(dir, name string) string {
 
 // ErrNoHost is returned when the host container has no namespaces to join.
 var ErrNoHost = errors.New("host container has no joinable network namespace")
+
+// bindResolver places a path as a container with mounts sees it on the host:
+// under the bind mount with the longest destination that holds it. Other
+// paths (the image's rootfs, tmpfs, proc) are not placed.
+func bindResolver(mounts []specs.Mount) checkpoint.Resolver {
+	return func(path string) (string, bool) {
+		best, local := -1, ""
+		for _, m := range mounts {
+			if !isBind(m) || !filepath.IsAbs(m.Source) {
+				continue
+			}
+			dst := filepath.Clean(m.Destination)
+			rel, ok := strings.CutPrefix(path, dst)
+			if !ok || (rel != "" && !strings.HasPrefix(rel, "/") && dst != "/") || len(dst) <= best {
+				continue
+			}
+			best, local = len(dst), filepath.Join(m.Source, rel)
+		}
+		return local, best >= 0
+	}
+}
+
+func isBind(m specs.Mount) bool {
+	return m.Type == "bind" || hasOpt(m.Options, "bind") || hasOpt(m.Options, "rbind")
+}

@@ -16,6 +16,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"k8s.io/klog/v2"
 
+	"github.com/neuronetes/neuronetes/checkpoint"
 	"github.com/neuronetes/neuronetes/checkpoint/store"
 )
 
@@ -26,6 +27,9 @@ type RestoreOptions struct {
 	// LogPath receives the restored container's stdout/stderr.
 	LogPath  string
 	Progress store.ProgressFunc
+	// MappedCheck selects how the files the container mapped privately from
+	// its bind mounts are checked before anything is created.
+	MappedCheck checkpoint.MappedCheck
 }
 
 // Restore fetches (and verifies) checkpoint agent/ckID, then creates a new
@@ -71,6 +75,9 @@ func (e *Engine) Restore(ctx context.Context, hostID, agent, ckID string, o Rest
 	}
 	if err := adaptSpec(&spec, hostSpec, name); err != nil {
 		return "", err
+	}
+	if err := checkpoint.CheckMappedFilesIn(dir, o.MappedCheck, bindResolver(spec.Mounts)); err != nil {
+		return "", fmt.Errorf("checkpoint %s/%s: %w", agent, ckID, err)
 	}
 	runtimeOpts := &options.Options{}
 	if e.RuncBinary != "" {

@@ -90,3 +90,35 @@ func TestAdaptSpec(t *testing.T) {
 		})
 	}
 }
+
+func TestBindResolver(t *testing.T) {
+	r := bindResolver([]specs.Mount{
+		{Destination: "/proc", Type: "proc", Source: "proc"},
+		{Destination: "/models", Type: "bind", Source: "/var/lib/neuronetes/models", Options: []string{"rbind", "ro"}},
+		{Destination: "/models/llama", Type: "none", Source: "/mnt/fast/llama", Options: []string{"bind"}},
+		{Destination: "/etc/hosts", Type: "bind", Source: "/var/lib/kubelet/pods/p/etc-hosts"},
+		{Destination: "/cache", Type: "bind", Source: "relative/dir"},
+		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm"},
+	})
+	tests := []struct {
+		path, want string
+		ok         bool
+	}{
+		{"/models/qwen/model.safetensors", "/var/lib/neuronetes/models/qwen/model.safetensors", true},
+		{"/models/llama/w.gguf", "/mnt/fast/llama/w.gguf", true}, // the longest destination wins
+		{"/models2/w.gguf", "", false},                           // a prefix of the name, not a parent dir
+		{"/etc/hosts", "/var/lib/kubelet/pods/p/etc-hosts", true},
+		{"/usr/lib/libc.so.6", "", false}, // the image's rootfs
+		{"/dev/shm/x", "", false},         // tmpfs
+		{"/cache/x", "", false},           // a relative source cannot be placed
+		{"/proc/self/maps", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			got, ok := r(tt.path)
+			if got != tt.want || ok != tt.ok {
+				t.Fatalf("resolve(%q) = %q, %v; want %q, %v", tt.path, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
