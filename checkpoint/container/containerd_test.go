@@ -220,19 +220,7 @@ func TestContainerCheckpointRestoreIntoHost(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
-	t.Cleanup(func() { _ = e.Remove(context.Background(), name) })
-	rc, err := c.LoadContainer(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, err := rc.Task(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	after, err := stateproc.Verify(int(task.Pid()), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	task, after := verifyRestored(t, ctx, e, name, dir)
 	if after.Digest != before.Digest || after.Counter < dumped.Counter {
 		t.Errorf("restored state %+v, want digest %s and counter >= %d", after, before.Digest, dumped.Counter)
 	}
@@ -255,4 +243,24 @@ func TestContainerCheckpointRestoreIntoHost(t *testing.T) {
 		t.Errorf("GC after the host stopped removed %v (err %v), want [%s]", removed, err, name)
 	}
 	t.Logf("checkpoint %d bytes; counter %d -> %d; restored container %s", m.TotalBytes, dumped.Counter, after.Counter, name)
+}
+
+// verifyRestored removes the restored container name at cleanup and returns
+// its task and the helper's state, verified in dir.
+func verifyRestored(t *testing.T, ctx context.Context, e *Engine, name, dir string) (containerd.Task, stateproc.State) {
+	t.Helper()
+	t.Cleanup(func() { _ = e.Remove(context.Background(), name) })
+	rc, err := e.Client.LoadContainer(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := rc.Task(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := stateproc.Verify(int(task.Pid()), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task, st
 }

@@ -109,19 +109,7 @@ func TestContainerMappedWeights(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Restore: %v", err)
 			}
-			t.Cleanup(func() { _ = e.Remove(context.Background(), name) })
-			rc, err := c.LoadContainer(ctx, name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rt, err := rc.Task(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			after, err := stateproc.Verify(int(rt.Pid()), dir)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, after := verifyRestored(t, ctx, e, name, dir)
 			if after.Digest != before.Digest {
 				t.Errorf("restored digest %s, want %s", after.Digest, before.Digest)
 			}
