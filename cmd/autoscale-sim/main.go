@@ -97,7 +97,7 @@ func main() {
 		}
 		var iso map[string]sim.IsoCost
 		if *isoCost {
-			iso = isoCosts(tr, m, cfg, nn.ReplicaSeconds, curve[0], *parallel)
+			iso = sim.BestIsoCosts(tr, m, cfg, nn.ReplicaSeconds, curve[0], *parallel)
 		}
 		sim.WriteTable(os.Stdout, tr.Name, oracle, res, iso)
 		if *causal {
@@ -113,28 +113,4 @@ func main() {
 	if failed {
 		os.Exit(1)
 	}
-}
-
-// isoCosts runs sim.BestIsoCost for every baseline against NeuroNetes' cost,
-// parallel at a time, keyed by baseline name.
-func isoCosts(tr sim.Trace, m sim.Model, cfg sim.Config, budget float64, initial, parallel int) map[string]sim.IsoCost {
-	names := sim.BaselineNames(m, cfg)
-	out := make([]sim.IsoCost, len(names))
-	sem := make(chan struct{}, max(parallel, 1))
-	var wg sync.WaitGroup
-	for i := range names {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			out[i] = sim.BestIsoCost(tr, m, cfg, i, budget, initial)
-		}()
-	}
-	wg.Wait()
-	byName := make(map[string]sim.IsoCost, len(names))
-	for i, n := range names {
-		byName[n] = out[i]
-	}
-	return byName
 }

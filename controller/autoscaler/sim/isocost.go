@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync"
 	"text/tabwriter"
 )
 
@@ -21,8 +22,9 @@ type IsoCost struct {
 	Found bool
 }
 
-// isoCostTargets bounds the search: from the highest target any baseline
-// default uses down to one sixteenth of a slot per pod.
+// isoCostHigh and isoCostLow bound the searched targets: from above every
+// baseline's default (0.7 of the slots) down to 1/256 of the slots (1/16 of a
+// request per pod with 16 slots); isoCostProbes bisections follow the two ends.
 const isoCostHigh, isoCostLow, isoCostProbes = 0.9, 1.0 / 256, 9
 
 // baselines returns the four baselines of All at target utilization u.
@@ -73,6 +75,30 @@ func BestIsoCost(tr Trace, m Model, c Config, i int, budget float64, initial int
 		}
 	}
 	return best
+}
+
+// BestIsoCosts runs BestIsoCost for every baseline, parallel of them at a
+// time, and returns the results by baseline name (WriteTable's iso).
+func BestIsoCosts(tr Trace, m Model, c Config, budget float64, initial, parallel int) map[string]IsoCost {
+	names := BaselineNames(m, c)
+	out := make([]IsoCost, len(names))
+	sem := make(chan struct{}, max(parallel, 1))
+	var wg sync.WaitGroup
+	for i := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			out[i] = BestIsoCost(tr, m, c, i, budget, initial)
+		}()
+	}
+	wg.Wait()
+	byName := make(map[string]IsoCost, len(names))
+	for i, n := range names {
+		byName[n] = out[i]
+	}
+	return byName
 }
 
 // writeIsoCost prints each baseline at NeuroNetes' cost, in the order of rs.
