@@ -110,17 +110,28 @@ func (o Options) profileWanted(name string) bool {
 
 // UnknownProfiles returns the entries of o.Profiles that no MIG-capable GPU of gpus offers, in
 // their order in o.Profiles. Such an entry publishes nothing on this node: a typo, or a profile of
-// another GPU model in a fleet that shares one configuration.
+// another GPU model in a fleet that shares one configuration. Profiles only select devices in
+// dynamic mode, so in the other modes it returns nil.
 func (o Options) UnknownProfiles(gpus []model.GPUInfo) []string {
-	var out []string
-	for _, want := range o.Profiles {
-		found := false
+	if o.mode() != MIGDynamic {
+		return nil
+	}
+	offered := func(name string) bool {
 		for i := range gpus {
+			if !gpus[i].MIGCapable {
+				continue
+			}
 			for _, p := range gpus[i].MIGProfiles {
-				found = found || (gpus[i].MIGCapable && p.Name == want)
+				if p.Name == name {
+					return true
+				}
 			}
 		}
-		if !found {
+		return false
+	}
+	var out []string
+	for _, want := range o.Profiles {
+		if !offered(want) {
 			out = append(out, want)
 		}
 	}

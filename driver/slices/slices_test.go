@@ -303,20 +303,22 @@ func TestUnknownProfiles(t *testing.T) {
 	a100 := inventory(t, "dgxa100")
 	tests := []struct {
 		name     string
+		mode     MIGMode
 		gpus     []model.GPUInfo
 		profiles []string
 		want     []string
 	}{
-		{"all profiles", h100, nil, nil},
-		{"known H100 profiles", h100, []string{"1g.10gb", "3g.40gb"}, nil},
-		{"typo", h100, []string{"1g.10gb", "1g.11gb"}, []string{"1g.11gb"}},
-		{"A100 profile on an H100 node", h100, []string{"1g.5gb"}, []string{"1g.5gb"}},
-		{"A100 profile on an A100 node", a100, []string{"1g.5gb"}, nil},
-		{"no GPUs", nil, []string{"1g.10gb"}, []string{"1g.10gb"}},
+		{"all profiles", "", h100, nil, nil},
+		{"known H100 profiles", "", h100, []string{"1g.10gb", "3g.40gb"}, nil},
+		{"typo", "", h100, []string{"1g.10gb", "1g.11gb"}, []string{"1g.11gb"}},
+		{"A100 profile on an H100 node", "", h100, []string{"1g.5gb"}, []string{"1g.5gb"}},
+		{"A100 profile on an A100 node", "", a100, []string{"1g.5gb"}, nil},
+		{"no GPUs", "", nil, []string{"1g.10gb"}, []string{"1g.10gb"}},
+		{"static mode ignores profiles", MIGStatic, h100, []string{"1g.11gb"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Options{Profiles: tt.profiles}.UnknownProfiles(tt.gpus)
+			got := Options{MIG: tt.mode, Profiles: tt.profiles}.UnknownProfiles(tt.gpus)
 			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
 				t.Fatalf("UnknownProfiles(%v) = %v, want %v", tt.profiles, got, tt.want)
 			}
