@@ -50,6 +50,8 @@ type options struct {
 	sidecarImage, sidecarPull string
 	sidecarRedis, sidecarArgs string
 	sidecarKeysSecret         string
+	sidecarResources          sidecarResourceFlags
+	sidecarGoMaxProcs         int
 	autoscaler                autoscalerOptions
 }
 
@@ -73,6 +75,8 @@ func parseFlags() *options {
 	flag.StringVar(&o.sidecarRedis, "sidecar-redis-addr", "10.88.0.1:6379", "default NEURONETES_REDIS_ADDR of injected sidecars")
 	flag.StringVar(&o.sidecarKeysSecret, "sidecar-keys-secret", "neuronetes-sidecar-keys", "Secret mounted at /etc/neuronetes/keys when the AgentClass names none (optional volume; empty disables)")
 	flag.StringVar(&o.sidecarArgs, "sidecar-args", "", "space-separated extra arguments of the injected sidecar")
+	o.sidecarResources.addFlags(flag.CommandLine)
+	flag.IntVar(&o.sidecarGoMaxProcs, "sidecar-gomaxprocs", nnwebhook.DefaultGoMaxProcs, "GOMAXPROCS of injected sidecars (0: Go's default, the CPU limit or else the node's CPUs)")
 	o.autoscaler.addFlags(flag.CommandLine)
 	klog.InitFlags(nil)
 	flag.Parse()
@@ -94,6 +98,13 @@ func run(ctx context.Context, o *options) error {
 	scaleToken, err := o.autoscaler.validate()
 	if err != nil {
 		return err
+	}
+	sidecarRes, err := o.sidecarResources.requirements()
+	if err != nil {
+		return err
+	}
+	if o.sidecarGoMaxProcs < 0 {
+		return fmt.Errorf("--sidecar-gomaxprocs: %d is negative (0 keeps Go's default)", o.sidecarGoMaxProcs)
 	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -155,7 +166,7 @@ func run(ctx context.Context, o *options) error {
 	}
 
 	if o.webhookEnabled {
-		if err := setupWebhook(ctx, mgr, o); err != nil {
+		if err := setupWebhook(ctx, mgr, o, &sidecarRes); err != nil {
 			return err
 		}
 	}
@@ -175,7 +186,7 @@ func run(ctx context.Context, o *options) error {
 
 // setupWebhook registers the injector and, with --webhook-url or --webhook-service, keeps the
 // MutatingWebhookConfiguration.
-func setupWebhook(ctx context.Context, mgr ctrl.Manager, o *options) error {
+func setupWebhook(ctx context.Context, mgr ctrl.Manager, o *options, res *corev1.ResourceRequirements) error {
 	inj := &nnwebhook.Injector{
 		Client:     mgr.GetAPIReader(),
 		Decoder:    admission.NewDecoder(mgr.GetScheme()),
@@ -184,6 +195,8 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, o *options) error {
 		RedisAddr:  o.sidecarRedis,
 		ExtraArgs:  strings.Fields(o.sidecarArgs),
 		KeysSecret: o.sidecarKeysSecret,
+		Resources:  res,
+		GoMaxProcs: o.sidecarGoMaxProcs,
 	}
 	mgr.GetWebhookServer().Register(nnwebhook.Path, &webhook.Admission{Handler: inj})
 

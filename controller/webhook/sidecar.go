@@ -55,6 +55,12 @@ type Injector struct {
 	// KeysSecret is the default encryption-keys Secret mounted at KeysDir when the AgentClass names
 	// none; empty mounts nothing. The volume is optional, so a missing Secret does not block the pod.
 	KeysSecret string
+	// Resources of the sidecar; nil means DefaultSidecarResources. In a pod whose containers are
+	// all Guaranteed, the sidecar's requests equal its limits so the pod keeps its QoS class.
+	Resources *corev1.ResourceRequirements
+	// GoMaxProcs is the sidecar's GOMAXPROCS; 0 leaves Go's default (the CPU limit, else the
+	// node's CPUs). Use DefaultGoMaxProcs.
+	GoMaxProcs int
 }
 
 // wantsSidecar reports whether the pod opted in: it belongs to an AgentClass or carries the
@@ -157,6 +163,12 @@ func (i *Injector) Mutate(pod *corev1.Pod, cfg *nnv1.SidecarConfig) (bool, error
 		},
 		VolumeMounts: []corev1.VolumeMount{runMount},
 	}
+	sc.Env = append(sc.Env, goMaxProcsEnv(i.GoMaxProcs)...)
+	res := DefaultSidecarResources()
+	if i.Resources != nil {
+		res = *i.Resources
+	}
+	sc.Resources = sidecarResources(pod, res) // before the sidecar joins pod.Spec.Containers
 	if keysSecret != "" {
 		optional := true
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{

@@ -4,7 +4,8 @@
 #    the unix socket, both HTTP engines, a lean HTTP client, gRPC, and
 #    in-process with each codec) vs raw go-redis GET/SET of the same bytes,
 #    near-cache hit latency, Redis CPU per call, and the HTTP hop alone (a
-#    server answering from memory) with the floor it puts under any sidecar;
+#    server answering from memory) with the floor it puts under any sidecar,
+#    and the sidecar binary as its own process (as deployed in a pod);
 #  - frame sizes and seal times per codec (S2, zstd), with and without the
 #    JSON dictionary;
 #  - vector search recall@10 and QPS vs exact brute force on 100k x 128
@@ -17,5 +18,6 @@ set -euo pipefail
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 CGO_ENABLED=0 go build -o "$out/sidecar-bench" ./sidecar/cmd/sidecar-bench
+CGO_ENABLED=0 go build -o "$out/sidecar" ./cmd/sidecar
 echo "== sidecar bench =="
-"$out/sidecar-bench" -only "${NN_BENCH_ONLY:-}"
+"$out/sidecar-bench" -only "${NN_BENCH_ONLY:-}" -sidecar-bin "$out/sidecar"

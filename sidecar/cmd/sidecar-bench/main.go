@@ -18,9 +18,10 @@ func main() {
 	n := flag.Int("vectors", envInt("NN_BENCH_VECTORS", 100000), "vectors per data set")
 	q := flag.Int("queries", envInt("NN_BENCH_QUERIES", 500), "queries per data set")
 	only := flag.String("only", "", "run only: sessions, vectors")
+	sidecarBin := flag.String("sidecar-bin", "", "the sidecar binary (cmd/sidecar), also measured as its own process; empty skips those rows")
 	flag.Parse()
 	if *only == "" || *only == "sessions" {
-		if err := benchSessions(); err != nil {
+		if err := benchSessions(*sidecarBin); err != nil {
 			fmt.Fprintln(os.Stderr, "sessions:", err)
 			os.Exit(1)
 		}

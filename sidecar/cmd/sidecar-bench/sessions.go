@@ -92,7 +92,9 @@ type row struct {
 	op       func() error
 }
 
-func benchSessions() error {
+// benchSessions runs the session table; sidecarBin, when not empty, is the
+// sidecar binary, measured as its own process too.
+func benchSessions(sidecarBin string) error {
 	dir, err := os.MkdirTemp("", "sidecar-bench-")
 	if err != nil {
 		return err
@@ -247,6 +249,37 @@ func benchSessions() error {
 		return err
 	}
 	rounds, per := envInt("NN_BENCH_ROUNDS", 10), envInt("NN_BENCH_OPS", 200)
+	var procRows []row
+	if sidecarBin != "" {
+		// The binary as deployed: GOMAXPROCS=2 as the webhook injects it,
+		// with the near cache off and on, and with GOMAXPROCS=1 for
+		// comparison; all tenants of the same redis-server.
+		var procs []*sidecarProc
+		for _, p := range []struct {
+			ns               string
+			near, gomaxprocs int
+		}{{"bench-proc", 0, 2}, {"bench-proc-near", 64 << 20, 2}, {"bench-proc-gmp1", 0, 1}} {
+			sp, err := startSidecarProc(ctx, sidecarBin, dir, p.ns, rs.Addr, key, p.near, p.gomaxprocs)
+			if err != nil {
+				return err
+			}
+			defer sp.stop()
+			if err := httpDo(hc, "PUT", sp.url+"/v1/sessions/s16k", doc); err != nil {
+				return err
+			}
+			procs = append(procs, sp)
+		}
+		two, near, one := procs[0].url, procs[1].url, procs[2].url
+		procRows = []row{
+			{procGet, false, func() error { return httpDo(hc, "GET", two+"/v1/sessions/s16k", nil) }},
+			{procGetLean, false, func() error { return leanDo("GET", two+"/v1/sessions/s16k", nil) }},
+			{"HTTP GET, sidecar process, GOMAXPROCS=1, lean", false, func() error { return leanDo("GET", one+"/v1/sessions/s16k", nil) }},
+			{"HTTP GET, sidecar process, near-cache hit", false, func() error { return httpDo(hc, "GET", near+"/v1/sessions/s16k", nil) }},
+			{procPut, false, func() error { return httpDo(hc, "PUT", two+"/v1/sessions/w16k-proc", doc) }},
+			{procPutLean, false, func() error { return leanDo("PUT", two+"/v1/sessions/w16k-proc-lean", doc) }},
+			{"HTTP PUT, sidecar process, GOMAXPROCS=1, lean", false, func() error { return leanDo("PUT", one+"/v1/sessions/w16k-proc-lean", doc) }},
+		}
+	}
 	rows := []row{
 		{"raw go-redis GET (baseline)", true, func() error { return raw.Get(ctx, "raw16k").Err() }},
 		{hopGet, false, func() error { return httpDo(hc, "GET", echoURL+"/v1/sessions/s16k", nil) }},
@@ -264,6 +297,11 @@ func benchSessions() error {
 		{"store.Get in-process, s2, cache off", false, func() error { _, err := s2Store.Get(ctx, "s16k"); return err }},
 		{"store.Get in-process, no compression", false, func() error { _, err := noneStore.Get(ctx, "s16k"); return err }},
 		{"store.Get in-process, near-cache hit", false, func() error { _, err := hot.Get(ctx, "s16k"); return err }},
+	}
+	if len(procRows) > 0 {
+		rows = append(rows, procRows[:4]...)
+	}
+	rows = append(rows, []row{
 		{"raw go-redis SET (baseline)", true, func() error { return raw.Set(ctx, "raw16k", doc, 24*time.Hour).Err() }},
 		{hopPut, false, func() error { return httpDo(hc, "PUT", echoURL+"/v1/sessions/w16k", doc) }},
 		{hopPutLean, false, func() error { return leanDo("PUT", echoURL+"/v1/sessions/w16k", doc) }},
@@ -278,6 +316,9 @@ func benchSessions() error {
 		{"store.Put in-process", false, func() error { _, err := cold.Put(ctx, "w16k-store", doc, -1, 0); return err }},
 		{"store.Put in-process, s2", false, func() error { _, err := s2Store.Put(ctx, "w16k-s2", doc, -1, 0); return err }},
 		{"store.Put in-process, no compression", false, func() error { _, err := noneStore.Put(ctx, "w16k-none", doc, -1, 0); return err }},
+	}...)
+	if len(procRows) > 0 {
+		rows = append(rows, procRows[4:]...)
 	}
 	if err := raw.ConfigResetStat(ctx).Err(); err != nil {
 		return err
@@ -395,10 +436,14 @@ func benchFrames(ring *keys.Ring) error {
 
 // Row names of the hop-only rows, which printFloor reads back.
 const (
-	hopGet     = "loopback hop only, GET (no Redis)"
-	hopGetLean = "loopback hop only, GET, lean client"
-	hopPut     = "loopback hop only, PUT (no Redis)"
-	hopPutLean = "loopback hop only, PUT, lean client"
+	procGet     = "HTTP GET, sidecar process, cache off" // GOMAXPROCS=1, as injected
+	procGetLean = "HTTP GET, sidecar process, lean client"
+	procPut     = "HTTP PUT, sidecar process"
+	procPutLean = "HTTP PUT, sidecar process, lean client"
+	hopGet      = "loopback hop only, GET (no Redis)"
+	hopGetLean  = "loopback hop only, GET, lean client"
+	hopPut      = "loopback hop only, PUT (no Redis)"
+	hopPutLean  = "loopback hop only, PUT, lean client"
 )
 
 // serveEcho starts the hop-only server: GET answers body, anything else
