@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/neuronetes/neuronetes/sidecar/redistest"
 )
@@ -204,13 +205,20 @@ spec:
     image: %[2]s
     imagePullPolicy: Never
     args: ["--listen=:8000", "--ttft-base=1ms", "--token-rate=1000"]
+%[3]s`
+
+// guaranteedAgent makes sidecarInjectedPod's agent container Guaranteed.
+const guaranteedAgent = `    resources:
+      limits: {cpu: 200m, memory: 256Mi}
 `
 
 // TestSidecarInjectedConversation is the same conversation with the sidecar
 // injected by the controller's webhook: an AgentClass names the Redis address
 // and the keys Secret, and two agent pods of that class carry no sidecar of
 // their own. The injected sidecar is told (--sidecar-args) to listen on all
-// interfaces so the test can read sessions through it.
+// interfaces so the test can read sessions through it. inj-b's agent is
+// Guaranteed, and the API server must still classify the pod Guaranteed with
+// the sidecar in it; inj-a's sidecar gets the default resources.
 func TestSidecarInjectedConversation(t *testing.T) {
 	e := requireEnv(t)
 	rs := sidecarRedis(t)
@@ -232,15 +240,41 @@ spec:
       - name: agent
         image: %s
 `, rs.Addr, agentImg))
-	e.Apply(t, ns, fmt.Sprintf(sidecarInjectedPod, "inj-a", agentImg)+"---\n"+fmt.Sprintf(sidecarInjectedPod, "inj-b", agentImg))
-	for _, name := range []string{"inj-a", "inj-b"} {
-		p := e.WaitPodRunning(t, ns, name, 3*time.Minute)
-		found := false
-		for _, c := range p.Spec.Containers {
-			found = found || c.Image == sidecarImg
+	e.Apply(t, ns, fmt.Sprintf(sidecarInjectedPod, "inj-a", agentImg, "")+"---\n"+fmt.Sprintf(sidecarInjectedPod, "inj-b", agentImg, guaranteedAgent))
+	for _, tc := range []struct {
+		name    string
+		qos     corev1.PodQOSClass
+		cpuReq  string
+		memLim  string
+		hasCPUL bool
+	}{
+		{"inj-a", corev1.PodQOSBurstable, "100m", "1Gi", false},
+		{"inj-b", corev1.PodQOSGuaranteed, "100m", "1Gi", true},
+	} {
+		p := e.WaitPodRunning(t, ns, tc.name, 3*time.Minute)
+		var sc *corev1.Container
+		for i := range p.Spec.Containers {
+			if p.Spec.Containers[i].Image == sidecarImg {
+				sc = &p.Spec.Containers[i]
+			}
 		}
-		if !found {
-			t.Fatalf("pod %s has no injected sidecar", name)
+		if sc == nil {
+			t.Fatalf("pod %s has no injected sidecar", tc.name)
+		}
+		_, hasCPULimit := sc.Resources.Limits[corev1.ResourceCPU]
+		if p.Status.QOSClass != tc.qos || sc.Resources.Requests.Cpu().String() != tc.cpuReq ||
+			sc.Resources.Limits.Memory().String() != tc.memLim || hasCPULimit != tc.hasCPUL {
+			t.Errorf("pod %s: QoS %s, sidecar resources %v; want QoS %s, CPU request %s, memory limit %s, CPU limit %v",
+				tc.name, p.Status.QOSClass, sc.Resources, tc.qos, tc.cpuReq, tc.memLim, tc.hasCPUL)
+		}
+		gomax := ""
+		for _, env := range sc.Env {
+			if env.Name == "GOMAXPROCS" {
+				gomax = env.Value
+			}
+		}
+		if gomax != "2" {
+			t.Errorf("pod %s: sidecar GOMAXPROCS %q, want 2", tc.name, gomax)
 		}
 	}
 	sidecarConversation(t, e, ns, rs.Addr, "inj-a", "inj-b")
