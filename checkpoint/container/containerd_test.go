@@ -169,10 +169,10 @@ func startContainer(t *testing.T, ctx context.Context, c *containerd.Client, id,
 	return task
 }
 
-// TestContainerCheckpointRestoreIntoHost checkpoints a container running the
-// stateful helper through containerd/runc/CRIU into the store and restores it
-// into a new container inside another ("warm") container's network namespace.
-func TestContainerCheckpointRestoreIntoHost(t *testing.T) {
+// requireCRIUContainerd skips unless the test runs as root with a working
+// CRIU, and returns a private containerd and the runc wrapper that uses it.
+func requireCRIUContainerd(t *testing.T) (*containerd.Client, string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
@@ -185,8 +185,15 @@ func TestContainerCheckpointRestoreIntoHost(t *testing.T) {
 		t.Skipf("criu check fails here: %v", err)
 	}
 	c := startContainerd(t, root)
+	return c, filepath.Join(root, "hack", "criu", "runc-criu.sh")
+}
+
+// TestContainerCheckpointRestoreIntoHost checkpoints a container running the
+// stateful helper through containerd/runc/CRIU into the store and restores it
+// into a new container inside another ("warm") container's network namespace.
+func TestContainerCheckpointRestoreIntoHost(t *testing.T) {
+	c, runc := requireCRIUContainerd(t)
 	ctx := nsCtx(context.Background())
-	runc := filepath.Join(root, "hack", "criu", "runc-criu.sh")
 	dir, hostDir := t.TempDir(), t.TempDir()
 	rootfs := makeRootfs(t, dir, hostDir)
 	env := []string{stateproc.Env + "=1", stateproc.EnvDir + "=" + dir, stateproc.EnvMiB + "=64"}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/neuronetes/neuronetes/checkpoint"
-	"github.com/neuronetes/neuronetes/checkpoint/criu"
 	"github.com/neuronetes/neuronetes/checkpoint/internal/stateproc"
 	"github.com/neuronetes/neuronetes/checkpoint/store"
 )
@@ -22,19 +21,7 @@ import (
 // with the file unchanged resumes the same state, and a restore after the
 // file changed is refused before any container is created.
 func TestContainerMappedWeights(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	root := repoRoot(t)
-	p, err := criu.Locate()
-	if err != nil {
-		t.Skipf("no CRIU: %v", err)
-	}
-	if err := criu.Check(context.Background(), p); err != nil {
-		t.Skipf("criu check fails here: %v", err)
-	}
-	c := startContainerd(t, root)
-	runc := filepath.Join(root, "hack", "criu", "runc-criu.sh")
+	c, runc := requireCRIUContainerd(t)
 	tests := []struct {
 		name   string
 		change bool
