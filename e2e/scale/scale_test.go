@@ -149,9 +149,11 @@ func allocated(name string, kind Kind, devices ...string) resourceapi.ResourceCl
 	return c
 }
 
+// mig3 and mig1 name the dynamic MIG devices of the profiles the benchmark's classes select.
+func mig3(gpu, start int) string { return model.DynamicMIGName(gpu, "3g.40gb", start) }
+func mig1(gpu, start int) string { return model.DynamicMIGName(gpu, "1g.10gb", start) }
+
 func TestCheckNode(t *testing.T) {
-	mig3 := func(gpu, start int) string { return model.DynamicMIGName(gpu, "3g.40gb", start) }
-	mig1 := func(gpu, start int) string { return model.DynamicMIGName(gpu, "1g.10gb", start) }
 	tests := []struct {
 		name    string
 		claims  []resourceapi.ResourceClaim
@@ -343,8 +345,6 @@ func TestCheckDeviceClass(t *testing.T) {
 }
 
 func TestCheckModel(t *testing.T) {
-	mig3 := func(gpu, start int) string { return model.DynamicMIGName(gpu, "3g.40gb", start) }
-	mig1 := func(gpu, start int) string { return model.DynamicMIGName(gpu, "1g.10gb", start) }
 	tests := []struct {
 		name    string
 		claims  []resourceapi.ResourceClaim
