@@ -153,6 +153,21 @@ func allocated(name string, kind Kind, devices ...string) resourceapi.ResourceCl
 func mig3(gpu, start int) string { return model.DynamicMIGName(gpu, "3g.40gb", start) }
 func mig1(gpu, start int) string { return model.DynamicMIGName(gpu, "1g.10gb", start) }
 
+// wantProblem checks that problems is empty when want is, and otherwise that
+// one of them contains want.
+func wantProblem(t *testing.T, problems []string, want string) {
+	t.Helper()
+	if want == "" {
+		if len(problems) > 0 {
+			t.Errorf("unexpected problems: %v", problems)
+		}
+		return
+	}
+	if !strings.Contains(strings.Join(problems, "\n"), want) {
+		t.Errorf("problems %v, want one containing %q", problems, want)
+	}
+}
+
 func TestCheckNode(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -177,16 +192,7 @@ func TestCheckNode(t *testing.T) {
 	sl := nodeSlices(t, LayoutMIGSelected)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			problems := CheckNode("n1", sl, tc.claims, true)
-			if tc.problem == "" {
-				if len(problems) > 0 {
-					t.Errorf("unexpected problems: %v", problems)
-				}
-				return
-			}
-			if !strings.Contains(strings.Join(problems, "\n"), tc.problem) {
-				t.Errorf("problems %v, want one containing %q", problems, tc.problem)
-			}
+			wantProblem(t, CheckNode("n1", sl, tc.claims, true), tc.problem)
 		})
 	}
 }
@@ -373,16 +379,7 @@ func TestCheckModel(t *testing.T) {
 	layout, _ := LayoutByName(LayoutMIGSelected)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			problems := CheckModel("n1", gpus, layout.Options, tc.claims)
-			if tc.problem == "" {
-				if len(problems) > 0 {
-					t.Errorf("unexpected problems: %v", problems)
-				}
-				return
-			}
-			if !strings.Contains(strings.Join(problems, "\n"), tc.problem) {
-				t.Errorf("problems %v, want one containing %q", problems, tc.problem)
-			}
+			wantProblem(t, CheckModel("n1", gpus, layout.Options, tc.claims), tc.problem)
 		})
 	}
 }
