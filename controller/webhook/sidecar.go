@@ -55,8 +55,8 @@ type Injector struct {
 	// KeysSecret is the default encryption-keys Secret mounted at KeysDir when the AgentClass names
 	// none; empty mounts nothing. The volume is optional, so a missing Secret does not block the pod.
 	KeysSecret string
-	// Resources of the sidecar; nil means DefaultSidecarResources. In a pod whose containers are
-	// all Guaranteed, the sidecar's requests equal its limits so the pod keeps its QoS class.
+	// Resources of the sidecar; nil means DefaultSidecarResources. In a pod that is Guaranteed
+	// before injection, the sidecar's requests equal its limits so the pod keeps its QoS class.
 	Resources *corev1.ResourceRequirements
 	// GoMaxProcs is the sidecar's GOMAXPROCS; 0 leaves Go's default (the CPU limit, else the
 	// node's CPUs). Use DefaultGoMaxProcs.
