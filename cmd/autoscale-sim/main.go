@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/neuronetes/neuronetes/controller/autoscaler/sim"
+	"github.com/neuronetes/neuronetes/controller/scalesim"
 )
 
 func main() {
@@ -46,9 +46,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "autoscale-sim: --trace is required")
 		os.Exit(2)
 	}
-	m := sim.Model{PrefillTPS: *prefill, DecodeTPS: *decode, Slots: *slots, ColdStart: *cold, WarmActivation: *warmAct, SLO: *slo, Step: *step, Warmup: *warmup}
-	cfg := sim.Config{MaxReplicas: *maxRep, TargetUtilization: *util, PrewarmPercent: *prewarm,
-		Tune: sim.Tuning{BacklogSLOs: *backlog, TokenUtilization: *tokUtil, ScaleDownPercent: *downPct, ScaleDownWindow: *downWin,
+	m := scalesim.Model{PrefillTPS: *prefill, DecodeTPS: *decode, Slots: *slots, ColdStart: *cold, WarmActivation: *warmAct, SLO: *slo, Step: *step, Warmup: *warmup}
+	cfg := scalesim.Config{MaxReplicas: *maxRep, TargetUtilization: *util, PrewarmPercent: *prewarm,
+		Tune: scalesim.Tuning{BacklogSLOs: *backlog, TokenUtilization: *tokUtil, ScaleDownPercent: *downPct, ScaleDownWindow: *downWin,
 			PredictiveHorizon: *horizon, MinConfidence: *minConf}}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		fmt.Fprintf(os.Stderr, "autoscale-sim: %v\n", err)
@@ -58,26 +58,26 @@ func main() {
 		m.PrefillTPS, m.DecodeTPS, m.Slots, m.ColdStart, m.WarmActivation, m.SLO, m.Warmup)
 	failed := false
 	for _, path := range strings.Split(*traces, ",") {
-		tr, err := sim.LoadTrace(path, *maxDur)
+		tr, err := scalesim.LoadTrace(path, *maxDur)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "autoscale-sim: %v\n", err)
 			failed = true
 			continue
 		}
 		start := time.Now()
-		oracle, curve := sim.BestOracle(tr, m, 0.99, cfg.MaxReplicas)
-		pols := sim.All(m, cfg)
-		res := make([]sim.Result, len(pols))
+		oracle, curve := scalesim.BestOracle(tr, m, 0.99, cfg.MaxReplicas)
+		pols := scalesim.All(m, cfg)
+		res := make([]scalesim.Result, len(pols))
 		sem := make(chan struct{}, max(*parallel, 1))
 		var wg sync.WaitGroup
-		var ref sim.CausalRef
+		var ref scalesim.CausalRef
 		if *causal {
 			wg.Add(1)
 			sem <- struct{}{}
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				ref = sim.BestCausal(tr, m, 0.99, cfg.MaxReplicas, sim.DefaultLookbacks)
+				ref = scalesim.BestCausal(tr, m, 0.99, cfg.MaxReplicas, scalesim.DefaultLookbacks)
 			}()
 		}
 		for i, p := range pols {
@@ -86,7 +86,7 @@ func main() {
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				res[i] = sim.Run(tr, m, p, curve[0])
+				res[i] = scalesim.Run(tr, m, p, curve[0])
 			}()
 		}
 		wg.Wait()
@@ -95,16 +95,16 @@ func main() {
 			fmt.Fprintf(os.Stderr, "autoscale-sim: first policy is %q, not neuronetes\n", nn.Policy)
 			os.Exit(1)
 		}
-		var iso map[string]sim.IsoCost
+		var iso map[string]scalesim.IsoCost
 		if *isoCost {
-			iso = sim.BestIsoCosts(tr, m, cfg, nn.ReplicaSeconds, curve[0], *parallel)
+			iso = scalesim.BestIsoCosts(tr, m, cfg, nn.ReplicaSeconds, curve[0], *parallel)
 		}
-		sim.WriteTable(os.Stdout, tr.Name, oracle, res, iso)
+		scalesim.WriteTable(os.Stdout, tr.Name, oracle, res, iso)
 		if *causal {
-			sim.WriteCausalRef(os.Stdout, tr.Name, oracle, ref, nn)
+			scalesim.WriteCausalRef(os.Stdout, tr.Name, oracle, ref, nn)
 		}
 		svg := filepath.Join(*out, tr.Name+".svg")
-		if err := sim.WriteSVG(svg, fmt.Sprintf("%s: load and replicas", tr.Name), oracle, res); err != nil {
+		if err := scalesim.WriteSVG(svg, fmt.Sprintf("%s: load and replicas", tr.Name), oracle, res); err != nil {
 			fmt.Fprintf(os.Stderr, "autoscale-sim: %v\n", err)
 			failed = true
 		}

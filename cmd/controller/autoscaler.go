@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/neuronetes/neuronetes/controller/autoscaling"
-	"github.com/neuronetes/neuronetes/controller/autoscaling/webhook"
+	"github.com/neuronetes/neuronetes/controller/scaleapi"
+	"github.com/neuronetes/neuronetes/controller/scaleloop"
 )
 
 // DefaultScaleWebhookAddr is where POST /v1/scale is served by default (loopback only).
@@ -40,7 +40,7 @@ func (a *autoscalerOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&a.promURL, "prometheus-url", "", "Prometheus HTTP API address for spec.autoscaling.externalMetrics queries (empty: those metrics are missing)")
 	fs.StringVar(&a.addr, "scale-webhook-addr", DefaultScaleWebhookAddr, "address of the POST "+ScaleWebhookPath+" override webhook (empty disables)")
 	fs.StringVar(&a.tokenFile, "scale-webhook-token-file", "", "file holding the bearer token of the scale webhook (required when --scale-webhook-addr is set)")
-	fs.DurationVar(&a.syncPeriod, "autoscaler-sync-period", autoscaling.DefaultSyncPeriod, "how often each autoscaled AgentPool is evaluated")
+	fs.DurationVar(&a.syncPeriod, "autoscaler-sync-period", scaleloop.DefaultSyncPeriod, "how often each autoscaled AgentPool is evaluated")
 }
 
 // validate checks the flag combination and returns the scale webhook token
@@ -62,7 +62,7 @@ func (a *autoscalerOptions) validate() (string, error) {
 	if a.tokenFile == "" {
 		return "", fmt.Errorf("--scale-webhook-token-file is required when --scale-webhook-addr is set (%q); pass --scale-webhook-addr= to disable the scale webhook", a.addr)
 	}
-	tok, err := webhook.TokenFromFile(a.tokenFile)
+	tok, err := scaleapi.TokenFromFile(a.tokenFile)
 	if err != nil {
 		return "", fmt.Errorf("--scale-webhook-token-file: %w", err)
 	}
@@ -73,15 +73,15 @@ func (a *autoscalerOptions) validate() (string, error) {
 // scale webhook. Both run only on the leader: overrides live in the leader's
 // memory, so a non-leader must not accept them.
 func setupAutoscaler(mgr ctrl.Manager, a *autoscalerOptions, token, namespace string) error {
-	var prom *autoscaling.PromSource
+	var prom *scaleloop.PromSource
 	if a.promURL != "" {
 		var err error
-		if prom, err = autoscaling.NewPromSource(a.promURL); err != nil {
+		if prom, err = scaleloop.NewPromSource(a.promURL); err != nil {
 			return fmt.Errorf("--prometheus-url: %w", err)
 		}
 	}
-	overrides := &webhook.Overrides{}
-	l := autoscaling.NewLoop(a.natsURL, prom, autoscaling.NewMetrics(crmetrics.Registry), overrides)
+	overrides := &scaleapi.Overrides{}
+	l := scaleloop.NewLoop(a.natsURL, prom, scaleloop.NewMetrics(crmetrics.Registry), overrides)
 	l.SyncPeriod = a.syncPeriod
 	if err := l.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("autoscaling controller: %w", err)
@@ -97,7 +97,7 @@ func setupAutoscaler(mgr ctrl.Manager, a *autoscalerOptions, token, namespace st
 	if a.addr == "" {
 		return nil
 	}
-	h := &webhook.Handler{Token: token, DefaultNamespace: namespace, Store: overrides}
+	h := &scaleapi.Handler{Token: token, DefaultNamespace: namespace, Store: overrides}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		return serveScaleWebhook(ctx, a.addr, h)
 	})); err != nil {

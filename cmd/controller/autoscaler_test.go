@@ -13,7 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/neuronetes/neuronetes/controller/autoscaling/webhook"
+	"github.com/neuronetes/neuronetes/controller/scaleapi"
 )
 
 func TestAutoscalerFlags(t *testing.T) {
@@ -69,11 +69,11 @@ func TestServeScaleWebhook(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	ov := &webhook.Overrides{}
+	ov := &scaleapi.Overrides{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- serveScaleWebhook(ctx, addr, &webhook.Handler{Token: "tok", DefaultNamespace: "ns", Store: ov})
+		done <- serveScaleWebhook(ctx, addr, &scaleapi.Handler{Token: "tok", DefaultNamespace: "ns", Store: ov})
 	}()
 	post := func(path, token string) (int, error) {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+path, strings.NewReader(`{"pool":"p","replicas":3}`))

@@ -1,0 +1,203 @@
+package scaleloop
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	v1alpha1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/controller/scaleapi"
+	"github.com/neuronetes/neuronetes/controller/scalepolicy"
+)
+
+// patchWriter stands in for the scale subresource (the fake client does not
+// implement it for custom resources) by patching spec.replicas.
+type patchWriter struct {
+	c      client.Client
+	writes []int32
+}
+
+func (w *patchWriter) SetReplicas(ctx context.Context, pool *v1alpha1.AgentPool, n int32) error {
+	w.writes = append(w.writes, n)
+	orig := pool.DeepCopy()
+	pool.Spec.Replicas = &n
+	return w.c.Patch(ctx, pool, client.MergeFrom(orig))
+}
+
+func i32p(v int32) *int32 { return &v }
+
+func servingPod(name, port string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{v1alpha1.PoolLabel: "pool", v1alpha1.StateLabel: v1alpha1.PodStateServing},
+			Annotations: map[string]string{MetricsPortAnnotation: port}},
+		Status: corev1.PodStatus{PodIP: "127.0.0.1", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}
+}
+
+func newEnv(t *testing.T, objs ...client.Object) (client.Client, *patchWriter, *record.FakeRecorder) {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&v1alpha1.AgentPool{}, &v1alpha1.ToolBinding{}).Build()
+	return c, &patchWriter{c: c}, record.NewFakeRecorder(100)
+}
+
+func events(r *record.FakeRecorder) string {
+	var out []string
+	for {
+		select {
+		case e := <-r.Events:
+			out = append(out, e)
+		default:
+			return strings.Join(out, "\n")
+		}
+	}
+}
+
+func TestLoopScalesOnScrapedMetricsAndOverride(t *testing.T) {
+	waiting := 20.0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting %g\n", waiting)
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	pool := &v1alpha1.AgentPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", Generation: 1},
+		Spec: v1alpha1.AgentPoolSpec{Replicas: i32p(2), MinReplicas: i32p(1), MaxReplicas: i32p(6),
+			Autoscaling: &v1alpha1.AutoscalingSpec{Metrics: []v1alpha1.MetricSpec{{Type: v1alpha1.MetricQueueDepth, Target: "5", AveragingWindow: "1s"}}}},
+		Status: v1alpha1.AgentPoolStatus{Replicas: 2, WarmReplicas: 1},
+	}
+	notReady := servingPod("c", port)
+	notReady.Status.Conditions[0].Status = corev1.ConditionFalse
+	warm := servingPod("d", port)
+	warm.Labels[v1alpha1.StateLabel] = v1alpha1.PodStateWarm
+	c, w, rec := newEnv(t, pool, servingPod("a", port), servingPod("b", port), notReady, warm)
+	overrides := &scaleapi.Overrides{}
+	reg := NewMetrics(nil)
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	l := &Loop{Client: c, Writer: w, Recorder: rec, Scraper: Scraper{}, Overrides: overrides, Metrics: reg, Now: func() time.Time { return now }}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pool"}}
+
+	steps := []struct {
+		name      string
+		waiting   float64
+		override  *scalepolicy.Override
+		want      int32 // spec.replicas after the step
+		wantEvent string
+	}{
+		{"2 ready pods at 20 waiting each, target 5 -> 8, capped at max 6", 20, nil, 6, "ScaledUp"},
+		{"within tolerance holds", 5, nil, 6, "ScaleHeld"},
+		{"webhook override", 5, &scalepolicy.Override{Replicas: 3, Reason: "maintenance"}, 3, "maintenance"},
+	}
+	for _, s := range steps {
+		waiting = s.waiting
+		now = now.Add(15 * time.Second)
+		if s.override != nil {
+			overrides.Set(req.NamespacedName, *s.override, now.Add(time.Minute))
+		}
+		res, err := l.Reconcile(context.Background(), req)
+		if err != nil || res.RequeueAfter != DefaultSyncPeriod {
+			t.Fatalf("%s: reconcile %v %v", s.name, res, err)
+		}
+		var got v1alpha1.AgentPool
+		if err := c.Get(context.Background(), req.NamespacedName, &got); err != nil {
+			t.Fatal(err)
+		}
+		if *got.Spec.Replicas != s.want {
+			t.Fatalf("%s: replicas %d, want %d", s.name, *got.Spec.Replicas, s.want)
+		}
+		if ev := events(rec); !strings.Contains(ev, s.wantEvent) {
+			t.Fatalf("%s: events %q lack %q", s.name, ev, s.wantEvent)
+		}
+	}
+	if len(w.writes) != 2 {
+		t.Fatalf("writes %v, want two scale operations", w.writes)
+	}
+	// Deleted pool: state forgotten, no error.
+	if err := c.Delete(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Reconcile(context.Background(), req); err != nil {
+		t.Fatalf("reconcile of a deleted pool: %v", err)
+	}
+}
+
+func TestLoopInvalidPolicyWarns(t *testing.T) {
+	pool := &v1alpha1.AgentPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns"},
+		Spec: v1alpha1.AgentPoolSpec{Autoscaling: &v1alpha1.AutoscalingSpec{Metrics: []v1alpha1.MetricSpec{{Type: "cpu", Target: "1"}}}}}
+	c, w, rec := newEnv(t, pool)
+	l := &Loop{Client: c, Writer: w, Recorder: rec}
+	if _, err := l.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pool"}}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := events(rec); !strings.Contains(ev, "Warning AutoscalingFailed") || !strings.Contains(ev, "metrics[0].type") {
+		t.Fatalf("events %q", ev)
+	}
+	if len(w.writes) != 0 {
+		t.Fatalf("invalid policy scaled: %v", w.writes)
+	}
+}
+
+func TestLoopScalesOnNATSLag(t *testing.T) {
+	url := startNATS(t)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "agent-tasks", Subjects: []string{"tasks"}, Retention: jetstream.WorkQueuePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 150 {
+		if _, err := js.Publish(ctx, "tasks", fmt.Appendf(nil, "%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool := &v1alpha1.AgentPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns"},
+		Spec: v1alpha1.AgentPoolSpec{Replicas: i32p(5), MaxReplicas: i32p(20), Autoscaling: &v1alpha1.AutoscalingSpec{}}}
+	tb := &v1alpha1.ToolBinding{ObjectMeta: metav1.ObjectMeta{Name: "tb", Namespace: "ns"}, Spec: v1alpha1.ToolBindingSpec{Type: "queue",
+		AgentPoolRef: &v1alpha1.LocalObjectReference{Name: "pool"},
+		QueueConfig:  &v1alpha1.QueueConfig{Provider: "nats", QueueName: "agent-tasks", AutoscaleOnLag: true, MaxLagThreshold: i32p(100), PrefetchCount: i32p(10)}}}
+	c, w, rec := newEnv(t, pool, tb)
+	l := NewLoop(url, nil, nil, nil)
+	l.Client, l.Writer, l.Recorder = c, w, rec
+	defer l.Lag.Close()
+	if _, err := l.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pool"}}); err != nil {
+		t.Fatal(err)
+	}
+	// seed formula with target_throughput 1: 5 + ceil((150 - 5*10) / 10) = 15
+	if len(w.writes) != 1 || w.writes[0] != 15 {
+		t.Fatalf("writes %v, want [15]; events %s", w.writes, events(rec))
+	}
+	if ev := events(rec); !strings.Contains(ev, "QueueLag") {
+		t.Fatalf("event lacks the reason: %q", ev)
+	}
+	var got v1alpha1.ToolBinding
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "tb"}, &got); err != nil || got.Status.Lag != 150 {
+		t.Fatalf("toolbinding status.lag %d (%v), want 150", got.Status.Lag, err)
+	}
+}

@@ -1,0 +1,92 @@
+package scaleloop
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// startNATS runs a real JetStream-enabled nats-server on 127.0.0.1 at a random port.
+func startNATS(t testing.TB) string {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	if err != nil {
+		t.Fatalf("nats-server: %v", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	return s.ClientURL()
+}
+
+func TestLagSource(t *testing.T) {
+	url := startNATS(t)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "tasks", Subjects: []string{"agent.tasks"}, Retention: jetstream.WorkQueuePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, "tasks", jetstream.ConsumerConfig{Durable: "workers", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 150 {
+		if _, err := js.Publish(ctx, "agent.tasks", fmt.Appendf(nil, "task-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Fetch 10 and ack 4: 140 pending + 6 ack-pending on the consumer; 146 in the stream.
+	batch, err := cons.Fetch(10, jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for m := range batch.Messages() {
+		if n < 4 {
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n++
+	}
+	if n != 10 {
+		t.Fatalf("fetched %d, want 10", n)
+	}
+	var l LagSource
+	defer l.Close()
+	tests := []struct {
+		name, url, queue string
+		want             int64
+		wantErr          bool
+	}{
+		{"consumer pending plus ack pending", url, "tasks/workers", 146, false},
+		{"work-queue stream messages", url, "tasks", 146, false},
+		{"unknown consumer", url, "tasks/nobody", 0, true},
+		{"unknown stream", url, "nothing", 0, true},
+		{"empty queue name", url, "", 0, true},
+		{"no url", "", "tasks", 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := l.Lag(ctx, tc.url, tc.queue)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Fatalf("got %d, %v; want %d (error %v)", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,221 @@
+package scaleloop
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/neuronetes/neuronetes/controller/scalepolicy"
+)
+
+// vllmText renders a vLLM-style exposition with the given counters.
+func vllmText(waiting, running, prompt, gen float64, ttftLE []float64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} %g\n", waiting)
+	fmt.Fprintf(&b, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} %g\n", running)
+	fmt.Fprintf(&b, "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{model_name=\"m\"} %g\n", prompt)
+	fmt.Fprintf(&b, "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{model_name=\"m\"} %g\n", gen)
+	b.WriteString("# TYPE vllm:time_to_first_token_seconds histogram\n")
+	bounds := []string{"0.1", "0.5", "1", "+Inf"}
+	for i, le := range bounds {
+		fmt.Fprintf(&b, "vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=%q} %g\n", le, ttftLE[i])
+	}
+	fmt.Fprintf(&b, "vllm:time_to_first_token_seconds_sum{model_name=\"m\"} 1\nvllm:time_to_first_token_seconds_count{model_name=\"m\"} %g\n", ttftLE[3])
+	return b.String()
+}
+
+const neuronetesText = `# TYPE neuronetes_tokens_in_queue gauge
+neuronetes_tokens_in_queue 1200
+# TYPE neuronetes_concurrent_sessions gauge
+neuronetes_concurrent_sessions 7
+# TYPE neuronetes_tokens_total counter
+neuronetes_tokens_total 5000
+# TYPE neuronetes_tool_latency_seconds histogram
+neuronetes_tool_latency_seconds_bucket{le="1"} 3
+neuronetes_tool_latency_seconds_bucket{le="+Inf"} 4
+neuronetes_tool_latency_seconds_sum 2
+neuronetes_tool_latency_seconds_count 4
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting 2
+`
+
+const sglangText = `# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{model_name="m"} 5
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{model_name="m"} 3
+# TYPE sglang:gen_throughput gauge
+sglang:gen_throughput{model_name="m"} 250
+`
+
+func TestParseMetrics(t *testing.T) {
+	nan := math.NaN()
+	tests := []struct {
+		name                                  string
+		text                                  string
+		queue, tiq, sess, tokens, gauge, tool float64
+		ttftCount                             float64
+	}{
+		{"vllm", vllmText(4, 6, 1000, 200, []float64{1, 2, 3, 4}), 4, nan, 6, 1200, nan, nan, 4},
+		{"neuronetes names win over vllm", neuronetesText, 2, 1200, 7, 5000, nan, 4, -1},
+		{"sglang", sglangText, 5, nan, 3, nan, 250, nan, -1},
+	}
+	eq := func(a, b float64) bool { return (math.IsNaN(a) && math.IsNaN(b)) || a == b }
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := ParseMetrics(strings.NewReader(tc.text), time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !eq(s.QueueDepth, tc.queue) || !eq(s.TokensInQueue, tc.tiq) || !eq(s.Sessions, tc.sess) ||
+				!eq(s.Tokens, tc.tokens) || !eq(s.TokenGauge, tc.gauge) || !eq(s.Tools, tc.tool) {
+				t.Fatalf("got %+v", s)
+			}
+			if (tc.ttftCount < 0) != (s.TTFT == nil) || (s.TTFT != nil && s.TTFT.Count != tc.ttftCount) {
+				t.Fatalf("ttft histogram %+v, want count %v", s.TTFT, tc.ttftCount)
+			}
+		})
+	}
+	if _, err := ParseMetrics(strings.NewReader("bad metric{"), time.Now()); err == nil {
+		t.Fatal("garbage parsed")
+	}
+}
+
+func TestHistogramQuantile(t *testing.T) {
+	h := &Histogram{Bounds: []float64{0.1, 0.5, 1, math.Inf(1)}, Counts: []float64{50, 90, 100, 100}, Count: 100}
+	tests := []struct{ q, want float64 }{{0.5, 0.1}, {0.95, 0.75}, {0.7, 0.3}, {1, 1}}
+	for _, tc := range tests {
+		if got, ok := h.Quantile(tc.q); !ok || math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("q%.2f = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	inf := &Histogram{Bounds: []float64{1, math.Inf(1)}, Counts: []float64{1, 10}, Count: 10}
+	if got, _ := inf.Quantile(0.95); got != 1 {
+		t.Errorf("+Inf bucket quantile %v, want the last finite bound 1", got)
+	}
+	if _, ok := (&Histogram{}).Quantile(0.95); ok {
+		t.Error("quantile of an empty histogram")
+	}
+}
+
+func TestScrapeAndCollect(t *testing.T) {
+	// Two pods; pod b fails on the third round.
+	round := 0
+	pod := func(name string) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if name == "b" && round == 2 {
+				http.Error(w, "down", http.StatusServiceUnavailable)
+				return
+			}
+			k := float64(round)
+			// per round: +1000 prompt, +200 generated tokens; 10 TTFT observations, 9 <= 0.5 s
+			fmt.Fprint(w, vllmText(2+k, 4, 1000*k, 200*k, []float64{5 * k, 9 * k, 10 * k, 10 * k}))
+		}))
+	}
+	a, b := pod("a"), pod("b")
+	defer a.Close()
+	defer b.Close()
+	specs := []scalepolicy.MetricSpec{
+		{Type: scalepolicy.QueueDepth, AveragingWindow: 30 * time.Second},
+		{Type: scalepolicy.ConcurrentSessions},
+		{Type: scalepolicy.TokensPerSecond, AveragingWindow: 30 * time.Second},
+		{Type: scalepolicy.ContextLength},
+		{Type: scalepolicy.TokensInQueue},
+	}
+	var c Collector
+	sc := Scraper{}
+	t0 := time.Now()
+	var obs Observation
+	for round = 0; round < 3; round++ {
+		now := t0.Add(time.Duration(round) * 10 * time.Second)
+		samples := map[string]PodSample{}
+		for name, srv := range map[string]*httptest.Server{"a": a, "b": b} {
+			s, err := sc.Scrape(context.Background(), srv.URL+"/metrics")
+			if err != nil {
+				continue
+			}
+			s.Time = now
+			samples[name] = s
+		}
+		obs = c.Observe(now, samples, specs)
+	}
+	if obs.Reporting != 1 {
+		t.Fatalf("reporting %d, want 1 (pod b failed)", obs.Reporting)
+	}
+	m := obs.Metrics
+	check := func(mt scalepolicy.MetricType, want float64, valid bool) {
+		t.Helper()
+		v := m[mt]
+		if v.Valid != valid || (valid && math.Abs(v.Value-want) > 1e-6) {
+			t.Errorf("%s = %+v, want %v valid=%v", mt, v, want, valid)
+		}
+	}
+	// queue depth per replica: rounds averaged over 30 s: 2, 3, 4 -> 3
+	check(scalepolicy.QueueDepth, 3, true)
+	check(scalepolicy.ConcurrentSessions, 4, true)
+	// 1200 tokens per 10 s per pod
+	check(scalepolicy.TokensPerSecond, 120, true)
+	// 1200 tokens per 10 requests
+	check(scalepolicy.ContextLength, 120, true)
+	// vLLM exports no tokens-in-queue: missing, so the decision holds scale-down
+	check(scalepolicy.TokensInQueue, 0, false)
+	// implicit ttft-p95 from the bucket deltas: rank 9.5 of 10 in (0.5,1] -> 0.75
+	check(scalepolicy.TTFTP95, 0.75, true)
+
+	// Stale: nothing reported for longer than StaleAfter.
+	obs = c.Observe(t0.Add(10*time.Minute), map[string]PodSample{}, specs)
+	if obs.Metrics[scalepolicy.QueueDepth].Valid || obs.Metrics[scalepolicy.TTFTP95].Valid {
+		t.Fatalf("stale metrics still valid: %+v", obs.Metrics)
+	}
+}
+
+func TestScrapeErrors(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/bad" {
+			fmt.Fprint(w, "not{prometheus")
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	for _, path := range []string{"/missing", "/bad"} {
+		if _, err := (Scraper{}).Scrape(context.Background(), srv.URL+path); err == nil || !strings.Contains(err.Error(), srv.URL+path) {
+			t.Errorf("%s: got %v, want an error naming the URL", path, err)
+		}
+	}
+}
+
+func TestPromSource(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		w.Header().Set("Content-Type", "application/json")
+		switch r.Form.Get("query") {
+		case "sum(queue)":
+			fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"1"},"value":[1,"40"]},{"metric":{"a":"2"},"value":[1,"2"]}]}}`)
+		case "scalar(1)":
+			fmt.Fprint(w, `{"status":"success","data":{"resultType":"scalar","result":[1,"7"]}}`)
+		default:
+			fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
+		}
+	}))
+	defer srv.Close()
+	p, err := NewPromSource(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		q       string
+		want    float64
+		wantErr bool
+	}{{"sum(queue)", 42, false}, {"scalar(1)", 7, false}, {"absent", 0, true}}
+	for _, tc := range tests {
+		got, err := p.Query(context.Background(), tc.q, time.Now())
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("%s: got %v, %v", tc.q, got, err)
+		}
+	}
+}

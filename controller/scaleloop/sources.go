@@ -1,0 +1,134 @@
+package scaleloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	promapi "github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+// PromSource evaluates PromQL through the Prometheus HTTP API, for the seed's
+// externalMetrics and for pools whose metrics are already in Prometheus.
+type PromSource struct {
+	api promv1.API
+}
+
+// NewPromSource returns a source for the Prometheus server at address.
+func NewPromSource(address string) (*PromSource, error) {
+	c, err := promapi.NewClient(promapi.Config{Address: address})
+	if err != nil {
+		return nil, fmt.Errorf("prometheus address %q: %w", address, err)
+	}
+	return &PromSource{api: promv1.NewAPI(c)}, nil
+}
+
+// Query evaluates query at now and returns the sum of the resulting vector (or
+// the scalar). An empty result is an error, so the metric counts as missing.
+func (p *PromSource) Query(ctx context.Context, query string, now time.Time) (float64, error) {
+	v, _, _, err := p.api.Query(ctx, query, now)
+	if err != nil {
+		return 0, fmt.Errorf("prometheus query %q: %w", query, err)
+	}
+	switch r := v.(type) {
+	case model.Vector:
+		if len(r) == 0 {
+			return 0, fmt.Errorf("prometheus query %q: empty result", query)
+		}
+		sum := 0.0
+		for _, s := range r {
+			sum += float64(s.Value)
+		}
+		return sum, nil
+	case *model.Scalar:
+		return float64(r.Value), nil
+	default:
+		return 0, fmt.Errorf("prometheus query %q: unsupported result type %s", query, v.Type())
+	}
+}
+
+// LagSource reads queue lag from NATS JetStream.
+//
+// A ToolBinding's queueName is "<stream>" or "<stream>/<consumer>". With a
+// consumer, lag = the consumer's pending (undelivered) plus ack-pending
+// (delivered, unacknowledged) messages; without one, the stream's message count
+// (a work-queue stream keeps a message until it is acknowledged).
+type LagSource struct {
+	// Timeout bounds one lookup (default 5 s).
+	Timeout time.Duration
+	conns   map[string]*nats.Conn
+}
+
+// Lag returns the lag of queueName on the NATS server at url.
+func (l *LagSource) Lag(ctx context.Context, url, queueName string) (int64, error) {
+	if url == "" {
+		return 0, errors.New("queueConfig.url: empty NATS URL")
+	}
+	stream, consumer, _ := strings.Cut(queueName, "/")
+	if stream == "" {
+		return 0, fmt.Errorf("queueConfig.queueName: empty stream in %q", queueName)
+	}
+	t := l.Timeout
+	if t <= 0 {
+		t = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, t)
+	defer cancel()
+	nc, err := l.conn(url, t)
+	if err != nil {
+		return 0, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, fmt.Errorf("jetstream %s: %w", url, err)
+	}
+	if consumer != "" {
+		c, err := js.Consumer(ctx, stream, consumer)
+		if err != nil {
+			return 0, fmt.Errorf("consumer %s/%s: %w", stream, consumer, err)
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("consumer info %s/%s: %w", stream, consumer, err)
+		}
+		return int64(info.NumPending) + int64(info.NumAckPending), nil
+	}
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("stream info %s: %w", stream, err)
+	}
+	return int64(info.State.Msgs), nil
+}
+
+func (l *LagSource) conn(url string, timeout time.Duration) (*nats.Conn, error) {
+	if l.conns == nil {
+		l.conns = map[string]*nats.Conn{}
+	}
+	if c, ok := l.conns[url]; ok && c.IsConnected() {
+		return c, nil
+	}
+	c, err := nats.Connect(url, nats.Timeout(timeout), nats.Name("neuronetes-autoscaler"))
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", url, err)
+	}
+	l.conns[url] = c
+	return c, nil
+}
+
+// Close closes the cached connections.
+func (l *LagSource) Close() {
+	for u, c := range l.conns {
+		c.Close()
+		delete(l.conns, u)
+	}
+}

@@ -1,0 +1,157 @@
+package scalepolicy
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// poolWide reports whether a metric is a pool-wide value rather than a
+// per-replica average; pool-wide metrics give no signal at zero replicas.
+func poolWide(t MetricType) bool { return t == TTFTP95 || t == ContextLength }
+
+// effectiveMetrics returns the configured metrics plus, when the SLO target is
+// enabled and no ttft-p95 metric is configured, the implicit one at
+// TTFT*(1-headroom).
+func (p Policy) effectiveMetrics() []MetricSpec {
+	ms := p.Metrics
+	if !p.SLO.Enabled || p.SLO.BreachOnly {
+		return ms
+	}
+	for _, m := range ms {
+		if m.Type == TTFTP95 {
+			return ms
+		}
+	}
+	t := p.SLO.TTFT.Seconds() * (1 - p.SLO.HeadroomPercent/100)
+	return append(append([]MetricSpec(nil), ms...), MetricSpec{Type: TTFTP95, Target: t})
+}
+
+// metricRecommendation turns the metric ratios into a replica count, the HPA
+// way: ratio = current/target per metric, combined by the strategy, no change
+// within the tolerance, desired = ceil(ratio*readyReplicas). Missing metrics are
+// left out; if any is missing, a scale-down is not taken (the HPA's rule), and
+// with none at all the count is held.
+func (a *Autoscaler) metricRecommendation(in Input, ratios map[MetricType]float64) (int32, Reason, string) {
+	p := a.policy
+	cur := in.CurrentReplicas
+	specs := p.effectiveMetrics()
+	if len(specs) == 0 {
+		return cur, ReasonNoMetrics, "no metrics configured"
+	}
+	base := in.ReadyReplicas
+	if base <= 0 {
+		base = cur
+	}
+	if base == 0 {
+		// Scaled to zero: per-replica metrics are totals; activate by demand.
+		var want int32
+		for _, m := range specs {
+			v, ok := in.Metrics[m.Type]
+			if !ok || !v.Valid || poolWide(m.Type) {
+				continue
+			}
+			want = max(want, int32(math.Ceil(v.Value/m.Target-1e-9)))
+		}
+		return want, ReasonMetrics, fmt.Sprintf("at zero replicas, demand wants %d", want)
+	}
+	var vals []float64
+	var seen []string
+	missing := 0
+	for _, m := range specs {
+		v, ok := in.Metrics[m.Type]
+		if !ok || !v.Valid || math.IsNaN(v.Value) {
+			missing++
+			seen = append(seen, fmt.Sprintf("%s missing", m.Type))
+			continue
+		}
+		r := v.Value / m.Target
+		ratios[m.Type] = r
+		vals = append(vals, r)
+		seen = append(seen, fmt.Sprintf("%s %.3g/%.3g", m.Type, v.Value, m.Target))
+	}
+	detail := strings.Join(seen, ", ")
+	if len(vals) == 0 {
+		return cur, ReasonNoMetrics, "all metrics missing or stale: hold"
+	}
+	r := combine(p.Strategy, vals)
+	if math.Abs(r-1) <= p.Tolerance {
+		return cur, ReasonWithinTolerance, fmt.Sprintf("%s: ratio %.2f within tolerance %.2f", detail, r, p.Tolerance)
+	}
+	want := int32(math.Ceil(r*float64(base) - 1e-9))
+	if missing > 0 && want < cur {
+		return cur, ReasonMissingMetrics, fmt.Sprintf("%s: ratio %.2f wants %d but %d metric(s) missing: no scale-down", detail, r, want, missing)
+	}
+	return want, ReasonMetrics, fmt.Sprintf("%s: %s ratio %.2f wants %d", detail, p.Strategy, r, want)
+}
+
+func combine(s Strategy, vals []float64) float64 {
+	out := vals[0]
+	switch s {
+	case StrategyMin:
+		for _, v := range vals[1:] {
+			out = math.Min(out, v)
+		}
+	case StrategyAverage:
+		sum := 0.0
+		for _, v := range vals {
+			sum += v
+		}
+		out = sum / float64(len(vals))
+	default:
+		for _, v := range vals[1:] {
+			out = math.Max(out, v)
+		}
+	}
+	return out
+}
+
+// trackSLO updates the scale-down safety clock and reports an SLO breach
+// (ttft-p95 above the SLO itself, not the headroom target).
+func (a *Autoscaler) trackSLO(in Input) bool {
+	s := a.policy.SLO
+	if !s.Enabled {
+		return false
+	}
+	v, ok := in.Metrics[TTFTP95]
+	if !ok || !v.Valid {
+		a.safeSince = time.Time{}
+		return false
+	}
+	safeBelow := s.TTFT.Seconds() * (1 - s.RequireHeadroomPercent/100)
+	if v.Value <= safeBelow {
+		if a.safeSince.IsZero() {
+			a.safeSince = in.Now
+		}
+	} else {
+		a.safeSince = time.Time{}
+	}
+	return v.Value > s.TTFT.Seconds()
+}
+
+// scaleDownSafe reports whether the SLO allows a scale-down now: always when the
+// SLO target or its safety check is off; otherwise ttft-p95 must have stayed
+// within the required headroom for CheckDuration.
+func (a *Autoscaler) scaleDownSafe(now time.Time) bool {
+	s := a.policy.SLO
+	if !s.Enabled || (s.RequireHeadroomPercent == 0 && s.CheckDuration == 0) {
+		return true
+	}
+	return !a.safeSince.IsZero() && now.Sub(a.safeSince) >= s.CheckDuration
+}
+
+// lagReplicas applies the seed's queue formula:
+//
+//	additional = ceil((lag - current*prefetch) / (prefetch*targetThroughput))
+//
+// Above maxLagThreshold the pool wants current+additional (additional >= 0).
+// At or below it, the pool wants enough replicas to hold the lag in their
+// prefetch buffers, ceil(lag/prefetch), so an idle queue lets the pool shrink.
+func lagReplicas(q QueueLag, lag int64, cur int32) int32 {
+	if lag > q.MaxLagThreshold {
+		add := math.Ceil(float64(lag-int64(cur)*q.PrefetchCount) / (float64(q.PrefetchCount) * q.TargetThroughput))
+		return cur + int32(max(add, 0))
+	}
+	return int32(math.Ceil(float64(lag) / float64(q.PrefetchCount)))
+}

@@ -1,0 +1,141 @@
+package scalesim
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/neuronetes/neuronetes/controller/scalepolicy"
+)
+
+// Metrics computes the autoscaler's metric values from a View; each metric is
+// averaged over its own averagingWindow, per ready replica where the metric is
+// per replica. TTFT-p95 is the p95 of TTFT excess over unloaded prefill.
+func Metrics(v View, specs []scalepolicy.MetricSpec, sloOn bool) map[scalepolicy.MetricType]scalepolicy.MetricValue {
+	ready := float64(v.Ready())
+	if ready == 0 {
+		ready = 1 // at zero replicas per-replica metrics are pool totals
+	}
+	out := map[scalepolicy.MetricType]scalepolicy.MetricValue{}
+	win := func(s scalepolicy.MetricSpec) float64 { return math.Max(s.AveragingWindow.Seconds(), 1) }
+	add := func(s scalepolicy.MetricSpec) {
+		w := win(s)
+		switch s.Type {
+		case scalepolicy.TokensInQueue:
+			out[s.Type] = scalepolicy.MetricValue{Value: v.WaitingTokens(w) / ready, Valid: true}
+		case scalepolicy.QueueDepth:
+			out[s.Type] = scalepolicy.MetricValue{Value: v.Waiting(w) / ready, Valid: true}
+		case scalepolicy.ConcurrentSessions:
+			out[s.Type] = scalepolicy.MetricValue{Value: v.Concurrency(w) / ready, Valid: true}
+		case scalepolicy.TokensPerSecond:
+			out[s.Type] = scalepolicy.MetricValue{Value: v.TokenRate(w) / ready, Valid: true}
+		case scalepolicy.TTFTP95:
+			val, ok := v.TTFTExcessP95(w)
+			out[s.Type] = scalepolicy.MetricValue{Value: val, Valid: ok}
+		case scalepolicy.ContextLength:
+			val, ok := v.ContextLength(w)
+			out[s.Type] = scalepolicy.MetricValue{Value: val, Valid: ok}
+		case scalepolicy.ToolCallRate:
+			out[s.Type] = scalepolicy.MetricValue{Valid: false} // no tool calls in LLM traces
+		}
+	}
+	hasTTFT := false
+	for _, s := range specs {
+		add(s)
+		hasTTFT = hasTTFT || s.Type == scalepolicy.TTFTP95
+	}
+	if sloOn && !hasTTFT {
+		add(scalepolicy.MetricSpec{Type: scalepolicy.TTFTP95, AveragingWindow: 30 * time.Second})
+	}
+	return out
+}
+
+// Decider runs the decision package on a View: NeuroNetes, and the HPA and KEDA
+// baselines whose algorithms the package reproduces with their defaults.
+type Decider struct {
+	// Label names the policy.
+	Label string
+	// Every is the decision period.
+	Every time.Duration
+	// Policy is the decision package's policy.
+	Policy scalepolicy.Policy
+	// Warm, ReplenishDelay and ReplenishBatch configure the warm pool (0: none).
+	Warm           int
+	ReplenishDelay time.Duration
+	ReplenishBatch int
+	// KEDA adds KEDA's 0<->1 activation: active while the metric is > Activation,
+	// deactivated to zero after CooldownPeriod without activity, checked every
+	// PollingInterval.
+	KEDA *KEDAActivation
+
+	a      *scalepolicy.Autoscaler
+	last   scalepolicy.Decision
+	active bool
+	lastOn float64
+	polled float64
+}
+
+// KEDAActivation is KEDA's own 0<->1 scaling around the HPA.
+type KEDAActivation struct {
+	// Activation is the activation threshold (KEDA default 0).
+	Activation float64
+	// CooldownPeriod is how long after the last activity the pool goes to zero (300 s).
+	CooldownPeriod time.Duration
+	// PollingInterval is how often the scaler is polled (30 s).
+	PollingInterval time.Duration
+}
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Name implements Policy.
+func (d *Decider) Name() string { return d.Label }
+
+// Interval implements Policy.
+func (d *Decider) Interval() time.Duration { return d.Every }
+
+// WarmPool implements WarmPooled.
+func (d *Decider) WarmPool() (int, time.Duration, int) {
+	return d.Warm, d.ReplenishDelay, d.ReplenishBatch
+}
+
+// Last returns the latest decision.
+func (d *Decider) Last() scalepolicy.Decision { return d.last }
+
+// Decide implements Policy.
+func (d *Decider) Decide(v View) int {
+	if d.a == nil {
+		a, err := scalepolicy.New(d.Policy)
+		if err != nil {
+			panic(fmt.Sprintf("sim: policy %s: %v", d.Label, err))
+		}
+		d.a = a
+		d.polled = math.Inf(-1)
+		// A running ScaledObject starts active; the cooldown counts from now.
+		d.active, d.lastOn = v.Target() > 0, v.Now()
+	}
+	m := Metrics(v, d.Policy.Metrics, d.Policy.SLO.Enabled)
+	cur := v.Target()
+	if d.KEDA != nil && v.Now()-d.polled >= d.KEDA.PollingInterval.Seconds() {
+		d.polled = v.Now()
+		total := v.Concurrency(1)
+		if total > d.KEDA.Activation {
+			d.active, d.lastOn = true, v.Now()
+		} else if d.active && v.Now()-d.lastOn >= d.KEDA.CooldownPeriod.Seconds() {
+			d.active = false
+		}
+		if !d.active {
+			return 0
+		}
+		if cur == 0 {
+			return 1
+		}
+	}
+	if d.KEDA != nil && cur == 0 {
+		return 0
+	}
+	d.last = d.a.Decide(scalepolicy.Input{
+		Now: epoch.Add(time.Duration(v.Now() * float64(time.Second))), CurrentReplicas: int32(cur),
+		ReadyReplicas: int32(v.Ready()), WarmReplicas: int32(v.Warm()), Metrics: m, QueueLag: -1,
+	})
+	return int(d.last.Desired)
+}

@@ -1,0 +1,189 @@
+package scalesim
+
+import (
+	"math"
+	"time"
+)
+
+// View is what a policy observes at a decision tick: the pool's state and its
+// recent per-second samples, like a metrics pipeline would show it.
+type View struct{ c *cluster }
+
+// Now is the simulated time in seconds.
+func (v View) Now() float64 { return v.c.now }
+
+// Ready is the number of serving replicas (ready and not draining).
+func (v View) Ready() int { return v.c.count(serving) }
+
+// Target is the current serving target.
+func (v View) Target() int { return v.c.target }
+
+// Warm is the number of warm replicas ready to activate.
+func (v View) Warm() int { return v.c.count(warm) }
+
+// Concurrency is the pool-wide average of running plus waiting requests over w seconds.
+func (v View) Concurrency(w float64) float64 {
+	return v.c.avg(w, func(s sample) float64 { return s.running + s.waiting })
+}
+
+// Waiting is the pool-wide average of waiting requests over w seconds.
+func (v View) Waiting(w float64) float64 {
+	return v.c.avg(w, func(s sample) float64 { return s.waiting })
+}
+
+// WaitingTokens is the pool-wide average of unprefilled prompt tokens over w seconds.
+func (v View) WaitingTokens(w float64) float64 {
+	return v.c.avg(w, func(s sample) float64 { return s.waitingTokens })
+}
+
+// TokenRate is the pool-wide prompt plus generated tokens per second over w seconds.
+func (v View) TokenRate(w float64) float64 {
+	return v.c.avg(w, func(s sample) float64 { return s.promptTokens + s.genTok })
+}
+
+// ContextLength is the average prompt length of requests arriving within w seconds.
+func (v View) ContextLength(w float64) (float64, bool) {
+	a := v.c.avg(w, func(s sample) float64 { return s.arrivals })
+	if a == 0 {
+		return 0, false
+	}
+	return v.c.avg(w, func(s sample) float64 { return s.promptTokens }) / a, true
+}
+
+// TTFTExcessP95 is the 95th percentile of TTFT minus unloaded prefill time over w seconds.
+func (v View) TTFTExcessP95(w float64) (float64, bool) { return v.c.ttftP95(w) }
+
+// Policy is an autoscaler under evaluation.
+type Policy interface {
+	// Name labels the policy in reports.
+	Name() string
+	// Interval is the decision period.
+	Interval() time.Duration
+	// Decide returns the serving replica target.
+	Decide(v View) int
+}
+
+// WarmPooled is implemented by policies that keep a warm pool.
+type WarmPooled interface {
+	// WarmPool returns the warm replicas to keep and the replenish delay and batch.
+	WarmPool() (replicas int, delay time.Duration, batch int)
+}
+
+// KPA is Knative's Pod Autoscaler with its documented defaults: a 60 s stable
+// window, a 6 s panic window (10%), panic at 200% of target, no scale-down
+// while panicking, a 2 s tick, max scale-up rate 1000 and scale-down rate 2,
+// scale to zero after the stable window plus a 30 s grace period. Concurrency
+// target = containerConcurrency (Slots) x target utilization (70%).
+type KPA struct {
+	// Target is the per-pod concurrency target.
+	Target float64
+	// MinScale, MaxScale bound the pod count (Knative default min 0).
+	MinScale, MaxScale int
+
+	panicStart, lastNonZero float64
+	maxPanicPods            int
+	panicking               bool
+}
+
+// Name implements Policy.
+func (k *KPA) Name() string { return "knative-kpa" }
+
+// Interval implements Policy.
+func (k *KPA) Interval() time.Duration { return 2 * time.Second }
+
+// Decide implements Policy.
+func (k *KPA) Decide(v View) int {
+	const stable, panicW, panicThreshold, upRate, downRate, grace = 60.0, 6.0, 2.0, 1000.0, 2.0, 30.0
+	ready := float64(max(v.Ready(), 1))
+	obsStable, obsPanic := v.Concurrency(stable), v.Concurrency(panicW)
+	dStable := int(math.Ceil(obsStable / k.Target))
+	dPanic := int(math.Ceil(obsPanic / k.Target))
+	maxUp, maxDown := int(math.Ceil(upRate*ready)), int(math.Floor(ready/downRate))
+	clampI := func(x int) int { return max(maxDown, min(x, maxUp)) }
+	if v.Ready() == 0 {
+		// At zero the activator holds requests; any demand activates.
+		maxDown = 0
+	}
+	dStable, dPanic = clampI(dStable), clampI(dPanic)
+	over := obsPanic/ready >= k.Target*panicThreshold
+	switch {
+	case !k.panicking && over:
+		k.panicking, k.panicStart = true, v.Now()
+	case k.panicking && over:
+		k.panicStart = v.Now()
+	case k.panicking && v.Now()-k.panicStart >= stable:
+		k.panicking, k.maxPanicPods = false, 0
+	}
+	want := dStable
+	if k.panicking {
+		want = max(dPanic, k.maxPanicPods, v.Target())
+		k.maxPanicPods = want
+	}
+	if want > 0 {
+		k.lastNonZero = v.Now()
+	} else if v.Now()-k.lastNonZero < stable+grace {
+		want = 1
+	}
+	return max(k.MinScale, min(want, k.MaxScale))
+}
+
+// APA is AIBrix's Autoscaling Pod Autoscaler: a ±10% fluctuation band around
+// the per-pod target, at most 2x up or down per decision, no scale-up delay and
+// a 300 s scale-down cooldown, evaluated every 15 s on the current per-pod value.
+type APA struct {
+	// Target is the per-pod metric target (concurrency).
+	Target float64
+	// MinReplicas, MaxReplicas bound the pod count.
+	MinReplicas, MaxReplicas int
+
+	lastScale float64
+	scaled    bool
+}
+
+// Name implements Policy.
+func (a *APA) Name() string { return "aibrix-apa" }
+
+// Interval implements Policy.
+func (a *APA) Interval() time.Duration { return 15 * time.Second }
+
+// Decide implements Policy.
+func (a *APA) Decide(v View) int {
+	const tol, upRate, downRate, downDelay = 0.1, 2.0, 2.0, 300.0
+	cur := v.Target()
+	ready := float64(max(v.Ready(), 1))
+	ratio := v.Concurrency(1) / ready / a.Target
+	want := cur
+	switch {
+	case ratio > 1+tol:
+		want = min(int(math.Ceil(ready*ratio)), int(math.Ceil(float64(max(cur, 1))*upRate)))
+		want = max(want, cur)
+	case ratio < 1-tol && (!a.scaled || v.Now()-a.lastScale >= downDelay):
+		want = max(int(math.Ceil(ready*ratio)), int(math.Ceil(float64(cur)/downRate)))
+		want = min(want, cur)
+	}
+	want = max(a.MinReplicas, min(want, a.MaxReplicas))
+	if want != cur {
+		a.lastScale, a.scaled = v.Now(), true
+	}
+	return want
+}
+
+// Oracle follows a precomputed replica curve that looks ahead by the cold start.
+type Oracle struct {
+	curve []int // replicas per second
+}
+
+// Name implements Policy.
+func (o *Oracle) Name() string { return "oracle" }
+
+// Interval implements Policy.
+func (o *Oracle) Interval() time.Duration { return time.Second }
+
+// Decide implements Policy.
+func (o *Oracle) Decide(v View) int {
+	i := int(v.Now())
+	if i >= len(o.curve) {
+		return o.curve[len(o.curve)-1]
+	}
+	return o.curve[i]
+}
