@@ -13,6 +13,9 @@ E2E_TIMEOUT ?= 45m
 # FUZZTIME=30s (or =1000000x) overrides every target's budget.
 FUZZTIME ?=
 fuzzbudget = $(if $(FUZZTIME),$(FUZZTIME),$(1))
+# go test -json | testsummary prints go test's usual output, then the skipped tests by reason and
+# "summary: N passed, N failed, N skipped"; pipefail keeps go test's exit code.
+TESTSUMMARY = $(GO) run ./hack/testsummary
 
 .PHONY: all build tools deps test-deps lint unit e2e test bench bench-autoscale bench-scale \
 	cluster-up cluster-down cluster-status images run generate deploy-local help fuzz
@@ -38,13 +41,15 @@ lint: ## gofmt and go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-unit: ## Unit tests (no cluster).
-	$(GO) test -count=1 $(UNIT_PKGS)
+unit: ## Unit tests (no cluster); ends with the skipped tests by reason (hack/testsummary).
+	$(GO) test -count=1 -json $(UNIT_PKGS) 2>&1 | $(TESTSUMMARY)
 
 e2e: tools deps ## End-to-end tests on the local real cluster (started and stopped when not running).
-	NEURONETES_E2E=1 $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v ./e2e/ 2>&1 | tee .local/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)|\[e2e\]'
+	NEURONETES_E2E=1 $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -json ./e2e/ 2>&1 | $(TESTSUMMARY) -v | tee .local/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)|\[e2e\]|^(skipped tests by reason|summary:|  +[0-9]+  )'
 
 test: test-deps tools lint unit fuzz e2e ## Everything CI runs (fuzzing about 10 s per target).
+# Under make test a missing required tool fails its test (internal/testreq), as under CI=true.
+test: export NEURONETES_TEST_STRICT := 1
 
 fuzz: ## Short fuzzing runs of the sidecar's decoders and validator (execution budgets of ~10 s each; FUZZTIME overrides).
 	$(GO) test ./sidecar/frame -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(call fuzzbudget,300000x)

@@ -17,6 +17,7 @@ import (
 	"github.com/neuronetes/neuronetes/checkpoint/gpu"
 	"github.com/neuronetes/neuronetes/checkpoint/internal/stateproc"
 	"github.com/neuronetes/neuronetes/checkpoint/store"
+	"github.com/neuronetes/neuronetes/internal/testreq"
 )
 
 func TestMain(m *testing.M) {
@@ -124,14 +125,14 @@ func TestGPUSkippedWithoutDevices(t *testing.T) {
 func requireCRIU(t *testing.T) *criu.Client {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("CRIU needs root")
+		testreq.Tool(t, "root", "CRIU needs root")
 	}
 	p, err := criu.Locate()
 	if err != nil {
-		t.Skipf("CRIU not found: %v", err)
+		testreq.Tool(t, "criu", "not found (hack/test-deps.d/30-criu.sh builds it): %v", err)
 	}
 	if err := criu.Check(context.Background(), p); err != nil {
-		t.Skipf("criu check fails here, skipping: %v", err)
+		testreq.Tool(t, "criu", "criu check fails here: %v", err)
 	}
 	return &criu.Client{Path: p}
 }

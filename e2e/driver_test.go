@@ -23,6 +23,7 @@ import (
 	"github.com/neuronetes/neuronetes/driver/nvml"
 	"github.com/neuronetes/neuronetes/driver/slices"
 	"github.com/neuronetes/neuronetes/e2e/images"
+	"github.com/neuronetes/neuronetes/internal/testreq"
 )
 
 // driverDebug is the driver's debug endpoint (hostNetwork, loopback only), see deploy/manifests/driver.yaml.
@@ -263,7 +264,7 @@ func TestDriver(t *testing.T) {
 	deadline := time.Now().Add(90 * time.Second)
 	for other := otherDriver(ctx, e, ""); other != ""; other = otherDriver(ctx, e, "") {
 		if time.Now().After(deadline) {
-			t.Skipf("another %s driver runs on node %s (%s): TestDriver needs the node to itself", model.DriverName, e.NodeName, other)
+			testreq.Tool(t, "the node to itself", "another %s driver runs on node %s (%s)", model.DriverName, e.NodeName, other)
 		}
 		time.Sleep(2 * time.Second)
 	}

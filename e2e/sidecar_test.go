@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/neuronetes/neuronetes/internal/testreq"
 	"github.com/neuronetes/neuronetes/sidecar/redistest"
 )
 
@@ -170,7 +171,7 @@ func sidecarRedis(t *testing.T) *redistest.Server {
 		}
 	}
 	if !found {
-		t.Skip("cluster bridge gateway 10.88.0.1 not present")
+		testreq.Tool(t, "the cluster bridge", "gateway 10.88.0.1 not present")
 	}
 	return redistest.Start(t, redistest.Options{Bind: "10.88.0.1"})
 }

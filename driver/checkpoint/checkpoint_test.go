@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/neuronetes/neuronetes/driver/model"
+	"github.com/neuronetes/neuronetes/internal/testreq"
 )
 
 func sample() Data {
@@ -125,7 +126,7 @@ func TestStore(t *testing.T) {
 
 func TestBootID(t *testing.T) {
 	if _, err := os.Stat("/proc/sys/kernel/random/boot_id"); err != nil {
-		t.Skip("no /proc/sys/kernel/random/boot_id")
+		testreq.Tool(t, "/proc/sys/kernel/random/boot_id", "%v", err)
 	}
 	if id := BootID(); len(id) < 32 {
 		t.Errorf("boot id %q", id)
