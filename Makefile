@@ -18,7 +18,7 @@ fuzzbudget = $(if $(FUZZTIME),$(FUZZTIME),$(1))
 TESTSUMMARY = $(GO) run ./hack/testsummary
 
 .PHONY: all build tools deps test-deps lint unit e2e test bench bench-autoscale bench-scale \
-	cluster-up cluster-down cluster-status images run generate deploy-local help fuzz
+	cluster-up cluster-down cluster-status images run generate proto deploy-local help fuzz
 
 all: build
 
@@ -37,9 +37,10 @@ tools: ## Build the pinned cluster binaries, helm and controller-gen into .local
 test-deps: deps ## Run every hack/test-deps.d script (CRIU, minio, ...).
 	@for f in hack/test-deps.d/*.sh; do [ -e "$$f" ] || continue; echo "== $$f"; bash "$$f"; done
 
-lint: ## gofmt and go vet.
+lint: ## gofmt, go vet, and generated protobuf code up to date.
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	bash hack/gen-proto.sh --check
 
 unit: ## Unit tests (no cluster); ends with the skipped tests by reason (hack/testsummary).
 	$(GO) test -count=1 -json $(UNIT_PKGS) 2>&1 | $(TESTSUMMARY)
@@ -82,6 +83,9 @@ images: ## Build every cmd/ image and import it into the local containerd.
 
 deploy-local: cluster-up ## Install the Helm chart into the local cluster with locally built images.
 	bash hack/deploy-local.sh
+
+proto: ## Regenerate the checked-in protobuf Go code (hack/gen-proto.sh; pinned buf and plugins).
+	bash hack/gen-proto.sh
 
 generate: ## Regenerate deepcopy code and CRDs with controller-gen.
 	bash hack/build-tools.sh controller-gen
