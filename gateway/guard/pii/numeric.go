@@ -18,7 +18,9 @@ const maxRunGroups = 64
 
 type group struct{ start, end int }
 
-func isNumSep(c byte) bool { return c == ' ' || c == '-' || c == '.' || c == '/' || c == '(' || c == ')' }
+func isNumSep(c byte) bool {
+	return c == ' ' || c == '-' || c == '.' || c == '/' || c == '(' || c == ')'
+}
 
 func (numericRec) find(text string, out []Finding) []Finding {
 	for i := 0; i < len(text); {

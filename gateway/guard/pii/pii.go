@@ -105,7 +105,7 @@ func New(o Options) *Detector {
 // reports several types at once).
 type filterRec struct{ want map[Entity]bool }
 
-func (filterRec) entity() Entity                        { return "" }
+func (filterRec) entity() Entity                         { return "" }
 func (filterRec) find(_ string, out []Finding) []Finding { return out }
 
 func wantsNumeric(want map[Entity]bool) bool {
