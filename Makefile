@@ -56,7 +56,6 @@ fuzz: ## Short fuzzing runs of the sidecar's decoders and validator (execution b
 	$(GO) test ./sidecar/frame -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(call fuzzbudget,300000x)
 	$(GO) test ./sidecar/server -run '^$$' -fuzz '^FuzzDecodeSession$$' -fuzztime $(call fuzzbudget,25000x)
 	$(GO) test ./sidecar/server -run '^$$' -fuzz '^FuzzDecodeVectorRequests$$' -fuzztime $(call fuzzbudget,40000x)
-	$(GO) test ./sidecar/server -run '^$$' -fuzz '^FuzzGRPCCodec$$' -fuzztime $(call fuzzbudget,60000x)
 	$(GO) test ./sidecar/store -run '^$$' -fuzz '^FuzzValidJSON$$' -fuzztime $(call fuzzbudget,150000x)
 
 bench: tools deps ## Every benchmark (hack/bench.d/*.sh), each printing medians and ratios.

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"k8s.io/klog/v2"
 
+	sidecarv1 "github.com/neuronetes/neuronetes/sidecar/api/v1"
 	"github.com/neuronetes/neuronetes/sidecar/frame"
 	"github.com/neuronetes/neuronetes/sidecar/keys"
 	"github.com/neuronetes/neuronetes/sidecar/metrics"
@@ -117,7 +118,7 @@ func Run(ctx context.Context, c Config) error {
 			return fmt.Errorf("grpc-addr: %w", err)
 		}
 		gs = grpc.NewServer()
-		gs.RegisterService(&server.ServiceDesc, srv.GRPC())
+		sidecarv1.RegisterSessionsServer(gs, srv.GRPC())
 		log.Info("serving gRPC", "addr", l.Addr().String())
 		go func() { errc <- gs.Serve(l) }()
 	}
