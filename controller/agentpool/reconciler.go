@@ -397,9 +397,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, orig, pool *nnv1.AgentPool
 		r.setCondition(pool, nnv1.AgentPoolWarmPoolReady, warm >= size.warmTarget, "WarmPods",
 			fmt.Sprintf("%d/%d warm pods ready", warm, size.warmTarget))
 	}
-	if st.DesiredReplicas == 0 {
-		st.DesiredReplicas = size.desired
-	}
+	st.DesiredReplicas = size.desired
 	if r.Metrics != nil {
 		r.Metrics.Replicas.WithLabelValues(pool.Name, pool.Namespace).Set(float64(st.Replicas))
 		r.Metrics.DesiredReplicas.WithLabelValues(pool.Name, pool.Namespace).Set(float64(size.desired))

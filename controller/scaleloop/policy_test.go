@@ -134,9 +134,12 @@ func TestPolicyFromAgentPoolErrors(t *testing.T) {
 			}
 		})
 	}
-	p, err := PolicyFromAgentPool(mustPool(t, "spec: {}"), nil, nil)
-	if err != nil || p.MinReplicas != DefaultMinReplicas || p.MaxReplicas != DefaultMaxReplicas {
-		t.Fatalf("defaults: %+v, %v", p, err)
+	// The bounds' defaults are the reconciler's (v1alpha1.ReplicaBounds; its TestResolveSizing).
+	for spec, want := range map[string][2]int32{"spec: {}": {1, 10}, "spec: {minReplicas: 12}": {12, 12}, "spec: {minReplicas: 0, maxReplicas: 3}": {0, 3}} {
+		p, err := PolicyFromAgentPool(mustPool(t, spec), nil, nil)
+		if err != nil || p.MinReplicas != want[0] || p.MaxReplicas != want[1] {
+			t.Fatalf("%s: bounds [%d,%d] (%v), want %v", spec, p.MinReplicas, p.MaxReplicas, err, want)
+		}
 	}
 }
 
