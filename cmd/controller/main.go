@@ -95,7 +95,7 @@ func main() {
 func run(ctx context.Context, o *options) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("controller initializing", "namespace", o.namespace, "metrics", o.metricsAddr, "webhookURL", o.webhookURL)
-	scaleToken, err := o.autoscaler.validate()
+	scaleTokens, err := o.autoscaler.validate()
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,10 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("agentclass controller: %w", err)
 	}
 	if o.autoscaler.enabled {
-		if err := setupAutoscaler(mgr, &o.autoscaler, scaleToken, o.namespace); err != nil {
+		if o.autoscaler.certDir == "" {
+			o.autoscaler.certDir = o.webhookCertDir
+		}
+		if err := setupAutoscaler(mgr, &o.autoscaler, scaleTokens, o.namespace); err != nil {
 			return err
 		}
 	}

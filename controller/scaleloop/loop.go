@@ -98,8 +98,6 @@ type Loop struct {
 	Lag *LagSource
 	// DefaultNATSURL is used for ToolBindings without queueConfig.url.
 	DefaultNATSURL string
-	// Overrides holds /v1/scale requests.
-	Overrides *scaleapi.Overrides
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Name is the controller name (default "autoscaling"); names are unique per process.
@@ -110,9 +108,11 @@ type Loop struct {
 }
 
 type poolState struct {
-	mu         sync.Mutex
-	policy     scalepolicy.Policy
-	lastEval   time.Time
+	mu       sync.Mutex
+	policy   scalepolicy.Policy
+	lastEval time.Time
+	// seen is the pool as the last evaluation left it (see trigger.go).
+	seen       seen
 	a          *scalepolicy.Autoscaler
 	coll       Collector
 	meter      scalepolicy.CostMeter
@@ -132,7 +132,7 @@ func (l *Loop) SetupWithManager(mgr ctrl.Manager) error {
 		name = "autoscaling"
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.AgentPool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.AgentPool{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, overrideChanged))).
 		Named(name).
 		Complete(l)
 }
@@ -191,10 +191,15 @@ func (l *Loop) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 	st := l.state(req.NamespacedName)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	// Our own spec.replicas write bumps the generation and comes back at once:
+	// Our own spec.replicas write bumps the generation and comes back at once: unless something
+	// else changed (spec.replicas written by someone else, the policy, a scale override),
 	// evaluations keep at least half a period apart.
-	if since := l.now().Sub(st.lastEval); !st.lastEval.IsZero() && since < l.period()/2 {
+	tr := st.seen.compare(&pool)
+	if since := l.now().Sub(st.lastEval); tr.reason == "" && !st.lastEval.IsZero() && since < l.period()/2 {
 		return ctrl.Result{RequeueAfter: l.period() - since}, nil
+	}
+	if tr.reason != "" {
+		logger.V(2).Info("Evaluating at once", "why", tr.reason)
 	}
 	st.lastEval = l.now()
 	d, err := l.evaluate(ctx, &pool, st)
@@ -204,6 +209,9 @@ func (l *Loop) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 		return ctrl.Result{RequeueAfter: l.period()}, nil
 	}
 	l.Metrics.observe(&pool, d)
+	if tr.external {
+		l.manualScale(ctx, &pool, d)
+	}
 	if d.Changed() {
 		w := l.Writer
 		if w == nil {
@@ -220,7 +228,9 @@ func (l *Loop) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 		}
 		l.Recorder.Eventf(&pool, corev1.EventTypeNormal, reason, "%s (%s; from warm %d, cold %d)", d.Message, d.Reason, d.FromWarm, d.Cold)
 		logger.Info("Scaled pool", "from", d.Current, "to", d.Desired, "reason", d.Reason, "fromWarm", d.FromWarm, "cold", d.Cold)
-	} else if d.Reason != st.lastReason {
+	}
+	st.seen = seen{known: true, replicas: d.Desired, spec: specDigest(&pool), override: pool.Annotations[scaleapi.OverrideAnnotation]}
+	if !d.Changed() && d.Reason != st.lastReason {
 		// Held decisions are recorded when their reason changes (every one is counted in the metrics).
 		l.Recorder.Eventf(&pool, corev1.EventTypeNormal, "ScaleHeld", "%s (%s)", d.Message, d.Reason)
 	}
@@ -281,19 +291,12 @@ func (l *Loop) evaluate(ctx context.Context, pool *v1alpha1.AgentPool, st *poolS
 	l.external(ctx, pool, obs, now)
 	lag := l.queueLag(ctx, pool, bindings)
 
-	// Unset spec.replicas means minReplicas, as the reconciler reads it.
-	cur := policy.MinReplicas
-	if pool.Spec.Replicas != nil {
-		cur = *pool.Spec.Replicas
-	}
 	in := scalepolicy.Input{
-		Now: now, CurrentReplicas: cur, ReadyReplicas: int32(obs.Reporting), WarmReplicas: pool.Status.WarmReplicas,
+		Now: now, CurrentReplicas: currentReplicas(pool), ReadyReplicas: int32(obs.Reporting), WarmReplicas: pool.Status.WarmReplicas,
 		Metrics: obs.Metrics, QueueLag: lag,
 		SpentToday: st.meter.Observe(now, pool.Status.Replicas+pool.Status.WarmReplicas),
 	}
-	if l.Overrides != nil {
-		in.Override = l.Overrides.Get(types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}, now)
-	}
+	in.Override = l.override(ctx, pool, now)
 	return st.a.Decide(in), nil
 }
 
@@ -411,7 +414,7 @@ func (l *Loop) queueLag(ctx context.Context, pool *v1alpha1.AgentPool, bindings 
 // httpClient is the default scrape client.
 var httpClient = &http.Client{Timeout: 3 * time.Second}
 
-// NewLoop returns a Loop with default scraping, NATS lag and overrides.
-func NewLoop(natsURL string, prom *PromSource, m *Metrics, o *scaleapi.Overrides) *Loop {
-	return &Loop{Scraper: Scraper{Client: httpClient}, Lag: &LagSource{}, DefaultNATSURL: natsURL, Prom: prom, Metrics: m, Overrides: o}
+// NewLoop returns a Loop with default scraping and NATS lag.
+func NewLoop(natsURL string, prom *PromSource, m *Metrics) *Loop {
+	return &Loop{Scraper: Scraper{Client: httpClient}, Lag: &LagSource{}, DefaultNATSURL: natsURL, Prom: prom, Metrics: m}
 }

@@ -24,7 +24,6 @@ import (
 
 	v1alpha1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/controller/scaleapi"
-	"github.com/neuronetes/neuronetes/controller/scalepolicy"
 )
 
 // patchWriter stands in for the scale subresource (the fake client does not
@@ -94,28 +93,28 @@ func TestLoopScalesOnScrapedMetricsAndOverride(t *testing.T) {
 	warm := servingPod("d", port)
 	warm.Labels[v1alpha1.StateLabel] = v1alpha1.PodStateWarm
 	c, w, rec := newEnv(t, pool, servingPod("a", port), servingPod("b", port), notReady, warm)
-	overrides := &scaleapi.Overrides{}
 	reg := NewMetrics(nil)
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	l := &Loop{Client: c, Writer: w, Recorder: rec, Scraper: Scraper{}, Overrides: overrides, Metrics: reg, Now: func() time.Time { return now }}
+	l := &Loop{Client: c, Writer: w, Recorder: rec, Scraper: Scraper{}, Metrics: reg, Now: func() time.Time { return now }}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pool"}}
 
 	steps := []struct {
 		name      string
 		waiting   float64
-		override  *scalepolicy.Override
+		override  *scaleapi.Override
 		want      int32 // spec.replicas after the step
 		wantEvent string
 	}{
 		{"2 ready pods at 20 waiting each, target 5 -> 8, capped at max 6", 20, nil, 6, "ScaledUp"},
 		{"within tolerance holds", 5, nil, 6, "ScaleHeld"},
-		{"webhook override", 5, &scalepolicy.Override{Replicas: 3, Reason: "maintenance"}, 3, "maintenance"},
+		{"webhook override", 5, &scaleapi.Override{Replicas: 3, Reason: "maintenance"}, 3, "maintenance"},
 	}
 	for _, s := range steps {
 		waiting = s.waiting
 		now = now.Add(15 * time.Second)
 		if s.override != nil {
-			overrides.Set(req.NamespacedName, *s.override, now.Add(time.Minute))
+			s.override.Until = now.Add(time.Minute)
+			setOverride(t, c, req.NamespacedName, *s.override)
 		}
 		res, err := l.Reconcile(context.Background(), req)
 		if err != nil || res.RequeueAfter != DefaultSyncPeriod {
@@ -183,7 +182,7 @@ func TestLoopScalesOnNATSLag(t *testing.T) {
 		AgentPoolRef: &v1alpha1.LocalObjectReference{Name: "pool"},
 		QueueConfig:  &v1alpha1.QueueConfig{Provider: "nats", QueueName: "agent-tasks", AutoscaleOnLag: true, MaxLagThreshold: i32p(100), PrefetchCount: i32p(10)}}}
 	c, w, rec := newEnv(t, pool, tb)
-	l := NewLoop(url, nil, nil, nil)
+	l := NewLoop(url, nil, nil)
 	l.Client, l.Writer, l.Recorder = c, w, rec
 	defer l.Lag.Close()
 	if _, err := l.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pool"}}); err != nil {
@@ -199,5 +198,111 @@ func TestLoopScalesOnNATSLag(t *testing.T) {
 	var got v1alpha1.ToolBinding
 	if err := c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "tb"}, &got); err != nil || got.Status.Lag != 150 {
 		t.Fatalf("toolbinding status.lag %d (%v), want 150", got.Status.Lag, err)
+	}
+}
+
+func setOverride(t *testing.T, c client.Client, key types.NamespacedName, o scaleapi.Override) {
+	t.Helper()
+	var p v1alpha1.AgentPool
+	if err := c.Get(context.Background(), key, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[scaleapi.OverrideAnnotation] = o.Encode()
+	if err := c.Update(context.Background(), &p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func specReplicas(t *testing.T, c client.Client, key types.NamespacedName) int32 {
+	t.Helper()
+	var p v1alpha1.AgentPool
+	if err := c.Get(context.Background(), key, &p); err != nil {
+		t.Fatal(err)
+	}
+	return *p.Spec.Replicas
+}
+
+// TestLoopManualScaleOfAutoscaledPool: the autoscaler owns spec.replicas of an autoscaled pool.
+// A value written by someone else (kubectl scale) is re-decided at once, not at the next period,
+// and replaced by the decision with a ManualScaleOverridden Event; a /v1/scale override stored on
+// the pool is applied at once, and removed once expired.
+func TestLoopManualScaleOfAutoscaledPool(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "# TYPE neuronetes_concurrent_sessions gauge\nneuronetes_concurrent_sessions 0\n")
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	pool := &v1alpha1.AgentPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", Generation: 1},
+		Spec: v1alpha1.AgentPoolSpec{Replicas: i32p(2), MinReplicas: i32p(2), MaxReplicas: i32p(6),
+			Autoscaling: &v1alpha1.AutoscalingSpec{
+				Metrics:  []v1alpha1.MetricSpec{{Type: v1alpha1.MetricConcurrentSessions, Target: "8", AveragingWindow: "1s"}},
+				Behavior: &v1alpha1.ScalingBehavior{ScaleDown: &v1alpha1.ScalingRules{StabilizationWindow: "300s"}}}},
+	}
+	c, w, rec := newEnv(t, pool, servingPod("a", port), servingPod("b", port))
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	l := &Loop{Client: c, Writer: w, Recorder: rec, Scraper: Scraper{}, Now: func() time.Time { return now }}
+	key := types.NamespacedName{Namespace: "ns", Name: "pool"}
+	reconcile := func() {
+		t.Helper()
+		if _, err := l.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 { // an idle pool at its floor for a while
+		reconcile()
+		now = now.Add(15 * time.Second)
+	}
+	if got := specReplicas(t, c, key); got != 2 || len(w.writes) != 0 {
+		t.Fatalf("idle pool: replicas %d writes %v", got, w.writes)
+	}
+	events(rec)
+
+	// kubectl scale --replicas 4, one second after the last evaluation.
+	now = now.Add(-14 * time.Second)
+	p := pool.DeepCopy()
+	if err := c.Get(context.Background(), key, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Replicas = i32p(4)
+	if err := c.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	reconcile()
+	if got := specReplicas(t, c, key); got != 2 {
+		t.Fatalf("manual scale to 4 of an idle autoscaled pool: replicas %d right after, want the decision 2", got)
+	}
+	if ev := events(rec); !strings.Contains(ev, "Warning "+ManualScaleOverridden+" spec.replicas was set to 4 outside the autoscaler") ||
+		!strings.Contains(ev, "spec.minReplicas") {
+		t.Fatalf("events %q lack %s", ev, ManualScaleOverridden)
+	}
+	// The loop's own write comes back as a generation change: no second evaluation.
+	n := len(w.writes)
+	now = now.Add(time.Second)
+	reconcile()
+	if len(w.writes) != n {
+		t.Fatalf("the echo of its own write was evaluated: writes %v", w.writes)
+	}
+
+	// POST /v1/scale stored an override on the pool: applied at once, past stabilization.
+	now = now.Add(time.Second)
+	setOverride(t, c, key, scaleapi.Override{Replicas: 5, Reason: "launch", Until: now.Add(30 * time.Second)})
+	reconcile()
+	if got := specReplicas(t, c, key); got != 5 {
+		t.Fatalf("override to 5: replicas %d", got)
+	}
+	// Expired: the annotation goes, and the autoscaler decides again (scale-down stabilized at 5
+	// for the window, as the HPA would).
+	now = now.Add(31 * time.Second)
+	reconcile()
+	var got v1alpha1.AgentPool
+	if err := c.Get(context.Background(), key, &got); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Annotations[scaleapi.OverrideAnnotation]; ok {
+		t.Fatalf("expired override kept: %v", got.Annotations)
 	}
 }
