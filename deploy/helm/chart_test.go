@@ -162,7 +162,7 @@ func TestChartRender(t *testing.T) {
 			if ck := contains(args(container(ds, "nodeagent")), "--checkpoint-enabled=true"); ck != (vs.name == "checkpoint-s3") {
 				t.Errorf("nodeagent --checkpoint-enabled present=%v in set %s", ck, vs.name)
 			}
-			if sw := contains(ctrl, "--scale-webhook-token-file=/etc/neuronetes/scale-webhook/token"); sw != (vs.name == "scale-webhook") {
+			if sw := contains(ctrl, "--scale-webhook-tokens-file=/etc/neuronetes/scale-webhook/tokens"); sw != (vs.name == "scale-webhook") {
 				t.Errorf("scale webhook token flag present=%v in set %s", sw, vs.name)
 			}
 			if vs.name == "production" && find(objs, "ServiceMonitor", "nn-neuronetes-controller") == nil {
@@ -206,6 +206,7 @@ func TestChartRefusesUnsafeCombinations(t *testing.T) {
 		{"servicemonitor without CRD", nil, []string{`monitoring={"serviceMonitor":{"enabled":true}}`}, "monitoring.coreos.com/v1"},
 		{"mlock unprivileged", nil, []string{`nodeagent={"mlockBudget":"8Gi","privileged":false}`}, "nodeagent.privileged=true"},
 		{"scale webhook without token", nil, []string{`autoscaler={"scaleWebhook":{"enabled":true}}`}, "autoscaler.scaleWebhook.tokenSecret"},
+		{"scale webhook without the webhook's TLS", nil, []string{`autoscaler={"scaleWebhook":{"enabled":true,"tokenSecret":"t"}}`, "webhook.enabled=false"}, "needs webhook.enabled=true"},
 		{"checkpoint unprivileged", nil, []string{`nodeagent={"checkpoint":{"enabled":true},"privileged":false}`}, "nodeagent.checkpoint.enabled=true needs"},
 		// values.schema.json
 		{"unknown NVML backend", nil, []string{`driver={"nvml":"mock:nope"}`}, "nvml"},
