@@ -315,7 +315,7 @@ func TestControllerWarmPool(t *testing.T) {
 	e.Apply(t, ns, fmt.Sprintf(ctrlClassYAML, agentImg))
 	e.Apply(t, ns, ctrlPoolYAML)
 
-	Eventually(t, 3*time.Minute, "2 serving and 2 warm Ready pods", func() (bool, error) {
+	waitPool(t, e, ns, "demo", procLogs(ctl), 3*time.Minute, "2 serving and 2 warm Ready pods", func() (bool, error) {
 		p := poolPods(t, e, ns, "demo")
 		return readyCount(p["serving"]) == 2 && readyCount(p["warm"]) == 2 && len(p["serving"]) == 2 && len(p["warm"]) == 2,
 			fmt.Errorf("serving %v (ready %d), warm %v (ready %d)", podNames(p["serving"]), readyCount(p["serving"]), podNames(p["warm"]), readyCount(p["warm"]))
@@ -377,7 +377,7 @@ func TestControllerWarmPool(t *testing.T) {
 	if p := poolPods(t, e, ns, "demo"); len(p["warm"]) != 0 {
 		t.Fatalf("warm pool replenished before the 10s delay: %v", podNames(p["warm"]))
 	}
-	Eventually(t, 2*time.Minute, "warm pool replenished to 2", func() (bool, error) {
+	waitPool(t, e, ns, "demo", procLogs(ctl), 2*time.Minute, "warm pool replenished to 2", func() (bool, error) {
 		p := poolPods(t, e, ns, "demo")
 		return readyCount(p["warm"]) == 2 && len(p["serving"]) == 4, fmt.Errorf("serving %d warm %d (ready %d)", len(p["serving"]), len(p["warm"]), readyCount(p["warm"]))
 	})
@@ -419,7 +419,7 @@ func TestControllerWarmPool(t *testing.T) {
 	ctl.kill()
 	time.Sleep(2 * time.Second)
 	ctl.start()
-	Eventually(t, 3*time.Minute, "8 serving and 2 warm pods after the restart", func() (bool, error) {
+	waitPool(t, e, ns, "demo", procLogs(ctl), 3*time.Minute, "8 serving and 2 warm pods after the restart", func() (bool, error) {
 		p := poolPods(t, e, ns, "demo")
 		return len(p["serving"]) == 8 && readyCount(p["warm"]) == 2 && len(p["warm"]) == 2,
 			fmt.Errorf("serving %d warm %d", len(p["serving"]), len(p["warm"]))
@@ -434,7 +434,7 @@ func TestControllerWarmPool(t *testing.T) {
 
 	// Scale down drains serving pods.
 	e.Kubectl(t, "-n", ns, "scale", "agentpool/demo", "--replicas=2")
-	Eventually(t, time.Minute, "scale down to 2 serving", func() (bool, error) {
+	waitPool(t, e, ns, "demo", procLogs(ctl), time.Minute, "scale down to 2 serving", func() (bool, error) {
 		p := poolPods(t, e, ns, "demo")
 		return len(p["serving"]) == 2 && len(p["warm"]) == 2, fmt.Errorf("serving %d warm %d", len(p["serving"]), len(p["warm"]))
 	})
