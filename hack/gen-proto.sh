@@ -20,6 +20,7 @@ set -euo pipefail
 # root) to generate; add yours here.
 PROTOS=(
 	sidecar/api/v1
+	gateway/api/v1
 )
 
 root=$(cd "$(dirname "$0")/.." && pwd)
