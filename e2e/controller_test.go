@@ -203,6 +203,10 @@ func startController(t *testing.T, e *Env, ns, sidecarImage, sidecarArgs string,
 		"--webhook-cert-dir", t.TempDir(), "--sidecar-image", sidecarImage, "--sidecar-args", sidecarArgs,
 		"--leader-elect=false", "-v=2", "--autoscaler=false", "--scale-webhook-addr=",
 	}}
+	if !strings.Contains(sidecarImage, "/sidecar:") {
+		// A stand-in sidecar image has no /sidecar binary for the exec probe.
+		c.args = append(c.args, "--sidecar-probe-command=")
+	}
 	c.args = append(c.args, extra...)
 	t.Cleanup(func() {
 		c.kill()
@@ -324,11 +328,11 @@ func TestControllerWarmPool(t *testing.T) {
 	// Sidecar injection.
 	for _, p := range append(append([]corev1.Pod{}, before["serving"]...), before["warm"]...) {
 		var names []string
-		for _, c := range p.Spec.Containers {
+		for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
 			names = append(names, c.Name)
 		}
-		if len(names) != 2 || names[1] != "neuronetes-sidecar" || p.Annotations[nnv1.SidecarInjectedAnnotation] == "" {
-			t.Fatalf("pod %s containers %v annotations %v: sidecar not injected once", p.Name, names, p.Annotations)
+		if len(names) != 2 || names[0] != "neuronetes-sidecar" || p.Annotations[nnv1.SidecarInjectedAnnotation] == "" {
+			t.Fatalf("pod %s init containers + containers %v annotations %v: sidecar not injected once as a native sidecar", p.Name, names, p.Annotations)
 		}
 	}
 	// Warm pods are outside the Service.

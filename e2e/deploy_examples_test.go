@@ -224,8 +224,9 @@ func deployExamples(t *testing.T, e *Env, r *deployRelease) {
 	t.Logf("[e2e] kubectl scale of an autoscaled pool: %s", evs.Items[0].Message)
 }
 
+// hasContainer reports whether the pod has a container or init container (a native sidecar) name.
 func hasContainer(p *corev1.Pod, name string) bool {
-	for _, c := range p.Spec.Containers {
+	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
 		if c.Name == name {
 			return true
 		}

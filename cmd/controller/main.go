@@ -50,6 +50,7 @@ type options struct {
 	sidecarImage, sidecarPull string
 	sidecarRedis, sidecarArgs string
 	sidecarKeysSecret         string
+	sidecarProbe              string
 	sidecarResources          sidecarResourceFlags
 	sidecarGoMaxProcs         int
 	autoscaler                autoscalerOptions
@@ -75,6 +76,8 @@ func parseFlags() *options {
 	flag.StringVar(&o.sidecarRedis, "sidecar-redis-addr", "10.88.0.1:6379", "default NEURONETES_REDIS_ADDR of injected sidecars")
 	flag.StringVar(&o.sidecarKeysSecret, "sidecar-keys-secret", "neuronetes-sidecar-keys", "Secret mounted at /etc/neuronetes/keys when the AgentClass names none (optional volume; empty disables)")
 	flag.StringVar(&o.sidecarArgs, "sidecar-args", "", "space-separated extra arguments of the injected sidecar")
+	flag.StringVar(&o.sidecarProbe, "sidecar-probe-command", strings.Join(nnwebhook.DefaultProbeCommand, " "),
+		"space-separated exec startup/readiness probe of the injected native sidecar; the agent containers start once it passes (empty: no probe)")
 	o.sidecarResources.addFlags(flag.CommandLine)
 	flag.IntVar(&o.sidecarGoMaxProcs, "sidecar-gomaxprocs", nnwebhook.DefaultGoMaxProcs, "GOMAXPROCS of injected sidecars (0: Go's default, the CPU limit or else the node's CPUs)")
 	o.autoscaler.addFlags(flag.CommandLine)
@@ -191,15 +194,16 @@ func run(ctx context.Context, o *options) error {
 // MutatingWebhookConfiguration.
 func setupWebhook(ctx context.Context, mgr ctrl.Manager, o *options, res *corev1.ResourceRequirements) error {
 	inj := &nnwebhook.Injector{
-		Client:     mgr.GetAPIReader(),
-		Decoder:    admission.NewDecoder(mgr.GetScheme()),
-		Image:      o.sidecarImage,
-		PullPolicy: corev1.PullPolicy(o.sidecarPull),
-		RedisAddr:  o.sidecarRedis,
-		ExtraArgs:  strings.Fields(o.sidecarArgs),
-		KeysSecret: o.sidecarKeysSecret,
-		Resources:  res,
-		GoMaxProcs: o.sidecarGoMaxProcs,
+		Client:       mgr.GetAPIReader(),
+		Decoder:      admission.NewDecoder(mgr.GetScheme()),
+		Image:        o.sidecarImage,
+		PullPolicy:   corev1.PullPolicy(o.sidecarPull),
+		RedisAddr:    o.sidecarRedis,
+		ExtraArgs:    strings.Fields(o.sidecarArgs),
+		KeysSecret:   o.sidecarKeysSecret,
+		Resources:    res,
+		GoMaxProcs:   o.sidecarGoMaxProcs,
+		ProbeCommand: strings.Fields(o.sidecarProbe),
 	}
 	mgr.GetWebhookServer().Register(nnwebhook.Path, &webhook.Admission{Handler: inj})
 
