@@ -90,6 +90,9 @@ func setupAutoscaler(mgr ctrl.Manager, a *autoscalerOptions, tokens *scaleapi.To
 	if err := l.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("autoscaling controller: %w", err)
 	}
+	if err := (&scaleloop.BindingReconciler{}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("toolbinding provider controller: %w", err)
+	}
 	// Close the NATS connections the loop opened once the manager stops.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()

@@ -386,8 +386,9 @@ func (l *Loop) queueLag(ctx context.Context, pool *v1alpha1.AgentPool, bindings 
 	var sum int64
 	for _, b := range lb {
 		q := b.Spec.QueueConfig
-		if q.Provider != "" && q.Provider != "nats" {
-			klog.FromContext(ctx).V(2).Info("Unsupported queue provider", "toolbinding", b.Name, "provider", q.Provider)
+		if q.Provider != "" && !ServedProviders[q.Provider] {
+			// The binding's ProviderServed condition says so (BindingReconciler).
+			klog.FromContext(ctx).Info("Queue provider not served: lag unknown", "toolbinding", b.Name, "provider", q.Provider)
 			return -1
 		}
 		url := q.URL

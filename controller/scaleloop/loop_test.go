@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -304,5 +305,41 @@ func TestLoopManualScaleOfAutoscaledPool(t *testing.T) {
 	}
 	if _, ok := got.Annotations[scaleapi.OverrideAnnotation]; ok {
 		t.Fatalf("expired override kept: %v", got.Annotations)
+	}
+}
+
+// TestBindingProviderCondition: a queue ToolBinding whose provider has no lag source gets
+// ProviderServed=False saying so; a NATS one gets True; a non-queue binding gets none.
+func TestBindingProviderCondition(t *testing.T) {
+	mk := func(name, typ, provider string) *v1alpha1.ToolBinding {
+		b := &v1alpha1.ToolBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Generation: 1}, Spec: v1alpha1.ToolBindingSpec{Type: typ}}
+		if provider != "" {
+			b.Spec.QueueConfig = &v1alpha1.QueueConfig{Provider: provider, QueueName: "q", AutoscaleOnLag: true}
+		}
+		return b
+	}
+	c, _, _ := newEnv(t, mk("k", "queue", "kafka"), mk("s", "queue", "sqs"), mk("r", "queue", "redis"), mk("n", "queue", "nats"), mk("h", "http", ""))
+	r := &BindingReconciler{Client: c}
+	for _, tc := range []struct {
+		name   string
+		status metav1.ConditionStatus
+		msg    string
+	}{{"k", metav1.ConditionFalse, "provider kafka is not served"}, {"s", metav1.ConditionFalse, "provider sqs is not served"},
+		{"r", metav1.ConditionFalse, "provider redis is not served"}, {"n", metav1.ConditionTrue, "reads the lag of nats"}, {"h", "", ""}} {
+		key := types.NamespacedName{Namespace: "ns", Name: tc.name}
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+		var b v1alpha1.ToolBinding
+		if err := c.Get(context.Background(), key, &b); err != nil {
+			t.Fatal(err)
+		}
+		cond := apimeta.FindStatusCondition(b.Status.Conditions, ConditionProviderServed)
+		switch {
+		case tc.status == "" && cond != nil:
+			t.Errorf("%s: condition %+v on a non-queue binding", tc.name, cond)
+		case tc.status != "" && (cond == nil || cond.Status != tc.status || !strings.Contains(cond.Message, tc.msg)):
+			t.Errorf("%s: condition %+v, want %s with %q", tc.name, cond, tc.status, tc.msg)
+		}
 	}
 }
