@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"time"
 
@@ -80,8 +81,11 @@ func (e *Engine) shadow(ctx context.Context, req *stage.Request, sh stage.Shadow
 	defer x.Close()
 	out.Pod, out.Status = ep.Pod, 200
 	if !body.Stream {
-		if _, err := x.ReadAll(e.Cfg.MaxResponseBytes); err != nil {
+		data, err := x.ReadAll(e.Cfg.MaxResponseBytes)
+		if err != nil {
 			out.Err = x.Err(err).Error()
+		} else if c, err := openai.ParseChunk(data); err == nil {
+			out.ToolCalls += toolCalls(c)
 		}
 		out.TTFT = e.now().Sub(start)
 		return
@@ -102,11 +106,36 @@ func (e *Engine) shadow(ctx context.Context, req *stage.Request, sh stage.Shadow
 			return
 		}
 		if c, err := openai.ParseChunk(data); err == nil {
+			out.ToolCalls += toolCalls(c)
 			if c.Usage != nil {
 				out.PromptTokens, out.CompletionTokens = c.Usage.PromptTokens, c.Usage.CompletionTokens
 			}
 		}
 	}
+}
+
+// toolCalls counts the tool calls a chunk starts (entries with an id; later deltas of the same
+// call carry none).
+func toolCalls(c *openai.Chunk) int {
+	n := 0
+	for _, ch := range c.Choices {
+		for _, d := range []*openai.Delta{ch.Delta, ch.Message} {
+			if d == nil || len(d.ToolCalls) == 0 {
+				continue
+			}
+			var calls []struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal(d.ToolCalls, &calls) == nil {
+				for _, tc := range calls {
+					if tc.ID != "" {
+						n++
+					}
+				}
+			}
+		}
+	}
+	return n
 }
 
 // shadowInput places a copy like a request without a pin.

@@ -177,6 +177,9 @@ type Outcome struct {
 	Blocked string
 	// Shadow is true for a mirrored copy.
 	Shadow bool
+	// ToolCalls counts the tool calls in a shadow copy's response (which is discarded, so none
+	// of them reaches the client or runs); 0 for client requests.
+	ToolCalls int
 }
 
 // Observer receives the outcome of every request after it ended (for example a rollout's
