@@ -102,6 +102,11 @@ type Loop struct {
 	Now func() time.Time
 	// Name is the controller name (default "autoscaling"); names are unique per process.
 	Name string
+	// State persists each pool's history and spend (nil: kept in memory only).
+	State StateStore
+	// PersistInterval is the longest a pool's state goes unsaved while it is evaluated (default
+	// DefaultPersistInterval); a scaling decision is saved at once.
+	PersistInterval time.Duration
 
 	mu    sync.Mutex
 	pools map[types.NamespacedName]*poolState
@@ -112,7 +117,12 @@ type poolState struct {
 	policy   scalepolicy.Policy
 	lastEval time.Time
 	// seen is the pool as the last evaluation left it (see trigger.go).
-	seen       seen
+	seen seen
+	// loaded is set once the persisted state was read; restored holds its autoscaler history
+	// until the Autoscaler exists; saved is when the state was last written.
+	loaded   bool
+	restored *scalepolicy.State
+	saved    time.Time
 	a          *scalepolicy.Autoscaler
 	coll       Collector
 	meter      scalepolicy.CostMeter
@@ -194,6 +204,9 @@ func (l *Loop) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 	// Our own spec.replicas write bumps the generation and comes back at once: unless something
 	// else changed (spec.replicas written by someone else, the policy, a scale override),
 	// evaluations keep at least half a period apart.
+	if !st.loaded {
+		l.load(ctx, &pool, st)
+	}
 	tr := st.seen.compare(&pool)
 	if since := l.now().Sub(st.lastEval); tr.reason == "" && !st.lastEval.IsZero() && since < l.period()/2 {
 		return ctrl.Result{RequeueAfter: l.period() - since}, nil
@@ -230,6 +243,7 @@ func (l *Loop) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 		logger.Info("Scaled pool", "from", d.Current, "to", d.Desired, "reason", d.Reason, "fromWarm", d.FromWarm, "cold", d.Cold)
 	}
 	st.seen = seen{known: true, replicas: d.Desired, spec: specDigest(&pool), override: pool.Annotations[scaleapi.OverrideAnnotation]}
+	l.persist(ctx, &pool, st, d.Changed())
 	if !d.Changed() && d.Reason != st.lastReason {
 		// Held decisions are recorded when their reason changes (every one is counted in the metrics).
 		l.Recorder.Eventf(&pool, corev1.EventTypeNormal, "ScaleHeld", "%s (%s)", d.Message, d.Reason)
@@ -273,6 +287,10 @@ func (l *Loop) evaluate(ctx context.Context, pool *v1alpha1.AgentPool, st *poolS
 		a, err := scalepolicy.New(policy)
 		if err != nil {
 			return scalepolicy.Decision{}, fmt.Errorf("spec.autoscaling: %w", err)
+		}
+		if st.restored != nil {
+			a.Restore(*st.restored)
+			st.restored = nil
 		}
 		st.a, st.policy = a, policy
 	}
