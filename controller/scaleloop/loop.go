@@ -120,9 +120,9 @@ type poolState struct {
 	seen seen
 	// loaded is set once the persisted state was read; restored holds its autoscaler history
 	// until the Autoscaler exists; saved is when the state was last written.
-	loaded   bool
-	restored *scalepolicy.State
-	saved    time.Time
+	loaded     bool
+	restored   *scalepolicy.State
+	saved      time.Time
 	a          *scalepolicy.Autoscaler
 	coll       Collector
 	meter      scalepolicy.CostMeter
