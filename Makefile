@@ -17,7 +17,7 @@ fuzzbudget = $(if $(FUZZTIME),$(FUZZTIME),$(1))
 # "summary: N passed, N failed, N skipped"; pipefail keeps go test's exit code.
 TESTSUMMARY = $(GO) run ./hack/testsummary
 
-.PHONY: all build tools deps test-deps lint unit e2e test bench bench-autoscale bench-scale \
+.PHONY: all build tools deps test-deps lint unit e2e test bench bench-autoscale bench-scale bench-gateway \
 	cluster-up cluster-down cluster-status images run generate proto deploy-local help fuzz
 
 all: build
@@ -66,6 +66,9 @@ bench-autoscale: ## The autoscaler's trace-driven comparison.
 
 bench-scale: tools deps ## The scheduler scale benchmark with kwok GPU nodes.
 	bash hack/bench.d/60-scale.sh
+
+bench-gateway: ## The gateway's overhead and routing-quality benchmarks against demo agents.
+	bash hack/bench.d/70-gateway.sh
 
 cluster-up: deps ## Start the local real cluster (idempotent).
 	bash hack/build-tools.sh cluster

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"net/http"
 	"strings"
+
+	"github.com/neuronetes/neuronetes/demoagent/tokenize"
 )
 
 // message is an OpenAI chat message. Content is a string, an array of text parts, or null.
@@ -230,36 +231,16 @@ func conversationID(r *http.Request, req *completionRequest) string {
 	return ""
 }
 
-// The demo agent's tokenizer: one token per whitespace-separated word, its id a 64-bit FNV-1a
-// hash of the word. Chat prompts are rendered with one role-marker token per message and end
-// with the assistant marker (the generation prompt), so the prompt of a conversation's next turn
-// starts with the previous prompt followed by the previous answer, as with a real chat template.
-
-func tokenID(word string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(word))
-	return h.Sum64()
-}
-
-func appendTokens(ids []uint64, text string) []uint64 {
-	for _, w := range strings.Fields(text) {
-		ids = append(ids, tokenID(w))
-	}
-	return ids
-}
-
-// renderChat tokenizes messages with the chat template.
+// renderChat tokenizes messages with the chat template; an assistant message's tool calls count
+// as its text.
 func renderChat(msgs []message) []uint64 {
-	var ids []uint64
-	for _, m := range msgs {
-		ids = append(ids, tokenID("<|"+m.Role+"|>"))
-		ids = appendTokens(ids, m.text)
+	tm := make([]tokenize.Message, len(msgs))
+	for i, m := range msgs {
+		text := m.text
 		for _, c := range m.ToolCalls {
-			ids = appendTokens(ids, c.Function.Name+" "+c.Function.Arguments)
+			text += " " + c.Function.Name + " " + c.Function.Arguments
 		}
+		tm[i] = tokenize.Message{Role: m.Role, Text: text}
 	}
-	return append(ids, tokenID("<|assistant|>"))
+	return tokenize.Chat(tm)
 }
-
-// countTokens is the token count of text under the demo tokenizer.
-func countTokens(text string) int { return len(strings.Fields(text)) }

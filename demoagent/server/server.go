@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/neuronetes/neuronetes/demoagent/engine"
+	"github.com/neuronetes/neuronetes/demoagent/tokenize"
 )
 
 // Config shapes the HTTP front.
@@ -141,7 +142,7 @@ func (s *Server) readRequest(w http.ResponseWriter, r *http.Request, chat bool) 
 // stores the request's last message as the conversation's next turn.
 func (s *Server) prompt(r *http.Request, req *completionRequest, chat bool, conv string) []uint64 {
 	if !chat {
-		return appendTokens(nil, req.promptText)
+		return tokenize.Append(nil, req.promptText)
 	}
 	msgs := req.Messages
 	if s.sidecar != nil && conv != "" {

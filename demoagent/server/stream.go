@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
+
+	"github.com/neuronetes/neuronetes/demoagent/tokenize"
 )
 
 // generation is what a request will produce: text tokens "tok0 tok1 ...", or a tool call whose
@@ -65,30 +66,20 @@ func exampleArguments(schema json.RawMessage) string {
 	return string(b)
 }
 
-func textToken(i int) string { return "tok" + strconv.Itoa(i) + " " }
-
 // text is the whole answer as a string.
 func (g *generation) text() string {
 	if g.call != nil {
 		return g.call.Function.Name + " " + g.call.Function.Arguments
 	}
-	var b strings.Builder
-	for i := 0; i < g.tokens; i++ {
-		b.WriteString(textToken(i))
-	}
-	return b.String()
+	return tokenize.Output(g.tokens)
 }
 
 // outputIDs are the generated token ids, as the next turn's prompt will tokenize them.
 func (g *generation) outputIDs() []uint64 {
 	if g.call != nil {
-		return appendTokens(nil, g.text())
+		return tokenize.Append(nil, g.text())
 	}
-	ids := make([]uint64, g.tokens)
-	for i := range ids {
-		ids[i] = tokenID(strings.TrimSpace(textToken(i)))
-	}
-	return ids
+	return tokenize.OutputIDs(g.tokens)
 }
 
 func (g *generation) finishReason() string {
@@ -182,12 +173,12 @@ func (o *responder) token(i int) error {
 		return nil
 	}
 	if !o.chat {
-		return o.event([]any{map[string]any{"index": 0, "text": textToken(i), "logprobs": nil, "finish_reason": nil}}, nil)
+		return o.event([]any{map[string]any{"index": 0, "text": tokenize.OutputToken(i), "logprobs": nil, "finish_reason": nil}}, nil)
 	}
 	delta := map[string]any{}
 	switch c := o.gen.call; {
 	case c == nil:
-		delta["content"] = textToken(i)
+		delta["content"] = tokenize.OutputToken(i)
 	case i == 0:
 		idx := 0
 		head := toolCall{Index: &idx, ID: c.ID, Type: c.Type}
