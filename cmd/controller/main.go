@@ -47,6 +47,7 @@ type options struct {
 	webhookURL                string
 	webhookService            string
 	webhookConfigName         string
+	webhookCertSecret         string
 	sidecarImage, sidecarPull string
 	sidecarRedis, sidecarArgs string
 	sidecarKeysSecret         string
@@ -54,6 +55,8 @@ type options struct {
 	sidecarResources          sidecarResourceFlags
 	sidecarGoMaxProcs         int
 	autoscaler                autoscalerOptions
+	// certs is the shared-Secret keeper once setupWebhook made it.
+	certs *nnwebhook.CertSecret
 }
 
 func parseFlags() *options {
@@ -71,6 +74,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.webhookURL, "webhook-url", "", "register the webhook by URL, e.g. https://127.0.0.1:9443 (host process mode; certs are generated)")
 	flag.StringVar(&o.webhookService, "webhook-service", "", "register the webhook by Service namespace/name (in-cluster mode; caBundle from ca.crt)")
 	flag.StringVar(&o.webhookConfigName, "webhook-config-name", nnwebhook.ConfigName, "name of the MutatingWebhookConfiguration to keep")
+	flag.StringVar(&o.webhookCertSecret, "webhook-cert-secret", "", "namespace/name of a Secret holding the CA and serving pair shared by every replica: created when missing, renewed by the leader before expiry, copied into --webhook-cert-dir and reloaded (empty: each process generates its own pair into --webhook-cert-dir)")
 	flag.StringVar(&o.sidecarImage, "sidecar-image", nnwebhook.DefaultSidecarImage, "image of the injected sidecar")
 	flag.StringVar(&o.sidecarPull, "sidecar-pull-policy", string(corev1.PullNever), "imagePullPolicy of the injected sidecar")
 	flag.StringVar(&o.sidecarRedis, "sidecar-redis-addr", "10.88.0.1:6379", "default NEURONETES_REDIS_ADDR of injected sidecars")
@@ -221,8 +225,8 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, o *options, res *corev1
 		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 			hosts = append(hosts, "127.0.0.1")
 		}
-		if ca, err = nnwebhook.EnsureCerts(o.webhookCertDir, hosts); err != nil {
-			return fmt.Errorf("webhook certs: %w", err)
+		if ca, err = ensureCerts(ctx, mgr, o, hosts); err != nil {
+			return err
 		}
 		target.URL = strings.TrimRight(o.webhookURL, "/")
 	case o.webhookService != "":
@@ -232,8 +236,8 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, o *options, res *corev1
 		}
 		target.ServiceNamespace, target.ServiceName = ns, name
 		svcHost := name + "." + ns + ".svc"
-		if ca, err = nnwebhook.EnsureCerts(o.webhookCertDir, []string{svcHost, name + "." + ns + ".svc.cluster.local"}); err != nil {
-			return fmt.Errorf("webhook certs: %w", err)
+		if ca, err = ensureCerts(ctx, mgr, o, []string{svcHost, name + "." + ns + ".svc.cluster.local"}); err != nil {
+			return err
 		}
 	default:
 		return nil // registration is done elsewhere (e.g. by a chart with its own CA)
@@ -245,6 +249,11 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, o *options, res *corev1
 	target.ConfigName, target.Namespace = o.webhookConfigName, o.namespace
 	if err := nnwebhook.Register(ctx, c, target, ca); err != nil {
 		return err
+	}
+	if o.webhookCertSecret != "" {
+		if err := addCertRotation(mgr, c, o, target, ca); err != nil {
+			return err
+		}
 	}
 	klog.FromContext(ctx).Info("webhook registered", "config", o.webhookConfigName, "url", target.URL, "service", o.webhookService)
 	return nil

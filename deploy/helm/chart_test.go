@@ -162,6 +162,15 @@ func TestChartRender(t *testing.T) {
 			if ck := contains(args(container(ds, "nodeagent")), "--checkpoint-enabled=true"); ck != (vs.name == "checkpoint-s3") {
 				t.Errorf("nodeagent --checkpoint-enabled present=%v in set %s", ck, vs.name)
 			}
+			// tls.mode=controller (the default; production-example uses its own Secret): every replica
+			// shares the pair of one Secret.
+			shared := vs.name != "helm-tls" && vs.name != "no-webhook" && vs.name != "production"
+			if cs := contains(ctrl, "--webhook-cert-secret=neuronetes-system/nn-neuronetes-webhook-tls"); cs != shared {
+				t.Errorf("--webhook-cert-secret present=%v in set %s, want %v (args %v)", cs, vs.name, shared, ctrl)
+			}
+			if r := find(objs, "Role", "nn-neuronetes-controller-webhook-tls"); (r != nil) != shared {
+				t.Errorf("webhook TLS Role rendered=%v in set %s, want %v", r != nil, vs.name, shared)
+			}
 			if sw := contains(ctrl, "--scale-webhook-tokens-file=/etc/neuronetes/scale-webhook/tokens"); sw != (vs.name == "scale-webhook") {
 				t.Errorf("scale webhook token flag present=%v in set %s", sw, vs.name)
 			}
