@@ -58,8 +58,9 @@ fuzz: ## Short fuzzing runs of the sidecar's decoders and validator (execution b
 	$(GO) test ./sidecar/server -run '^$$' -fuzz '^FuzzDecodeVectorRequests$$' -fuzztime $(call fuzzbudget,40000x)
 	$(GO) test ./sidecar/store -run '^$$' -fuzz '^FuzzValidJSON$$' -fuzztime $(call fuzzbudget,150000x)
 
-bench: tools deps ## Every benchmark (hack/bench.d/*.sh), each printing medians and ratios.
-	@for f in hack/bench.d/*.sh; do [ -e "$$f" ] || continue; echo "== $$f"; bash "$$f"; done
+bench: tools deps ## Every benchmark (hack/bench.d/*.sh): medians, ratios, its verdict last; fails when one misses its target.
+	@failed=""; for f in hack/bench.d/*.sh; do [ -e "$$f" ] || continue; echo "== $$f"; bash "$$f" || failed="$$failed $$f"; done; \
+	if [ -n "$$failed" ]; then echo "bench: missed a target or not measured:$$failed"; exit 1; fi; echo "bench: every target met"
 
 bench-autoscale: ## The autoscaler's trace-driven comparison.
 	bash hack/bench.d/40-autoscale.sh

@@ -575,4 +575,5 @@ func TestControllerBenchWarmVsCold(t *testing.T) {
 	fmt.Printf("  %-28s median %8s  all %v\n", "cold (pod start, baseline)", mc.Round(time.Millisecond), coldD)
 	fmt.Printf("  %-28s median %8s  all %v\n", "warm (activation)", mw.Round(time.Millisecond), warmD)
 	fmt.Printf("  ratio cold/warm: %.1fx\n", float64(mc)/float64(max(mw, time.Microsecond)))
+	fmt.Printf("controller bench result: warm_ms=%d cold_ms=%d\n", mw.Milliseconds(), mc.Milliseconds()) // read by 45-controller.sh
 }
