@@ -12,6 +12,10 @@ import (
 // DriverName is the DRA driver name, also used as the attribute domain.
 const DriverName = "gpu.neuronetes.io"
 
+// CompatDriverName is the driver name (and attribute domain) of NVIDIA's DRA driver, which
+// NeuroNetes takes in NVIDIA compatibility mode.
+const CompatDriverName = "gpu.nvidia.com"
+
 // GPUInfo describes one physical GPU as discovered through NVML.
 type GPUInfo struct {
 	// Index is the NVML device index; device names are derived from it.

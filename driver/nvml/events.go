@@ -63,6 +63,9 @@ func (b *Backend) Events(ctx context.Context) <-chan Event {
 func (b *Backend) Probe(ctx context.Context, uuid string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if err := b.refreshLocked(); err != nil {
+		return err
+	}
 	if b.mock != nil && b.mock.lost[uuid] {
 		return fmt.Errorf("gpu %s: %w", uuid, ErrGPULost)
 	}
@@ -79,17 +82,26 @@ func (b *Backend) Probe(ctx context.Context, uuid string) error {
 	return nil
 }
 
-// SetLost makes a mock GPU lost (Probe fails) or answer again. Real GPUs cannot be lost on purpose.
+// SetLost makes a mock GPU lost (Probe fails) or answer again; like the MIG state, this outlives
+// the process when the mock persists its state. Real GPUs cannot be lost on purpose.
 func (b *Backend) SetLost(uuid string, lost bool) error {
 	if b.mock == nil {
 		return errors.New("only a mock GPU can be made lost")
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if err := b.refreshLocked(); err != nil {
+		return err
+	}
 	if lost {
 		b.mock.lost[uuid] = true
 	} else {
 		delete(b.mock.lost, uuid)
+	}
+	if b.mock.file != "" {
+		if err := b.mock.save(); err != nil {
+			return fmt.Errorf("mock state: %w", err)
+		}
 	}
 	return nil
 }

@@ -281,6 +281,9 @@ func mockMIGUUID(gpuUUID string, giID, ciID int) string {
 type persisted struct {
 	Profile string         `json:"profile"`
 	GPUs    []persistedGPU `json:"gpus"`
+	// Lost are the UUIDs of GPUs that do not answer (SetLost): a lost GPU stays lost when the
+	// driver restarts.
+	Lost []string `json:"lost,omitempty"`
 }
 
 type persistedGPU struct {
@@ -308,6 +311,10 @@ func (b *Backend) saveMock(ctx context.Context) {
 
 func (m *mockState) save() error {
 	st := persisted{Profile: m.profile}
+	for u := range m.lost {
+		st.Lost = append(st.Lost, u)
+	}
+	sort.Strings(st.Lost)
 	for _, dv := range m.server.Devices {
 		d := dv.(*server.Device)
 		d.RLock()
@@ -362,6 +369,9 @@ func (m *mockState) load() error {
 			return nil // another profile: start from a clean machine
 		}
 		err = m.apply(st)
+		for _, u := range st.Lost {
+			m.lost[u] = true
+		}
 	}
 	if err == nil {
 		return nil
@@ -405,8 +415,9 @@ func (m *mockState) apply(st persisted) error {
 	return nil
 }
 
-// reset removes every instance and switches MIG mode off on every GPU.
+// reset removes every instance, switches MIG mode off and makes every GPU answer.
 func (m *mockState) reset() {
+	m.lost = map[string]bool{}
 	for _, dv := range m.server.Devices {
 		d := dv.(*server.Device)
 		d.Lock()

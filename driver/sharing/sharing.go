@@ -141,6 +141,12 @@ func (t *Tools) StartMPS(ctx context.Context, d Daemon) error {
 			return fmt.Errorf("MPS daemon %s: %w", d.ID, err)
 		}
 	}
+	if t.Chroot != "" {
+		// The daemon runs inside the driver root and must find its directories at the same path.
+		if _, err := os.Stat(filepath.Join(t.Chroot, d.PipeDir(t.MPSRoot))); err != nil {
+			return fmt.Errorf("MPS daemon %s: its pipe directory is not visible under the driver root %s (the driver root must be the host's /): %w", d.ID, t.Chroot, err)
+		}
+	}
 	args := []string{"-d"}
 	if d.MultiUser {
 		args = append(args, "-M")
