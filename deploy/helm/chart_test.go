@@ -39,6 +39,7 @@ func TestChartCopiesMatchSources(t *testing.T) {
 	for _, tc := range []struct{ src, dst string }{
 		{"deploy/crds", "deploy/helm/neuronetes/crds"},
 		{"deploy/deviceclasses", "deploy/helm/neuronetes/files/deviceclasses"},
+		{"deploy/deviceclasses/compat", "deploy/helm/neuronetes/files/deviceclasses/compat"},
 	} {
 		root := repoRoot(t)
 		src, err := filepath.Glob(filepath.Join(root, tc.src, "*.yaml"))
