@@ -44,7 +44,7 @@ spec:
     costConstraints:
       maxCostPerHour: 100.0
       dailyBudget: 1000.0
-      onBudgetExceeded: [scale-to-min, enable-spot]
+      onBudgetExceeded: [scale-to-min]
 `
 
 const seedClass = `
@@ -101,7 +101,7 @@ func TestPolicyFromAgentPool(t *testing.T) {
 		{"schedule", p.Predictive.Schedules[0].Replicas, int32(20)},
 		{"cost", p.Cost.CostPerReplicaHour, 4.5},
 		{"budget", p.Cost.DailyBudget, 1000.0},
-		{"actions", len(p.Cost.OnBudgetExceeded), 2},
+		{"actions", len(p.Cost.OnBudgetExceeded), 1},
 		{"lag", p.Lag, scalepolicy.QueueLag{Enabled: true, MaxLagThreshold: 100, PrefetchCount: 10}},
 	}
 	for _, c := range checks {
