@@ -105,7 +105,7 @@ func setupAutoscaler(mgr ctrl.Manager, a *autoscalerOptions, tokens *scaleapi.To
 	if a.addr == "" {
 		return nil
 	}
-	h := &scaleapi.Handler{Tokens: tokens, DefaultNamespace: namespace, Client: mgr.GetClient()}
+	h := &scaleapi.Handler{Tokens: tokens, DefaultNamespace: namespace, Scope: namespace, Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
 	certDir := a.certDir
 	if err := mgr.Add(allReplicas(func(ctx context.Context) error {
 		return serveScaleWebhook(ctx, a.addr, certDir, h)

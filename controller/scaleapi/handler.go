@@ -41,8 +41,13 @@ type Handler struct {
 	Tokens *Tokens
 	// DefaultNamespace is used when a request names none and its token covers several namespaces.
 	DefaultNamespace string
-	// Client reads the pool and writes the override annotation.
+	// Client writes the override annotation.
 	Client client.Client
+	// Reader reads the pool from the apiserver (nil: Client). A cache scoped to the controller's
+	// namespace cannot answer for other namespaces.
+	Reader client.Reader
+	// Scope, when set, is the only namespace the controller manages: pools elsewhere are not found.
+	Scope string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -117,8 +122,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // store writes o into the pool's annotation; it returns the HTTP status of a failure.
 func (h *Handler) store(ctx context.Context, key types.NamespacedName, o Override) (int, error) {
+	if h.Scope != "" && key.Namespace != h.Scope {
+		return http.StatusNotFound, fmt.Errorf("agentpool %s not found: this controller manages namespace %s only", key, h.Scope)
+	}
+	r := h.Reader
+	if r == nil {
+		r = h.Client
+	}
 	var pool v1alpha1.AgentPool
-	if err := h.Client.Get(ctx, key, &pool); err != nil {
+	if err := r.Get(ctx, key, &pool); err != nil {
 		if apierrors.IsNotFound(err) {
 			return http.StatusNotFound, fmt.Errorf("agentpool %s not found", key)
 		}

@@ -67,6 +67,8 @@ func TestHandler(t *testing.T) {
 		{"negative replicas", "POST", "Bearer s3cret", `{"pool":"p","replicas":-1}`, http.StatusBadRequest, types.NamespacedName{}, 0, time.Time{}, "replicas: must be >= 0"},
 		{"unknown field", "POST", "Bearer s3cret", `{"pool":"p","replicas":1,"force":true}`, http.StatusBadRequest, types.NamespacedName{}, 0, time.Time{}, "force"},
 		{"not json", "POST", "Bearer s3cret", `pool=p`, http.StatusBadRequest, types.NamespacedName{}, 0, time.Time{}, ""},
+		{"outside the controller's namespace", "POST", "Bearer admin", `{"pool":"p","namespace":"team-b","replicas":2}`,
+			http.StatusNotFound, types.NamespacedName{}, 0, time.Time{}, "manages namespace team-a only"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,6 +77,9 @@ func TestHandler(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(s).WithObjects(pool("agents", "my-pool", true), pool("agents", "manual", false),
 				pool("team-a", "p", true), pool("team-b", "p", true)).Build()
 			h := &Handler{Tokens: toks, Client: c, Now: func() time.Time { return now }}
+			if strings.Contains(tc.name, "controller's namespace") {
+				h.Scope = "team-a"
+			}
 			req := httptest.NewRequest(tc.method, "/v1/scale", strings.NewReader(tc.body))
 			if tc.auth != "" {
 				req.Header.Set("Authorization", tc.auth)
