@@ -93,24 +93,25 @@ func TestSharedCacheHitRate(t *testing.T) {
 }
 
 func TestPickers(t *testing.T) {
-	rr, _ := newPicker(policyRR, 3)
+	rr, _ := newPicker(policyRR, 3, refConfig{})
 	var got []int
 	for i := 0; i < 4; i++ {
-		got = append(got, rr.pick())
+		got = append(got, rr.pick(nil).backend)
 	}
 	if got[0] != 0 || got[1] != 1 || got[2] != 2 || got[3] != 0 {
 		t.Errorf("round robin %v", got)
 	}
-	lr, _ := newPicker(policyLeast, 3)
-	a, b, c := lr.pick(), lr.pick(), lr.pick()
+	lr, _ := newPicker(policyLeast, 3, refConfig{})
+	ta, tb, tc := lr.pick(nil), lr.pick(nil), lr.pick(nil)
+	a, b, c := ta.backend, tb.backend, tc.backend
 	if a == b || b == c || a == c {
 		t.Errorf("least-request spread %d %d %d over 3 idle backends", a, b, c)
 	}
-	lr.done(b)
-	if d := lr.pick(); d != b {
+	lr.done(tb)
+	if d := lr.pick(nil).backend; d != b {
 		t.Errorf("least-request picked %d, want the freed %d", d, b)
 	}
-	if _, err := newPicker("fastest", 2); err == nil {
+	if _, err := newPicker("fastest", 2, refConfig{}); err == nil {
 		t.Error("unknown policy accepted")
 	}
 }
@@ -159,6 +160,37 @@ func TestParseOptions(t *testing.T) {
 	} {
 		if _, err := parseOptions(tt.args); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: err %v, want it to name %s", tt.args, err, tt.want)
+		}
+	}
+}
+
+func TestReferencePicker(t *testing.T) {
+	r, err := newReference(3, refConfig{kvTokens: 1 << 16, blockSize: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := func(text string) []byte {
+		return []byte(`{"max_tokens":4,"messages":[{"role":"user","content":"` + text + `"}]}`)
+	}
+	long := strings.Repeat("alpha beta gamma delta ", 100)
+	first := r.pick(body(long))
+	r.done(first)
+	// The next turn goes where the conversation's prefix is cached.
+	again := r.pick(body(long + " tok0 more"))
+	if again.backend != first.backend || again.prefill >= 100 {
+		t.Fatalf("next turn to %d with %d tokens to compute; want backend %d and a cached prefix", again.backend, again.prefill, first.backend)
+	}
+	// While that prefill is booked, an unrelated prompt of the same size goes elsewhere.
+	other := r.pick(body(strings.Repeat("one two three four ", 100)))
+	if other.backend == first.backend {
+		t.Errorf("unrelated prompt queued behind the booked prefill on backend %d", other.backend)
+	}
+	r.started(again)
+	r.done(again)
+	r.done(other)
+	for i, q := range r.queued {
+		if q != 0 {
+			t.Errorf("backend %d still has %d booked tokens", i, q)
 		}
 	}
 }

@@ -142,7 +142,7 @@ type verdict struct {
 }
 
 // startProxy runs this binary's proxy mode.
-func (o *options) startProxy(name, policy string, backends []string) (*proc, error) {
+func (o *options) startProxy(name, policy string, backends []string, extra ...string) (*proc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -151,7 +151,8 @@ func (o *options) startProxy(name, policy string, backends []string) (*proc, err
 	if err != nil {
 		return nil, err
 	}
-	p, err := start(name, o.logDir, addr, self, "proxy", "-policy="+policy, "-listen="+addr, "-backends="+strings.Join(backends, ","))
+	args := append([]string{"proxy", "-policy=" + policy, "-listen=" + addr, "-backends=" + strings.Join(backends, ",")}, extra...)
+	p, err := start(name, o.logDir, addr, self, args...)
 	if err != nil {
 		return nil, err
 	}

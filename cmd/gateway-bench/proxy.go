@@ -30,12 +30,24 @@ const (
 	policyLeast  = "least-request"
 	policyRandom = "random"
 	policyTCP    = "tcp-relay" // a layer-4 relay: the floor any proxy process puts on this machine
+	// policyReference is the bench's own cache- and load-aware router (reference.go): what
+	// such routing achieves on this harness, shown next to the gateway but not a target.
+	policyReference = "prefix-reference"
 )
 
-// picker chooses a backend for each request and is told when it ends.
+// ticket is one request's routing: the backend picked and the prefill work the picker booked.
+type ticket struct {
+	backend int
+	prefill int  // estimated prompt tokens to compute (the reference policy only)
+	settled bool // prefill released
+}
+
+// picker chooses a backend for each request (body is nil for the TCP relay), is told when the
+// backend's first response byte arrives (its prefill is over), and when the request ends.
 type picker interface {
-	pick() int
-	done(i int)
+	pick(body []byte) *ticket
+	started(t *ticket)
+	done(t *ticket)
 }
 
 type roundRobin struct {
@@ -43,13 +55,17 @@ type roundRobin struct {
 	next atomic.Uint64
 }
 
-func (p *roundRobin) pick() int { return int((p.next.Add(1) - 1) % uint64(p.n)) }
-func (p *roundRobin) done(int)  {}
+func (p *roundRobin) pick([]byte) *ticket {
+	return &ticket{backend: int((p.next.Add(1) - 1) % uint64(p.n))}
+}
+func (p *roundRobin) started(*ticket) {}
+func (p *roundRobin) done(*ticket)    {}
 
 type randomPick struct{ n int }
 
-func (p *randomPick) pick() int { return rand.IntN(p.n) }
-func (p *randomPick) done(int)  {}
+func (p *randomPick) pick([]byte) *ticket { return &ticket{backend: rand.IntN(p.n)} }
+func (p *randomPick) started(*ticket)     {}
+func (p *randomPick) done(*ticket)        {}
 
 // leastRequest picks the backend with the fewest requests in flight through this proxy; ties go
 // to the first one after the previous pick, so equal backends share the load.
@@ -59,7 +75,7 @@ type leastRequest struct {
 	last     int
 }
 
-func (p *leastRequest) pick() int {
+func (p *leastRequest) pick([]byte) *ticket {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := len(p.inflight)
@@ -72,17 +88,22 @@ func (p *leastRequest) pick() int {
 	}
 	p.inflight[best]++
 	p.last = best
-	return best
+	return &ticket{backend: best}
 }
 
-func (p *leastRequest) done(i int) {
+func (p *leastRequest) started(*ticket) {}
+
+func (p *leastRequest) done(t *ticket) {
 	p.mu.Lock()
-	p.inflight[i]--
+	p.inflight[t.backend]--
 	p.mu.Unlock()
 }
 
-func newPicker(policy string, n int) (picker, error) {
+func newPicker(policy string, n int, ref refConfig) (picker, error) {
 	switch policy {
+	case policyReference:
+		return newReference(n, ref)
+
 	case policyRR, policyTCP:
 		return &roundRobin{n: n}, nil
 	case policyLeast:
@@ -90,10 +111,25 @@ func newPicker(policy string, n int) (picker, error) {
 	case policyRandom:
 		return &randomPick{n: n}, nil
 	}
-	return nil, fmt.Errorf("-policy %q is not one of %s, %s, %s, %s", policy, policyRR, policyLeast, policyRandom, policyTCP)
+	return nil, fmt.Errorf("-policy %q is not one of %s, %s, %s, %s, %s", policy, policyRR, policyLeast, policyRandom, policyTCP, policyReference)
 }
 
-type pickKey struct{}
+type ticketKey struct{}
+
+// firstRead calls started at the first bytes of a backend's response body.
+type firstRead struct {
+	io.ReadCloser
+	once func()
+}
+
+func (f *firstRead) Read(b []byte) (int, error) {
+	n, err := f.ReadCloser.Read(b)
+	if n > 0 && f.once != nil {
+		f.once()
+		f.once = nil
+	}
+	return n, err
+}
 
 // reverseProxy is Go's httputil.ReverseProxy over the backends, flushing every write (SSE).
 func reverseProxy(backends []*url.URL, pk picker) http.Handler {
@@ -103,7 +139,12 @@ func reverseProxy(backends []*url.URL, pk picker) http.Handler {
 	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
-			r.SetURL(backends[r.In.Context().Value(pickKey{}).(int)])
+			r.SetURL(backends[r.In.Context().Value(ticketKey{}).(*ticket).backend])
+		},
+		ModifyResponse: func(res *http.Response) error {
+			t := res.Request.Context().Value(ticketKey{}).(*ticket)
+			res.Body = &firstRead{ReadCloser: res.Body, once: func() { pk.started(t) }}
+			return nil
 		},
 		Transport:     tr,
 		FlushInterval: -1,
@@ -119,9 +160,9 @@ func reverseProxy(backends []*url.URL, pk picker) http.Handler {
 			return
 		}
 		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-		i := pk.pick()
-		defer pk.done(i)
-		rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), pickKey{}, i)))
+		t := pk.pick(body)
+		defer pk.done(t)
+		rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ticketKey{}, t)))
 	})
 }
 
@@ -134,9 +175,9 @@ func tcpRelay(l net.Listener, backends []string, pk picker) error {
 		}
 		go func() {
 			defer c.Close()
-			i := pk.pick()
-			defer pk.done(i)
-			b, err := net.DialTimeout("tcp", backends[i], 5*time.Second)
+			t := pk.pick(nil)
+			defer pk.done(t)
+			b, err := net.DialTimeout("tcp", backends[t.backend], 5*time.Second)
 			if err != nil {
 				return
 			}
@@ -157,7 +198,10 @@ func proxyMain(args []string) error {
 	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "listen address")
 	list := fs.String("backends", "", "comma-separated backend base URLs")
-	policy := fs.String("policy", policyRR, "round-robin, least-request, random, or tcp-relay")
+	policy := fs.String("policy", policyRR, "round-robin, least-request, random, tcp-relay, or prefix-reference")
+	var ref refConfig
+	fs.IntVar(&ref.kvTokens, "kv-tokens", 1<<20, "prefix-reference: each backend's KV cache tokens")
+	fs.IntVar(&ref.blockSize, "block-size", 16, "prefix-reference: each backend's KV block size")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -171,7 +215,7 @@ func proxyMain(args []string) error {
 		urls = append(urls, u)
 		hosts = append(hosts, u.Host)
 	}
-	pk, err := newPicker(*policy, len(urls))
+	pk, err := newPicker(*policy, len(urls), ref)
 	if err != nil {
 		return err
 	}

@@ -159,6 +159,7 @@ func printRouting(w io.Writer, names []string, stats []*routingStats, shared flo
 		}
 	}
 	fmt.Fprintf(w, "%-22s %8s %6s %10s %10s %10s %8s %9.4f %9.3f\n", "shared cache (ref)", "", "", "", "", "", "", shared, 1.0)
+	fmt.Fprintf(w, "(%s is this bench's own router, shown for what cache- and load-aware routing reaches here; not a target)\n", policyReference)
 	return v
 }
 

@@ -125,7 +125,7 @@ func (o *options) runRouting(ctx context.Context) (verdict, error) {
 	fmt.Printf("   shared-cache reference: one %d-block cache (the %d pods' total), every request in arrival order, finished before the next\n",
 		o.pods*blocks, o.pods)
 
-	names := []string{"gateway", policyRR, policyLeast, policyRandom}
+	names := []string{"gateway", policyRR, policyLeast, policyRandom, policyReference}
 	var stats []*routingStats
 	var gwErr error
 	for _, name := range names {
@@ -169,7 +169,8 @@ func (o *options) replayPolicy(ctx context.Context, name string, flags agentFlag
 	if name == "gateway" {
 		front, err = o.startGateway("routing-gateway", agents.urls())
 	} else {
-		front, err = o.startProxy("routing-"+name, name, agents.urls())
+		front, err = o.startProxy("routing-"+name, name, agents.urls(),
+			fmt.Sprintf("-kv-tokens=%d", flags.kvTokens), fmt.Sprintf("-block-size=%d", flags.blockSize))
 	}
 	if err != nil {
 		return nil, err

@@ -119,6 +119,12 @@ func (p *Pool) hitBlocks(chain []uint64, promptTokens int) int {
 	return n
 }
 
+// CachedTokens is how many leading tokens of a prompt of promptTokens tokens with full-block
+// hashes chain Allocate would find in the cache now. It changes nothing and counts no query.
+func (p *Pool) CachedTokens(chain []uint64, promptTokens int) int {
+	return p.hitBlocks(chain, promptTokens) * p.blockSize
+}
+
 // Allocate reserves room for totalTokens tokens (prompt plus the most it may generate) for a
 // prompt of promptTokens tokens whose full-block hashes are chain, reusing the longest cached
 // prefix. It returns false, changing nothing, when the free and evictable blocks do not suffice.

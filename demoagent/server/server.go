@@ -6,6 +6,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -189,35 +190,8 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	if req.Stream {
 		out.begin()
 	}
-	failAt := -1
-	if fail {
-		failAt = gen.tokens / 2
-	}
-	var last time.Time
-	for i := 0; i < gen.tokens; i++ {
-		if err := seq.WaitToken(r.Context(), i); err != nil {
-			s.m.success.WithLabelValues("abort").Inc()
-			return
-		}
-		now := s.clk.Now()
-		if i == 0 {
-			s.observeFirstToken(start, now, chat, len(prompt))
-		} else {
-			s.m.itl.Observe(now.Sub(last).Seconds())
-		}
-		last = now
-		if i == failAt {
-			s.injected(s.cfg.FailMode)
-			out.fail(s.cfg.FailMode) // FailDisconnect panics with http.ErrAbortHandler
-			return
-		}
-		if err := out.token(i); err != nil {
-			s.m.success.WithLabelValues("abort").Inc()
-			return
-		}
-		s.m.genTokens.Inc()
-		s.m.nnTokens.WithLabelValues("output").Inc()
-		s.m.rate.add(1)
+	if !s.generate(r.Context(), seq, out, gen, fail, start, chat, len(prompt)) {
+		return
 	}
 	seq.Finish(gen.outputIDs())
 	tm := seq.Timing()
@@ -227,6 +201,43 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	if s.sidecar != nil && conv != "" && chat {
 		s.sidecar.appendTurn(r.Context(), conv, "assistant", gen.text())
 	}
+}
+
+// generate writes the tokens as they come due. It returns false when the request ended early:
+// the client left, or an injected failure (fail) cut it after half the tokens.
+func (s *Server) generate(ctx context.Context, seq *engine.Seq, out *responder, gen *generation, fail bool,
+	start time.Time, chat bool, promptTokens int) bool {
+	failAt := -1
+	if fail {
+		failAt = gen.tokens / 2
+	}
+	var last time.Time
+	for i := 0; i < gen.tokens; i++ {
+		if err := seq.WaitToken(ctx, i); err != nil {
+			s.m.success.WithLabelValues("abort").Inc()
+			return false
+		}
+		now := s.clk.Now()
+		if i == 0 {
+			s.observeFirstToken(start, now, chat, promptTokens)
+		} else {
+			s.m.itl.Observe(now.Sub(last).Seconds())
+		}
+		last = now
+		if i == failAt {
+			s.injected(s.cfg.FailMode)
+			out.fail(s.cfg.FailMode) // FailDisconnect panics with http.ErrAbortHandler
+			return false
+		}
+		if err := out.token(i); err != nil {
+			s.m.success.WithLabelValues("abort").Inc()
+			return false
+		}
+		s.m.genTokens.Inc()
+		s.m.nnTokens.WithLabelValues("output").Inc()
+		s.m.rate.add(1)
+	}
+	return true
 }
 
 func (s *Server) injected(mode FailMode) {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/neuronetes/neuronetes/demoagent/engine"
+	"github.com/neuronetes/neuronetes/demoagent/tokenize"
 )
 
 // fastEngine decodes at 2000 tokens/s with a tiny prefill cost: HTTP tests in real time.
@@ -216,6 +217,38 @@ func TestReadyz(t *testing.T) {
 		resp.Body.Close()
 		if (resp.StatusCode == 200) != ready {
 			t.Errorf("ready=%v: /readyz %d", ready, resp.StatusCode)
+		}
+	}
+}
+
+// TestTextChunkMatchesEvent: the per-token fast path writes the same bytes as the general one.
+func TestTextChunkMatchesEvent(t *testing.T) {
+	for _, chat := range []bool{true, false} {
+		for _, i := range []int{0, 3} {
+			req := &completionRequest{Stream: true}
+			gen := &generation{tokens: 5}
+			fast, slow := httptest.NewRecorder(), httptest.NewRecorder()
+			a := &responder{w: fast, req: req, chat: chat, gen: gen, id: "x-1", model: "m", created: 7}
+			b := &responder{w: slow, req: req, chat: chat, gen: gen, id: "x-1", model: "m", created: 7}
+			if err := a.textChunk(i); err != nil {
+				t.Fatal(err)
+			}
+			var choice map[string]any
+			if chat {
+				delta := map[string]any{"content": tokenize.OutputToken(i)}
+				if i == 0 {
+					delta["role"] = "assistant"
+				}
+				choice = map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": nil}
+			} else {
+				choice = map[string]any{"index": 0, "text": tokenize.OutputToken(i), "logprobs": nil, "finish_reason": nil}
+			}
+			if err := b.event([]any{choice}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if fast.Body.String() != slow.Body.String() {
+				t.Errorf("chat=%v token %d:\nfast %s\nslow %s", chat, i, fast.Body, slow.Body)
+			}
 		}
 	}
 }

@@ -121,6 +121,8 @@ type responder struct {
 	id      string
 	model   string
 	created int64
+
+	chunkHead, chunkTail, scratch []byte // textChunk's
 }
 
 func (s *Server) newResponder(w http.ResponseWriter, req *completionRequest, chat bool, gen *generation) *responder {
@@ -172,6 +174,9 @@ func (o *responder) token(i int) error {
 	if !o.req.Stream {
 		return nil
 	}
+	if o.gen.call == nil {
+		return o.textChunk(i)
+	}
 	if !o.chat {
 		return o.event([]any{map[string]any{"index": 0, "text": tokenize.OutputToken(i), "logprobs": nil, "finish_reason": nil}}, nil)
 	}
@@ -194,6 +199,34 @@ func (o *responder) token(i int) error {
 		delta["role"] = "assistant"
 	}
 	return o.event([]any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": nil}}, nil)
+}
+
+// textChunk writes a text token's chunk from a prefix and suffix built once per response: the
+// same JSON as event's (keys in the same order), without marshalling a map per token.
+func (o *responder) textChunk(i int) error {
+	if o.chunkHead == nil {
+		head, _ := json.Marshal(map[string]any{"id": o.id, "object": o.object(), "created": o.created, "model": o.model})
+		head = head[:len(head)-1] // reopen the object
+		if o.chat {
+			o.chunkHead = append([]byte("data: "), `{"choices":[{"delta":{"content":`...)
+			o.chunkTail = []byte(`},"finish_reason":null,"index":0,"logprobs":null}],` + string(head[1:]) + "}\n\n")
+		} else {
+			o.chunkHead = append([]byte("data: "), `{"choices":[{"finish_reason":null,"index":0,"logprobs":null,"text":`...)
+			o.chunkTail = []byte(`}],` + string(head[1:]) + "}\n\n")
+		}
+	}
+	tok, _ := json.Marshal(tokenize.OutputToken(i))
+	buf := append(append(o.scratch[:0], o.chunkHead...), tok...)
+	if o.chat && i == 0 {
+		buf = append(buf, `,"role":"assistant"`...)
+	}
+	buf = append(buf, o.chunkTail...)
+	o.scratch = buf
+	if _, err := o.w.Write(buf); err != nil {
+		return err
+	}
+	o.flush()
+	return nil
 }
 
 // finish ends the response: a stream gets its finish_reason chunk, the usage chunk when asked
