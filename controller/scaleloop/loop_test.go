@@ -343,3 +343,36 @@ func TestBindingProviderCondition(t *testing.T) {
 		}
 	}
 }
+
+// TestSeenCompare: what makes the loop evaluate at once, and what counts as a manual scale.
+func TestSeenCompare(t *testing.T) {
+	pool := func(replicas *int32, min int32, ann string) *v1alpha1.AgentPool {
+		p := &v1alpha1.AgentPool{Spec: v1alpha1.AgentPoolSpec{Replicas: replicas, MinReplicas: i32p(min), Autoscaling: &v1alpha1.AutoscalingSpec{}}}
+		if ann != "" {
+			p.Annotations = map[string]string{scaleapi.OverrideAnnotation: ann}
+		}
+		return p
+	}
+	base := pool(i32p(2), 2, "")
+	s := seen{known: true, replicas: 2, spec: specDigest(base)}
+	for _, tc := range []struct {
+		name     string
+		pool     *v1alpha1.AgentPool
+		external bool
+		now      bool
+	}{
+		{"unchanged (the echo of its own write)", pool(i32p(2), 2, ""), false, false},
+		{"kubectl scale", pool(i32p(5), 2, ""), true, true},
+		{"minReplicas raised", pool(i32p(2), 4, ""), false, true},
+		{"unset replicas follows a raised minReplicas: a spec change, not a manual scale", pool(nil, 4, ""), false, true},
+		{"scale override stored", pool(i32p(2), 2, `{"replicas":3}`), false, true},
+	} {
+		tr := s.compare(tc.pool)
+		if tr.external != tc.external || (tr.reason != "") != tc.now {
+			t.Errorf("%s: %+v, want external=%v now=%v", tc.name, tr, tc.external, tc.now)
+		}
+	}
+	if tr := (seen{}).compare(base); tr.reason == "" || tr.external {
+		t.Errorf("first evaluation: %+v", tr)
+	}
+}

@@ -52,8 +52,9 @@ func (s seen) compare(pool *v1alpha1.AgentPool) trigger {
 	switch {
 	case !s.known:
 		return trigger{reason: "first evaluation"}
-	case currentReplicas(pool) != s.replicas:
-		return trigger{external: true, reason: fmt.Sprintf("spec.replicas set to %d outside the autoscaler (it left %d)", currentReplicas(pool), s.replicas)}
+	case pool.Spec.Replicas != nil && *pool.Spec.Replicas != s.replicas:
+		// An unset spec.replicas follows minReplicas: its change is a spec change, below.
+		return trigger{external: true, reason: fmt.Sprintf("spec.replicas set to %d outside the autoscaler (it left %d)", *pool.Spec.Replicas, s.replicas)}
 	case specDigest(pool) != s.spec:
 		return trigger{reason: "spec changed"}
 	case pool.Annotations[scaleapi.OverrideAnnotation] != s.override:
