@@ -147,6 +147,9 @@ func (g *StreamGuard) Close(choice int) (string, error) {
 	return text, nil
 }
 
+// Acted reports whether any check detected something in the response so far.
+func (g *StreamGuard) Acted() bool { return len(g.counted) > 0 }
+
 // Blocked reports the reason when a Block check ended the response.
 func (g *StreamGuard) Blocked() (string, bool) { return g.blocked, g.blocked != "" }
 
