@@ -163,6 +163,13 @@ func TestChartRender(t *testing.T) {
 			if ck := contains(args(container(ds, "nodeagent")), "--checkpoint-enabled=true"); ck != (vs.name == "checkpoint-s3") {
 				t.Errorf("nodeagent --checkpoint-enabled present=%v in set %s", ck, vs.name)
 			}
+			wantProbe := "--sidecar-probe-command=/sidecar probe http://127.0.0.1:7070/healthz"
+			if vs.name == "kind" {
+				wantProbe = "--sidecar-probe-command=/usr/local/bin/app probe http://127.0.0.1:7070/healthz"
+			}
+			if webhookOn := vs.name != "no-webhook"; contains(ctrl, wantProbe) != webhookOn {
+				t.Errorf("controller args %v: want %s (webhook on: %v)", ctrl, wantProbe, webhookOn)
+			}
 			// tls.mode=controller (the default; production-example uses its own Secret): every replica
 			// shares the pair of one Secret.
 			shared := vs.name != "helm-tls" && vs.name != "no-webhook" && vs.name != "production"
