@@ -77,9 +77,10 @@ func assemble(ctx context.Context, o *options) (*gw, error) {
 		Upstream: proxy.NewUpstream(proxy.Timeouts{Connect: o.connectTimeout, FirstToken: o.firstTokenTimeout,
 			Idle: o.idleTimeout, Response: o.responseTimeout}),
 		Cfg: engine.Config{MaxResponseBytes: o.maxResponseBytes, ShadowParallel: o.shadowParallel}}
-	deps := extensionDeps{Registerer: g.reg, Static: o.static()}
+	deps := extensionDeps{Registerer: g.reg, Static: o.static(), Redis: rc}
+	start := func() {}
 	if !o.static() {
-		if err := startKube(ctx, g, pol, &deps); err != nil {
+		if start, err = startKube(ctx, g, pol, &deps); err != nil {
 			return nil, err
 		}
 	}
@@ -87,6 +88,7 @@ func assemble(ctx context.Context, o *options) (*gw, error) {
 	if err != nil {
 		return nil, fmt.Errorf("extensions: %w", err)
 	}
+	start()
 	g.eng.Ext = ext
 	g.eng.Init()
 	g.front = &front.Server{Engine: g.eng, MaxBodyBytes: o.maxBodyBytes, WriteTimeout: o.writeTimeout,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,6 +23,8 @@ type extensionDeps struct {
 	// Cache is the informer cache; an extension may watch its own kinds through it (the cache is
 	// started after every builder ran).
 	Cache cache.Cache
+	// Redis is the gateway's Redis client shared by its replicas (nil without --redis-addr).
+	Redis redis.UniversalClient
 }
 
 // extensionBuilder adds extensions (request stages, chunk filters, a variant selector, mirrors,
