@@ -82,9 +82,9 @@ func TestAutoscalerStateSurvivesRestart(t *testing.T) {
 	}
 	// A manual scale while the controller is down is re-decided at its restart.
 	ctl.kill()
-	e.Kubectl(t, "-n", ns, "scale", "agentpool/workers", "--replicas=2")
+	e.Kubectl(t, "-n", ns, "scale", "agentpool/workers", "--replicas=5")
 	ctl.start()
-	waitPool(t, e, ns, "workers", logs, 30*time.Second, "the manual scale to 2 replaced by the decision", func() (bool, error) {
+	waitPool(t, e, ns, "workers", logs, 30*time.Second, "the manual scale to 5 replaced by the decision", func() (bool, error) {
 		evs, err := e.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=workers,reason=ManualScaleOverridden"})
 		if err != nil {
 			return false, err
