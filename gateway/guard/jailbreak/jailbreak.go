@@ -68,7 +68,7 @@ func (ru Rule) find(f string, ix wordIndex) []int {
 	return nil
 }
 
-// wordIndex maps each word of a folded text (runs of letters, digits, '_', '-' and '\”) to its
+// wordIndex maps each word of a folded text (runs of letters, digits, underscores, hyphens and apostrophes) to its
 // start offsets, so keywords are found by lookups instead of substring scans.
 type wordIndex map[string][]int
 
