@@ -82,8 +82,24 @@ func parseFlags(args []string) (*options, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if o.eng.BlockSize < 1 {
-		return nil, fmt.Errorf("--block-size must be at least 1, got %d", o.eng.BlockSize)
+	for _, c := range []struct {
+		bad  bool
+		flag string
+		val  any
+	}{
+		{o.eng.Slots < 1, "--max-running", o.eng.Slots},
+		{!(o.eng.DecodeRate > 0), "--token-rate", o.eng.DecodeRate},
+		{!(o.eng.PrefillRate > 0), "--prefill-rate", o.eng.PrefillRate},
+		{o.eng.FirstTokenOverhead < 0, "--ttft-base", o.eng.FirstTokenOverhead},
+		{o.eng.BlockSize < 1, "--block-size", o.eng.BlockSize},
+		{o.eng.BlockSize >= 1 && o.kvTokens < o.eng.BlockSize, "--kv-cache-tokens (at least one block)", o.kvTokens},
+		{o.srv.DefaultMaxTokens < 1, "--default-max-tokens", o.srv.DefaultMaxTokens},
+		{o.srv.MaxBodyBytes < 1, "--max-body-bytes", o.srv.MaxBodyBytes},
+		{!(o.srv.FailRate >= 0 && o.srv.FailRate <= 1), "--fail-rate (0-1)", o.srv.FailRate},
+	} {
+		if c.bad {
+			return nil, fmt.Errorf("%s: bad value %v", c.flag, c.val)
+		}
 	}
 	o.eng.Blocks = o.kvTokens / o.eng.BlockSize
 	mode, err := server.ParseFailMode(o.failMode)
