@@ -96,6 +96,9 @@ type Loop struct {
 	Prom *PromSource
 	// Lag reads NATS JetStream lag.
 	Lag *LagSource
+	// Gateway, when set, supplies tokens-in-queue, concurrent sessions and TTFT as the gateway
+	// measures them (gateway_source.go).
+	Gateway *GatewaySource
 	// DefaultNATSURL is used for ToolBindings without queueConfig.url.
 	DefaultNATSURL string
 	// Now is the clock (default time.Now).
@@ -299,6 +302,9 @@ func (l *Loop) evaluate(ctx context.Context, pool *v1alpha1.AgentPool, st *poolS
 	samples, err := l.scrapePool(ctx, pool)
 	if err != nil {
 		return scalepolicy.Decision{}, err
+	}
+	if l.Gateway != nil {
+		l.Gateway.Overlay(ctx, pool, samples)
 	}
 	obs := st.coll.Observe(now, samples, policy.Metrics)
 	for t, v := range obs.Metrics {
