@@ -44,6 +44,7 @@ type options struct {
 	maxInFlightPerEndpoint, queue int
 
 	drainDelay, shutdownTimeout time.Duration
+	replica                     string
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -89,6 +90,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.queue, "max-queue", def.MaxQueue, "default bound of queued requests per pool")
 	fs.DurationVar(&o.queueTimeout, "queue-timeout", def.QueueTimeout, "default longest queue wait")
 
+	host, _ := os.Hostname()
+	fs.StringVar(&o.replica, "replica-name", host, "this replica's name in the X-Neuronetes-Gateway response header (default: the host name, the pod's name in Kubernetes; empty sends none)")
 	fs.DurationVar(&o.drainDelay, "drain-delay", 5*time.Second, "after SIGTERM, how long /readyz fails before the listener closes")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 50*time.Second, "after the drain delay, how long open streams may run")
 }

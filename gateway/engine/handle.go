@@ -45,7 +45,7 @@ type request struct {
 
 // Handle runs one request and writes its response to sink.
 func (e *Engine) Handle(ctx context.Context, in Inbound, sink Sink) {
-	r := &request{e: e, in: in, sink: sink, start: e.now(), meta: Meta{RequestID: e.newID()}}
+	r := &request{e: e, in: in, sink: sink, start: e.now(), meta: Meta{RequestID: e.newID(), Gateway: e.Replica}}
 	logger := klog.FromContext(ctx).WithValues("requestID", r.meta.RequestID)
 	ctx = klog.NewContext(ctx, logger)
 	if err := r.run(ctx); err != nil {
