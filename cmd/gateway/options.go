@@ -83,7 +83,7 @@ func (o *options) register(fs *flag.FlagSet) {
 
 	def := route.DefaultPolicy()
 	fs.StringVar(&o.sessionKeys, "session-keys", keySourcesString(def.SessionKeys), "default session key sources in order: header:<name>, body:conversation_id, body:user, body:metadata.<key>")
-	fs.StringVar(&o.weights, "scorer-weights", "prefix=3,queue=2,kv=1,inflight=2,hash=1", "default scorer weights")
+	fs.StringVar(&o.weights, "scorer-weights", "prefill=4,prefix=1,queue=1,kv=1,inflight=1,hash=1", "default scorer weights")
 	fs.DurationVar(&o.pinTTL, "pin-ttl", def.PinTTL, "default session pin TTL, refreshed on use")
 	fs.Float64Var(&o.loadFactor, "load-factor", def.LoadFactor, "default ε of bounded-load consistent hashing")
 	fs.IntVar(&o.maxInFlightPerEndpoint, "max-inflight-per-endpoint", def.MaxInFlightPerEndpoint, "default in-flight requests per endpoint before requests queue")

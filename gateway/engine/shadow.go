@@ -61,12 +61,14 @@ func (e *Engine) shadow(ctx context.Context, req *stage.Request, sh stage.Shadow
 		out.Err = err.Error()
 		return
 	}
-	ep, ok := e.Picker.Pick(pool, e.shadowInput(req))
+	prompt := openai.EstimateTokens(body.PromptText())
+	ch, ok := e.Picker.Pick(pool, pick.Input{RingKey: req.SessionKey, PromptTokens: prompt})
 	if !ok {
 		out.Err = "no endpoint"
 		return
 	}
-	lease := e.Picker.Load.Acquire(pool.Ref, ep.Pod, openai.EstimateTokens(body.PromptText()))
+	ep := ch.Endpoint
+	lease := e.Picker.Load.Acquire(pool.Ref, ep.Pod, prompt, ch.Uncached)
 	defer lease.Release()
 	ctx, cancel := context.WithTimeout(ctx, e.Upstream.Timeouts().Response)
 	defer cancel()
@@ -101,6 +103,7 @@ func (e *Engine) shadow(ctx context.Context, req *stage.Request, sh stage.Shadow
 		}
 		if out.TTFT == 0 {
 			out.TTFT = max(e.now().Sub(start), time.Nanosecond)
+			lease.FirstToken()
 		}
 		if bytes.Equal(data, proxy.Done) {
 			return
@@ -136,13 +139,4 @@ func toolCalls(c *openai.Chunk) int {
 		}
 	}
 	return n
-}
-
-// shadowInput places a copy like a request without a pin.
-func (e *Engine) shadowInput(req *stage.Request) pick.Input {
-	key := req.SessionKey
-	if key == "" {
-		key = req.ID
-	}
-	return pick.Input{RingKey: key}
 }
