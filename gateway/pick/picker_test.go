@@ -1,7 +1,10 @@
 package pick
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -159,5 +162,25 @@ func TestPickPrefillCost(t *testing.T) {
 	}
 	if u := pk.Uncached(in, "pod-2"); u != 1000 {
 		t.Fatalf("Uncached(pod-2) = %d", u)
+	}
+}
+
+// The scraper asks only for the three metrics it reads and keeps fresh samples per endpoint.
+func TestScraperScrapesTable(t *testing.T) {
+	var query string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		query = r.URL.RawQuery
+		fmt.Fprintln(w, "vllm:num_requests_waiting 2\nvllm:num_requests_running 3\nvllm:kv_cache_usage_perc 0.5")
+	}))
+	defer srv.Close()
+	p := &route.Pool{Ref: pool, Endpoints: []route.Endpoint{{Pod: "a", MetricsURL: srv.URL + "/metrics"}}}
+	sc := &Scraper{Table: route.NewTable(route.NewSnapshot([]*route.Pool{p})), Interval: time.Hour}
+	sc.scrapeAll(context.Background())
+	m, ok := sc.Get(srv.URL + "/metrics")
+	if !ok || m.Waiting != 2 || m.Running != 3 || m.KVUsage != 0.5 {
+		t.Fatalf("sample %+v %v", m, ok)
+	}
+	if !strings.Contains(query, "name[]=vllm:num_requests_waiting") || strings.Count(query, "name[]=") != 3 {
+		t.Fatalf("query %q", query)
 	}
 }
