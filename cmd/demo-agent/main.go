@@ -12,13 +12,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/neuronetes/neuronetes/demoagent/engine"
@@ -27,7 +27,8 @@ import (
 
 func main() {
 	if err := run(); err != nil {
-		log.Fatalf("demo-agent: %v", err)
+		klog.Background().Error(err, "demo-agent failed")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 	}
 }
 
@@ -118,6 +119,9 @@ func parseFlags(args []string) (*options, error) {
 
 func run() error {
 	o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -132,13 +136,14 @@ func run() error {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	logger := klog.FromContext(ctx).WithName("demo-agent")
 	go eng.Run(ctx)
 
 	srv := &http.Server{Addr: o.listen, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	log.Printf("demo-agent listening on %s (model %s, %d slots, KV cache %d blocks of %d tokens, sidecar %q)",
-		o.listen, o.srv.Model, o.eng.Slots, o.eng.Blocks, o.eng.BlockSize, o.srv.SidecarURL)
+	logger.Info("Listening", "addr", o.listen, "model", o.srv.Model, "slots", o.eng.Slots, "kvBlocks", o.eng.Blocks,
+		"blockSize", o.eng.BlockSize, "sidecar", o.srv.SidecarURL)
 
 	go func() {
 		if o.weights != "" {
@@ -148,11 +153,11 @@ func run() error {
 				return
 			}
 			s.ObserveWeightsLoad(d)
-			log.Printf("weights loaded: %d bytes in %s (%.1f MiB/s)", n, d, float64(n)/(1<<20)/max(d.Seconds(), 1e-9))
+			logger.Info("Weights loaded", "bytes", n, "took", d, "MiBPerSecond", float64(n)/(1<<20)/max(d.Seconds(), 1e-9))
 		}
 		time.Sleep(o.readyDelay)
 		s.SetReady(true)
-		log.Printf("ready")
+		logger.Info("Ready")
 	}()
 
 	sig := make(chan os.Signal, 1)
@@ -164,7 +169,7 @@ func run() error {
 		}
 		return err
 	case got := <-sig:
-		log.Printf("%s: draining open requests for up to %s", got, o.drain)
+		logger.Info("Draining open requests", "signal", got.String(), "timeout", o.drain)
 		s.SetReady(false)
 		dctx, cancel := context.WithTimeout(context.Background(), o.drain)
 		defer cancel()
