@@ -15,7 +15,7 @@ func TestBuildChat(t *testing.T) {
 	md := map[string]string{"neuronetes_message_id": "m1"}
 	for _, tc := range []struct {
 		name, payload, want string
-		err              bool
+		err                 bool
 	}{
 		{"text", "hello world", `{"messages":[{"role":"user","content":"hello world"}],"metadata":{"neuronetes_message_id":"m1"},"model":"chat","stream":false}`, false},
 		{"json without messages is text", `{"q":1}`, `{"messages":[{"role":"user","content":"{\"q\":1}"}],"metadata":{"neuronetes_message_id":"m1"},"model":"chat","stream":false}`, false},

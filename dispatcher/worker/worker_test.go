@@ -102,7 +102,9 @@ func TestHandle(t *testing.T) {
 			}
 			return nil
 		}, Succeeded, 2, []time.Duration{3 * time.Second}, "out", "", "2"},
-		{"poison message", func(int) error { return &gwclient.StatusError{Status: 400, Code: "invalid_request", Message: "messages: bad"} },
+		{"poison message", func(int) error {
+			return &gwclient.StatusError{Status: 400, Code: "invalid_request", Message: "messages: bad"}
+		},
 			DeadLettered, 3, []time.Duration{500 * time.Millisecond, time.Second}, "dlq", "gateway 400 invalid_request: messages: bad", "3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
