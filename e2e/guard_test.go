@@ -265,6 +265,10 @@ spec:
 // follows its failure policy (closed: 503, open: 200).
 func TestGuardrailsThroughGateway(t *testing.T) {
 	e, ns, g := guardEnv(t, "guard")
+	// The worked examples are accepted by the real API server (schema and CEL rules).
+	for _, f := range []string{"guardrails/guardrailpolicy.yaml", "rollout/agentrollout.yaml"} {
+		e.Kubectl(t, "apply", "--dry-run=server", "-n", ns, "-f", filepath.Join(e.Root, "deploy", "examples", f))
+	}
 	echo := e.Image(t, "echo-agent", "./e2e/cmd/echo-agent")
 	slow := slowWebhook(t)
 	e.Apply(t, ns, poolManifest("guarded", "guarded-model", echo, 1, "--chunk=3")+"---\n"+
