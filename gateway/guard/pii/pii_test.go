@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// one returns the single finding in text, failing when there is not exactly one.
+// detectAll runs the detector at the policies' default minimum score.
 func detectAll(text string) []Finding { return New(Options{MinScore: 0.5}).Detect(text) }
 
 func TestDetectors(t *testing.T) {
