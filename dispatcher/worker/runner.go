@@ -23,7 +23,8 @@ type Runner struct {
 	Limit func() int
 	// FetchWait bounds one fetch (default 1s).
 	FetchWait time.Duration
-	// OnError is told about fetch errors (optional; they are logged and retried).
+	// OnError is told about fetch errors (they are logged and retried), and called with nil at
+	// the first successful fetch after one (optional).
 	OnError func(error)
 
 	inFlight atomic.Int64
@@ -44,6 +45,7 @@ func (r *Runner) Run(stop, work context.Context) error {
 	defer wg.Wait()
 	slot := make(chan struct{}, 1) // signalled when a handler ends
 	backoff := 100 * time.Millisecond
+	failing := false
 	for stop.Err() == nil {
 		free := r.Limit() - int(r.inFlight.Load())
 		if free <= 0 {
@@ -60,6 +62,7 @@ func (r *Runner) Run(stop, work context.Context) error {
 				break
 			}
 			log.V(1).Info("Fetch failed", "err", err)
+			failing = true
 			if r.OnError != nil {
 				r.OnError(err)
 			}
@@ -71,6 +74,10 @@ func (r *Runner) Run(stop, work context.Context) error {
 			continue
 		}
 		backoff = 100 * time.Millisecond
+		if failing && r.OnError != nil {
+			r.OnError(nil)
+		}
+		failing = false
 		for _, m := range msgs {
 			r.inFlight.Add(1)
 			wg.Add(1)
