@@ -90,6 +90,9 @@ func setupAutoscaler(mgr ctrl.Manager, a *autoscalerOptions, tokens *scaleapi.To
 	if err := gatewayMetrics.apply(l, mgr); err != nil {
 		return err
 	}
+	if err := queueLag.apply(l, mgr); err != nil {
+		return err
+	}
 	l.State = &scaleloop.ConfigMapStore{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
 	if err := l.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("autoscaling controller: %w", err)

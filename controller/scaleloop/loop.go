@@ -96,6 +96,8 @@ type Loop struct {
 	Prom *PromSource
 	// Lag reads NATS JetStream lag.
 	Lag *LagSource
+	// Queues reads Kafka and Redis Streams lag (queue_sources.go).
+	Queues *QueueLag
 	// Gateway, when set, supplies tokens-in-queue, concurrent sessions and TTFT as the gateway
 	// measures them (gateway_source.go).
 	Gateway *GatewaySource
@@ -420,7 +422,7 @@ func (l *Loop) queueLag(ctx context.Context, pool *v1alpha1.AgentPool, bindings 
 		if url == "" {
 			url = l.DefaultNATSURL
 		}
-		n, err := l.Lag.Lag(ctx, url, q.QueueName)
+		n, err := l.providerLag(ctx, b, url)
 		if err != nil {
 			klog.FromContext(ctx).Info("Queue lag unavailable", "toolbinding", b.Name, "err", err)
 			return -1
