@@ -235,7 +235,7 @@ func (w *Worker) process(ctx context.Context, m *queue.Message, rec dedupe.Recor
 	if w.SessionKeyField != "" {
 		key = gwclient.Field(m.Body, w.SessionKeyField)
 	}
-	body, err := gwclient.BuildChat(m.Body, w.Model, map[string]string{"neuronetes_message_id": m.ID, "neuronetes_binding": w.Binding})
+	body, err := gwclient.BuildChat(m.Body, w.Model, map[string]string{"neuronetes_message_id": m.ID, "neuronetes_binding": w.Binding, "neuronetes_dispatcher": w.Member})
 	if err != nil {
 		// Retrying cannot help a payload that cannot become a request.
 		return w.deadLetter(ctx, m, failures+1, err.Error())
