@@ -21,9 +21,21 @@ import (
 func (r *request) mirror(ctx context.Context) {
 	for _, m := range r.e.Ext.Mirrors {
 		for _, sh := range m.Shadows(ctx, r.sreq) {
+			// The copy is encoded here: the request's body is not safe to read from another
+			// goroutine while this one uses it.
+			body := sh.Body
+			if body == nil {
+				body = r.body
+			}
+			b, err := body.Body()
+			if err != nil {
+				klog.FromContext(ctx).Error(err, "Shadow copy not encoded", "pool", sh.Pool.String())
+				continue
+			}
+			c := shadowCopy{sh: sh, body: b, route: body.Route, stream: body.Stream, prompt: openai.EstimateTokens(body.PromptText())}
 			select {
 			case r.e.shadowSem <- struct{}{}:
-				go r.e.shadow(klog.NewContext(context.WithoutCancel(ctx), klog.FromContext(ctx)), r.sreq, sh)
+				go r.e.shadow(klog.NewContext(context.WithoutCancel(ctx), klog.FromContext(ctx)), r.sreq.ID, r.sreq.SessionKey, c)
 			default:
 				r.e.Metrics.Shadows.WithLabelValues(sh.Pool.String(), "dropped").Inc()
 			}
@@ -31,9 +43,19 @@ func (r *request) mirror(ctx context.Context) {
 	}
 }
 
+// shadowCopy is one encoded shadow request.
+type shadowCopy struct {
+	sh     stage.Shadow
+	body   []byte
+	route  openai.Route
+	stream bool
+	prompt int
+}
+
 // shadow sends one copy and discards its response.
-func (e *Engine) shadow(ctx context.Context, req *stage.Request, sh stage.Shadow) {
+func (e *Engine) shadow(ctx context.Context, id, sessionKey string, c shadowCopy) {
 	defer func() { <-e.shadowSem }()
+	sh := c.sh
 	start := e.now()
 	out := stage.Outcome{Pool: sh.Pool, Shadow: true}
 	defer func() {
@@ -52,17 +74,8 @@ func (e *Engine) shadow(ctx context.Context, req *stage.Request, sh stage.Shadow
 		out.Err = "shadow pool " + sh.Pool.String() + " has no ready endpoint"
 		return
 	}
-	body := sh.Body
-	if body == nil {
-		body = req.Body
-	}
-	b, err := body.Body()
-	if err != nil {
-		out.Err = err.Error()
-		return
-	}
-	prompt := openai.EstimateTokens(body.PromptText())
-	ch, ok := e.Picker.Pick(pool, pick.Input{RingKey: req.SessionKey, PromptTokens: prompt})
+	prompt := c.prompt
+	ch, ok := e.Picker.Pick(pool, pick.Input{RingKey: sessionKey, PromptTokens: prompt})
 	if !ok {
 		out.Err = "no endpoint"
 		return
@@ -74,15 +87,15 @@ func (e *Engine) shadow(ctx context.Context, req *stage.Request, sh stage.Shadow
 	defer cancel()
 	h := make(map[string][]string)
 	h["Content-Type"] = []string{"application/json"}
-	h[HeaderRequestID] = []string{req.ID + "-shadow"}
-	x, err := e.Upstream.Send(ctx, ep.Addr, body.Route.Path(), b, h, body.Stream)
+	h[HeaderRequestID] = []string{id + "-shadow"}
+	x, err := e.Upstream.Send(ctx, ep.Addr, c.route.Path(), c.body, h, c.stream)
 	if err != nil {
 		out.Err = err.Error()
 		return
 	}
 	defer x.Close()
 	out.Pod, out.Status = ep.Pod, 200
-	if !body.Stream {
+	if !c.stream {
 		data, err := x.ReadAll(e.Cfg.MaxResponseBytes)
 		if err != nil {
 			out.Err = x.Err(err).Error()
