@@ -156,7 +156,9 @@ spec:
     prefetchCount: 8
     dispatch: {responseQueue: results, deadLetterQueue: dead, maxRetries: 5, initialBackoff: 200ms, maxBackoff: 2s, timeout: 20s}
 `, name, b.provider, b.queueName))
-	t.Cleanup(func() { _, _ = e.KubectlErr("-n", ns, "delete", "toolbinding/"+name, "agentpool/"+name, "agentclass/"+name, "--wait=false") })
+	t.Cleanup(func() {
+		_, _ = e.KubectlErr("-n", ns, "delete", "toolbinding/"+name, "agentpool/"+name, "agentclass/"+name, "--wait=false")
+	})
 	guardPoolReady(t, e, ns, name, 3)
 	procs := map[string]*dispProc{}
 	for _, m := range []string{"d-a", "d-b"} {
