@@ -3,6 +3,7 @@ package front
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -78,4 +79,46 @@ func benchStream(b *testing.B, viaGateway bool) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*100), "ns/chunk")
+}
+
+// BenchmarkLargePrompt measures the gateway's cost per request with a 40 KB prompt (the
+// Mooncake trace's median is about 10,000 tokens): parsing, the prefix index, picking, proxying.
+func BenchmarkLargePrompt(b *testing.B) {
+	back := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"},\"index\":0}],\"id\":\"x\"}\n\ndata: [DONE]\n\n")
+	})}
+	bl, _ := net.Listen("tcp", "127.0.0.1:0")
+	go back.Serve(bl)
+	defer back.Close()
+	var eps []route.Endpoint
+	eps = append(eps, route.Endpoint{Pod: bl.Addr().String(), Addr: bl.Addr().String()})
+	pool := &route.Pool{Ref: route.PoolRef{Name: "static"}, Policy: route.DefaultPolicy(), Endpoints: eps}
+	e := &engine.Engine{Table: route.NewTable(route.NewStaticSnapshot(pool)), Pins: &affinity.Store{Mem: affinity.NewMemory(0, nil)},
+		Picker: &pick.Picker{Load: pick.NewLoad(), Prefix: pick.NewPrefixIndex(256, 1<<17)}, Admission: quota.NewAdmission(),
+		Upstream: proxy.NewUpstream(proxy.Timeouts{}), Metrics: metrics.New(prometheus.NewRegistry()), Pools: metrics.NewPoolStats()}
+	e.Init()
+	s := &Server{Engine: e}
+	s.Init()
+	gl, _ := net.Listen("tcp", "127.0.0.1:0")
+	hs := s.HTTPServer("", nil)
+	go hs.Serve(gl)
+	defer hs.Close()
+	words := make([]string, 8000)
+	for i := range words {
+		words[i] = fmt.Sprintf("w%d", i)
+	}
+	prompt := strings.Join(words, " ")
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		body := fmt.Sprintf(`{"model":"m","stream":true,"max_tokens":1,"messages":[{"role":"user","content":"%s %d"}]}`, prompt, i%50)
+		resp, err := hc.Post("http://"+gl.Addr().String()+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
 }
