@@ -85,7 +85,6 @@ func (r *request) run(ctx context.Context) *openai.Error {
 	if aerr := r.priority(); aerr != nil {
 		return aerr
 	}
-	r.mirror(ctx)
 	return r.serve(ctx)
 }
 
@@ -232,6 +231,9 @@ func (r *request) serve(ctx context.Context) *openai.Error {
 	}
 	defer ticket.Done()
 	e.Metrics.QueueWait.WithLabelValues(poolLabel, r.prio.String()).Observe(ticket.Waited.Seconds())
+	// Only admitted requests are mirrored: a refusal's copy would load the shadow pool with
+	// traffic the live pool never served.
+	r.mirror(ctx)
 	return r.dispatch(ctx)
 }
 

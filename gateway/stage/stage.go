@@ -7,8 +7,9 @@
 //  1. authentication, body parsing and model access;
 //  2. every RequestStage, in order: allow, block, redact (change the request) or flag;
 //  3. the VariantSelector chooses one pool among those that serve the model;
-//  4. every Mirror may ask for shadow copies of the request to other pools;
-//  5. quotas, admission, session affinity and picking, then the backend;
+//  4. quotas and admission; then every Mirror may ask for shadow copies of the admitted request
+//     to other pools;
+//  5. session affinity and picking, then the backend;
 //  6. every response chunk passes the StreamFilters of the ChunkFilters, in order;
 //  7. every Observer receives the Outcome.
 package stage
