@@ -321,7 +321,8 @@ spec:
 	t.Run("g_FirstAvailableSubrequestGetsItsRequestConfig", func(t *testing.T) {
 		h.use(t, "mock:dgxh100")
 		// The scheduler allocates the first alternative that fits, and the allocation result names
-		// the subrequest ("gpu/mig"); the config names the request ("gpu") and must reach it.
+		// the subrequest ("gpu/mig"); the config names the request ("gpu") and must reach it. (No
+		// interval: a time slice applies to whole GPUs and is refused on a MIG device.)
 		h.claimPod(t, "firstavail", `    requests:
     - name: gpu
       firstAvailable:
@@ -336,9 +337,7 @@ spec:
         parameters:
           apiVersion: gpu.neuronetes.io/v1alpha1
           kind: GpuConfig
-          sharing:
-            strategy: TimeSlicing
-            timeSlicing: {interval: Short}`)
+          sharing: {strategy: TimeSlicing}`)
 		defer h.deletePod(t, "firstavail")
 		e.WaitPodRunning(t, h.ns, "firstavail", 2*time.Minute)
 		c, err := e.Kube.ResourceV1().ResourceClaims(h.ns).Get(ctx, "firstavail", metav1.GetOptions{})
