@@ -63,6 +63,7 @@ type app struct {
 	metrics   *metrics.Metrics
 	redis     *redis.Client
 	store     dedupe.Store
+	counts    *dedupe.Batcher
 	providers map[string]queue.Provider
 	manager   *binding.Manager
 	reporter  *binding.Reporter
@@ -82,11 +83,12 @@ func assemble(o *options) (*app, error) {
 	a.metrics = metrics.New(a.reg)
 	a.redis = redis.NewClient(&redis.Options{Addr: o.redisAddr, PoolSize: 256})
 	a.store = dedupe.NewRedis(a.redis, o.redisPrefix)
+	a.counts = &dedupe.Batcher{Store: a.store}
 	np := &natsq.Provider{DefaultURL: o.natsURL, ClientName: "neuronetes-dispatcher-" + o.member}
 	a.providers = map[string]queue.Provider{"nats": np, "kafka": &kafkaq.Provider{DefaultURL: o.kafkaURL}, "redis": &redisq.Provider{DefaultURL: o.redisQueueURL}}
 	a.reporter = &binding.Reporter{Redis: a.redis, Prefix: o.redisPrefix, Member: o.member, Store: a.store, Period: o.statusPeriod,
 		Tools: a.tools.Health, Lag: a.lag, Gauges: a.gauges}
-	a.manager = binding.NewManager(binding.Deps{Providers: a.providers, Store: a.store, Member: o.member,
+	a.manager = binding.NewManager(binding.Deps{Providers: a.providers, Store: a.store, Member: o.member, Counts: a.counts,
 		Caller: &gwclient.Client{BaseURL: o.gatewayURL, APIKey: key}, Peers: a.reporter.Peers,
 		Observer: func(s binding.Spec) worker.Observer {
 			return a.metrics.ForBinding(s.Key.String(), s.Key.Name, s.Provider, s.AgentClass)
@@ -152,11 +154,13 @@ func run(ctx context.Context, o *options) error {
 	rctx, rcancel := context.WithCancel(ctx)
 	defer rcancel()
 	go a.reporter.Run(context.WithoutCancel(rctx))
+	go a.counts.Run(context.WithoutCancel(rctx), time.Second)
 	<-ctx.Done()
 	a.stopping.Store(true)
 	log.Info("Stopping: draining messages in flight", "timeout", o.drainTimeout)
 	a.manager.StopAll(context.Background(), o.drainTimeout)
 	rcancel()
+	_ = a.counts.Flush(context.Background())
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, s := range servers {

@@ -32,6 +32,8 @@ type Deps struct {
 	Caller worker.Caller
 	// Member names this replica.
 	Member string
+	// Counts batches the shared counters (optional).
+	Counts worker.Counter
 	// Observer returns the metrics observer of a binding (optional).
 	Observer func(s Spec) worker.Observer
 	// ReadyReplicas returns the ready replicas of a pool.
@@ -146,7 +148,7 @@ func (m *Manager) Apply(ctx context.Context, s Spec) {
 	if m.Observer != nil {
 		obs = m.Observer(s)
 	}
-	w := &worker.Worker{Config: s.Worker, Member: m.Member, Store: m.Store, Caller: m.Caller, Observer: obs}
+	w := &worker.Worker{Config: s.Worker, Member: m.Member, Store: m.Store, Caller: m.Caller, Observer: obs, Counts: m.Counts}
 	r.runner = &worker.Runner{Worker: w, Limit: func() int { return m.limit(s) }}
 	m.mu.Lock()
 	m.running[s.Key] = r

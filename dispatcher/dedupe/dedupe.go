@@ -50,7 +50,8 @@ type Record struct {
 	State State
 	// Failures is the number of failed attempts recorded so far.
 	Failures int
-	// Starts is the number of attempts started (interrupted ones included).
+	// Starts is the number of attempts started (interrupted ones included); when Acquired, the
+	// attempt the caller is about to make is counted already.
 	Starts int
 	// LastError is the last recorded failure.
 	LastError string
@@ -66,9 +67,10 @@ type Record struct {
 
 // Store is the record store. Keys are scoped by a binding (namespace/name) and a message id.
 type Store interface {
-	// Begin takes the lease on the message for lease and extends the record's life to ttl.
+	// Begin takes the lease on the message for lease and extends the record's life to ttl; when
+	// it answers Acquired it has counted the caller's first attempt (see StartAttempt).
 	Begin(ctx context.Context, binding, id, owner string, lease, ttl time.Duration) (Record, error)
-	// StartAttempt counts an attempt (fenced) and returns the number started.
+	// StartAttempt counts a further attempt (a retry; fenced) and returns the number started.
 	StartAttempt(ctx context.Context, binding, id, owner string) (int, error)
 	// Renew extends the caller's lease (fenced).
 	Renew(ctx context.Context, binding, id, owner string, lease time.Duration) error

@@ -48,13 +48,13 @@ func TestLifecycle(t *testing.T) {
 			}
 			r, err := s.Begin(ctx, "ns/b", "m1", "a", lease, time.Hour)
 			must(err)
-			if r.State != Acquired || r.Failures != 0 || r.Starts != 0 {
+			if r.State != Acquired || r.Failures != 0 || r.Starts != 1 {
 				t.Fatalf("first begin = %+v", r)
 			}
 			n, err := s.StartAttempt(ctx, "ns/b", "m1", "a")
 			must(err)
-			if n != 1 {
-				t.Fatalf("starts = %d", n)
+			if n != 2 {
+				t.Fatalf("starts after a retry = %d", n)
 			}
 			if f, err := s.Fail(ctx, "ns/b", "m1", "a", "gateway: 503"); err != nil || f != 1 {
 				t.Fatalf("fail = %d, %v", f, err)
@@ -69,7 +69,7 @@ func TestLifecycle(t *testing.T) {
 			st.wait(lease + 100*time.Millisecond)
 			r, err = s.Begin(ctx, "ns/b", "m1", "b", lease, time.Hour)
 			must(err)
-			if r.State != Acquired || r.Failures != 1 || r.Starts != 1 || r.LastError != "gateway: 503" {
+			if r.State != Acquired || r.Failures != 1 || r.Starts != 3 || r.LastError != "gateway: 503" {
 				t.Fatalf("takeover = %+v", r)
 			}
 			if err := s.SaveOutcome(ctx, "ns/b", "m1", "a", Result, []byte("x"), nil); !errors.Is(err, ErrLeaseLost) {
@@ -164,5 +164,26 @@ func TestCounters(t *testing.T) {
 				t.Fatalf("counters = %v", c)
 			}
 		})
+	}
+}
+
+func TestBatcher(t *testing.T) {
+	ctx := context.Background()
+	m := &Memory{}
+	b := &Batcher{Store: m}
+	for i := 0; i < 5; i++ {
+		b.Add("ns/a", "received")
+	}
+	b.Add("ns/b", "dead_lettered")
+	if c, _ := m.Counters(ctx, "ns/a"); c["received"] != 0 {
+		t.Fatalf("counted before the flush: %v", c)
+	}
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := m.Counters(ctx, "ns/a")
+	bb, _ := m.Counters(ctx, "ns/b")
+	if a["received"] != 5 || bb["dead_lettered"] != 1 {
+		t.Fatalf("after the flush: %v %v", a, bb)
 	}
 }

@@ -69,7 +69,8 @@ func (m *Memory) Begin(_ context.Context, binding, id, owner string, lease, ttl 
 		rec.State, rec.Outcome, rec.Meta, rec.Saved = r.state, r.outcome, r.meta, r.saved
 		return rec, nil
 	}
-	r.state, rec.State = "processing", Acquired
+	r.starts++
+	r.state, rec.State, rec.Starts = "processing", Acquired, r.starts
 	return rec, nil
 }
 

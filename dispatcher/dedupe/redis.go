@@ -49,7 +49,8 @@ if st == 'result' or st == 'dead-pending' then
   return {st, h[1] or '0', h[2] or '0', h[3] or '', h[4] or '', h[5] or '', h[6] or '0'}
 end
 redis.call('HSET', KEYS[1], 'state', 'processing')
-return {'acquired', h[1] or '0', h[2] or '0', h[3] or ''}
+local starts = redis.call('HINCRBY', KEYS[1], 'starts', 1)
+return {'acquired', h[1] or '0', tostring(starts), h[3] or ''}
 `)
 
 var startScript = redis.NewScript(fenced + `return redis.call('HINCRBY', KEYS[1], 'starts', 1)`)

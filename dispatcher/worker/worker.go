@@ -72,6 +72,11 @@ type Observer interface {
 	Attempt(d time.Duration, err error)
 }
 
+// Counter adds one to a binding's shared counter (dedupe.Batcher).
+type Counter interface {
+	Add(binding, name string)
+}
+
 // Event names.
 const (
 	EventReceived     = "received"
@@ -94,6 +99,8 @@ type Worker struct {
 	Publisher queue.Publisher
 	// Observer receives events (optional).
 	Observer Observer
+	// Counts batches the shared counters (optional: without it each event is one Store.Count).
+	Counts Counter
 	// Rand draws the jitter in [0,1) (default math/rand/v2).
 	Rand func() float64
 	// Sleep waits d or until ctx ends (default a timer).
@@ -115,8 +122,10 @@ func (w *Worker) event(name string) {
 	if w.Observer != nil {
 		w.Observer.Event(name)
 	}
-	if w.Store != nil {
-		// Counters feed status.dispatch; a lost increment only understates a counter.
+	// Counters feed status.dispatch; a lost increment only understates a counter.
+	if w.Counts != nil {
+		w.Counts.Add(w.Binding, name)
+	} else if w.Store != nil {
 		_ = w.Store.Count(context.Background(), w.Binding, map[string]int64{name: 1})
 	}
 }
@@ -217,9 +226,10 @@ func (w *Worker) ack(ctx context.Context, m *queue.Message, log klog.Logger) {
 	}
 }
 
-// attempts returns the failures and starts allowed.
+// exhausted reports whether the failures, or the attempts started (the one about to be made
+// included), are beyond what the binding allows.
 func (w *Worker) exhausted(failures, starts int) bool {
-	return failures > w.MaxRetries || starts >= w.MaxRetries+1+MaxInterrupted
+	return failures > w.MaxRetries || starts > w.MaxRetries+1+MaxInterrupted
 }
 
 func (w *Worker) process(ctx context.Context, m *queue.Message, rec dedupe.Record) Result {
@@ -227,9 +237,9 @@ func (w *Worker) process(ctx context.Context, m *queue.Message, rec dedupe.Recor
 	failures, lastErr := rec.Failures, rec.LastError
 	if w.exhausted(failures, rec.Starts) {
 		if lastErr == "" || failures <= w.MaxRetries {
-			lastErr = fmt.Sprintf("%d attempts started and interrupted (the dispatcher replica died while each was processed)", rec.Starts)
+			lastErr = fmt.Sprintf("%d attempts started and interrupted (the dispatcher replica died while each was processed)", rec.Starts-1)
 		}
-		return w.deadLetter(ctx, m, max(failures, rec.Starts), lastErr)
+		return w.deadLetter(ctx, m, max(failures, rec.Starts-1), lastErr)
 	}
 	key := m.Key
 	if w.SessionKeyField != "" {
@@ -240,10 +250,13 @@ func (w *Worker) process(ctx context.Context, m *queue.Message, rec dedupe.Recor
 		// Retrying cannot help a payload that cannot become a request.
 		return w.deadLetter(ctx, m, failures+1, err.Error())
 	}
-	for {
-		if _, err := w.Store.StartAttempt(ctx, w.Binding, m.ID, w.Member); err != nil {
-			log.V(2).Info("Attempt not started", "err", err)
-			return Abandoned
+	for first := true; ; first = false {
+		// Begin counted the first attempt; a retry is counted here.
+		if !first {
+			if _, err := w.Store.StartAttempt(ctx, w.Binding, m.ID, w.Member); err != nil {
+				log.V(2).Info("Attempt not started", "err", err)
+				return Abandoned
+			}
 		}
 		actx, cancel := context.WithTimeout(ctx, w.Timeout)
 		start := time.Now()

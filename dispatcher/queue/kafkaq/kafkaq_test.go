@@ -7,15 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/neuronetes/neuronetes/dispatcher/queue"
 	"github.com/neuronetes/neuronetes/dispatcher/queue/queuetest"
 )
 
-func produce(t *testing.T, cl *kgo.Client, topic, id, key, body string) {
+func produce(t *testing.T, cl *kgo.Client, topic, id, key, body string, partition int32) {
 	t.Helper()
-	r := &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(body)}
+	r := &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(body), Partition: partition}
 	if id != "" {
 		r.Headers = []kgo.RecordHeader{{Key: queue.HeaderMessageID, Value: []byte(id)}}
 	}
@@ -55,21 +56,47 @@ func readTopic(t *testing.T, seeds []string, topic string) []queuetest.Record {
 // (no Kafka broker can be installed here).
 func TestConformance(t *testing.T) {
 	seeds := queuetest.StartKafka(t, 4, "in", "out")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	// Records go round robin over the 4 partitions, so that both members get some.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
+	var n int32
 	p := &Provider{}
 	t.Cleanup(p.Close)
 	queuetest.Suite{
-		Provider:    p,
-		Options:     queue.Options{URL: "kafka://" + strings.Join(seeds, ","), Queue: "in", Group: "dispatch", AckWait: 1500 * time.Millisecond},
-		Dest:        "out",
-		Settle:      2 * time.Second,
+		Provider: p,
+		Options:  queue.Options{URL: "kafka://" + strings.Join(seeds, ","), Queue: "in", Group: "dispatch", AckWait: 3 * time.Second},
+		Dest:     "out",
+		Ready: func(t *testing.T) {
+			// Both members have partitions once the group is stable with two assigned members.
+			adm := kadm.NewClient(cl)
+			deadline := time.Now().Add(30 * time.Second)
+			for time.Now().Before(deadline) {
+				gs, err := adm.DescribeGroups(context.Background(), "dispatch")
+				if err == nil {
+					g := gs["dispatch"]
+					n := 0
+					for _, m := range g.Members {
+						if a, ok := m.Assigned.AsConsumer(); ok && len(a.Topics) > 0 && len(a.Topics[0].Partitions) > 0 {
+							n++
+						}
+					}
+					if g.State == "Stable" && n == 2 {
+						return
+					}
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			t.Fatal("the group did not give both members partitions within 30s")
+		},
 		Partitioned: true,
-		Produce:     func(t *testing.T, id, key, body string) { produce(t, cl, "in", id, key, body) },
-		Read:        func(t *testing.T, dest string) []queuetest.Record { return readTopic(t, seeds, dest) },
+		Produce: func(t *testing.T, id, key, body string) {
+			produce(t, cl, "in", id, key, body, n%4)
+			n++
+		},
+		Read: func(t *testing.T, dest string) []queuetest.Record { return readTopic(t, seeds, dest) },
 	}.Run(t)
 }
 

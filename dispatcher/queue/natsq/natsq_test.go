@@ -39,7 +39,7 @@ func TestConformance(t *testing.T) {
 	t.Cleanup(p.Close)
 	queuetest.Suite{
 		Provider: p,
-		Options:  queue.Options{URL: url, Queue: "IN", Group: "dispatch", AckWait: 1500 * time.Millisecond},
+		Options:  queue.Options{URL: url, Queue: "IN", Group: "dispatch", AckWait: 3 * time.Second},
 		Dest:     "out",
 		Produce: func(t *testing.T, id, key, body string) {
 			m := nats.NewMsg("in")

@@ -22,7 +22,7 @@ func TestConformance(t *testing.T) {
 	ctx := context.Background()
 	queuetest.Suite{
 		Provider: p,
-		Options:  queue.Options{URL: "redis://" + srv.Addr, Queue: "in", Group: "dispatch", AckWait: 1500 * time.Millisecond},
+		Options:  queue.Options{URL: "redis://" + srv.Addr, Queue: "in", Group: "dispatch", AckWait: 3 * time.Second},
 		Dest:     "out",
 		Produce: func(t *testing.T, id, key, body string) {
 			if err := rc.XAdd(ctx, &redis.XAddArgs{Stream: "in", Values: []any{"body", body, "key", key, "message-id", id}}).Err(); err != nil {
