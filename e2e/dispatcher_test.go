@@ -356,6 +356,14 @@ func TestDispatcherNATS(t *testing.T) {
 func TestDispatcherToolProxy(t *testing.T) {
 	d := dispSetup(t, "disp-tools")
 	e, ns := d.e, d.ns
+	// The examples pass the API's validation (a server-side dry run); the rejected one does not.
+	examples, _ := filepath.Glob(filepath.Join(e.Root, "deploy", "examples", "toolbindings", "*.yaml"))
+	for _, f := range examples {
+		out, err := e.KubectlErr("apply", "--dry-run=server", "-n", ns, "-f", f)
+		if rejected := strings.HasPrefix(filepath.Base(f), "90-rejected-"); rejected != (err != nil) {
+			t.Fatalf("dry run of %s: %v\n%s", filepath.Base(f), err, out)
+		}
+	}
 	var toolCalls atomic.Int64
 	tool := &http.Server{Addr: fmt.Sprintf("10.88.0.1:%d", freePort(t)), Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		toolCalls.Add(1)
