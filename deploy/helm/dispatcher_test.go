@@ -97,3 +97,20 @@ func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestChartAutoscalerQueueURLs: the autoscaler gets the default Kafka and Redis Streams brokers.
+func TestChartAutoscalerQueueURLs(t *testing.T) {
+	objs, err := render(t, nil, []string{`autoscaler={"kafkaURL":"kafka-0.kafka:9092","redisQueueURL":"redis://queues:6379/1"}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := args(container(find(objs, "Deployment", "nn-neuronetes-controller"), "controller"))
+	for _, want := range []string{"--kafka-url=kafka-0.kafka:9092", "--redis-queue-url=redis://queues:6379/1"} {
+		if !contains(a, want) {
+			t.Errorf("controller args %v lack %s", a, want)
+		}
+	}
+	if _, err := render(t, nil, []string{`autoscaler={"redisQueueURL":"queues:6379"}`}); err == nil || !strings.Contains(err.Error(), "redisQueueURL") {
+		t.Errorf("a redis URL without scheme: %v", err)
+	}
+}
