@@ -4,6 +4,7 @@
 package metrics
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -38,7 +39,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		Messages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "neuronetes_dispatch_messages_total",
 			Help: "Queued messages by event: received, succeeded, retried, dead_lettered, duplicate."}, []string{"binding", "provider", "event"}),
 		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "neuronetes_dispatch_attempts_total",
-			Help: "Gateway calls of queued messages by outcome (ok, or the error class)."}, []string{"binding", "outcome"}),
+			Help: "Gateway calls of queued messages by outcome: ok, timeout, rate_limited, gateway_4xx, gateway_5xx, transport."}, []string{"binding", "outcome"}),
 		InFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "neuronetes_dispatch_in_flight",
 			Help: "Messages this replica is working on."}, []string{"binding"}),
 		Lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "neuronetes_dispatch_lag",
@@ -80,6 +81,8 @@ func ErrorClass(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
 	case errors.As(err, &se) && se.Status == 429:
 		return "rate_limited"
 	case errors.As(err, &se) && se.Status >= 500:
