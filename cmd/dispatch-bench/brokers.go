@@ -29,8 +29,9 @@ type broker interface {
 	prepare(round string) (queueName string, err error)
 	produce(round string, i int) error
 	flush() error
-	// results is called with the message id of every result as it arrives.
-	collect(round string, f func(id string)) (stop func(), err error)
+	// collect calls f with the message id of every message in dest (a subject, topic or stream),
+	// from its start (NATS: from the call on).
+	collect(dest string, f func(id string)) (stop func(), err error)
 }
 
 // natsBroker is nats-server embedded in the bench process (JetStream on).
@@ -91,8 +92,8 @@ func (b *natsBroker) flush() error {
 	}
 }
 
-func (b *natsBroker) collect(round string, f func(id string)) (func(), error) {
-	sub, err := b.nc.Subscribe(b.subject(round, "out"), func(m *nats.Msg) { f(m.Header.Get(queue.HeaderMessageID)) })
+func (b *natsBroker) collect(dest string, f func(id string)) (func(), error) {
+	sub, err := b.nc.Subscribe(dest, func(m *nats.Msg) { f(m.Header.Get(queue.HeaderMessageID)) })
 	if err != nil {
 		return nil, err
 	}
@@ -144,8 +145,8 @@ func (b *kafkaBroker) flush() error {
 	return b.cl.Flush(ctx)
 }
 
-func (b *kafkaBroker) collect(round string, f func(id string)) (func(), error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.c.ListenAddrs()...), kgo.ConsumeTopics("out-"+round), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
+func (b *kafkaBroker) collect(dest string, f func(id string)) (func(), error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.c.ListenAddrs()...), kgo.ConsumeTopics(dest), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
 	if err != nil {
 		return nil, err
 	}

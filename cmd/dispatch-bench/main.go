@@ -44,6 +44,8 @@ func main() {
 	flag.Float64Var(&c.latencyLoad, "latency-load", 0.5, "offered load of the latency phase, as a share of the agents' capacity")
 	flag.DurationVar(&c.latencySeconds, "latency-duration", 8*time.Second, "length of the latency phase")
 	flag.Float64Var(&c.target, "target", 0.8, "dispatcher throughput target as a share of the bare consumer's")
+	fault := flag.Int("fault", 0, "run the process-level fault drill with this many messages per provider instead of the benchmark (needs -ledger-bin)")
+	ledgerBin := flag.String("ledger-bin", "", "e2e/cmd/ledger-agent binary (the fault drill's agents)")
 	flag.Parse()
 	for name, v := range map[string]string{"-agent-bin": c.agentBin, "-gateway-bin": c.gatewayBin, "-dispatcher-bin": c.dispatcherBin} {
 		if v == "" {
@@ -54,6 +56,13 @@ func main() {
 	if _, err := exec.LookPath(c.redisBin); err != nil {
 		fmt.Printf("VERDICT: NOT MEASURED: %s not found (Debian package redis-server)\n", c.redisBin)
 		os.Exit(2)
+	}
+	if *fault > 0 {
+		if *ledgerBin == "" {
+			fmt.Println("VERDICT: NOT MEASURED: -fault needs -ledger-bin")
+			os.Exit(2)
+		}
+		os.Exit(faultDrill(c, *ledgerBin, *fault))
 	}
 	os.Exit(run(c))
 }

@@ -130,9 +130,9 @@ func (e *env) measure(c config, b broker, col, round string, rate float64) (samp
 	if err != nil {
 		return sample{}, fmt.Errorf("prepare: %w", err)
 	}
-	dest := map[string]string{"nats": "out." + round, "kafka": "out-" + round}[b.provider()]
+	dest := destOf(b.provider(), "out", round)
 	a := &arrivals{sent: map[string]time.Time{}, got: map[string]time.Time{}, wake: make(chan struct{}, 1)}
-	stopCollect, err := b.collect(round, a.add)
+	stopCollect, err := b.collect(dest, a.add)
 	if err != nil {
 		return sample{}, err
 	}

@@ -29,8 +29,12 @@ func main() {
 	redisAddr := flag.String("redis", "", "Redis host:port of the ledger (empty: no ledger)")
 	ledger := flag.String("ledger", "ledger", "key prefix of the ledger")
 	latency := flag.Duration("latency", 50*time.Millisecond, "time to answer a request")
+	name := flag.String("name", "", "name recorded in the ledger (default the host name: the pod's name)")
 	flag.Parse()
-	pod, _ := os.Hostname()
+	pod := *name
+	if pod == "" {
+		pod, _ = os.Hostname()
+	}
 	var rc *redis.Client
 	if *redisAddr != "" {
 		rc = redis.NewClient(&redis.Options{Addr: *redisAddr})
