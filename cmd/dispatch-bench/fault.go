@@ -113,7 +113,7 @@ spec:
 	for _, m := range []string{"d-a", "d-b"} {
 		admin := freeAddr()
 		d, err := start(c.logdir, p+"-dispatcher-"+m, c.dispatcherBin, "--static-bindings="+file, "--static-model=bench", "--static-pool-replicas=3",
-			"--gateway-url=http://"+gwAddr, "--redis-addr="+e.redisAt, "--redis-prefix=drill:"+p+":", "--"+p+"-url="+b.url(),
+			"--gateway-url=http://"+gwAddr, "--redis-addr="+e.redisAt, "--redis-prefix=drill:"+p+":", urlFlag(p)+"="+b.url(),
 			"--admin-listen="+admin, "--tool-listen=", "--member="+m, "--status-period=1s", "--audit-log=", "-v=2")
 		if err != nil {
 			return "", false, err

@@ -235,7 +235,7 @@ spec:
 	admin := freeAddr()
 	d, err := start(c.logdir, "dispatcher-"+round, c.dispatcherBin, "--static-bindings="+file, "--static-model=bench",
 		fmt.Sprintf("--static-pool-replicas=%d", c.agents), "--gateway-url="+e.gwURL, "--redis-addr="+e.redisAt, "--redis-prefix=b:"+round+":",
-		"--"+b.provider()+"-url="+b.url(), "--admin-listen="+admin, "--tool-listen=", "--member=bench", "--drain-timeout=0s", "--audit-log=", "-v=2")
+		urlFlag(b.provider())+"="+b.url(), "--admin-listen="+admin, "--tool-listen=", "--member=bench", "--drain-timeout=0s", "--audit-log=", "-v=2")
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -74,3 +74,11 @@ func destOf(provider, kind, round string) string {
 	}
 	return strings.Join([]string{kind, round}, "-")
 }
+
+// urlFlag is the dispatcher's default-broker flag of a provider.
+func urlFlag(provider string) string {
+	if provider == "redis" {
+		return "--redis-queue-url"
+	}
+	return "--" + provider + "-url"
+}
