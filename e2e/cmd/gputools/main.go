@@ -4,8 +4,8 @@
 // exact arguments. As nvidia-cuda-mps-control it behaves like the daemon in what the driver and
 // containers can observe: `-d` starts a background daemon that creates its control pipe in
 // CUDA_MPS_PIPE_DIRECTORY and a log in CUDA_MPS_LOG_DIRECTORY, refuses a second daemon on the same
-// pipe directory, and client calls send their standard input to it ("quit" stops it); a client
-// finds no daemon with "Cannot find MPS control daemon process".
+// pipe directory, and client calls send their standard input to it and wait for its answer
+// ("quit" stops it); a client finds no daemon with "Cannot find MPS control daemon process".
 package main
 
 import (
@@ -148,6 +148,29 @@ func mpsControl(args []string) error {
 		return err
 	}
 	f.Close()
+	// Like the real client, wait for the daemon's answer to every command sent.
+	for _, line := range strings.Split(string(in), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		done := make(chan error, 1)
+		go func() {
+			r, err := os.Open(filepath.Join(pipe, "reply"))
+			if err == nil {
+				_, err = io.ReadAll(r)
+				r.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				return err
+			}
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("the MPS control daemon did not answer %q", strings.TrimSpace(line))
+		}
+	}
 	if strings.TrimSpace(string(in)) == "quit" {
 		for deadline := time.Now().Add(5 * time.Second); alive(pipe) && time.Now().Before(deadline); {
 			time.Sleep(20 * time.Millisecond)
@@ -186,10 +209,18 @@ func daemon() error {
 	if err != nil {
 		return err
 	}
-	control := filepath.Join(pipe, "control")
-	_ = os.Remove(control)
-	if err := syscall.Mkfifo(control, 0o600); err != nil {
-		return err
+	control, reply := filepath.Join(pipe, "control"), filepath.Join(pipe, "reply")
+	for _, p := range []string{control, reply} {
+		_ = os.Remove(p)
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			return err
+		}
+	}
+	answer := func() {
+		if w, err := os.OpenFile(reply, os.O_WRONLY, 0); err == nil {
+			_, _ = w.Write([]byte("ok\n"))
+			w.Close()
+		}
 	}
 	logf, err := os.OpenFile(filepath.Join(logDir, "control.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -219,8 +250,11 @@ func daemon() error {
 				_ = os.Remove(control)
 				_ = os.Remove(pidFile(pipe))
 				_ = record(Call{Tool: "mps-daemon", Event: "exited"})
+				answer()
+				_ = os.Remove(reply)
 				return nil
 			}
+			answer()
 		}
 		f.Close()
 	}
