@@ -23,9 +23,14 @@ func TestChartGateway(t *testing.T) {
 		t.Errorf("grace %v", g)
 	}
 	a := args(container(dep, "gateway"))
+	if raw, _ := get(container(dep, "gateway"), "args").([]any); len(raw) != len(a) {
+		t.Fatalf("gateway args are not all strings: %v", raw)
+	}
 	for _, want := range []string{"--auth=required", "--namespaces=agents,chat", "--redis-addr=nn-neuronetes-redis.neuronetes-system.svc:6379",
 		"--drain-delay=10s", "--shutdown-timeout=75s", "--tls-cert-file=/etc/neuronetes/gateway-tls/tls.crt", "--quota-store-failure=open",
-		"--listen=:8080", "--admin-listen=:9090"} {
+		"--listen=:8080", "--admin-listen=:9090", "--redis-prefix=nn:gw:",
+		"--session-keys=header:x-session-id,header:x-conversation-id,body:conversation_id,body:metadata.conversation_id,body:user",
+		"--scorer-weights=prefill=4,prefix=1,queue=1,kv=1,inflight=1,hash=1"} {
 		if !contains(a, want) {
 			t.Errorf("gateway args %v lack %s", a, want)
 		}
