@@ -29,8 +29,9 @@ import (
 )
 
 // The replica model the demo agents run, in the simulator's terms: one prefill at a time at
-// simPrefill words/s, simSlots sequences, simDecode tokens/s each, and a load time before
-// readiness; the controller decides every 3 s (asControllerArgs).
+// simPrefill words/s, simSlots sequences, simDecode tokens/s each, requests beyond the slots
+// queued in the pod (the gateway forwards at once, so the pods' queue metrics see the backlog),
+// and a load time before readiness; the controller decides every 3 s (asControllerArgs).
 const (
 	simPrefill, simDecode, simSlots = 4000.0, 20.0, 8
 	simReadyDelay                   = 10 * time.Second
@@ -45,22 +46,39 @@ const (
 	simPeakTolerance       = 1    // replicas, on the most replicas at once
 )
 
-// simTrace is the first 12 minutes of the synthetic ramp trace (seed 1), compressed 2x in time
-// (6 req/s rising to 24 req/s over 6 minutes), with prompts halved and outputs a fifth (at least 1
-// token) so that the machine's two cores carry the stream.
+// simTrace is the synthetic ramp trace (seed 1) over 6 minutes: 3 requests/s rising to 12 over
+// the second quarter, a plateau, and back over the last quarter, with prompts halved and outputs a
+// fifth (at least 1 token) so that the machine's two cores carry the stream.
 func simTrace(t *testing.T) scalesim.Trace {
-	tr, err := scalesim.Synthetic("ramp", 1, 12*time.Minute)
+	tr, err := scalesim.Synthetic("ramp", 1, 6*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range tr.Requests {
 		r := &tr.Requests[i]
-		r.Arrival /= 2
 		r.In, r.Out = max(r.In/2, 1), max(r.Out/5, 1)
 	}
-	tr.Name = "ramp-1-compressed"
+	tr.Name = "ramp-1-6min"
 	return tr
 }
+
+// simAPIKey is the API key of the test's Tenant (an anonymous caller sees no namespace's models).
+const simAPIKey = "nn-e2e-autoscaler-sim-key"
+
+var simTenantYAML = fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata:
+  name: sim-keys
+  labels: {neuronetes.io/api-keys: "true"}
+stringData: {key1: %s}
+---
+apiVersion: neuronetes.io/v1alpha1
+kind: Tenant
+metadata: {name: sim}
+spec:
+  apiKeys: [{secretName: sim-keys}]
+  models: ["*"]
+`, simAPIKey)
 
 func simManifests(image string, slo time.Duration) string {
 	return fmt.Sprintf(`apiVersion: neuronetes.io/v1alpha1
@@ -84,18 +102,13 @@ spec:
             httpGet: {path: /readyz, port: 8000}
             periodSeconds: 1
 ---
-apiVersion: neuronetes.io/v1alpha1
-kind: RoutingPolicy
-metadata: {name: sim}
-spec:
-  targetRef: {kind: AgentPool, name: sim}
-  admission: {maxInFlightPerEndpoint: %[3]d, maxQueue: 100000, queueTimeout: 120s}
----
-`, image, slo, simSlots, simPrefill, simDecode, simReadyDelay) + simPoolYAML
+`, image, slo, simSlots, simPrefill, simDecode, simReadyDelay) + simPoolYAML(slo)
 }
 
-// simPoolYAML is the pool: the adaptive policy on the replica capacity, as the bench's preset.
-var simPoolYAML = fmt.Sprintf(`apiVersion: neuronetes.io/v1alpha1
+// simPoolYAML is the pool: the adaptive policy on the replica capacity, as the bench's preset
+// (the backlog target is what one replica prefills within half the SLO).
+func simPoolYAML(slo time.Duration) string {
+	return fmt.Sprintf(`apiVersion: neuronetes.io/v1alpha1
 kind: AgentPool
 metadata: {name: sim}
 spec:
@@ -108,10 +121,12 @@ spec:
     metrics:
       - {type: tokens-per-second, target: "%g", averagingWindow: 10s}
       - {type: concurrent-sessions, target: "%d", averagingWindow: 10s}
+      - {type: tokens-in-queue, target: "%g", averagingWindow: 10s}
     sloTarget:
       enabled: true
       adaptive: {attainmentPercent: 99}
-`, simMaxReplicas, simPrefill, simSlots)
+`, simMaxReplicas, simPrefill, simSlots, simPrefill*slo.Seconds()/2)
+}
 
 // replayed is one request's outcome: its raw TTFT as the client saw it, or an error.
 type replayed struct {
@@ -137,8 +152,11 @@ func replay(g *gwProc, tr scalesim.Trace) []replayed {
 func sendTimed(hc *http.Client, api string, r scalesim.Request) replayed {
 	body, _ := json.Marshal(map[string]any{"model": "sim-model", "stream": true, "max_tokens": r.Out,
 		"messages": []map[string]string{{"role": "user", "content": strings.TrimSpace(strings.Repeat("w ", max(r.In-2, 1)))}}})
+	req, _ := http.NewRequest(http.MethodPost, "http://"+api+"/v1/chat/completions", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+simAPIKey)
 	sent := time.Now()
-	resp, err := hc.Post("http://"+api+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+	resp, err := hc.Do(req)
 	if err != nil {
 		return replayed{err: err}
 	}
@@ -228,7 +246,8 @@ func TestAutoscalerMatchesSimulator(t *testing.T) {
 	}
 	m.SLO = slo
 	agentImg := e.Image(t, "demo-agent", "./cmd/demo-agent")
-	g := startGateway(t, e, ns)
+	e.Apply(t, ns, simTenantYAML)
+	g := startGateway(t, e, ns, "--auth=required")
 	asArgs, _, _, _ := asControllerArgs(t, e, ns, "")
 	ctl := startController(t, e, ns, "neuronetes.local/no-sidecar:dev", "", asArgs...)
 	e.Apply(t, ns, simManifests(agentImg, slo))
@@ -267,7 +286,7 @@ func TestAutoscalerMatchesSimulator(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(manifests[0]), &class); err != nil {
 		t.Fatal(err)
 	}
-	if err := yaml.Unmarshal([]byte(simPoolYAML), &pool); err != nil {
+	if err := yaml.Unmarshal([]byte(simPoolYAML(slo)), &pool); err != nil {
 		t.Fatal(err)
 	}
 	policy, err := scaleloop.PolicyFromAgentPool(&pool, &class, nil)

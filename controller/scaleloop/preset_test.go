@@ -28,6 +28,7 @@ spec:
     metrics:
       - {type: tokens-per-second, target: "2000", averagingWindow: 10s}
       - {type: concurrent-sessions, target: "16", averagingWindow: 10s}
+      - {type: tokens-in-queue, target: "2000", averagingWindow: 10s}   # 2000 tok/s x 2 s / 2
     strategy: max
     sloTarget:
       enabled: true

@@ -227,7 +227,7 @@ func (a *adapter) margin(now time.Time) bool {
 // the headroom x the peak need within the memory, and at least the need. need is the demand in
 // replicas at the metric targets; ok is false when no metric was valid, and
 // the need then enters no history.
-func (a *adapter) decide(in Input, need float64, ok bool) float64 {
+func (a *adapter) decide(in Input, need, backlog float64, ok bool) float64 {
 	now, st := in.Now, &a.st
 	dt := 0.0
 	if !st.Last.IsZero() && now.After(st.Last) {
@@ -248,9 +248,10 @@ func (a *adapter) decide(in Input, need float64, ok bool) float64 {
 	if dt > 0 {
 		a.learn(now, dt, in.TTFT, need)
 	}
-	// Never below the demand measured now: a pool short of its current demand
-	// queues without bound, whatever the SLO allows.
-	target := math.Max(st.Headroom*a.peak(now.Add(-st.Memory), now), need)
+	// Never below the demand measured now plus its backlog: a pool short of
+	// its current demand queues without bound, whatever the SLO allows. The
+	// backlog is not remembered: once drained, it needs no capacity.
+	target := math.Max(st.Headroom*a.peak(now.Add(-st.Memory), now), need+backlog)
 	b.Provision = target
 	return target
 }

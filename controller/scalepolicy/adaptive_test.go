@@ -247,3 +247,25 @@ func TestAdaptiveSnapshotRestore(t *testing.T) {
 		t.Fatal("a fresh autoscaler decided as the original: the scenario does not exercise the learned state")
 	}
 }
+
+func TestAdaptiveBacklogIsNotRemembered(t *testing.T) {
+	p := adaptivePolicy()
+	p.Metrics = append(p.Metrics, MetricSpec{Type: TokensInQueue, Target: 100})
+	a, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decide := func(i int, demand, queued float64) Decision {
+		return a.Decide(Input{Now: t0.Add(time.Duration(i) * 5 * time.Second), CurrentReplicas: 4, QueueLag: -1,
+			Metrics: map[MetricType]MetricValue{TokensPerSecond: {Value: demand / 4, Valid: true}, TokensInQueue: {Value: queued / 4, Valid: true}}})
+	}
+	decide(0, 400, 0)
+	// 400 tokens/s of rate need (4 replicas) and 600 queued tokens (6 replicas to drain): 10.
+	if d := decide(1, 400, 600); d.Desired != 10 {
+		t.Fatalf("with a backlog: %d, want 10 (%s)", d.Desired, d.Message)
+	}
+	// Drained: back to the remembered rate need alone.
+	if d := decide(2, 400, 0); d.Desired != 4 {
+		t.Fatalf("after the backlog drained: %d, want 4 (%s)", d.Desired, d.Message)
+	}
+}

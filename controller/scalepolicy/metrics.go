@@ -161,43 +161,62 @@ func lagReplicas(q QueueLag, lag int64, cur int32) int32 {
 // and context length do not.
 func capacityMetric(t MetricType) bool { return t != TTFTP95 && t != ContextLength }
 
-// demand is the adaptive policy's need: the configured capacity metrics'
-// ratios, combined by the strategy, times the reporting replicas (at zero
-// replicas the per-replica values are pool totals), without the tolerance's
-// dead band. ok is false when no capacity metric is valid.
-func (a *Autoscaler) demand(in Input, ratios map[MetricType]float64) (float64, bool, string) {
+// backlogMetric reports whether a metric measures work already waiting
+// (queued requests or prompt tokens) rather than a rate of demand.
+func backlogMetric(t MetricType) bool { return t == TokensInQueue || t == QueueDepth }
+
+// demand is the adaptive policy's need, in replicas at the metric targets:
+// rate is the configured rate metrics' ratios (capacity metrics other than
+// the backlog ones), combined by the strategy, times the reporting replicas
+// (at zero replicas the per-replica values are pool totals), without the
+// tolerance's dead band; backlog is the same over the backlog metrics, the
+// replicas that would drain the waiting work within its target. ok is false
+// when no capacity metric is valid.
+func (a *Autoscaler) demand(in Input, ratios map[MetricType]float64) (rate, backlog float64, ok bool, detail string) {
 	base := float64(in.ReadyReplicas)
 	if base <= 0 {
 		base = float64(in.CurrentReplicas)
 	}
-	var vals []float64
+	var rates, backlogs []float64
 	var seen []string
 	for _, m := range a.policy.Metrics {
-		v, ok := in.Metrics[m.Type]
-		if !capacityMetric(m.Type) || !ok || !v.Valid || math.IsNaN(v.Value) {
+		v, valid := in.Metrics[m.Type]
+		if !capacityMetric(m.Type) || !valid || !v.Valid || math.IsNaN(v.Value) {
 			continue
 		}
 		r := v.Value / m.Target
 		ratios[m.Type] = r
-		vals = append(vals, r)
+		if backlogMetric(m.Type) {
+			backlogs = append(backlogs, r)
+		} else {
+			rates = append(rates, r)
+		}
 		seen = append(seen, fmt.Sprintf("%s %.3g/%.3g", m.Type, v.Value, m.Target))
 	}
-	if len(vals) == 0 {
-		return 0, false, "no capacity metric valid: hold"
+	if len(rates)+len(backlogs) == 0 {
+		return 0, 0, false, "no capacity metric valid: hold"
 	}
-	return combine(a.policy.Strategy, vals) * max(base, 1), true, strings.Join(seen, ", ")
+	base = max(base, 1)
+	if len(rates) > 0 {
+		rate = combine(a.policy.Strategy, rates) * base
+	}
+	if len(backlogs) > 0 {
+		backlog = combine(a.policy.Strategy, backlogs) * base
+	}
+	return rate, backlog, true, strings.Join(seen, ", ")
 }
 
 // adaptiveRecommendation is the adaptive policy's raw recommendation: the
-// learned headroom x the peak need within the learned memory.
+// learned headroom x the peak rate need within the learned memory, and at
+// least the rate need now plus the replicas that drain the backlog.
 func (a *Autoscaler) adaptiveRecommendation(in Input, ratios map[MetricType]float64) (int32, Reason, string) {
-	need, ok, detail := a.demand(in, ratios)
-	target := a.adapt.decide(in, need, ok)
+	rate, backlog, ok, detail := a.demand(in, ratios)
+	target := a.adapt.decide(in, rate, backlog, ok)
 	if !ok {
 		return in.CurrentReplicas, ReasonNoMetrics, detail
 	}
 	st := a.adapt.st
 	want := int32(math.Ceil(target - 1e-9))
-	return want, ReasonAdaptive, fmt.Sprintf("%s: need %.2f; headroom %.2f x the peak need of the last %s wants %d",
-		detail, need, st.Headroom, st.Memory.Round(time.Second), want)
+	return want, ReasonAdaptive, fmt.Sprintf("%s: need %.2f + backlog %.2f; headroom %.2f x the peak need of the last %s wants %d",
+		detail, rate, backlog, st.Headroom, st.Memory.Round(time.Second), want)
 }

@@ -65,7 +65,8 @@ func (r *replica) busy() bool { return r.prefill != nil || len(r.decodes) > 0 }
 type sample struct {
 	waiting, waitingTokens, running float64 // waitingTokens: prompt tokens of queued requests
 	ready, target, total, warm      float64
-	arrivals, promptTokens, genTok  float64
+	arrivals, promptTokens, genTok  float64 // promptTokens: of the requests arriving
+	prefilled                       float64 // prompt tokens prefilled, as a server's counter counts them
 }
 
 // cluster is the simulated pool.
@@ -268,6 +269,7 @@ func (c *cluster) work(r *replica, end, dt float64) {
 		}
 		use := math.Min(budget, r.prefill.remaining)
 		r.prefill.remaining -= use
+		c.cur.prefilled += use
 		budget -= use
 		if r.prefill.remaining <= 1e-9 {
 			done := end - budget/c.m.PrefillTPS

@@ -44,9 +44,12 @@ func (v View) WaitingTokens(w float64) float64 {
 	return v.c.avg(w, func(s sample) float64 { return s.waitingTokens })
 }
 
-// TokenRate is the pool-wide prompt plus generated tokens per second over w seconds.
+// TokenRate is the pool-wide prompt plus generated tokens per second over w
+// seconds, counted as they are processed (prefilled or generated), as the
+// model servers' token counters count them: it never exceeds what the ready
+// replicas can process.
 func (v View) TokenRate(w float64) float64 {
-	return v.c.avg(w, func(s sample) float64 { return s.promptTokens + s.genTok })
+	return v.c.avg(w, func(s sample) float64 { return s.prefilled + s.genTok })
 }
 
 // ContextLength is the average prompt length of requests arriving within w seconds.

@@ -25,10 +25,12 @@ type Config struct {
 }
 
 // NeuroNetes returns the NeuroNetes preset: the adaptive SLO policy on the
-// replicas' capacity, with no knob fitted to a trace. Its need is the larger of
-// the token velocity over one replica's prefill throughput and the sessions
-// over one replica's slots (both at 100%: the learned headroom supplies the
-// margin, or takes it away when the SLO allows queueing); it provisions the
+// replicas' capacity, with no knob fitted to a trace. Its need is the largest
+// of the token velocity over one replica's prefill throughput, the running
+// sequences over one replica's slots (both at 100%: the learned headroom
+// supplies the margin, or takes it away when the SLO allows queueing) and the
+// queued prompt tokens over what one replica prefills within the SLO; it
+// provisions the
 // learned headroom x the peak need of the learned memory, scales up and down
 // without stabilization or rate limits (the memory is the scale-down
 // stabilization), and decides every 5 s.
@@ -41,6 +43,10 @@ func NeuroNetes(m Model, c Config) *Decider {
 			Metrics: []scalepolicy.MetricSpec{
 				{Type: scalepolicy.TokensPerSecond, Target: m.PrefillTPS, AveragingWindow: 10 * time.Second},
 				{Type: scalepolicy.ConcurrentSessions, Target: float64(m.Slots), AveragingWindow: 10 * time.Second},
+				// The backlog one replica prefills within half the SLO: the demand the
+				// processed-token and running counts cannot show, since they stop
+				// at the capacity that exists.
+				{Type: scalepolicy.TokensInQueue, Target: m.PrefillTPS * m.SLO.Seconds() / 2, AveragingWindow: 10 * time.Second},
 			},
 			Strategy: scalepolicy.StrategyMax,
 			SLO: scalepolicy.SLOTarget{Enabled: true, TTFT: m.SLO,
