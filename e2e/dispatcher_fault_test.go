@@ -129,7 +129,7 @@ func faultRedis(t *testing.T, addr string) faultBroker {
 // first completion cut off by a kill (completed for the killed replica, or on the killed pod,
 // in the moments before the kill and never delivered).
 func TestDispatcherFault(t *testing.T) {
-	d := dispSetup(t, "disp-fault")
+	d := dispSetup(t, "disp-fault", nil)
 	img := d.e.Image(t, "ledger-agent", "./e2e/cmd/ledger-agent")
 	for _, p := range []struct {
 		name string

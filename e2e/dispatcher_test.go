@@ -105,8 +105,9 @@ type dispEnv struct {
 	redis *redistest.Server
 }
 
-// dispSetup starts the gateway and the controller (ctlArgs added) over a fresh namespace.
-func dispSetup(t *testing.T, prefix string, ctlArgs ...string) *dispEnv {
+// dispSetup starts the gateway and the controller over a fresh namespace; ctlArgs (optional)
+// returns more controller flags for the namespace.
+func dispSetup(t *testing.T, prefix string, ctlArgs func(e *Env, ns string) []string) *dispEnv {
 	e := requireEnv(t)
 	ctrlInstallCRDs(t, e)
 	ns := e.Namespace(t, prefix)
@@ -126,7 +127,11 @@ spec:
 `, gatewayAPIKey))
 	d := &dispEnv{e: e, ns: ns, redis: bridgeRedis(t)}
 	d.gw = startGateway(t, e, ns)
-	d.ctl = startController(t, e, ns, "neuronetes.local/no-sidecar:dev", "", append([]string{"--webhook=false"}, ctlArgs...)...)
+	args := []string{"--webhook=false"}
+	if ctlArgs != nil {
+		args = append(args, ctlArgs(e, ns)...)
+	}
+	d.ctl = startController(t, e, ns, "neuronetes.local/no-sidecar:dev", "", args...)
 	return d
 }
 
@@ -275,8 +280,10 @@ spec:
 func TestDispatcherNATS(t *testing.T) {
 	url := queuetest.StartNATS(t)
 	js := natsStreams(t, url)
-	asArgs, _, _, _ := asControllerArgs(t, requireEnv(t), "", url)
-	d := dispSetup(t, "disp-nats", asArgs...)
+	d := dispSetup(t, "disp-nats", func(e *Env, ns string) []string {
+		args, _, _, _ := asControllerArgs(t, e, ns, url)
+		return args
+	})
 	e, ns := d.e, d.ns
 	e.Apply(t, ns, fmt.Sprintf(dispNATSYAML, e.Image(t, "demo-agent", "./cmd/demo-agent")))
 	guardPoolReady(t, e, ns, "workers", 1)
@@ -354,7 +361,7 @@ func TestDispatcherNATS(t *testing.T) {
 // the schema are refused with an error naming the problem and an audit entry without the values;
 // a pod of another pool is refused; the binding is Ready (ToolServed).
 func TestDispatcherToolProxy(t *testing.T) {
-	d := dispSetup(t, "disp-tools")
+	d := dispSetup(t, "disp-tools", nil)
 	e, ns := d.e, d.ns
 	// The examples pass the API's validation (a server-side dry run); the rejected one does not.
 	examples, _ := filepath.Glob(filepath.Join(e.Root, "deploy", "examples", "toolbindings", "*.yaml"))
