@@ -114,3 +114,21 @@ func TestChartAutoscalerQueueURLs(t *testing.T) {
 		t.Errorf("a redis URL without scheme: %v", err)
 	}
 }
+
+// TestChartDispatcherArgsAreStrings: every argument renders as a YAML string, even a value with
+// ": " in it (a bare "--redis-prefix=nn:dispatch:" would be a YAML map).
+func TestChartDispatcherArgsAreStrings(t *testing.T) {
+	objs, err := render(t, nil, []string{`dispatcher={"redis":{"prefix":"x: y:"},"watchNamespaces":["a"],"defaults":{"natsURL":"nats://n:4222"}}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := container(find(objs, "Deployment", "nn-neuronetes-dispatcher"), "dispatcher")
+	for _, a := range c["args"].([]any) {
+		if _, ok := a.(string); !ok {
+			t.Errorf("argument %v is a %T, not a string", a, a)
+		}
+	}
+	if !contains(args(c), "--redis-prefix=x: y:") {
+		t.Errorf("args %v", args(c))
+	}
+}
