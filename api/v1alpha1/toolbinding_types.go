@@ -135,7 +135,7 @@ type ToolConfig struct {
 //
 // +kubebuilder:validation:XValidation:rule="self.type != 'queue' || has(self.queueConfig)",message="spec.queueConfig is required when spec.type is queue",fieldPath=".queueConfig"
 // +kubebuilder:validation:XValidation:rule="!has(self.queueConfig) || !has(self.queueConfig.dispatch) || has(self.agentPoolRef)",message="spec.agentPoolRef is required when spec.queueConfig.dispatch is set",fieldPath=".agentPoolRef"
-// +kubebuilder:validation:XValidation:rule="self.type == 'queue' || (has(self.endpoint) && self.endpoint != '')",message="spec.endpoint is required when spec.type is http or grpc",fieldPath=".endpoint"
+// +kubebuilder:validation:XValidation:rule="self.type == 'queue' || (has(self.endpoint) && size(self.endpoint) > 0)",message="spec.endpoint is required when spec.type is http or grpc",fieldPath=".endpoint"
 // +kubebuilder:validation:XValidation:rule="self.type != 'grpc' || (has(self.tool) && has(self.tool.method) && self.tool.method.contains('/'))",message="spec.tool.method (package.Service/Method) is required when spec.type is grpc",fieldPath=".tool.method"
 type ToolBindingSpec struct {
 	// Type of binding.
