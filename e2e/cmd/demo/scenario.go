@@ -241,7 +241,7 @@ spec:
   slo: {ttft: 500ms, tokensPerSecond: 50}
   costPerReplicaHour: 1.5
   sidecar:
-    redisAddr: 10.88.0.1:6379
+    redisAddr: redis.neuronetes-system.svc.cluster.local:6379
     keysSecretName: demo-sidecar-keys
   template:
     spec:
