@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/neuronetes/neuronetes/checkpoint/criu"
 	"github.com/neuronetes/neuronetes/checkpoint/gpu"
@@ -76,32 +79,33 @@ func (m *Manager) Checkpoint(ctx context.Context, req CheckpointRequest) (*store
 	if err != nil {
 		return nil, err
 	}
-	var toggled []int
+	var suspended []int
 	if m.GPU != nil {
-		if toggled, err = m.GPU.Toggle(ctx, "pre-dump", pids); err != nil {
-			// Put back whatever was suspended before failing.
-			_, _ = m.GPU.Toggle(ctx, "undo", toggled)
-			return nil, err
+		if suspended, err = m.GPU.Suspend(ctx, "pre-dump", pids); err != nil {
+			// Put back exactly what was suspended before the failure.
+			_, uerr := m.GPU.Resume(ctx, "undo", suspended)
+			return nil, errors.Join(err, uerr)
 		}
 	}
 	opts := req.Dump
 	opts.LeaveRunning = req.LeaveRunning
 	opts.LogDir = dir
 	if err := m.CRIU.Dump(ctx, req.Pid, images, opts); err != nil {
-		if m.GPU != nil && len(toggled) > 0 {
-			_, _ = m.GPU.Toggle(ctx, "undo", toggled)
+		if m.GPU != nil {
+			_, uerr := m.GPU.Resume(ctx, "undo", suspended)
+			err = errors.Join(err, uerr)
 		}
 		return nil, err
 	}
-	if m.GPU != nil && req.LeaveRunning && len(toggled) > 0 {
-		if _, err := m.GPU.Toggle(ctx, "post-dump", toggled); err != nil {
+	if m.GPU != nil && req.LeaveRunning {
+		if _, err := m.GPU.Resume(ctx, "post-dump", suspended); err != nil {
 			return nil, err
 		}
 	}
 	if err := RecordMappedFiles(images, mapped, &m.digests); err != nil {
 		return nil, err
 	}
-	labels := map[string]string{"gpuPids": fmt.Sprint(toggled)}
+	labels := map[string]string{labelGPUPids: formatPids(suspended)}
 	for k, v := range req.Labels {
 		labels[k] = v
 	}
@@ -135,9 +139,18 @@ func (m *Manager) Restore(ctx context.Context, req RestoreRequest) (*criu.Restor
 		return nil, fmt.Errorf("work dir: %w", err)
 	}
 	images := filepath.Join(dir, "images")
-	if _, err := m.Store.Get(ctx, req.Agent, req.ID, images, req.Progress); err != nil {
+	man, err := m.Store.Get(ctx, req.Agent, req.ID, images, req.Progress)
+	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("fetch checkpoint %s/%s: %w", req.Agent, req.ID, err)
+	}
+	suspended, err := parsePids(man.Labels[labelGPUPids])
+	if err == nil && len(suspended) > 0 && m.GPU == nil {
+		err = fmt.Errorf("pids %v hold suspended CUDA state and GPU handling is off", suspended)
+	}
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("checkpoint %s/%s: %w", req.Agent, req.ID, err)
 	}
 	if err := CheckMappedFiles(images, req.MappedCheck); err != nil {
 		_ = os.RemoveAll(dir)
@@ -155,11 +168,53 @@ func (m *Manager) Restore(ctx context.Context, req RestoreRequest) (*criu.Restor
 		<-r.LazyDone()
 		_ = os.RemoveAll(dir)
 	}()
-	if m.GPU != nil {
-		if _, err := m.GPU.Toggle(ctx, "post-restore", m.tree(r.Pid)); err != nil {
+	if len(suspended) > 0 {
+		if err := m.resumeRestored(ctx, r.Pid, suspended); err != nil {
 			return nil, errors.Join(err, r.Kill())
 		}
 	}
 	klog.FromContext(ctx).Info("Restored process", "agent", req.Agent, "id", req.ID, "pid", r.Pid)
 	return r, nil
+}
+
+// labelGPUPids is the manifest label with the pids whose CUDA state the
+// checkpoint holds suspended.
+const labelGPUPids = "gpuPids"
+
+// resumeRestored resumes the CUDA state of the pids a checkpoint recorded.
+// CRIU restores a tree with its original pids, so each must be in the
+// restored tree; the suspended processes hold no /dev/nvidia* descriptor,
+// so they are named by pid, not found by a scan.
+func (m *Manager) resumeRestored(ctx context.Context, root int, suspended []int) error {
+	tree := m.tree(root)
+	for _, p := range suspended {
+		if !slices.Contains(tree, p) {
+			return fmt.Errorf("pid %d held suspended CUDA state but is not in the restored tree %v", p, tree)
+		}
+	}
+	_, err := m.GPU.Resume(ctx, "post-restore", suspended)
+	return err
+}
+
+// formatPids writes pids space-separated.
+func formatPids(pids []int) string {
+	s := make([]string, len(pids))
+	for i, p := range pids {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, " ")
+}
+
+// parsePids reads formatPids' output, and the "[11 12]" form of earlier
+// checkpoints.
+func parsePids(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Fields(strings.Trim(s, "[]")) {
+		p, err := strconv.Atoi(f)
+		if err != nil || p <= 0 {
+			return nil, fmt.Errorf("label %s=%q: not a list of pids", labelGPUPids, s)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }

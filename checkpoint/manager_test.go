@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/neuronetes/neuronetes/checkpoint/gpu"
 	"github.com/neuronetes/neuronetes/checkpoint/internal/stateproc"
 	"github.com/neuronetes/neuronetes/checkpoint/store"
+	"github.com/neuronetes/neuronetes/internal/testreq"
 )
 
 func TestMain(m *testing.M) {
@@ -27,12 +30,32 @@ func TestMain(m *testing.M) {
 // events records the order of CRIU and cuda-checkpoint calls.
 type events []string
 
-type fakeRunner struct{ ev *events }
+// fakeCUDA stands for cuda-checkpoint and the processes' GPU state: a
+// toggle flips a pid between running on the GPU (it holds a /dev/nvidia*
+// descriptor) and suspended (it holds none); fail names pids whose toggle
+// fails. A CRIU restore brings the processes back as they were dumped.
+type fakeCUDA struct {
+	ev        *events
+	gpu       []int
+	suspended map[int]bool
+	fail      map[int]bool
+}
 
-func (f fakeRunner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
+func (f *fakeCUDA) Run(_ context.Context, name string, args ...string) ([]byte, error) {
 	*f.ev = append(*f.ev, filepath.Base(name)+" "+strings.Join(args, " "))
+	pid, err := strconv.Atoi(args[len(args)-1])
+	if err != nil {
+		return nil, err
+	}
+	if f.fail[pid] {
+		return []byte("busy"), errors.New("exit status 1")
+	}
+	f.suspended[pid] = !f.suspended[pid]
 	return nil, nil
 }
+
+// usesGPU is what the hooks' descriptor scan sees.
+func (f *fakeCUDA) usesGPU(pid int) bool { return slices.Contains(f.gpu, pid) && !f.suspended[pid] }
 
 type fakeCRIU struct {
 	ev      *events
@@ -61,21 +84,30 @@ func (f *fakeCRIU) Restore(_ context.Context, dir string, _ criu.RestoreOptions)
 
 // TestGPUToggleOrder checks the anchors' order: cuda-checkpoint before the
 // CRIU dump (and again after it when leaving the process running), and after
-// the CRIU restore; only processes that hold GPU state are toggled.
+// the CRIU restore; only processes that hold GPU state are suspended, and
+// exactly those are resumed, though a suspended process holds no
+// /dev/nvidia* descriptor to be found by.
 func TestGPUToggleOrder(t *testing.T) {
 	tests := []struct {
 		name         string
 		leaveRunning bool
 		dumpErr      error
+		gpu          []int
+		fail         []int
 		want         []string
 	}{
-		{"dump and stop", false, nil, []string{
+		{"dump and stop", false, nil, []int{11}, nil, []string{
 			"cuda-checkpoint --toggle --pid 11", "criu dump 10 leave=false", "criu restore", "cuda-checkpoint --toggle --pid 11"}},
-		{"dump leave running", true, nil, []string{
+		{"dump leave running", true, nil, []int{11}, nil, []string{
 			"cuda-checkpoint --toggle --pid 11", "criu dump 10 leave=true", "cuda-checkpoint --toggle --pid 11",
 			"criu restore", "cuda-checkpoint --toggle --pid 11"}},
-		{"failed dump resumes GPU", false, errors.New("boom"), []string{
+		{"two GPU processes", false, nil, []int{11, 12}, nil, []string{
+			"cuda-checkpoint --toggle --pid 11", "cuda-checkpoint --toggle --pid 12", "criu dump 10 leave=false", "criu restore",
+			"cuda-checkpoint --toggle --pid 11", "cuda-checkpoint --toggle --pid 12"}},
+		{"failed dump resumes GPU", false, errors.New("boom"), []int{11}, nil, []string{
 			"cuda-checkpoint --toggle --pid 11", "criu dump 10 leave=false", "cuda-checkpoint --toggle --pid 11"}},
+		{"failed toggle undoes only what it suspended", false, nil, []int{11, 12}, []int{12}, []string{
+			"cuda-checkpoint --toggle --pid 11", "cuda-checkpoint --toggle --pid 12", "cuda-checkpoint --toggle --pid 11"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,18 +115,28 @@ func TestGPUToggleOrder(t *testing.T) {
 			var ev events
 			d, _ := store.NewDir(t.TempDir())
 			st, _ := store.New(d, store.Options{})
+			cuda := &fakeCUDA{ev: &ev, gpu: tc.gpu, suspended: map[int]bool{}, fail: map[int]bool{}}
+			for _, p := range tc.fail {
+				cuda.fail[p] = true
+			}
 			hooks := &gpu.Hooks{
 				Support: gpu.Support{Tool: "/usr/bin/cuda-checkpoint", Devices: []string{"/dev/nvidia0"}},
-				Runner:  fakeRunner{&ev},
-				UsesGPU: func(pid int) bool { return pid == 11 },
+				Runner:  cuda,
+				UsesGPU: cuda.usesGPU,
 			}
 			m := &Manager{CRIU: &fakeCRIU{ev: &ev, dumpErr: tc.dumpErr}, Store: st, GPU: hooks, WorkDir: t.TempDir(),
 				Tree: func(pid int) []int { return []int{pid, 11, 12} }}
+			wantErr := tc.dumpErr != nil || len(tc.fail) > 0
 			_, err := m.Checkpoint(ctx, CheckpointRequest{Pid: 10, Agent: "a", ID: "c1", LeaveRunning: tc.leaveRunning})
-			if (err != nil) != (tc.dumpErr != nil) {
-				t.Fatalf("Checkpoint err = %v, want error %v", err, tc.dumpErr)
+			if (err != nil) != wantErr {
+				t.Fatalf("Checkpoint err = %v, want error %v", err, wantErr)
 			}
 			if err == nil {
+				// CRIU restores the tree as it was dumped: suspended.
+				cuda.suspended = map[int]bool{}
+				for _, p := range tc.gpu {
+					cuda.suspended[p] = true
+				}
 				r, err := m.Restore(ctx, RestoreRequest{Agent: "a", ID: "c1"})
 				if err != nil {
 					t.Fatalf("Restore: %v", err)
@@ -104,19 +146,57 @@ func TestGPUToggleOrder(t *testing.T) {
 			if !reflect.DeepEqual([]string(ev), tc.want) {
 				t.Errorf("call order:\n got %q\nwant %q", ev, tc.want)
 			}
+			for p, s := range cuda.suspended {
+				if s {
+					t.Errorf("pid %d left suspended", p)
+				}
+			}
 		})
 	}
 }
 
-func TestGPUSkippedWithoutDevices(t *testing.T) {
+// TestRestoreWithoutGPUHooksRefused checks that a checkpoint holding
+// suspended CUDA state is not restored where it cannot be resumed.
+func TestRestoreWithoutGPUHooksRefused(t *testing.T) {
+	ctx := context.Background()
 	var ev events
-	h := &gpu.Hooks{Support: gpu.Support{Reason: "no /dev/nvidia* devices"}, Runner: fakeRunner{&ev}}
-	pids, err := h.Toggle(context.Background(), "pre-dump", []int{1})
-	if err != nil || pids != nil || len(ev) != 0 {
-		t.Errorf("Toggle without GPUs ran %q, pids %v, err %v", ev, pids, err)
+	d, _ := store.NewDir(t.TempDir())
+	st, _ := store.New(d, store.Options{})
+	cuda := &fakeCUDA{ev: &ev, gpu: []int{11}, suspended: map[int]bool{}, fail: map[int]bool{}}
+	hooks := &gpu.Hooks{Support: gpu.Support{Tool: "/usr/bin/cuda-checkpoint", Devices: []string{"/dev/nvidia0"}}, Runner: cuda, UsesGPU: cuda.usesGPU}
+	m := &Manager{CRIU: &fakeCRIU{ev: &ev}, Store: st, GPU: hooks, WorkDir: t.TempDir(), Tree: func(pid int) []int { return []int{pid, 11} }}
+	if _, err := m.Checkpoint(ctx, CheckpointRequest{Pid: 10, Agent: "a", ID: "c1"}); err != nil {
+		t.Fatal(err)
 	}
-	if s := gpu.Detect(); !s.Available() && s.Reason == "" {
-		t.Error("Detect reports unavailable without a reason")
+	for _, h := range []*gpu.Hooks{nil, {Support: gpu.Support{Reason: "no /dev/nvidia* devices"}, Runner: cuda}} {
+		m2 := &Manager{CRIU: &fakeCRIU{ev: &ev}, Store: st, GPU: h, WorkDir: t.TempDir(), Tree: m.Tree}
+		if r, err := m2.Restore(ctx, RestoreRequest{Agent: "a", ID: "c1"}); err == nil {
+			_ = r.Kill()
+			t.Fatalf("restore with GPU hooks %+v succeeded; the CUDA state would stay suspended", h)
+		}
+	}
+}
+
+func TestParsePids(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    []int
+		wantErr bool
+	}{
+		{"", nil, false},
+		{"11 12", []int{11, 12}, false},
+		{"[11 12]", []int{11, 12}, false}, // earlier checkpoints
+		{"[]", nil, false},
+		{"11 x", nil, true},
+		{"-3", nil, true},
+	} {
+		got, err := parsePids(tc.in)
+		if (err != nil) != tc.wantErr || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("parsePids(%q) = %v, %v; want %v (error %v)", tc.in, got, err, tc.want, tc.wantErr)
+		}
+		if err == nil && tc.in != "" && tc.in[0] != '[' && formatPids(got) != tc.in {
+			t.Errorf("formatPids(%v) = %q, want %q", got, formatPids(got), tc.in)
+		}
 	}
 }
 
@@ -124,14 +204,14 @@ func TestGPUSkippedWithoutDevices(t *testing.T) {
 func requireCRIU(t *testing.T) *criu.Client {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("CRIU needs root")
+		testreq.Tool(t, "root", "CRIU needs root")
 	}
 	p, err := criu.Locate()
 	if err != nil {
-		t.Skipf("CRIU not found: %v", err)
+		testreq.Tool(t, "criu", "not found (hack/test-deps.d/30-criu.sh builds it): %v", err)
 	}
 	if err := criu.Check(context.Background(), p); err != nil {
-		t.Skipf("criu check fails here, skipping: %v", err)
+		testreq.Tool(t, "criu", "criu check fails here: %v", err)
 	}
 	return &criu.Client{Path: p}
 }

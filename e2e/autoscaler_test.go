@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -22,21 +24,33 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+	nnwebhook "github.com/neuronetes/neuronetes/controller/webhook"
 )
 
 // asControllerArgs are the flags that run the shipped controller's autoscaling loop with a short
-// sync period, its /v1/scale webhook on a free loopback port with the returned bearer token, and
-// natsURL as the default NATS server. On failure the pools' Events of ns are logged.
-func asControllerArgs(t *testing.T, e *Env, ns, natsURL string) (args []string, webhookAddr, token string) {
+// sync period, its /v1/scale webhook over TLS on a free loopback port with the returned bearer
+// token (scoped to ns; "other-token" is scoped to another namespace) and an HTTPS client that
+// trusts its CA, and natsURL as the default NATS server. On failure the pools' Events of ns are
+// logged.
+func asControllerArgs(t *testing.T, e *Env, ns, natsURL string) (args []string, webhookAddr, token string, hc *http.Client) {
 	t.Helper()
 	token = "e2e-token"
-	tokFile := filepath.Join(t.TempDir(), "scale-token")
-	if err := os.WriteFile(tokFile, []byte(token+"\n"), 0o600); err != nil {
+	dir := t.TempDir()
+	tokFile := filepath.Join(dir, "scale-tokens")
+	if err := os.WriteFile(tokFile, []byte(ns+" "+token+"\nsome-other-ns other-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	certDir := filepath.Join(dir, "scale-certs")
+	caPEM, err := nnwebhook.EnsureCerts(certDir, []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	hc = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
 	webhookAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	args = []string{"--autoscaler=true", "--autoscaler-sync-period=3s", "--scale-webhook-addr=" + webhookAddr,
-		"--scale-webhook-token-file=" + tokFile, "--nats-url=" + natsURL}
+		"--scale-webhook-tokens-file=" + tokFile, "--scale-webhook-cert-dir=" + certDir, "--nats-url=" + natsURL}
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
@@ -48,7 +62,7 @@ func asControllerArgs(t *testing.T, e *Env, ns, natsURL string) (args []string, 
 			}
 		}
 	})
-	return args, webhookAddr, token
+	return args, webhookAddr, token, hc
 }
 
 // asEvents returns "Reason: message" of the pool's Events.
@@ -150,12 +164,12 @@ func TestAutoscalerScalesPoolOnLoad(t *testing.T) {
 	ctrlInstallCRDs(t, e)
 	ns := e.Namespace(t, "as-load")
 	agentImg := e.Image(t, "demo-agent", "./cmd/demo-agent")
-	asArgs, hookAddr, token := asControllerArgs(t, e, ns, "")
-	startController(t, e, ns, agentImg, "--listen=127.0.0.1:7070 --model=sidecar-standin", asArgs...)
+	asArgs, hookAddr, token, hc := asControllerArgs(t, e, ns, "")
+	ctl := startController(t, e, ns, agentImg, "--listen=127.0.0.1:7070 --model=sidecar-standin", asArgs...)
 	e.Apply(t, ns, fmt.Sprintf(ctrlClassYAML, agentImg))
 	e.Apply(t, ns, asPoolYAML)
 
-	Eventually(t, 3*time.Minute, "1 serving and 1 warm Ready pod", func() (bool, error) {
+	waitPool(t, e, ns, "demo", procLogs(ctl), 3*time.Minute, "1 serving and 1 warm Ready pod", func() (bool, error) {
 		p := poolPods(t, e, ns, "demo")
 		return readyCount(p["serving"]) == 1 && readyCount(p["warm"]) == 1, fmt.Errorf("serving %d warm %d", readyCount(p["serving"]), readyCount(p["warm"]))
 	})
@@ -163,7 +177,7 @@ func TestAutoscalerScalesPoolOnLoad(t *testing.T) {
 
 	// 24 clients: on 4 pods, 4 run and 2 wait per pod, the queue-depth target, so the load holds 4.
 	stop := asLoad(e, ns, "demo", 24)
-	Eventually(t, 90*time.Second, "scaled up to 4 by load", func() (bool, error) {
+	waitPool(t, e, ns, "demo", procLogs(ctl), 90*time.Second, "scaled up to 4 by load", func() (bool, error) {
 		return asReplicas(t, e, ns, "demo") == 4, fmt.Errorf("spec.replicas %d", asReplicas(t, e, ns, "demo"))
 	})
 	// The warm pod was activated rather than a cold one started.
@@ -173,13 +187,13 @@ func TestAutoscalerScalesPoolOnLoad(t *testing.T) {
 			t.Errorf("warm pod %s not among serving pods %s after scale-up", w, serving)
 		}
 	}
-	Eventually(t, 2*time.Minute, "4 serving Ready pods", func() (bool, error) {
+	waitPool(t, e, ns, "demo", procLogs(ctl), 2*time.Minute, "4 serving Ready pods", func() (bool, error) {
 		p := poolPods(t, e, ns, "demo")
 		return readyCount(p["serving"]) == 4, fmt.Errorf("serving ready %d", readyCount(p["serving"]))
 	})
 	stop()
 	idle := time.Now()
-	Eventually(t, 2*time.Minute, "scaled back down to 1", func() (bool, error) {
+	waitPool(t, e, ns, "demo", procLogs(ctl), 2*time.Minute, "scaled back down to 1", func() (bool, error) {
 		return asReplicas(t, e, ns, "demo") == 1, fmt.Errorf("spec.replicas %d", asReplicas(t, e, ns, "demo"))
 	})
 	if d := time.Since(idle); d < 20*time.Second {
@@ -193,27 +207,38 @@ func TestAutoscalerScalesPoolOnLoad(t *testing.T) {
 	}
 	t.Logf("events:\n%s", evs)
 
-	// POST /v1/scale to the controller's scale webhook with the bearer token overrides the decision.
-	post := func(token string) int {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+hookAddr+"/v1/scale",
-			strings.NewReader(`{"pool":"demo","replicas":3,"reason":"traffic-spike-detected","ttlSeconds":60}`))
+	// POST /v1/scale over TLS to the controller's scale webhook with the bearer token overrides
+	// the decision at once (the override is stored on the pool; the loop's watch sees it).
+	post := func(token, pool string) int {
+		req, _ := http.NewRequest(http.MethodPost, "https://"+hookAddr+"/v1/scale",
+			strings.NewReader(`{"pool":"`+pool+`","replicas":3,"reason":"traffic-spike-detected","ttlSeconds":60}`))
 		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	if c := post("wrong"); c != http.StatusUnauthorized {
-		t.Fatalf("wrong token: %d", c)
+	for _, tc := range []struct {
+		token, pool string
+		want        int
+	}{{"wrong", "demo", http.StatusUnauthorized}, {token, "no-such-pool", http.StatusNotFound}} {
+		if c := post(tc.token, tc.pool); c != tc.want {
+			t.Fatalf("token %q pool %s: %d, want %d", tc.token, tc.pool, c, tc.want)
+		}
 	}
-	if c := post(token); c != http.StatusAccepted {
+	if c := post("other-token", "demo"); c != http.StatusNotFound {
+		t.Fatalf("a token of another namespace: %d", c)
+	}
+	sent := time.Now()
+	if c := post(token, "demo"); c != http.StatusAccepted {
 		t.Fatalf("scale webhook: %d", c)
 	}
-	Eventually(t, 30*time.Second, "override to 3", func() (bool, error) {
+	waitPool(t, e, ns, "demo", procLogs(ctl), 30*time.Second, "override to 3", func() (bool, error) {
 		return asReplicas(t, e, ns, "demo") == 3, fmt.Errorf("spec.replicas %d", asReplicas(t, e, ns, "demo"))
 	})
+	t.Logf("[e2e] /v1/scale override applied to spec.replicas %s after the 202 (sync period 3s)", time.Since(sent).Round(time.Millisecond))
 }
 
 const asLagYAML = `apiVersion: neuronetes.io/v1alpha1
@@ -271,8 +296,8 @@ func TestAutoscalerScalesPoolOnNATSLag(t *testing.T) {
 	}
 	// The ToolBinding names no URL: the controller's --nats-url is used. No pods are needed (the
 	// pool's class does not exist): the pool is scaled on lag alone.
-	asArgs, _, _ := asControllerArgs(t, e, ns, s.ClientURL())
-	startController(t, e, ns, "neuronetes.local/sidecar:dev", "", append(asArgs, "--webhook=false")...)
+	asArgs, _, _, _ := asControllerArgs(t, e, ns, s.ClientURL())
+	ctl := startController(t, e, ns, "neuronetes.local/sidecar:dev", "", append(asArgs, "--webhook=false")...)
 	e.Apply(t, ns, asLagYAML)
 	for i := range 25 {
 		if _, err := js.Publish(ctx, "tasks", fmt.Appendf(nil, "task-%d", i)); err != nil {
@@ -280,13 +305,13 @@ func TestAutoscalerScalesPoolOnNATSLag(t *testing.T) {
 		}
 	}
 	// 1 + ceil((25 - 1*10) / 10) = 3
-	Eventually(t, 30*time.Second, "scaled to 3 on lag 25", func() (bool, error) {
+	waitPool(t, e, ns, "workers", procLogs(ctl), 30*time.Second, "scaled to 3 on lag 25", func() (bool, error) {
 		return asReplicas(t, e, ns, "workers") == 3, fmt.Errorf("spec.replicas %d", asReplicas(t, e, ns, "workers"))
 	})
 	if err := stream.Purge(ctx); err != nil {
 		t.Fatal(err)
 	}
-	Eventually(t, 30*time.Second, "back to 1 on an empty queue", func() (bool, error) {
+	waitPool(t, e, ns, "workers", procLogs(ctl), 30*time.Second, "back to 1 on an empty queue", func() (bool, error) {
 		return asReplicas(t, e, ns, "workers") == 1, fmt.Errorf("spec.replicas %d", asReplicas(t, e, ns, "workers"))
 	})
 	if evs := strings.Join(asEvents(t, e, ns, "workers"), "\n"); !strings.Contains(evs, "QueueLag") {

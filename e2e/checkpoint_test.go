@@ -23,6 +23,7 @@ import (
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/checkpoint/container"
 	"github.com/neuronetes/neuronetes/checkpoint/criu"
+	"github.com/neuronetes/neuronetes/internal/testreq"
 	"github.com/neuronetes/neuronetes/nodeagent/snapshot"
 )
 
@@ -117,14 +118,14 @@ func TestCheckpointDemoAgentRestoreIntoWarmPod(t *testing.T) {
 	e := requireEnv(t)
 	sock := filepath.Join(e.Root, ".local", "containerd", "containerd.sock")
 	if _, err := os.Stat(sock); err != nil {
-		t.Skipf("containerd socket %s: %v", sock, err)
+		testreq.Tool(t, "containerd", "socket %s: %v", sock, err)
 	}
 	criuPath, err := criu.Locate()
 	if err != nil {
-		t.Skipf("no CRIU: %v", err)
+		testreq.Tool(t, "criu", "not found (hack/test-deps.d/30-criu.sh builds it): %v", err)
 	}
 	if err := criu.Check(context.Background(), criuPath); err != nil {
-		t.Skipf("criu check fails here: %v", err)
+		testreq.Tool(t, "criu", "criu check fails here: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

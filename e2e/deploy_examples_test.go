@@ -173,11 +173,12 @@ func deployExamples(t *testing.T, e *Env, r *deployRelease) {
 			t.Fatalf("%s: %v", filepath.Base(f), err)
 		}
 	}
+	logs := releaseLogs(e, r.namespace)
 	for pool, want := range map[string]int64{"multi-metric": 1, "slo-budget": 1, "predictive": 1, "mig-agents": 2} {
-		waitPool(t, e, ns, pool, want, 3*time.Minute)
+		waitPoolReady(t, e, ns, pool, logs, want, 3*time.Minute)
 	}
 	// Walkthrough: 3 warm pods hold MIG slices, every pod carries the injected sidecar.
-	Eventually(t, 2*time.Minute, "mig-agents warm pool of 3", func() (bool, error) {
+	waitPool(t, e, ns, "mig-agents", logs, 2*time.Minute, "mig-agents warm pool of 3", func() (bool, error) {
 		p, err := poolStatus(e, ns, "mig-agents")
 		return err == nil && p["warmReplicas"] == int64(3), fmt.Errorf("status %v: %v", p, err)
 	})
@@ -193,9 +194,11 @@ func deployExamples(t *testing.T, e *Env, r *deployRelease) {
 			t.Errorf("pool pod %s has no GPU claim", p.Name)
 		}
 	}
+	// The walkthrough's scale-up of an autoscaled pool: a floor of 4 through minReplicas (the
+	// autoscaler owns spec.replicas; the reconciler clamps to the new floor at once).
 	warm := podsInState(t, e, ns, "mig-agents", "warm")
-	e.Kubectl(t, "scale", "agentpool/mig-agents", "-n", ns, "--replicas", "4")
-	Eventually(t, time.Minute, "4 serving mig-agents, activated from the warm pool", func() (bool, error) {
+	e.Kubectl(t, "patch", "agentpool/mig-agents", "-n", ns, "--type=merge", "-p", `{"spec":{"minReplicas":4}}`)
+	waitPool(t, e, ns, "mig-agents", logs, time.Minute, "4 serving mig-agents, activated from the warm pool", func() (bool, error) {
 		serving := podsInState(t, e, ns, "mig-agents", "serving")
 		activated := 0
 		for _, w := range warm {
@@ -207,10 +210,24 @@ func deployExamples(t *testing.T, e *Env, r *deployRelease) {
 		}
 		return len(serving) == 4 && activated == 2, fmt.Errorf("serving %v, warm before %v", serving, warm)
 	})
+	// kubectl scale of the autoscaled pool: the autoscaler re-decides at once and puts its own count
+	// back (the idle pool's floor, 4), saying so in a ManualScaleOverridden Event.
+	e.Kubectl(t, "scale", "agentpool/mig-agents", "-n", ns, "--replicas", "6")
+	waitPool(t, e, ns, "mig-agents", logs, 30*time.Second, "the autoscaler to replace a kubectl scale to 6 by its decision", func() (bool, error) {
+		evs, err := e.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=mig-agents,reason=ManualScaleOverridden"})
+		if err != nil {
+			return false, err
+		}
+		n := asReplicas(t, e, ns, "mig-agents")
+		return len(evs.Items) > 0 && n == 4, fmt.Errorf("spec.replicas %d, %d ManualScaleOverridden events", n, len(evs.Items))
+	})
+	evs, _ := e.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=mig-agents,reason=ManualScaleOverridden"})
+	t.Logf("[e2e] kubectl scale of an autoscaled pool: %s", evs.Items[0].Message)
 }
 
+// hasContainer reports whether the pod has a container or init container (a native sidecar) name.
 func hasContainer(p *corev1.Pod, name string) bool {
-	for _, c := range p.Spec.Containers {
+	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
 		if c.Name == name {
 			return true
 		}
@@ -253,19 +270,6 @@ func poolStatus(e *Env, ns, name string) (map[string]any, error) {
 		}
 	}
 	return st, nil
-}
-
-// waitPool waits until the pool has at least want ready serving replicas.
-func waitPool(t *testing.T, e *Env, ns, name string, want int64, timeout time.Duration) {
-	t.Helper()
-	Eventually(t, timeout, fmt.Sprintf("AgentPool %s with %d ready replicas", name, want), func() (bool, error) {
-		st, err := poolStatus(e, ns, name)
-		if err != nil {
-			return false, err
-		}
-		n, _ := st["readyReplicas"].(int64)
-		return n >= want, fmt.Errorf("status %v", st)
-	})
 }
 
 // scrape fetches a Prometheus text endpoint and adds its families (name -> type) to fam.
@@ -320,8 +324,9 @@ func deployDashboardMetrics(t *testing.T, e *Env, r *deployRelease) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A scale-down after the Examples scale-up, so both counters have a series.
-	e.Kubectl(t, "scale", "agentpool/mig-agents", "-n", ns, "--replicas", "3")
+	// A scale-down after the Examples scale-up, so both counters have a series: the floor back to
+	// 2 (a policy change starts the autoscaler's history afresh, so the idle pool shrinks at once).
+	e.Kubectl(t, "patch", "agentpool/mig-agents", "-n", ns, "--type=merge", "-p", `{"spec":{"minReplicas":2}}`)
 	fam := map[string]string{}
 	// The controller's metrics port through its Service's ClusterIP (kube-proxy serves the host too).
 	svc, err := e.Kube.CoreV1().Services(r.namespace).Get(context.Background(), r.name+"-neuronetes-controller", metav1.GetOptions{})

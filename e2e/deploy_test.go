@@ -25,6 +25,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/neuronetes/neuronetes/e2e/images"
+	"github.com/neuronetes/neuronetes/internal/testreq"
 	"github.com/neuronetes/neuronetes/sidecar/redistest"
 )
 
@@ -40,7 +41,7 @@ func deployHelm(t *testing.T, e *Env) string {
 	t.Helper()
 	p := filepath.Join(e.Root, ".local", "bin", "helm")
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("helm is not built (%v): run `bash hack/build-tools.sh helm` (make tools does)", err)
+		testreq.Tool(t, "helm", "not built (%v): run `bash hack/build-tools.sh helm` (make tools does)", err)
 	}
 	return p
 }
@@ -177,7 +178,7 @@ func installRelease(t *testing.T, e *Env) *deployRelease {
 	deadline := time.Now().Add(90 * time.Second)
 	for other := otherDriver(ctx, e, r.namespace); other != ""; other = otherDriver(ctx, e, r.namespace) {
 		if time.Now().After(deadline) {
-			t.Skipf("another gpu.neuronetes.io driver runs on the node (%s); the chart's driver cannot register next to it", other)
+			testreq.Tool(t, "the node to itself", "another gpu.neuronetes.io driver runs on the node (%s); the chart's driver cannot register next to it", other)
 		}
 		time.Sleep(2 * time.Second)
 	}
@@ -186,7 +187,7 @@ func installRelease(t *testing.T, e *Env) *deployRelease {
 		e.Image(t, c, "./cmd/"+c)
 	}
 	if redistest.Binary() == "" {
-		t.Skip("redis-server not installed: injected sidecars need Redis")
+		testreq.Tool(t, "redis-server", "not installed: injected sidecars need Redis")
 	}
 	r.redisAddr = redistest.Start(t, redistest.Options{Bind: "10.88.0.1"}).Addr
 	helmArgs := strings.Join([]string{

@@ -23,6 +23,7 @@ import (
 	"github.com/neuronetes/neuronetes/driver/nvml"
 	"github.com/neuronetes/neuronetes/driver/slices"
 	"github.com/neuronetes/neuronetes/e2e/images"
+	"github.com/neuronetes/neuronetes/internal/testreq"
 )
 
 // driverDebug is the driver's debug endpoint (hostNetwork, loopback only), see deploy/manifests/driver.yaml.
@@ -33,11 +34,72 @@ type driverHarness struct {
 	e     *Env
 	ns    string
 	smoke string
+	// backend is the NVML backend the deployed driver runs ("" before the first deploy).
+	backend string
+	// parent is TestDriver's t: the deployment made inside a subtest lives until TestDriver ends.
+	parent testing.TB
+}
+
+// parentCleanup is a testing.TB whose failures are the subtest's and whose cleanups run at the
+// end of the parent test.
+type parentCleanup struct {
+	testing.TB
+	parent testing.TB
+}
+
+// Cleanup registers f with the parent test.
+func (p parentCleanup) Cleanup(f func()) { p.parent.Cleanup(f) }
+
+// use makes a subtest independent of the others and of their order: it (re)deploys the driver
+// with backend when another one runs, and removes what a failed subtest may have left (pods and
+// claims of the namespace, health taints, the prepare pause), then waits for a clean node: no
+// MIG instance and no taint.
+func (h *driverHarness) use(t *testing.T, backend string) {
+	t.Helper()
+	if h.backend != backend {
+		h.deploy(parentCleanup{TB: t, parent: h.parent}, backend)
+		h.backend = backend
+	}
+	ctx := context.Background()
+	zero := metav1.DeleteOptions{GracePeriodSeconds: utilptr.To[int64](0)}
+	_ = h.e.Kube.CoreV1().Pods(h.ns).DeleteCollection(ctx, zero, metav1.ListOptions{LabelSelector: "!app.kubernetes.io/name"})
+	_ = h.e.Kube.ResourceV1().ResourceClaims(h.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	if err := h.debug("POST", "/debug/prepare-pause?duration=0", nil); err != nil {
+		t.Fatal(err)
+	}
+	devs, _, err := h.devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range devs {
+		if len(d.Taints) > 0 && !strings.Contains(d.Name, "-mig-") {
+			if err := h.debug("POST", "/debug/health?gpu="+d.Name+"&kind=recovered", nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	Eventually(t, 2*time.Minute, "a clean node: no claim, MIG instance or taint", func() (bool, error) {
+		claims, err := h.e.Kube.ResourceV1().ResourceClaims(h.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		n, err := h.migInstances()
+		if err != nil {
+			return false, err
+		}
+		devs, _, err := h.devices()
+		tainted := 0
+		for _, d := range devs {
+			tainted += len(d.Taints)
+		}
+		return err == nil && len(claims.Items) == 0 && n == 0 && tainted == 0,
+			fmt.Errorf("%d claims, %d MIG instances, %d taints, err %v", len(claims.Items), n, tainted, err)
+	})
 }
 
 // deploy applies deploy/manifests/driver.yaml into the test namespace with the given NVML backend
 // and waits until the driver publishes devices of that backend.
-func (h *driverHarness) deploy(t *testing.T, backend string) {
+func (h *driverHarness) deploy(t testing.TB, backend string) {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(h.e.Root, "deploy", "manifests", "driver.yaml"))
 	if err != nil {
@@ -67,7 +129,7 @@ func (h *driverHarness) deploy(t *testing.T, backend string) {
 
 // expected returns, per device name, the uuid+nvlinkDomain the driver must publish for backend on
 // this node (computed with the driver's own packages from the same mock).
-func (h *driverHarness) expected(t *testing.T, backend string) map[string]string {
+func (h *driverHarness) expected(t testing.TB, backend string) map[string]string {
 	b, err := nvml.Open(backend, nvml.Options{Seed: h.e.NodeName})
 	if err != nil {
 		t.Fatal(err)
@@ -250,9 +312,10 @@ func (h *driverHarness) driverRestarts(t *testing.T) int32 {
 	return n
 }
 
-// TestDriver deploys the driver against the dgxh100 mock (and then the nvlink-pairs mock) on the
-// real node and runs the acceptance scenarios (a)-(f) as subtests, in an order that lets them share
-// one deployment.
+// TestDriver deploys the driver against the dgxh100 mock (and the nvlink-pairs mock for (d)) on
+// the real node and runs the acceptance scenarios (a)-(f) as subtests. Each subtest starts with
+// h.use, which deploys the backend it needs and cleans up after a failed one, so any subtest runs
+// alone (-run TestDriver/d_) and in any order.
 func TestDriver(t *testing.T) {
 	e := requireEnv(t)
 	ctx := context.Background()
@@ -263,12 +326,12 @@ func TestDriver(t *testing.T) {
 	deadline := time.Now().Add(90 * time.Second)
 	for other := otherDriver(ctx, e, ""); other != ""; other = otherDriver(ctx, e, "") {
 		if time.Now().After(deadline) {
-			t.Skipf("another %s driver runs on node %s (%s): TestDriver needs the node to itself", model.DriverName, e.NodeName, other)
+			testreq.Tool(t, "the node to itself", "another %s driver runs on node %s (%s)", model.DriverName, e.NodeName, other)
 		}
 		time.Sleep(2 * time.Second)
 	}
 	e.Image(t, "driver", "./cmd/driver", images.WithCgo())
-	h := &driverHarness{e: e, ns: e.Namespace(t, "driver"), smoke: e.Image(t, "smoke", "./e2e/cmd/smoke")}
+	h := &driverHarness{e: e, ns: e.Namespace(t, "driver"), smoke: e.Image(t, "smoke", "./e2e/cmd/smoke"), parent: t}
 	// Runs after the DaemonSet is deleted (cleanups run last-in first-out): wait for the driver
 	// pods to go, then remove what outlives them: the slices (owned by the Node) and the plugin's
 	// state on the host.
@@ -313,9 +376,9 @@ func TestDriver(t *testing.T) {
 			_ = e.Kube.ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
 		}
 	})
-	h.deploy(t, "mock:dgxh100")
 
 	t.Run("a_SlicesAcceptedByAPIServer", func(t *testing.T) {
+		h.use(t, "mock:dgxh100")
 		devs, published, err := h.devices()
 		if err != nil {
 			t.Fatal(err)
@@ -362,6 +425,7 @@ func TestDriver(t *testing.T) {
 	})
 
 	t.Run("b_WholeGPUPodGetsUUIDThroughCDI", func(t *testing.T) {
+		h.use(t, "mock:dgxh100")
 		h.claimPod(t, "whole", `    requests:
     - name: gpu
       exactly:
@@ -377,6 +441,7 @@ func TestDriver(t *testing.T) {
 	})
 
 	t.Run("b2_ExtendedResourceRequestThroughDRA", func(t *testing.T) {
+		h.use(t, "mock:dgxh100")
 		e.Apply(t, h.ns, fmt.Sprintf(`
 apiVersion: v1
 kind: Pod
@@ -405,6 +470,7 @@ spec:
 	})
 
 	t.Run("c_MIGCreatedAtPrepareDestroyedAtDelete", func(t *testing.T) {
+		h.use(t, "mock:dgxh100")
 		if n, err := h.migInstances(); err != nil || n != 0 {
 			t.Fatalf("MIG instances before: %d %v", n, err)
 		}
@@ -429,6 +495,7 @@ spec:
 	})
 
 	t.Run("e_XIDTaintsDeviceNewClaimAvoidsItRecoveryClears", func(t *testing.T) {
+		h.use(t, "mock:dgxh100")
 		if err := h.debug("POST", "/debug/health?gpu=gpu-0&kind=xid&xid=79", nil); err != nil {
 			t.Fatal(err)
 		}
@@ -484,6 +551,7 @@ spec:
 	})
 
 	t.Run("f_SIGKILLMidPrepareCompletesWithoutLeak", func(t *testing.T) {
+		h.use(t, "mock:dgxh100")
 		if err := h.debug("POST", "/debug/prepare-pause?duration=5m", nil); err != nil {
 			t.Fatal(err)
 		}
@@ -541,7 +609,7 @@ spec:
 	})
 
 	t.Run("d_NVLinkPairMatchAttribute", func(t *testing.T) {
-		h.deploy(t, "mock:nvlink-pairs")
+		h.use(t, "mock:nvlink-pairs")
 		// Occupy gpu-1 so that first-fit without the constraint would pick gpu-0 and gpu-2.
 		h.claimPod(t, "blocker", `    requests:
     - name: gpu

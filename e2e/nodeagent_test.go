@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/internal/testreq"
 	"github.com/neuronetes/neuronetes/nodeagent/agent"
 	"github.com/neuronetes/neuronetes/nodeagent/nodeapi"
 )
@@ -289,7 +290,7 @@ func TestNodeAgentS3Model(t *testing.T) {
 	e := requireEnv(t)
 	bin := filepath.Join(e.Root, ".local", "bin", "minio")
 	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("MinIO not built (%v): run hack/test-deps.d/10-minio.sh", err)
+		testreq.Tool(t, "minio", "not built (%v): run hack/test-deps.d/10-minio.sh", err)
 	}
 	endpoint := startMinioE2E(t, bin)
 	const size = 6<<20 + 123

@@ -16,7 +16,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/neuronetes/neuronetes/internal/testreq"
 	"github.com/neuronetes/neuronetes/sidecar/redistest"
 )
 
@@ -170,7 +172,7 @@ func sidecarRedis(t *testing.T) *redistest.Server {
 		}
 	}
 	if !found {
-		t.Skip("cluster bridge gateway 10.88.0.1 not present")
+		testreq.Tool(t, "the cluster bridge", "gateway 10.88.0.1 not present")
 	}
 	return redistest.Start(t, redistest.Options{Bind: "10.88.0.1"})
 }
@@ -253,13 +255,13 @@ spec:
 	} {
 		p := e.WaitPodRunning(t, ns, tc.name, 3*time.Minute)
 		var sc *corev1.Container
-		for i := range p.Spec.Containers {
-			if p.Spec.Containers[i].Image == sidecarImg {
-				sc = &p.Spec.Containers[i]
+		for i := range p.Spec.InitContainers {
+			if p.Spec.InitContainers[i].Image == sidecarImg {
+				sc = &p.Spec.InitContainers[i]
 			}
 		}
-		if sc == nil {
-			t.Fatalf("pod %s has no injected sidecar", tc.name)
+		if sc == nil || sc.RestartPolicy == nil || *sc.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+			t.Fatalf("pod %s has no injected native sidecar (an init container with restartPolicy Always): %+v", tc.name, p.Spec.InitContainers)
 		}
 		_, hasCPULimit := sc.Resources.Limits[corev1.ResourceCPU]
 		if p.Status.QOSClass != tc.qos || sc.Resources.Requests.Cpu().String() != tc.cpuReq ||
@@ -278,4 +280,42 @@ spec:
 		}
 	}
 	sidecarConversation(t, e, ns, rs.Addr, "inj-a", "inj-b")
+	sidecarReadyFirst(t, e, ns, sidecarImg)
+}
+
+// sidecarReadyFirst: an agent whose very first act is one request to the injected sidecar (the
+// sidecar binary's own probe mode, run as the agent container, restartPolicy Never) succeeds,
+// because the native sidecar's startup probe holds the agent back until the sidecar answers. As an
+// ordinary container the sidecar would start beside the agent, and the request would race it.
+func sidecarReadyFirst(t *testing.T, e *Env, ns, sidecarImg string) {
+	e.Apply(t, ns, fmt.Sprintf(`
+apiVersion: v1
+kind: Pod
+metadata:
+  name: first-request
+  labels: {neuronetes.io/agentclass: mem}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: agent
+    image: %s
+    imagePullPolicy: Never
+    command: ["/sidecar", "probe", "http://127.0.0.1:7070/healthz"]
+`, sidecarImg))
+	Eventually(t, 2*time.Minute, "the first-request agent to finish", func() (bool, error) {
+		p, err := e.Kube.CoreV1().Pods(ns).Get(context.Background(), "first-request", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		switch p.Status.Phase {
+		case corev1.PodSucceeded:
+			return true, nil
+		case corev1.PodFailed:
+			logs, _ := e.KubectlErr("logs", "-n", ns, "first-request", "-c", "agent")
+			t.Fatalf("the agent's first request to the sidecar failed (the sidecar was not ready): %s", logs)
+		}
+		return false, fmt.Errorf("phase %s", p.Status.Phase)
+	})
+	t.Logf("[e2e] an agent's first request found the native sidecar ready")
 }

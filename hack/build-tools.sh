@@ -15,6 +15,11 @@ CONTAINERD_VERSION=v2.4.2
 KWOK_VERSION=v0.8.0
 HELM_VERSION=v4.3.1
 CONTROLLER_GEN_VERSION=v0.23.0
+# The protobuf generators (hack/gen-proto.sh): buf compiles, the plugins write Go.
+# PROTOC_GEN_GO_VERSION matches google.golang.org/protobuf in go.mod.
+BUF_VERSION=v1.75.0
+PROTOC_GEN_GO_VERSION=v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
 
 log() { printf '[build-tools] %s\n' "$*" >&2; }
 
@@ -103,6 +108,10 @@ for t in $want; do
 	kwok) goinstall kwok "$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" ;;
 	helm) goinstall helm "$HELM_VERSION" "helm.sh/helm/v4/cmd/helm@$HELM_VERSION" ;;
 	controller-gen) goinstall controller-gen "$CONTROLLER_GEN_VERSION" "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_GEN_VERSION" ;;
+	buf) goinstall buf "$BUF_VERSION" "github.com/bufbuild/buf/cmd/buf@$BUF_VERSION" ;;
+	protoc-gen-go) goinstall protoc-gen-go "$PROTOC_GEN_GO_VERSION" "google.golang.org/protobuf/cmd/protoc-gen-go@$PROTOC_GEN_GO_VERSION" ;;
+	protoc-gen-go-grpc) goinstall protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION" "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC_VERSION" ;;
+	proto) "$0" buf protoc-gen-go protoc-gen-go-grpc ;;
 	cluster) "$0" etcd k8s containerd kwok ;;
 	all) "$0" etcd k8s containerd kwok helm controller-gen ;;
 	*) log "unknown tool $t"; exit 2 ;;

@@ -40,10 +40,11 @@ log() { echo "[deploy-local] $*"; }
 # files/deviceclasses/ to deploy/deviceclasses (the driver's); deploy/helm/chart_test.go fails when
 # they drift.
 sync_crds() {
-	mkdir -p "$CHART/crds" "$CHART/files/deviceclasses"
-	rm -f "$CHART"/crds/*.yaml "$CHART"/files/deviceclasses/*.yaml
+	mkdir -p "$CHART/crds" "$CHART/files/deviceclasses/compat"
+	rm -f "$CHART"/crds/*.yaml "$CHART"/files/deviceclasses/*.yaml "$CHART"/files/deviceclasses/compat/*.yaml
 	cp deploy/crds/*.yaml "$CHART/crds/"
 	cp deploy/deviceclasses/*.yaml "$CHART/files/deviceclasses/"
+	cp deploy/deviceclasses/compat/*.yaml "$CHART/files/deviceclasses/compat/"
 }
 
 # redis_service prints the Service `redis` and its EndpointSlice for the host Redis at $1:$2.

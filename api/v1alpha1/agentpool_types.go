@@ -15,9 +15,11 @@ type AgentPoolSpec struct {
 	// +optional
 	AgentClassRef *LocalObjectReference `json:"agentClassRef,omitempty"`
 
-	// Replicas is the number of serving pods. The autoscaler and `kubectl scale` write it through
-	// the scale subresource; when unset, MinReplicas (or 1) is used. The reconciler clamps it to
-	// [MinReplicas, MaxReplicas].
+	// Replicas is the number of serving pods, written through the scale subresource. In a pool
+	// with spec.autoscaling the autoscaler owns it (as the HPA owns a Deployment's replicas): a
+	// value written by anyone else is re-decided at once and replaced by the autoscaler's decision
+	// (Event ManualScaleOverridden); set minReplicas for a floor or POST /v1/scale for a temporary
+	// value. When unset, MinReplicas is used. The reconciler clamps it to [MinReplicas, MaxReplicas].
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
@@ -27,7 +29,8 @@ type AgentPoolSpec struct {
 	// +optional
 	MinReplicas *int32 `json:"minReplicas,omitempty"`
 
-	// MaxReplicas is the upper bound of serving pods (default: max(MinReplicas, 1)).
+	// MaxReplicas is the upper bound of serving pods (default 10, or minReplicas when higher; the
+	// reconciler and the autoscaler use the same default).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
 	// +optional
@@ -68,8 +71,8 @@ type AgentPoolStatus struct {
 	// WarmTarget is the number of warm pods the reconciler aims for.
 	// +optional
 	WarmTarget int32 `json:"warmTarget,omitempty"`
-	// DesiredReplicas is the serving count the autoscaler last decided (informational; the
-	// reconciler acts on spec.replicas).
+	// DesiredReplicas is the serving count the reconciler drives the pool to now: spec.replicas
+	// (the autoscaler's decision in an autoscaled pool) clamped to [minReplicas, maxReplicas].
 	// +optional
 	DesiredReplicas int32 `json:"desiredReplicas,omitempty"`
 	// Selector is the label selector of serving pods, for the scale subresource.
@@ -90,6 +93,28 @@ type AgentPoolStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Defaults of the replica bounds, shared by the reconciler and the autoscaler.
+const (
+	// DefaultMinReplicas is minReplicas when unset.
+	DefaultMinReplicas int32 = 1
+	// DefaultMaxReplicas is maxReplicas when unset (raised to minReplicas when that is higher).
+	DefaultMaxReplicas int32 = 10
+)
+
+// ReplicaBounds returns the pool's serving bounds with defaults applied. Invariant:
+// 0 <= lo <= hi and hi >= 1.
+func (s *AgentPoolSpec) ReplicaBounds() (lo, hi int32) {
+	lo = DefaultMinReplicas
+	if s.MinReplicas != nil {
+		lo = max(*s.MinReplicas, 0)
+	}
+	hi = max(lo, DefaultMaxReplicas)
+	if s.MaxReplicas != nil {
+		hi = max(*s.MaxReplicas, lo, 1)
+	}
+	return lo, hi
 }
 
 // Condition types of an AgentPool.

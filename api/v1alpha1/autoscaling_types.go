@@ -173,35 +173,11 @@ type SLOTargetSpec struct {
 	BreachOnly bool `json:"breachOnly,omitempty"`
 }
 
-// BudgetAction is what to do when the budget is exceeded.
-// +kubebuilder:validation:Enum=scale-to-min;use-fallback-model;enable-spot
+// BudgetAction is what to do when the daily budget is spent. Only scale-to-min is implemented;
+// the seed's use-fallback-model and enable-spot are refused (no fallback route, no budget-driven
+// placement exists).
+// +kubebuilder:validation:Enum=scale-to-min
 type BudgetAction string
-
-// DynamicModelSelection switches to a smaller model under budget pressure.
-type DynamicModelSelection struct {
-	// Enabled turns it on.
-	// +optional
-	Enabled bool `json:"enabled,omitempty"`
-	// CostThreshold, a fraction of the budget (0 to 1), at which to switch.
-	// +kubebuilder:validation:Minimum=0
-	// +kubebuilder:validation:Maximum=1
-	// +optional
-	CostThreshold Decimal `json:"costThreshold,omitempty"`
-}
-
-// CostOptimization prefers cheaper capacity.
-type CostOptimization struct {
-	// PreferSpot capacity.
-	// +optional
-	PreferSpot bool `json:"preferSpot,omitempty"`
-	// SpotMaxPrice in $/hour.
-	// +kubebuilder:validation:Minimum=0
-	// +optional
-	SpotMaxPrice Decimal `json:"spotMaxPrice,omitempty"`
-	// DynamicModelSelection under budget pressure.
-	// +optional
-	DynamicModelSelection *DynamicModelSelection `json:"dynamicModelSelection,omitempty"`
-}
 
 // CostConstraints bound the pool's spend.
 type CostConstraints struct {
@@ -213,40 +189,29 @@ type CostConstraints struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	DailyBudget Decimal `json:"dailyBudget,omitempty"`
-	// OnBudgetExceeded actions, in order.
+	// OnBudgetExceeded actions, in order: scale-to-min sets the serving replicas to minReplicas
+	// until the UTC day ends.
 	// +kubebuilder:validation:MaxItems=8
 	// +optional
 	OnBudgetExceeded []BudgetAction `json:"onBudgetExceeded,omitempty"`
-	// Optimization preferences.
-	// +optional
-	Optimization *CostOptimization `json:"optimization,omitempty"`
 }
 
-// InterruptionPolicy says what to do when a spot node is reclaimed.
-type InterruptionPolicy struct {
-	// Action on interruption.
-	// +kubebuilder:validation:Enum=migrate-to-on-demand;checkpoint-and-migrate;drain
-	// +optional
-	Action string `json:"action,omitempty"`
-	// Timeout for the action.
-	// +optional
-	Timeout Duration `json:"timeout,omitempty"`
-}
-
-// SpotStrategy runs part of the pool on spot capacity.
+// SpotStrategy runs part of the pool on spot capacity. The pool's pods (serving and warm) are
+// placed so that at most maxSpotPercent of them may land on spot nodes: those pods tolerate the
+// spot taints and prefer spot nodes; every other pod requires a node that is not spot. Spot nodes
+// are recognised by the well-known labels of Karpenter (karpenter.sh/capacity-type=spot), EKS
+// (eks.amazonaws.com/capacityType=SPOT), GKE (cloud.google.com/gke-spot=true,
+// cloud.google.com/gke-preemptible=true) and AKS (kubernetes.azure.com/scalesetpriority=spot).
 type SpotStrategy struct {
-	// Enabled turns spot use on.
+	// Enabled turns spot placement on.
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
-	// MaxSpotPercent of pods on spot.
+	// MaxSpotPercent of the pool's pods that may run on spot nodes, rounded down (default 100).
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	MaxSpotPercent *int32 `json:"maxSpotPercent,omitempty"`
-	// OnInterruption policy.
-	// +optional
-	OnInterruption *InterruptionPolicy `json:"onInterruption,omitempty"`
-	// InstanceTypes to diversify across.
+	// InstanceTypes the spot pods prefer (node.kubernetes.io/instance-type), to diversify across.
 	// +kubebuilder:validation:MaxItems=32
 	// +optional
 	InstanceTypes []string `json:"instanceTypes,omitempty"`

@@ -66,7 +66,11 @@ func TestCRDAcceptsSeedExamples(t *testing.T) {
 		"AgentClass":  loadCRD(t, "neuronetes.io_agentclasses.yaml"),
 		"ToolBinding": loadCRD(t, "neuronetes.io_toolbindings.yaml"),
 	}
-	files, _ := filepath.Glob("testdata/seed001/*.yaml")
+	files, err := filepath.Glob("testdata/seed001/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("seed 001 fixtures: %d files (%v): a test of no fixture proves nothing", len(files), err)
+	}
+	seen := map[string]bool{}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			b, err := os.ReadFile(f)
@@ -75,14 +79,21 @@ func TestCRDAcceptsSeedExamples(t *testing.T) {
 			}
 			obj := map[string]any{}
 			decodeLikeAPIServer(t, b, &obj)
-			v := validators[obj["kind"].(string)]
+			kind, _ := obj["kind"].(string)
+			v := validators[kind]
 			if v == nil {
 				t.Fatalf("no CRD for kind %v", obj["kind"])
 			}
+			seen[kind] = true
 			if errs := v.validate(obj); len(errs) > 0 {
 				t.Fatalf("rejected: %v", errs.ToAggregate())
 			}
 		})
+	}
+	for kind := range validators {
+		if !seen[kind] {
+			t.Errorf("no seed 001 fixture of kind %s", kind)
+		}
 	}
 }
 

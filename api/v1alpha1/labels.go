@@ -22,6 +22,14 @@ const (
 	// injection idempotent.
 	SidecarInjectedAnnotation = "neuronetes.io/sidecar-injected"
 
+	// CapacityLabel on a pool pod says where spotStrategy lets it run: CapacitySpot (it tolerates
+	// and prefers spot nodes) or CapacityOnDemand (it requires a node that is not spot).
+	CapacityLabel = "neuronetes.io/capacity"
+	// CapacitySpot is CapacityLabel's value for spot-eligible pods.
+	CapacitySpot = "spot"
+	// CapacityOnDemand is CapacityLabel's value for pods kept off spot nodes.
+	CapacityOnDemand = "on-demand"
+
 	// PodStateWarm marks a started, Ready pod that does not receive traffic.
 	PodStateWarm = "warm"
 	// PodStateServing marks a pod selected by the pool's Service.

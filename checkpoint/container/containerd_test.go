@@ -19,6 +19,7 @@ import (
 	"github.com/neuronetes/neuronetes/checkpoint/criu"
 	"github.com/neuronetes/neuronetes/checkpoint/internal/stateproc"
 	"github.com/neuronetes/neuronetes/checkpoint/store"
+	"github.com/neuronetes/neuronetes/internal/testreq"
 )
 
 func TestMain(m *testing.M) {
@@ -51,11 +52,11 @@ func startContainerd(t *testing.T, root string) *containerd.Client {
 	}
 	for _, b := range []string{"containerd", "containerd-shim-runc-v2"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-			t.Skipf("%s not found in %s (hack/build-tools.sh containerd, or set NN_CONTAINERD_BIN): %v", b, bin, err)
+			testreq.Tool(t, "containerd", "%s not found in %s (hack/build-tools.sh containerd, or set NN_CONTAINERD_BIN): %v", b, bin, err)
 		}
 	}
 	if _, err := exec.LookPath("runc"); err != nil {
-		t.Skipf("runc not on PATH: %v", err)
+		testreq.Tool(t, "runc", "not on PATH: %v", err)
 	}
 	dir, err := os.MkdirTemp("", "nn-ctrd-")
 	if err != nil {
@@ -96,7 +97,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images", 
 func netns(t *testing.T, name string) string {
 	t.Helper()
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Skipf("ip netns add: %v: %s", err, out)
+		testreq.Tool(t, "ip netns", "ip netns add: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
 	return "/var/run/netns/" + name
@@ -174,15 +175,15 @@ func startContainer(t *testing.T, ctx context.Context, c *containerd.Client, id,
 func requireCRIUContainerd(t *testing.T) (*containerd.Client, string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		testreq.Tool(t, "root", "CRIU and containerd need root")
 	}
 	root := repoRoot(t)
 	p, err := criu.Locate()
 	if err != nil {
-		t.Skipf("no CRIU: %v", err)
+		testreq.Tool(t, "criu", "not found (hack/test-deps.d/30-criu.sh builds it): %v", err)
 	}
 	if err := criu.Check(context.Background(), p); err != nil {
-		t.Skipf("criu check fails here: %v", err)
+		testreq.Tool(t, "criu", "criu check fails here: %v", err)
 	}
 	c := startContainerd(t, root)
 	return c, filepath.Join(root, "hack", "criu", "runc-criu.sh")

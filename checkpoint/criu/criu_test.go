@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/neuronetes/neuronetes/checkpoint/internal/stateproc"
+	"github.com/neuronetes/neuronetes/internal/testreq"
 )
 
 func TestMain(m *testing.M) {
@@ -19,14 +20,14 @@ func TestMain(m *testing.M) {
 func requireCRIU(t *testing.T) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("CRIU dump/restore needs root")
+		testreq.Tool(t, "root", "CRIU dump/restore needs root")
 	}
 	p, err := Locate()
 	if err != nil {
-		t.Skipf("CRIU not found: %v", err)
+		testreq.Tool(t, "criu", "not found (hack/test-deps.d/30-criu.sh builds it): %v", err)
 	}
 	if err := Check(context.Background(), p); err != nil {
-		t.Skipf("criu check fails here, skipping: %v", err)
+		testreq.Tool(t, "criu", "criu check fails here: %v", err)
 	}
 	return p
 }

@@ -11,13 +11,16 @@
 //  3. With leave-running, toggle again to move the state back onto the GPU.
 //
 // On restore, CRIU restores the tree first and then `cuda-checkpoint
-// --toggle` on the same PIDs reacquires the GPU and copies the state back.
+// --toggle` on the PIDs suspended at checkpoint time (recorded with the
+// checkpoint: a suspended process holds no /dev/nvidia* descriptor to find
+// it by) reacquires the GPU and copies the state back.
 // Without cuda-checkpoint on PATH or without /dev/nvidia* devices, GPU
 // handling is skipped with a logged reason.
 package gpu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -55,11 +58,15 @@ func (s Support) Available() bool { return s.Reason == "" }
 
 // Detect looks for cuda-checkpoint on PATH and for /dev/nvidia[0-9]* devices.
 func Detect() Support {
-	var s Support
-	s.Devices, _ = filepath.Glob("/dev/nvidia[0-9]*")
-	if p, err := exec.LookPath("cuda-checkpoint"); err == nil {
-		s.Tool = p
-	}
+	devices, _ := filepath.Glob("/dev/nvidia[0-9]*")
+	tool, _ := exec.LookPath("cuda-checkpoint")
+	return support(devices, tool)
+}
+
+// support says what GPU checkpointing can do with these devices and this
+// cuda-checkpoint path ("" when absent).
+func support(devices []string, tool string) Support {
+	s := Support{Devices: devices, Tool: tool}
 	switch {
 	case len(s.Devices) == 0 && s.Tool == "":
 		s.Reason = "no /dev/nvidia* devices and no cuda-checkpoint on PATH: GPU state is not checkpointed"
@@ -97,25 +104,58 @@ func (h *Hooks) gpuPids(pids []int) []int {
 	return out
 }
 
-// Toggle runs `cuda-checkpoint --toggle --pid P` for each pid of the tree
-// that holds GPU state, in order, and returns those pids. It is a no-op that
-// logs the reason when GPU checkpointing is unavailable. Call it before a
-// CRIU dump, after a leave-running dump and after a restore.
-func (h *Hooks) Toggle(ctx context.Context, phase string, pids []int) ([]int, error) {
+// Suspend runs `cuda-checkpoint --toggle --pid P` for each pid of the tree
+// that holds GPU state (UsesGPU), in order, and returns the pids it
+// suspended. When a toggle fails it returns the pids suspended before it,
+// which are the only ones to Resume. It is a no-op that logs the reason
+// when GPU checkpointing is unavailable. Call it before a CRIU dump.
+func (h *Hooks) Suspend(ctx context.Context, phase string, pids []int) ([]int, error) {
 	logger := klog.FromContext(ctx)
 	if !h.Support.Available() {
 		logger.V(2).Info("Skipping GPU state", "phase", phase, "reason", h.Support.Reason)
 		return nil, nil
 	}
 	gpus := h.gpuPids(pids)
-	for _, p := range gpus {
-		out, err := h.Runner.Run(ctx, h.Support.Tool, "--toggle", "--pid", fmt.Sprint(p))
-		if err != nil {
-			return gpus, fmt.Errorf("cuda-checkpoint --toggle pid %d (%s): %w: %s", p, phase, err, strings.TrimSpace(string(out)))
+	for i, p := range gpus {
+		if err := h.toggle(ctx, phase, p); err != nil {
+			return gpus[:i], err
 		}
-		logger.V(2).Info("Toggled CUDA state", "phase", phase, "pid", p)
 	}
 	return gpus, nil
+}
+
+// Resume toggles the CUDA state of exactly pids (which Suspend returned,
+// or which a checkpoint recorded) back onto the GPU. A suspended process
+// holds no /dev/nvidia* descriptor, so pids are not filtered. It tries
+// every pid and returns those resumed and the joined errors of the others;
+// without GPU checkpointing on this node, a non-empty pids is an error
+// (their state would stay suspended).
+func (h *Hooks) Resume(ctx context.Context, phase string, pids []int) ([]int, error) {
+	if len(pids) == 0 {
+		return nil, nil
+	}
+	if !h.Support.Available() {
+		return nil, fmt.Errorf("resume CUDA state of pids %v (%s): %s", pids, phase, h.Support.Reason)
+	}
+	var done []int
+	var errs []error
+	for _, p := range pids {
+		if err := h.toggle(ctx, phase, p); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		done = append(done, p)
+	}
+	return done, errors.Join(errs...)
+}
+
+func (h *Hooks) toggle(ctx context.Context, phase string, pid int) error {
+	out, err := h.Runner.Run(ctx, h.Support.Tool, "--toggle", "--pid", fmt.Sprint(pid))
+	if err != nil {
+		return fmt.Errorf("cuda-checkpoint --toggle pid %d (%s): %w: %s", pid, phase, err, strings.TrimSpace(string(out)))
+	}
+	klog.FromContext(ctx).V(2).Info("Toggled CUDA state", "phase", phase, "pid", pid)
+	return nil
 }
 
 // openNvidia reports whether pid has a /dev/nvidia* file open.

@@ -15,11 +15,17 @@ const (
 	MaxChunk = 4 << 20
 )
 
-// Masks for normalized chunking: before the average size a cut needs more
-// zero bits (maskS), after it fewer (maskL), which narrows the size spread.
+// Masks for normalized chunking (FastCDC level 2): before the average size
+// a cut needs log2(AvgChunk)+2 = 22 zero bits (maskS), after it 20-2 = 18
+// (maskL), which narrows the size spread around AvgChunk. The bits are every
+// other bit from the top down, so a cut depends on the gear hash of the
+// last 43 bytes or more (bit j of the hash mixes the last j+1 bytes);
+// maskL's bits are a subset of maskS's. Changing the masks moves chunk
+// boundaries, which only costs deduplication against chunks stored before
+// (the store is content-addressed: every stored chunk stays readable).
 const (
-	maskS uint64 = 0x0000d9f003530000 // 22 bits
-	maskL uint64 = 0x0000d90003530000 // 18 bits
+	maskS uint64 = 0xaaaaaaaaaaa00000 // 22 bits: 21, 23, ..., 63
+	maskL uint64 = 0xaaaaaaaaa0000000 // 18 bits: 29, 31, ..., 63
 )
 
 // gear is the gear hash table, derived from a fixed seed with splitmix64 so

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/neuronetes/neuronetes/internal/testreq"
 )
 
 // startMinio runs the real minio server built by hack/test-deps.d/10-minio.sh
@@ -21,7 +23,7 @@ func startMinio(t *testing.T) S3Config {
 		bin = p
 	}
 	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("minio server binary not found at %s (built by hack/test-deps.d/10-minio.sh): %v", bin, err)
+		testreq.Tool(t, "minio", "server binary not found at %s (built by hack/test-deps.d/10-minio.sh): %v", bin, err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -18,7 +21,7 @@ import (
 	"github.com/neuronetes/neuronetes/controller/scaleloop"
 )
 
-// DefaultScaleWebhookAddr is where POST /v1/scale is served by default (loopback only).
+// DefaultScaleWebhookAddr is where POST /v1/scale is served by default (loopback only, TLS).
 const DefaultScaleWebhookAddr = "127.0.0.1:9404"
 
 // ScaleWebhookPath is the path of the scale-override webhook.
@@ -30,7 +33,8 @@ type autoscalerOptions struct {
 	natsURL    string
 	promURL    string
 	addr       string
-	tokenFile  string
+	tokensFile string
+	certDir    string
 	syncPeriod time.Duration
 }
 
@@ -38,41 +42,42 @@ func (a *autoscalerOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&a.enabled, "autoscaler", true, "run the autoscaling loop (spec.autoscaling of AgentPools) and its scale webhook")
 	fs.StringVar(&a.natsURL, "nats-url", "", "NATS server of ToolBindings that name no queueConfig.url (queue-lag scaling)")
 	fs.StringVar(&a.promURL, "prometheus-url", "", "Prometheus HTTP API address for spec.autoscaling.externalMetrics queries (empty: those metrics are missing)")
-	fs.StringVar(&a.addr, "scale-webhook-addr", DefaultScaleWebhookAddr, "address of the POST "+ScaleWebhookPath+" override webhook (empty disables)")
-	fs.StringVar(&a.tokenFile, "scale-webhook-token-file", "", "file holding the bearer token of the scale webhook (required when --scale-webhook-addr is set)")
+	fs.StringVar(&a.addr, "scale-webhook-addr", DefaultScaleWebhookAddr, "address of the POST "+ScaleWebhookPath+" override webhook, served over TLS (empty disables)")
+	fs.StringVar(&a.tokensFile, "scale-webhook-tokens-file", "", "file of the scale webhook's bearer tokens, one \"<namespaces> <token>\" per line (namespaces comma-separated or *); required when --scale-webhook-addr is set")
+	fs.StringVar(&a.certDir, "scale-webhook-cert-dir", "", "directory with the scale webhook's tls.crt and tls.key, reloaded when they change (default: --webhook-cert-dir)")
 	fs.DurationVar(&a.syncPeriod, "autoscaler-sync-period", scaleloop.DefaultSyncPeriod, "how often each autoscaled AgentPool is evaluated")
 }
 
-// validate checks the flag combination and returns the scale webhook token
-// (empty when the webhook is off). It runs before the manager starts, so a bad
+// validate checks the flag combination and returns the scale webhook's tokens
+// (nil when the webhook is off). It runs before the manager starts, so a bad
 // flag fails the process at once.
-func (a *autoscalerOptions) validate() (string, error) {
+func (a *autoscalerOptions) validate() (*scaleapi.Tokens, error) {
 	if !a.enabled {
-		return "", nil
+		return nil, nil
 	}
 	if a.syncPeriod <= 0 {
-		return "", fmt.Errorf("--autoscaler-sync-period: must be > 0, got %s", a.syncPeriod)
+		return nil, fmt.Errorf("--autoscaler-sync-period: must be > 0, got %s", a.syncPeriod)
 	}
 	if a.addr == "" {
-		return "", nil
+		return nil, nil
 	}
 	if _, _, err := net.SplitHostPort(a.addr); err != nil {
-		return "", fmt.Errorf("--scale-webhook-addr %q: %w", a.addr, err)
+		return nil, fmt.Errorf("--scale-webhook-addr %q: %w", a.addr, err)
 	}
-	if a.tokenFile == "" {
-		return "", fmt.Errorf("--scale-webhook-token-file is required when --scale-webhook-addr is set (%q); pass --scale-webhook-addr= to disable the scale webhook", a.addr)
+	if a.tokensFile == "" {
+		return nil, fmt.Errorf("--scale-webhook-tokens-file is required when --scale-webhook-addr is set (%q); pass --scale-webhook-addr= to disable the scale webhook", a.addr)
 	}
-	tok, err := scaleapi.TokenFromFile(a.tokenFile)
+	toks, err := scaleapi.LoadTokens(a.tokensFile)
 	if err != nil {
-		return "", fmt.Errorf("--scale-webhook-token-file: %w", err)
+		return nil, fmt.Errorf("--scale-webhook-tokens-file: %w", err)
 	}
-	return tok, nil
+	return toks, nil
 }
 
-// setupAutoscaler registers the autoscaling loop and, when addr is set, the
-// scale webhook. Both run only on the leader: overrides live in the leader's
-// memory, so a non-leader must not accept them.
-func setupAutoscaler(mgr ctrl.Manager, a *autoscalerOptions, token, namespace string) error {
+// setupAutoscaler registers the autoscaling loop (leader only) and, when addr is set, the scale
+// webhook. The webhook runs on every replica: it stores overrides on the AgentPool, where the
+// leader's loop sees them through its watch.
+func setupAutoscaler(mgr ctrl.Manager, a *autoscalerOptions, tokens *scaleapi.Tokens, namespace string) error {
 	var prom *scaleloop.PromSource
 	if a.promURL != "" {
 		var err error
@@ -80,11 +85,14 @@ func setupAutoscaler(mgr ctrl.Manager, a *autoscalerOptions, token, namespace st
 			return fmt.Errorf("--prometheus-url: %w", err)
 		}
 	}
-	overrides := &scaleapi.Overrides{}
-	l := scaleloop.NewLoop(a.natsURL, prom, scaleloop.NewMetrics(crmetrics.Registry), overrides)
+	l := scaleloop.NewLoop(a.natsURL, prom, scaleloop.NewMetrics(crmetrics.Registry))
 	l.SyncPeriod = a.syncPeriod
+	l.State = &scaleloop.ConfigMapStore{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
 	if err := l.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("autoscaling controller: %w", err)
+	}
+	if err := (&scaleloop.BindingReconciler{}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("toolbinding provider controller: %w", err)
 	}
 	// Close the NATS connections the loop opened once the manager stops.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -97,18 +105,39 @@ func setupAutoscaler(mgr ctrl.Manager, a *autoscalerOptions, token, namespace st
 	if a.addr == "" {
 		return nil
 	}
-	h := &scaleapi.Handler{Token: token, DefaultNamespace: namespace, Store: overrides}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		return serveScaleWebhook(ctx, a.addr, h)
+	h := &scaleapi.Handler{Tokens: tokens, DefaultNamespace: namespace, Scope: namespace, Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
+	certDir := a.certDir
+	if err := mgr.Add(allReplicas(func(ctx context.Context) error {
+		return serveScaleWebhook(ctx, a.addr, certDir, h)
 	})); err != nil {
 		return fmt.Errorf("scale webhook: %w", err)
 	}
 	return nil
 }
 
-// serveScaleWebhook serves h at ScaleWebhookPath on addr until ctx ends.
-func serveScaleWebhook(ctx context.Context, addr string, h http.Handler) error {
+// allReplicas is a runnable that runs on every replica, leader or not.
+type allReplicas func(context.Context) error
+
+func (f allReplicas) Start(ctx context.Context) error { return f(ctx) }
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (allReplicas) NeedLeaderElection() bool { return false }
+
+var _ manager.LeaderElectionRunnable = allReplicas(nil)
+
+// serveScaleWebhook serves h at ScaleWebhookPath on addr over TLS until ctx ends. The key pair
+// is read from certDir (tls.crt, tls.key) and reloaded when the files change.
+func serveScaleWebhook(ctx context.Context, addr, certDir string, h http.Handler) error {
 	logger := klog.FromContext(ctx)
+	cw, err := certwatcher.New(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
+	if err != nil {
+		return fmt.Errorf("scale webhook TLS (--scale-webhook-cert-dir %s): %w", certDir, err)
+	}
+	go func() {
+		if err := cw.Start(ctx); err != nil {
+			logger.Error(err, "scale webhook certificate watcher stopped")
+		}
+	}()
 	mux := http.NewServeMux()
 	mux.Handle(ScaleWebhookPath, h)
 	ln, err := net.Listen("tcp", addr)
@@ -116,6 +145,7 @@ func serveScaleWebhook(ctx context.Context, addr string, h http.Handler) error {
 		return fmt.Errorf("--scale-webhook-addr %q: %w", addr, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		TLSConfig:   &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cw.GetCertificate},
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	done := make(chan struct{})
 	go func() {
@@ -126,7 +156,7 @@ func serveScaleWebhook(ctx context.Context, addr string, h http.Handler) error {
 		_ = srv.Shutdown(sctx)
 	}()
 	logger.Info("serving the scale webhook", "addr", ln.Addr().String(), "path", ScaleWebhookPath)
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("scale webhook: %w", err)
 	}
 	<-done

@@ -47,12 +47,16 @@ type options struct {
 	webhookURL                string
 	webhookService            string
 	webhookConfigName         string
+	webhookCertSecret         string
 	sidecarImage, sidecarPull string
 	sidecarRedis, sidecarArgs string
 	sidecarKeysSecret         string
+	sidecarProbe              string
 	sidecarResources          sidecarResourceFlags
 	sidecarGoMaxProcs         int
 	autoscaler                autoscalerOptions
+	// certs is the shared-Secret keeper once setupWebhook made it.
+	certs *nnwebhook.CertSecret
 }
 
 func parseFlags() *options {
@@ -70,11 +74,14 @@ func parseFlags() *options {
 	flag.StringVar(&o.webhookURL, "webhook-url", "", "register the webhook by URL, e.g. https://127.0.0.1:9443 (host process mode; certs are generated)")
 	flag.StringVar(&o.webhookService, "webhook-service", "", "register the webhook by Service namespace/name (in-cluster mode; caBundle from ca.crt)")
 	flag.StringVar(&o.webhookConfigName, "webhook-config-name", nnwebhook.ConfigName, "name of the MutatingWebhookConfiguration to keep")
+	flag.StringVar(&o.webhookCertSecret, "webhook-cert-secret", "", "namespace/name of a Secret holding the CA and serving pair shared by every replica: created when missing, renewed by the leader before expiry, copied into --webhook-cert-dir and reloaded (empty: each process generates its own pair into --webhook-cert-dir)")
 	flag.StringVar(&o.sidecarImage, "sidecar-image", nnwebhook.DefaultSidecarImage, "image of the injected sidecar")
 	flag.StringVar(&o.sidecarPull, "sidecar-pull-policy", string(corev1.PullNever), "imagePullPolicy of the injected sidecar")
 	flag.StringVar(&o.sidecarRedis, "sidecar-redis-addr", "10.88.0.1:6379", "default NEURONETES_REDIS_ADDR of injected sidecars")
 	flag.StringVar(&o.sidecarKeysSecret, "sidecar-keys-secret", "neuronetes-sidecar-keys", "Secret mounted at /etc/neuronetes/keys when the AgentClass names none (optional volume; empty disables)")
 	flag.StringVar(&o.sidecarArgs, "sidecar-args", "", "space-separated extra arguments of the injected sidecar")
+	flag.StringVar(&o.sidecarProbe, "sidecar-probe-command", strings.Join(nnwebhook.DefaultProbeCommand, " "),
+		"space-separated exec startup/readiness probe of the injected native sidecar; the agent containers start once it passes (empty: no probe)")
 	o.sidecarResources.addFlags(flag.CommandLine)
 	flag.IntVar(&o.sidecarGoMaxProcs, "sidecar-gomaxprocs", nnwebhook.DefaultGoMaxProcs, "GOMAXPROCS of injected sidecars (0: Go's default, the CPU limit or else the node's CPUs)")
 	o.autoscaler.addFlags(flag.CommandLine)
@@ -95,7 +102,7 @@ func main() {
 func run(ctx context.Context, o *options) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("controller initializing", "namespace", o.namespace, "metrics", o.metricsAddr, "webhookURL", o.webhookURL)
-	scaleToken, err := o.autoscaler.validate()
+	scaleTokens, err := o.autoscaler.validate()
 	if err != nil {
 		return err
 	}
@@ -160,7 +167,10 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("agentclass controller: %w", err)
 	}
 	if o.autoscaler.enabled {
-		if err := setupAutoscaler(mgr, &o.autoscaler, scaleToken, o.namespace); err != nil {
+		if o.autoscaler.certDir == "" {
+			o.autoscaler.certDir = o.webhookCertDir
+		}
+		if err := setupAutoscaler(mgr, &o.autoscaler, scaleTokens, o.namespace); err != nil {
 			return err
 		}
 	}
@@ -188,15 +198,16 @@ func run(ctx context.Context, o *options) error {
 // MutatingWebhookConfiguration.
 func setupWebhook(ctx context.Context, mgr ctrl.Manager, o *options, res *corev1.ResourceRequirements) error {
 	inj := &nnwebhook.Injector{
-		Client:     mgr.GetAPIReader(),
-		Decoder:    admission.NewDecoder(mgr.GetScheme()),
-		Image:      o.sidecarImage,
-		PullPolicy: corev1.PullPolicy(o.sidecarPull),
-		RedisAddr:  o.sidecarRedis,
-		ExtraArgs:  strings.Fields(o.sidecarArgs),
-		KeysSecret: o.sidecarKeysSecret,
-		Resources:  res,
-		GoMaxProcs: o.sidecarGoMaxProcs,
+		Client:       mgr.GetAPIReader(),
+		Decoder:      admission.NewDecoder(mgr.GetScheme()),
+		Image:        o.sidecarImage,
+		PullPolicy:   corev1.PullPolicy(o.sidecarPull),
+		RedisAddr:    o.sidecarRedis,
+		ExtraArgs:    strings.Fields(o.sidecarArgs),
+		KeysSecret:   o.sidecarKeysSecret,
+		Resources:    res,
+		GoMaxProcs:   o.sidecarGoMaxProcs,
+		ProbeCommand: strings.Fields(o.sidecarProbe),
 	}
 	mgr.GetWebhookServer().Register(nnwebhook.Path, &webhook.Admission{Handler: inj})
 
@@ -214,8 +225,8 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, o *options, res *corev1
 		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 			hosts = append(hosts, "127.0.0.1")
 		}
-		if ca, err = nnwebhook.EnsureCerts(o.webhookCertDir, hosts); err != nil {
-			return fmt.Errorf("webhook certs: %w", err)
+		if ca, err = ensureCerts(ctx, mgr, o, hosts); err != nil {
+			return err
 		}
 		target.URL = strings.TrimRight(o.webhookURL, "/")
 	case o.webhookService != "":
@@ -225,8 +236,8 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, o *options, res *corev1
 		}
 		target.ServiceNamespace, target.ServiceName = ns, name
 		svcHost := name + "." + ns + ".svc"
-		if ca, err = nnwebhook.EnsureCerts(o.webhookCertDir, []string{svcHost, name + "." + ns + ".svc.cluster.local"}); err != nil {
-			return fmt.Errorf("webhook certs: %w", err)
+		if ca, err = ensureCerts(ctx, mgr, o, []string{svcHost, name + "." + ns + ".svc.cluster.local"}); err != nil {
+			return err
 		}
 	default:
 		return nil // registration is done elsewhere (e.g. by a chart with its own CA)
@@ -238,6 +249,11 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, o *options, res *corev1
 	target.ConfigName, target.Namespace = o.webhookConfigName, o.namespace
 	if err := nnwebhook.Register(ctx, c, target, ca); err != nil {
 		return err
+	}
+	if o.webhookCertSecret != "" {
+		if err := addCertRotation(mgr, c, o, target, ca); err != nil {
+			return err
+		}
 	}
 	klog.FromContext(ctx).Info("webhook registered", "config", o.webhookConfigName, "url", target.URL, "service", o.webhookService)
 	return nil

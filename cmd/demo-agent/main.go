@@ -1,8 +1,9 @@
-// Command demo-agent is an OpenAI-compatible mock model server for NeuroNetes demos and e2e
-// tests. It streams tokens at a configurable rate with a TTFT that grows with the queue and the
-// context length, exports vLLM's metric names plus the seed's neuronetes_* names, reads a weights
-// file at start (to show warm versus cold loading), and keeps session memory in the NeuroNetes
-// sidecar when NEURONETES_SIDECAR_URL is set.
+// Command demo-agent is NeuroNetes' stand-in for a model server in demos, e2e tests and
+// benchmarks: an OpenAI-compatible server over a model of an inference engine with continuous
+// batching, a prefix KV cache of fixed-size token blocks with LRU eviction, prefill time for the
+// prompt tokens not in the cache, timed decode, and vLLM's metric names (see docs/demo-agent.md).
+// It reads a weights file at start (to show warm versus cold loading) and keeps session memory in
+// the NeuroNetes sidecar when NEURONETES_SIDECAR_URL is set.
 package main
 
 import (
@@ -17,6 +18,11 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/neuronetes/neuronetes/demoagent/engine"
+	"github.com/neuronetes/neuronetes/demoagent/server"
 )
 
 func main() {
@@ -40,49 +46,96 @@ func loadWeights(path string) (int64, time.Duration, error) {
 	return n, time.Since(start), nil
 }
 
-func run() error {
-	var (
-		listen     = flag.String("listen", ":8000", "HTTP listen address")
-		model      = flag.String("model", "demo-model", "model name reported by the API and metrics")
-		class      = flag.String("agent-class", os.Getenv("NEURONETES_AGENT_CLASS"), "agent class label of the metrics")
-		tokenRate  = flag.Float64("token-rate", 50, "generated tokens per second per request")
-		ttftBase   = flag.Duration("ttft-base", 50*time.Millisecond, "TTFT with an empty queue and no context")
-		ttftQueued = flag.Duration("ttft-per-queued", 20*time.Millisecond, "TTFT added per queued request ahead")
-		ttft1k     = flag.Duration("ttft-per-1k-context", 10*time.Millisecond, "TTFT added per 1000 context tokens")
-		maxRunning = flag.Int("max-running", 4, "requests generating at once; more are queued")
-		weights    = flag.String("weights", os.Getenv("NEURONETES_WEIGHTS_PATH"), "weights file read fully at start (optional)")
-		readyDelay = flag.Duration("ready-delay", 0, "extra simulated load time before /readyz succeeds")
-		sidecarURL = flag.String("sidecar-url", os.Getenv("NEURONETES_SIDECAR_URL"), "sidecar base URL; empty disables session memory")
-		drain      = flag.Duration("drain-timeout", 25*time.Second, "time open streams get to finish after SIGTERM")
-	)
-	flag.Parse()
+// options are the command line.
+type options struct {
+	listen, weights string
+	readyDelay      time.Duration
+	drain           time.Duration
+	kvTokens        int
+	failMode        string
+	eng             engine.Config
+	srv             server.Config
+}
 
-	m := newAgentMetrics(*model, *class)
-	s := &server{
-		eng: newEngine(engineConfig{tokenRate: *tokenRate, ttftBase: *ttftBase, ttftPerQueued: *ttftQueued,
-			ttftPer1kTokens: *ttft1k, maxRunning: *maxRunning}, m),
-		m: m, model: *model,
+func parseFlags(args []string) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("demo-agent", flag.ContinueOnError)
+	fs.StringVar(&o.listen, "listen", ":8000", "HTTP listen address")
+	fs.StringVar(&o.srv.Model, "model", "demo-model", "model name reported by the API and metrics")
+	fs.StringVar(&o.srv.AgentClass, "agent-class", os.Getenv("NEURONETES_AGENT_CLASS"), "agent class label of the neuronetes_* metrics")
+	fs.IntVar(&o.eng.Slots, "max-running", 4, "sequences in the batch at once (vLLM's max_num_seqs); more wait")
+	fs.Float64Var(&o.eng.DecodeRate, "token-rate", 50, "generated tokens per second of each sequence")
+	fs.Float64Var(&o.eng.PrefillRate, "prefill-rate", 20000, "prompt tokens per second of prefill, for the tokens not in the prefix cache; prefills run one at a time")
+	fs.DurationVar(&o.eng.FirstTokenOverhead, "ttft-base", 50*time.Millisecond, "time from the end of prefill to the first token")
+	fs.IntVar(&o.eng.BlockSize, "block-size", 16, "tokens per KV cache block")
+	fs.IntVar(&o.kvTokens, "kv-cache-tokens", 262144, "KV cache capacity in tokens (rounded down to whole blocks)")
+	fs.BoolVar(&o.eng.PrefixCaching, "prefix-caching", true, "keep computed blocks for prompts that share a prefix")
+	fs.IntVar(&o.srv.DefaultMaxTokens, "default-max-tokens", 16, "output tokens of a request that sets no max_tokens")
+	fs.Int64Var(&o.srv.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body accepted")
+	fs.Float64Var(&o.srv.FailRate, "fail-rate", 0, "share of requests (0-1) failed on purpose, evenly spread")
+	fs.StringVar(&o.failMode, "fail-mode", string(server.FailStatus), "how failed requests fail: status (HTTP 500 before any token), midstream (error event after half the tokens), disconnect (connection dropped after half the tokens)")
+	fs.BoolVar(&o.srv.ToolCalls, "tool-calls", false, "answer chat requests that list tools with a call of the chosen tool")
+	fs.StringVar(&o.weights, "weights", os.Getenv("NEURONETES_WEIGHTS_PATH"), "weights file read fully at start (optional)")
+	fs.DurationVar(&o.readyDelay, "ready-delay", 0, "extra simulated load time before /readyz succeeds")
+	fs.StringVar(&o.srv.SidecarURL, "sidecar-url", os.Getenv("NEURONETES_SIDECAR_URL"), "sidecar base URL; empty disables session memory")
+	fs.DurationVar(&o.drain, "drain-timeout", 25*time.Second, "time open streams get to finish after SIGTERM")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
 	}
-	if *sidecarURL != "" {
-		s.sidecar = newSidecarClient(*sidecarURL, m)
+	if o.eng.BlockSize < 1 {
+		return nil, fmt.Errorf("--block-size must be at least 1, got %d", o.eng.BlockSize)
 	}
-	srv := &http.Server{Addr: *listen, Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	o.eng.Blocks = o.kvTokens / o.eng.BlockSize
+	mode, err := server.ParseFailMode(o.failMode)
+	if err != nil {
+		return nil, fmt.Errorf("--fail-mode: %w", err)
+	}
+	o.srv.FailMode = mode
+	if err := o.eng.Validate(); err != nil {
+		return nil, fmt.Errorf("engine flags: %w", err)
+	}
+	if err := o.srv.Validate(); err != nil {
+		return nil, fmt.Errorf("server flags: %w", err)
+	}
+	return o, nil
+}
+
+func run() error {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		return err
+	}
+	clk := clock.RealClock{}
+	eng, err := engine.New(o.eng, clk)
+	if err != nil {
+		return err
+	}
+	s, err := server.New(o.srv, eng, clk)
+	if err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go eng.Run(ctx)
+
+	srv := &http.Server{Addr: o.listen, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	log.Printf("demo-agent listening on %s (model %s, sidecar %q)", *listen, *model, *sidecarURL)
+	log.Printf("demo-agent listening on %s (model %s, %d slots, KV cache %d blocks of %d tokens, sidecar %q)",
+		o.listen, o.srv.Model, o.eng.Slots, o.eng.Blocks, o.eng.BlockSize, o.srv.SidecarURL)
 
 	go func() {
-		if *weights != "" {
-			n, d, err := loadWeights(*weights)
+		if o.weights != "" {
+			n, d, err := loadWeights(o.weights)
 			if err != nil {
 				errc <- err
 				return
 			}
-			m.weightsLoadS.Set(d.Seconds())
+			s.ObserveWeightsLoad(d)
 			log.Printf("weights loaded: %d bytes in %s (%.1f MiB/s)", n, d, float64(n)/(1<<20)/max(d.Seconds(), 1e-9))
 		}
-		time.Sleep(*readyDelay)
-		s.ready.Store(true)
+		time.Sleep(o.readyDelay)
+		s.SetReady(true)
 		log.Printf("ready")
 	}()
 
@@ -95,10 +148,10 @@ func run() error {
 		}
 		return err
 	case got := <-sig:
-		log.Printf("%s: draining open requests for up to %s", got, *drain)
-		s.ready.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), *drain)
+		log.Printf("%s: draining open requests for up to %s", got, o.drain)
+		s.SetReady(false)
+		dctx, cancel := context.WithTimeout(context.Background(), o.drain)
 		defer cancel()
-		return srv.Shutdown(ctx)
+		return srv.Shutdown(dctx)
 	}
 }

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -67,9 +68,14 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	if err := run(*n, *dir, *cdiDir, *nvmlSpec, *breakdown, *inPlace); err != nil {
+		if errors.Is(err, errMissed) { // the verdict line said so
+			pprof.StopCPUProfile()
+			os.Exit(1)
+		}
 		fmt.Fprintln(os.Stderr, "driver-bench:", err)
+		fmt.Printf("verdict: NOT MEASURED: %v\n", err)
 		pprof.StopCPUProfile()
-		os.Exit(1)
+		os.Exit(2)
 	}
 }
 
@@ -308,6 +314,10 @@ func run(n int, dir, cdiDir, nvmlSpec string, breakdown, inPlace bool) error {
 		row("  dynamic MIG, plugin call w/o gRPC", migDirect)
 	}
 	fmt.Printf("target: prepare p50 <= 3.00x baseline p50\n")
+	wholeX, migX := float64(quantile(whole, 0.5))/float64(bp50), 0.0
+	if len(mig) > 0 {
+		migX = float64(quantile(mig, 0.5)) / float64(bp50)
+	}
 	if len(steps) > 0 {
 		bp50, bp99 = quantile(stepBase, 0.5), quantile(stepBase, 0.99)
 		fmt.Printf("where the time goes (each step on its own, in a second pass; ratios to that pass's baseline):\n")
@@ -316,5 +326,26 @@ func run(n int, dir, cdiDir, nvmlSpec string, breakdown, inPlace bool) error {
 			row("  "+s.name, stepLat[i])
 		}
 	}
+	return verdict(wholeX, migX, len(mig) > 0)
+}
+
+// errMissed means the run measured a prepare p50 over its target; the verdict line says which.
+var errMissed = errors.New("target missed")
+
+// verdict prints the verdict line (the run's last) for the prepare p50 ratios and returns errMissed
+// when one is over 3x.
+func verdict(wholeX, migX float64, haveMIG bool) error {
+	const target = 3.0
+	res := fmt.Sprintf("prepare p50 whole GPU %.2fx", wholeX)
+	ok := wholeX <= target
+	if haveMIG {
+		res += fmt.Sprintf(", dynamic MIG %.2fx", migX)
+		ok = ok && migX <= target
+	}
+	if !ok {
+		fmt.Printf("verdict: NOT MET: %s (target <= %.2fx)\n", res, target)
+		return errMissed
+	}
+	fmt.Printf("verdict: MET: %s (target <= %.2fx)\n", res, target)
 	return nil
 }

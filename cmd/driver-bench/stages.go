@@ -59,11 +59,15 @@ func stages(e stageEnv) ([]stage, error) {
 	}
 	pid, pl := prof.ID, prof.Placements[2]
 	store := &checkpoint.Store{Path: filepath.Join(e.dir, "stage-checkpoint.json"), BootID: checkpoint.BootID(), InPlace: e.inPlace}
+	w, err := cdi.NewWriter(e.cdiDir)
+	if err != nil {
+		return nil, err
+	}
 	data := checkpoint.Data{Claims: map[string]checkpoint.Claim{"stage-uid": {
 		UID: "stage-uid", Namespace: "bench", Name: "stage", State: checkpoint.PrepareCompleted,
 		Devices: []checkpoint.Device{{Requests: []string{"gpu"}, Pool: node, Name: "gpu-5-mig-1g-10gb-p2", GPUUUID: "GPU-stage",
 			MIGProfileID: &pid, Placement: &pl, Dynamic: true, MIG: &model.MIGInstance{ProfileID: pid, GIID: 9, CIID: 0, Placement: pl, UUID: "MIG-stage"},
-			CDIDeviceIDs: []string{cdi.DeviceID("stage-uid", "gpu-5-mig-1g-10gb-p2"), cdi.ClaimDeviceID("stage-uid")}}},
+			CDIDeviceIDs: []string{w.DeviceID("stage-uid", "gpu-5-mig-1g-10gb-p2"), w.ClaimDeviceID("stage-uid")}}},
 	}}}
 	if err := store.Save(data); err != nil {
 		return nil, err
@@ -71,10 +75,6 @@ func stages(e stageEnv) ([]stage, error) {
 	saveName := "checkpoint save (1 claim, temp+fsync+rename)"
 	if e.inPlace {
 		saveName = "checkpoint save (1 claim, in place, fdatasync)"
-	}
-	w, err := cdi.NewWriter(e.cdiDir)
-	if err != nil {
-		return nil, err
 	}
 	gpu := g.UUID
 	return []stage{

@@ -1,9 +1,11 @@
-// Command driver is the NeuroNetes DRA GPU kubelet plugin (driver name gpu.neuronetes.io). It
-// publishes the node's GPUs, static and dynamic MIG devices as ResourceSlices, prepares claims
-// with per-claim CDI specs and a crash-safe checkpoint, and reports device health.
+// Command driver is the NeuroNetes DRA GPU kubelet plugin (driver name gpu.neuronetes.io, or
+// gpu.nvidia.com in NVIDIA compatibility mode). It publishes the node's GPUs, static and dynamic
+// MIG devices as ResourceSlices, prepares claims with per-claim CDI specs and a crash-safe
+// checkpoint, applies GPU sharing (time slices, MPS daemons) and reports device health.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -19,7 +21,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -32,6 +33,7 @@ import (
 	"github.com/neuronetes/neuronetes/driver/model"
 	"github.com/neuronetes/neuronetes/driver/nvml"
 	"github.com/neuronetes/neuronetes/driver/plugin"
+	"github.com/neuronetes/neuronetes/driver/sharing"
 	"github.com/neuronetes/neuronetes/driver/slices"
 )
 
@@ -65,7 +67,8 @@ func run() error {
 		nodeName     = fs.String("node-name", os.Getenv("NODE_NAME"), "node this plugin runs on (env NODE_NAME)")
 		backend      = fs.String("nvml", "", "NVML backend: real or mock:<profile> with profile in "+strings.Join(nvml.MockProfiles(), ",")+" (env "+nvml.EnvBackend+", default real)")
 		kubeconfig   = fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig; empty uses the in-cluster config")
-		pluginDir    = fs.String("plugin-dir", "/var/lib/kubelet/plugins/"+model.DriverName, "plugin data directory (socket, checkpoint)")
+		compat       = fs.Bool("compat", os.Getenv("NEURONETES_COMPAT") == "true", "NVIDIA compatibility mode: driver name and attribute domain "+model.CompatDriverName+", NVIDIA's attribute names; refuses to start while another driver publishes "+model.CompatDriverName+" slices (env NEURONETES_COMPAT=true)")
+		pluginDir    = fs.String("plugin-dir", "", "plugin data directory (socket, checkpoint, MPS directories); default /var/lib/kubelet/plugins/<driver name>")
 		registrarDir = fs.String("registrar-dir", "/var/lib/kubelet/plugins_registry", "kubelet plugin registration directory")
 		cdiDir       = fs.String("cdi-dir", "/var/run/cdi", "directory for the per-claim CDI specs")
 		migMode      = fs.String("mig-mode", envOr("NEURONETES_MIG_MODE", string(slices.MIGDynamic)), "MIG publishing: dynamic, static or none")
@@ -77,12 +80,23 @@ func run() error {
 		syncDir      = fs.Bool("checkpoint-sync-dir", false, "also fsync the checkpoint directory after each rename of the checkpoint file (not needed for correctness: state is rolled back after a reboot)")
 		inPlace      = fs.Bool("checkpoint-in-place", true, "save the checkpoint by overwriting the older of its two checksummed slots with one fdatasync; false: write a temp file, fsync and rename it on every save (same old-or-new guarantee, about 1.5x slower prepares)")
 		infoTTL      = fs.Duration("info-xid-ttl", 5*time.Minute, "how long an informational XID taint lasts")
+		refresh      = fs.Duration("refresh-interval", time.Minute, "how often the inventory is re-read (MIG changes, added or removed GPUs); it is also re-read after every health event; 0 disables")
+		nvidiaSMI    = fs.String("nvidia-smi", "", "path of nvidia-smi, run to set time slices (inside --tools-root); default /usr/bin/nvidia-smi with the real backend, none with mocks (time slices are then not applied)")
+		mpsControl   = fs.String("mps-control", "", "path of nvidia-cuda-mps-control, run to start and stop MPS daemons (inside --tools-root); default /usr/bin/nvidia-cuda-mps-control with the real backend, none with mocks")
+		toolsRoot    = fs.String("tools-root", "", "root directory (the host's driver root, mounted into the container) that nvidia-smi and nvidia-cuda-mps-control run in (chroot); default /driver-root with the real backend, none with mocks")
 	)
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
 	if *nodeName == "" {
 		return errors.New("--node-name (or NODE_NAME) is required")
+	}
+	driverName := model.DriverName
+	if *compat {
+		driverName = model.CompatDriverName
+	}
+	if *pluginDir == "" {
+		*pluginDir = "/var/lib/kubelet/plugins/" + driverName
 	}
 	mode := slices.MIGMode(*migMode)
 	switch mode {
@@ -114,6 +128,7 @@ func run() error {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
 	spec := nvml.Spec(*backend)
+	tools := sharingTools(spec, *nvidiaSMI, *mpsControl, *toolsRoot, filepath.Join(*pluginDir, "mps"))
 	b, err := nvml.Open(spec, nvml.Options{StateFile: filepath.Join(*pluginDir, "mock-nvml-state.json"), Seed: *nodeName})
 	if err != nil {
 		return err
@@ -123,24 +138,26 @@ func run() error {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: model.DriverName, Host: *nodeName})
-	nodeRef := &corev1.ObjectReference{Kind: "Node", Name: *nodeName, UID: types.UID(*nodeName)}
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: driverName, Host: *nodeName})
 
 	m := metrics.New()
 	d, err := plugin.Start(ctx, plugin.Options{
 		NodeName:          *nodeName,
+		DriverName:        driverName,
 		Kube:              kube,
 		Backend:           b,
 		PluginDir:         *pluginDir,
 		RegistrarDir:      *registrarDir,
 		CDIDir:            *cdiDir,
-		Slices:            slices.Options{MIG: mode, Profiles: profiles, MIGGPUs: *migGPUs},
+		Slices:            slices.Options{MIG: mode, Profiles: profiles, MIGGPUs: *migGPUs, Compat: *compat},
+		Sharing:           tools,
+		RefreshInterval:   *refresh,
 		PodUID:            *podUID,
 		InfoTTL:           *infoTTL,
 		CheckpointSyncDir: *syncDir,
 		CheckpointInPlace: *inPlace,
 		Metrics:           m,
-		Event:             func(t, reason, msg string) { recorder.Event(nodeRef, t, reason, msg) },
+		Event:             plugin.NodeEvents(ctx, kube, recorder, *nodeName),
 	})
 	if err != nil {
 		return err
@@ -158,6 +175,17 @@ func run() error {
 	<-ctx.Done()
 	logger.Info("Shutting down")
 	return nil
+}
+
+// sharingTools returns the GPU sharing tools: the given paths, or with the real backend the
+// defaults under the driver root; mocks have none unless paths are given (recording stand-ins).
+func sharingTools(backend, smi, mps, root, mpsRoot string) *sharing.Tools {
+	if backend == "real" {
+		smi = cmp.Or(smi, "/usr/bin/nvidia-smi")
+		mps = cmp.Or(mps, "/usr/bin/nvidia-cuda-mps-control")
+		root = cmp.Or(root, "/driver-root")
+	}
+	return &sharing.Tools{NvidiaSMI: smi, MPSControl: mps, Chroot: root, MPSRoot: mpsRoot}
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -16,6 +16,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "probe" {
+		os.Exit(probe(os.Args[2:]))
+	}
 	var cfg app.Config
 	fs := flag.NewFlagSet("sidecar", flag.ExitOnError)
 	klog.InitFlags(fs)

@@ -24,14 +24,8 @@ type sizing struct {
 // resolveSizing applies defaults and clamps spec.replicas to [min, max]. Invariant:
 // 0 <= min <= desired <= max, and max >= 1.
 func resolveSizing(spec *nnv1.AgentPoolSpec) sizing {
-	s := sizing{min: 1, useWarmPool: true, delay: defaultReplenishDelay, batch: defaultBatchSize}
-	if spec.MinReplicas != nil {
-		s.min = max(*spec.MinReplicas, 0)
-	}
-	s.max = max(s.min, 1)
-	if spec.MaxReplicas != nil {
-		s.max = max(*spec.MaxReplicas, s.min, 1)
-	}
+	s := sizing{useWarmPool: true, delay: defaultReplenishDelay, batch: defaultBatchSize}
+	s.min, s.max = spec.ReplicaBounds()
 	s.desired = s.min
 	if spec.Replicas != nil {
 		s.desired = min(max(*spec.Replicas, s.min), s.max)

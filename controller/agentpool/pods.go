@@ -63,6 +63,7 @@ type podBuild struct {
 	claimTemplate string // empty: no GPU claim
 	warmNodeLabel string // empty: no placement preference
 	drainGrace    int64
+	spot          spotPlacement // spotStrategy; disabled: no capacity placement
 }
 
 // buildPod renders the pod of one slot from the AgentClass template.

@@ -207,6 +207,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Desired: size.desired, WarmTarget: size.warmTarget, UseWarmPool: size.useWarmPool,
 		Delay: size.delay, BatchSize: size.batch, LastActivation: lastAct, Now: now, Pods: in,
 	})
+	build.spot = resolveSpot(&pool.Spec, size.desired+size.warmTarget)
+	spotDrain(&plan, byName, in, build.spot)
 	if plan.Changed() {
 		logger.Info("applying plan", "desired", size.desired, "warmTarget", size.warmTarget,
 			"activate", plan.Activate, "createServing", plan.CreateServing, "createWarm", plan.CreateWarm,
@@ -267,12 +269,20 @@ func (r *Reconciler) apply(ctx context.Context, pool *nnv1.AgentPool, plan warmp
 		}
 		delete(byName, name)
 	}
+	spotNow := spotCount(byName, nil) // after the drains above
 	create := func(n int32, state warmpool.State) error {
 		for _, name := range freeSlots(pool.Name, used, int(n)) {
 			used[name] = true
 			pod, err := buildPod(pool, name, state, b)
 			if err != nil {
 				return err
+			}
+			if b.spot.enabled {
+				spot := spotNow < b.spot.limit
+				applySpot(pod, spot, b.spot.instanceTypes)
+				if spot {
+					spotNow++
+				}
 			}
 			if err := controllerutil.SetControllerReference(pool, pod, r.Scheme); err != nil {
 				return fmt.Errorf("owner reference: %w", err)
@@ -397,9 +407,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, orig, pool *nnv1.AgentPool
 		r.setCondition(pool, nnv1.AgentPoolWarmPoolReady, warm >= size.warmTarget, "WarmPods",
 			fmt.Sprintf("%d/%d warm pods ready", warm, size.warmTarget))
 	}
-	if st.DesiredReplicas == 0 {
-		st.DesiredReplicas = size.desired
-	}
+	st.DesiredReplicas = size.desired
 	if r.Metrics != nil {
 		r.Metrics.Replicas.WithLabelValues(pool.Name, pool.Namespace).Set(float64(st.Replicas))
 		r.Metrics.DesiredReplicas.WithLabelValues(pool.Name, pool.Namespace).Set(float64(size.desired))

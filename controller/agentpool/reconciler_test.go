@@ -175,8 +175,8 @@ func TestReconcileWarmPoolLifecycle(t *testing.T) {
 	if res.RequeueAfter != 10*time.Second {
 		t.Errorf("requeue = %v, want replenish delay 10s", res.RequeueAfter)
 	}
-	if st := h.pool().Status; st.WarmActivations != 2 || st.LastActivationTime == nil {
-		t.Errorf("status = %+v", st)
+	if st := h.pool().Status; st.WarmActivations != 2 || st.LastActivationTime == nil || st.DesiredReplicas != 4 {
+		t.Errorf("status = %+v, want 2 activations and desiredReplicas 4 (it follows spec.replicas)", st)
 	}
 
 	// Before the delay nothing is replenished; after it, one pod per batch.
@@ -204,6 +204,9 @@ func TestReconcileWarmPoolLifecycle(t *testing.T) {
 	h.reconcile()
 	if got = h.pods(); len(got["serving"]) != 2 || len(got["warm"]) != 2 {
 		t.Fatalf("after scale down: %v", got)
+	}
+	if st := h.pool().Status; st.DesiredReplicas != 2 {
+		t.Errorf("status.desiredReplicas = %d after the scale-down, want 2", st.DesiredReplicas)
 	}
 }
 
@@ -293,6 +296,8 @@ func TestResolveSizing(t *testing.T) {
 			Autoscaling: &nnv1.AutoscalingSpec{UseWarmPool: ptr.To(true), ReplenishStrategy: &nnv1.ReplenishStrategy{Delay: "30s", BatchSize: ptr.To[int32](2)}}}, 5, 10, 2, 30 * time.Second},
 		{"replicas clamped to max", nnv1.AgentPoolSpec{Replicas: ptr.To[int32](99), MaxReplicas: ptr.To[int32](4)}, 4, 0, 1, 30 * time.Second},
 		{"replicas clamped to min", nnv1.AgentPoolSpec{Replicas: ptr.To[int32](0), MinReplicas: ptr.To[int32](2), MaxReplicas: ptr.To[int32](4)}, 2, 0, 1, 30 * time.Second},
+		{"no maxReplicas: the shared default bound (10), as the autoscaler's", nnv1.AgentPoolSpec{Replicas: ptr.To[int32](7)}, 7, 0, 1, 30 * time.Second},
+		{"no maxReplicas, minReplicas above the default", nnv1.AgentPoolSpec{Replicas: ptr.To[int32](99), MinReplicas: ptr.To[int32](12)}, 12, 0, 1, 30 * time.Second},
 		{"warm pool off", nnv1.AgentPoolSpec{MaxReplicas: ptr.To[int32](10), PrewarmPercent: ptr.To[int32](50),
 			Autoscaling: &nnv1.AutoscalingSpec{UseWarmPool: ptr.To(false)}}, 1, 0, 1, 30 * time.Second},
 	}

@@ -98,21 +98,31 @@ type Loop struct {
 	Lag *LagSource
 	// DefaultNATSURL is used for ToolBindings without queueConfig.url.
 	DefaultNATSURL string
-	// Overrides holds /v1/scale requests.
-	Overrides *scaleapi.Overrides
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Name is the controller name (default "autoscaling"); names are unique per process.
 	Name string
+	// State persists each pool's history and spend (nil: kept in memory only).
+	State StateStore
+	// PersistInterval is the longest a pool's state goes unsaved while it is evaluated (default
+	// DefaultPersistInterval); a scaling decision is saved at once.
+	PersistInterval time.Duration
 
 	mu    sync.Mutex
 	pools map[types.NamespacedName]*poolState
 }
 
 type poolState struct {
-	mu         sync.Mutex
-	policy     scalepolicy.Policy
-	lastEval   time.Time
+	mu       sync.Mutex
+	policy   scalepolicy.Policy
+	lastEval time.Time
+	// seen is the pool as the last evaluation left it (see trigger.go).
+	seen seen
+	// loaded is set once the persisted state was read; restored holds its autoscaler history
+	// until the Autoscaler exists; saved is when the state was last written.
+	loaded     bool
+	restored   *scalepolicy.State
+	saved      time.Time
 	a          *scalepolicy.Autoscaler
 	coll       Collector
 	meter      scalepolicy.CostMeter
@@ -132,7 +142,7 @@ func (l *Loop) SetupWithManager(mgr ctrl.Manager) error {
 		name = "autoscaling"
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.AgentPool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.AgentPool{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, overrideChanged))).
 		Named(name).
 		Complete(l)
 }
@@ -191,10 +201,18 @@ func (l *Loop) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 	st := l.state(req.NamespacedName)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	// Our own spec.replicas write bumps the generation and comes back at once:
+	// Our own spec.replicas write bumps the generation and comes back at once: unless something
+	// else changed (spec.replicas written by someone else, the policy, a scale override),
 	// evaluations keep at least half a period apart.
-	if since := l.now().Sub(st.lastEval); !st.lastEval.IsZero() && since < l.period()/2 {
+	if !st.loaded {
+		l.load(ctx, &pool, st)
+	}
+	tr := st.seen.compare(&pool)
+	if since := l.now().Sub(st.lastEval); tr.reason == "" && !st.lastEval.IsZero() && since < l.period()/2 {
 		return ctrl.Result{RequeueAfter: l.period() - since}, nil
+	}
+	if tr.reason != "" {
+		logger.V(2).Info("Evaluating at once", "why", tr.reason)
 	}
 	st.lastEval = l.now()
 	d, err := l.evaluate(ctx, &pool, st)
@@ -204,6 +222,9 @@ func (l *Loop) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 		return ctrl.Result{RequeueAfter: l.period()}, nil
 	}
 	l.Metrics.observe(&pool, d)
+	if tr.external {
+		l.manualScale(ctx, &pool, d)
+	}
 	if d.Changed() {
 		w := l.Writer
 		if w == nil {
@@ -220,7 +241,10 @@ func (l *Loop) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 		}
 		l.Recorder.Eventf(&pool, corev1.EventTypeNormal, reason, "%s (%s; from warm %d, cold %d)", d.Message, d.Reason, d.FromWarm, d.Cold)
 		logger.Info("Scaled pool", "from", d.Current, "to", d.Desired, "reason", d.Reason, "fromWarm", d.FromWarm, "cold", d.Cold)
-	} else if d.Reason != st.lastReason {
+	}
+	st.seen = seen{known: true, replicas: d.Desired, spec: specDigest(&pool), override: pool.Annotations[scaleapi.OverrideAnnotation]}
+	l.persist(ctx, &pool, st, d.Changed())
+	if !d.Changed() && d.Reason != st.lastReason {
 		// Held decisions are recorded when their reason changes (every one is counted in the metrics).
 		l.Recorder.Eventf(&pool, corev1.EventTypeNormal, "ScaleHeld", "%s (%s)", d.Message, d.Reason)
 	}
@@ -264,6 +288,10 @@ func (l *Loop) evaluate(ctx context.Context, pool *v1alpha1.AgentPool, st *poolS
 		if err != nil {
 			return scalepolicy.Decision{}, fmt.Errorf("spec.autoscaling: %w", err)
 		}
+		if st.restored != nil {
+			a.Restore(*st.restored)
+			st.restored = nil
+		}
 		st.a, st.policy = a, policy
 	}
 	st.meter.CostPerReplicaHour = policy.Cost.CostPerReplicaHour
@@ -281,19 +309,12 @@ func (l *Loop) evaluate(ctx context.Context, pool *v1alpha1.AgentPool, st *poolS
 	l.external(ctx, pool, obs, now)
 	lag := l.queueLag(ctx, pool, bindings)
 
-	// Unset spec.replicas means minReplicas, as the reconciler reads it.
-	cur := policy.MinReplicas
-	if pool.Spec.Replicas != nil {
-		cur = *pool.Spec.Replicas
-	}
 	in := scalepolicy.Input{
-		Now: now, CurrentReplicas: cur, ReadyReplicas: int32(obs.Reporting), WarmReplicas: pool.Status.WarmReplicas,
+		Now: now, CurrentReplicas: currentReplicas(pool), ReadyReplicas: int32(obs.Reporting), WarmReplicas: pool.Status.WarmReplicas,
 		Metrics: obs.Metrics, QueueLag: lag,
 		SpentToday: st.meter.Observe(now, pool.Status.Replicas+pool.Status.WarmReplicas),
 	}
-	if l.Overrides != nil {
-		in.Override = l.Overrides.Get(types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}, now)
-	}
+	in.Override = l.override(ctx, pool, now)
 	return st.a.Decide(in), nil
 }
 
@@ -383,8 +404,9 @@ func (l *Loop) queueLag(ctx context.Context, pool *v1alpha1.AgentPool, bindings 
 	var sum int64
 	for _, b := range lb {
 		q := b.Spec.QueueConfig
-		if q.Provider != "" && q.Provider != "nats" {
-			klog.FromContext(ctx).V(2).Info("Unsupported queue provider", "toolbinding", b.Name, "provider", q.Provider)
+		if q.Provider != "" && !ServedProviders[q.Provider] {
+			// The binding's ProviderServed condition says so (BindingReconciler).
+			klog.FromContext(ctx).Info("Queue provider not served: lag unknown", "toolbinding", b.Name, "provider", q.Provider)
 			return -1
 		}
 		url := q.URL
@@ -411,7 +433,7 @@ func (l *Loop) queueLag(ctx context.Context, pool *v1alpha1.AgentPool, bindings 
 // httpClient is the default scrape client.
 var httpClient = &http.Client{Timeout: 3 * time.Second}
 
-// NewLoop returns a Loop with default scraping, NATS lag and overrides.
-func NewLoop(natsURL string, prom *PromSource, m *Metrics, o *scaleapi.Overrides) *Loop {
-	return &Loop{Scraper: Scraper{Client: httpClient}, Lag: &LagSource{}, DefaultNATSURL: natsURL, Prom: prom, Metrics: m, Overrides: o}
+// NewLoop returns a Loop with default scraping and NATS lag.
+func NewLoop(natsURL string, prom *PromSource, m *Metrics) *Loop {
+	return &Loop{Scraper: Scraper{Client: httpClient}, Lag: &LagSource{}, DefaultNATSURL: natsURL, Prom: prom, Metrics: m}
 }

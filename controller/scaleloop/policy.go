@@ -11,12 +11,6 @@ import (
 	"github.com/neuronetes/neuronetes/controller/scalepolicy"
 )
 
-// Defaults used when the AgentPool leaves a bound unset.
-const (
-	DefaultMinReplicas = 1
-	DefaultMaxReplicas = 10
-)
-
 // PolicyFromAgentPool builds the decision policy of a pool from its spec, its
 // AgentClass (SLO TTFT and cost per replica-hour; may be nil) and the
 // ToolBindings that reference it (queue lag; those without autoscaleOnLag are
@@ -25,15 +19,12 @@ const (
 // maxChangeAbsolute as caps), season 24h, targetThroughput 1.
 func PolicyFromAgentPool(pool *v1alpha1.AgentPool, class *v1alpha1.AgentClass, bindings []*v1alpha1.ToolBinding) (scalepolicy.Policy, error) {
 	s := pool.Spec
-	p := scalepolicy.Policy{MinReplicas: DefaultMinReplicas, MaxReplicas: DefaultMaxReplicas}
-	if s.MinReplicas != nil {
-		p.MinReplicas = *s.MinReplicas
+	p := scalepolicy.Policy{}
+	if s.MinReplicas != nil && s.MaxReplicas != nil && *s.MaxReplicas < *s.MinReplicas {
+		return p, fmt.Errorf("spec.maxReplicas: must be >= spec.minReplicas (%d), got %d", *s.MinReplicas, *s.MaxReplicas)
 	}
-	if s.MaxReplicas != nil {
-		p.MaxReplicas = *s.MaxReplicas
-	} else {
-		p.MaxReplicas = max(p.MaxReplicas, p.MinReplicas)
-	}
+	// The same bounds as the reconciler's (v1alpha1.ReplicaBounds).
+	p.MinReplicas, p.MaxReplicas = s.ReplicaBounds()
 	as := s.Autoscaling
 	if as == nil {
 		as = &v1alpha1.AutoscalingSpec{}

@@ -44,7 +44,7 @@ spec:
     costConstraints:
       maxCostPerHour: 100.0
       dailyBudget: 1000.0
-      onBudgetExceeded: [scale-to-min, enable-spot]
+      onBudgetExceeded: [scale-to-min]
 `
 
 const seedClass = `
@@ -101,7 +101,7 @@ func TestPolicyFromAgentPool(t *testing.T) {
 		{"schedule", p.Predictive.Schedules[0].Replicas, int32(20)},
 		{"cost", p.Cost.CostPerReplicaHour, 4.5},
 		{"budget", p.Cost.DailyBudget, 1000.0},
-		{"actions", len(p.Cost.OnBudgetExceeded), 2},
+		{"actions", len(p.Cost.OnBudgetExceeded), 1},
 		{"lag", p.Lag, scalepolicy.QueueLag{Enabled: true, MaxLagThreshold: 100, PrefetchCount: 10}},
 	}
 	for _, c := range checks {
@@ -134,9 +134,12 @@ func TestPolicyFromAgentPoolErrors(t *testing.T) {
 			}
 		})
 	}
-	p, err := PolicyFromAgentPool(mustPool(t, "spec: {}"), nil, nil)
-	if err != nil || p.MinReplicas != DefaultMinReplicas || p.MaxReplicas != DefaultMaxReplicas {
-		t.Fatalf("defaults: %+v, %v", p, err)
+	// The bounds' defaults are the reconciler's (v1alpha1.ReplicaBounds; its TestResolveSizing).
+	for spec, want := range map[string][2]int32{"spec: {}": {1, 10}, "spec: {minReplicas: 12}": {12, 12}, "spec: {minReplicas: 0, maxReplicas: 3}": {0, 3}} {
+		p, err := PolicyFromAgentPool(mustPool(t, spec), nil, nil)
+		if err != nil || p.MinReplicas != want[0] || p.MaxReplicas != want[1] {
+			t.Fatalf("%s: bounds [%d,%d] (%v), want %v", spec, p.MinReplicas, p.MaxReplicas, err, want)
+		}
 	}
 }
 

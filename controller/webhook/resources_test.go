@@ -62,7 +62,7 @@ func TestSidecarResourcesAndQoS(t *testing.T) {
 			if ok, err := tt.injector.Mutate(pod, nil); !ok || err != nil {
 				t.Fatalf("Mutate = %v, %v", ok, err)
 			}
-			sc := pod.Spec.Containers[1]
+			sc := pod.Spec.InitContainers[0]
 			if !equalList(sc.Resources.Requests, tt.wantReq) || !equalList(sc.Resources.Limits, tt.wantLimits) {
 				t.Errorf("sidecar resources %v / %v, want %v / %v", sc.Resources.Requests, sc.Resources.Limits, tt.wantReq, tt.wantLimits)
 			}

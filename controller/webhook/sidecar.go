@@ -61,7 +61,15 @@ type Injector struct {
 	// GoMaxProcs is the sidecar's GOMAXPROCS; 0 leaves Go's default (the CPU limit, else the
 	// node's CPUs). Use DefaultGoMaxProcs.
 	GoMaxProcs int
+	// ProbeCommand is the exec startup and readiness probe of the sidecar (DefaultProbeCommand:
+	// the sidecar binary's probe mode, since it listens on loopback and the kubelet's HTTP probes
+	// reach the pod IP); empty injects no probe, and the agent then starts as soon as the sidecar's
+	// process runs.
+	ProbeCommand []string
 }
+
+// DefaultProbeCommand runs the sidecar image's own binary in probe mode against its /healthz.
+var DefaultProbeCommand = []string{"/sidecar", "probe", SidecarURL + "/healthz"}
 
 // wantsSidecar reports whether the pod opted in: it belongs to an AgentClass or carries the
 // opt-in label.
@@ -75,7 +83,7 @@ func injected(pod *corev1.Pod) bool {
 	if pod.Annotations[nnv1.SidecarInjectedAnnotation] != "" {
 		return true
 	}
-	for _, c := range pod.Spec.Containers {
+	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
 		if c.Name == SidecarContainerName {
 			return true
 		}
@@ -118,7 +126,10 @@ func (i *Injector) Handle(ctx context.Context, req admission.Request) admission.
 }
 
 // Mutate injects the sidecar, its volumes and the agents' env into pod. It returns false when the
-// pod did not opt in, opted out through its class, or already has the sidecar.
+// pod did not opt in, opted out through its class, or already has the sidecar. The sidecar is a
+// native sidecar: the first init container, with restartPolicy Always and a startup probe, so the
+// kubelet starts the agent containers only once it answers, keeps it running beside them, and
+// stops it after them.
 func (i *Injector) Mutate(pod *corev1.Pod, cfg *nnv1.SidecarConfig) (bool, error) {
 	if !wantsSidecar(pod) || injected(pod) {
 		return false, nil
@@ -184,7 +195,14 @@ func (i *Injector) Mutate(pod *corev1.Pod, cfg *nnv1.SidecarConfig) (bool, error
 		c.Env = setEnv(c.Env, "NEURONETES_SIDECAR_SOCKET", SocketPath)
 		c.VolumeMounts = append(c.VolumeMounts, runMount)
 	}
-	pod.Spec.Containers = append(pod.Spec.Containers, sc)
+	always := corev1.ContainerRestartPolicyAlways
+	sc.RestartPolicy = &always
+	if len(i.ProbeCommand) > 0 {
+		exec := corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: append([]string(nil), i.ProbeCommand...)}}
+		sc.StartupProbe = &corev1.Probe{ProbeHandler: exec, PeriodSeconds: 1, TimeoutSeconds: 2, FailureThreshold: 120}
+		sc.ReadinessProbe = &corev1.Probe{ProbeHandler: exec, PeriodSeconds: 10, TimeoutSeconds: 2, FailureThreshold: 3}
+	}
+	pod.Spec.InitContainers = append([]corev1.Container{sc}, pod.Spec.InitContainers...)
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}

@@ -36,18 +36,18 @@ func TestMutate(t *testing.T) {
 		containers int
 		volumes    int
 	}{
-		{"agentclass pod", agentPod(map[string]string{nnv1.AgentClassLabel: "c"}, nil, "agent"), nil, true, 2, 1},
-		{"opt-in label", agentPod(map[string]string{nnv1.InjectSidecarLabel: "true"}, nil, "agent"), nil, true, 2, 1},
+		{"agentclass pod", agentPod(map[string]string{nnv1.AgentClassLabel: "c"}, nil, "agent"), nil, true, 1, 1},
+		{"opt-in label", agentPod(map[string]string{nnv1.InjectSidecarLabel: "true"}, nil, "agent"), nil, true, 1, 1},
 		{"opt-in label false", agentPod(map[string]string{nnv1.InjectSidecarLabel: "false"}, nil, "agent"), nil, false, 1, 0},
 		{"no label", agentPod(nil, nil, "agent"), nil, false, 1, 0},
 		{"already annotated", agentPod(map[string]string{nnv1.AgentClassLabel: "c"}, map[string]string{nnv1.SidecarInjectedAnnotation: "img"}, "agent"), nil, false, 1, 0},
 		{"already has container", agentPod(map[string]string{nnv1.AgentClassLabel: "c"}, nil, "agent", SidecarContainerName), nil, false, 2, 0},
 		{"class opts out", agentPod(map[string]string{nnv1.AgentClassLabel: "c"}, nil, "agent"), &nnv1.SidecarConfig{Inject: &off}, false, 1, 0},
-		{"class keys secret", agentPod(map[string]string{nnv1.AgentClassLabel: "c"}, nil, "agent"), &nnv1.SidecarConfig{KeysSecretName: "k", RedisAddr: "10.88.0.1:6379"}, true, 2, 2},
+		{"class keys secret", agentPod(map[string]string{nnv1.AgentClassLabel: "c"}, nil, "agent"), &nnv1.SidecarConfig{KeysSecretName: "k", RedisAddr: "10.88.0.1:6379"}, true, 1, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			inj := &Injector{RedisAddr: "default:6379"}
+			inj := &Injector{RedisAddr: "default:6379", ProbeCommand: DefaultProbeCommand}
 			got, err := inj.Mutate(tt.pod, tt.cfg)
 			if err != nil || got != tt.want {
 				t.Fatalf("Mutate = %v, %v; want %v", got, err, tt.want)
@@ -61,9 +61,19 @@ func TestMutate(t *testing.T) {
 			if !got {
 				return
 			}
-			agent, sc := tt.pod.Spec.Containers[0], tt.pod.Spec.Containers[1]
+			if len(tt.pod.Spec.InitContainers) != 1 {
+				t.Fatalf("init containers = %d, want the sidecar", len(tt.pod.Spec.InitContainers))
+			}
+			agent, sc := tt.pod.Spec.Containers[0], tt.pod.Spec.InitContainers[0]
 			if sc.Name != SidecarContainerName || sc.Image != DefaultSidecarImage {
 				t.Errorf("sidecar = %s %s", sc.Name, sc.Image)
+			}
+			// A native sidecar: restarted as a sidecar, started (its probe passing) before the agent.
+			if sc.RestartPolicy == nil || *sc.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+				t.Errorf("sidecar restartPolicy = %v, want Always (a native sidecar)", sc.RestartPolicy)
+			}
+			if sc.StartupProbe == nil || sc.StartupProbe.Exec == nil || len(sc.StartupProbe.Exec.Command) < 2 || sc.StartupProbe.Exec.Command[1] != "probe" {
+				t.Errorf("sidecar startupProbe = %+v, want the exec probe", sc.StartupProbe)
 			}
 			env := map[string]corev1.EnvVar{}
 			for _, e := range sc.Env {
@@ -82,7 +92,7 @@ func TestMutate(t *testing.T) {
 			}
 			// Idempotence: a second pass changes nothing.
 			again, _ := inj.Mutate(tt.pod, tt.cfg)
-			if again || len(tt.pod.Spec.Containers) != tt.containers {
+			if again || len(tt.pod.Spec.Containers) != tt.containers || len(tt.pod.Spec.InitContainers) != 1 {
 				t.Errorf("second Mutate changed the pod")
 			}
 		})
@@ -107,7 +117,7 @@ func TestMutateDefaultKeysSecret(t *testing.T) {
 	if secret != "default-keys" {
 		t.Fatalf("keys secret = %q, want default-keys", secret)
 	}
-	sc := pod.Spec.Containers[1]
+	sc := pod.Spec.InitContainers[0]
 	if m := sc.VolumeMounts[len(sc.VolumeMounts)-1]; m.MountPath != KeysDir || !m.ReadOnly {
 		t.Errorf("keys mount = %+v", m)
 	}

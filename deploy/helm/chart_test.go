@@ -39,6 +39,7 @@ func TestChartCopiesMatchSources(t *testing.T) {
 	for _, tc := range []struct{ src, dst string }{
 		{"deploy/crds", "deploy/helm/neuronetes/crds"},
 		{"deploy/deviceclasses", "deploy/helm/neuronetes/files/deviceclasses"},
+		{"deploy/deviceclasses/compat", "deploy/helm/neuronetes/files/deviceclasses/compat"},
 	} {
 		root := repoRoot(t)
 		src, err := filepath.Glob(filepath.Join(root, tc.src, "*.yaml"))
@@ -170,7 +171,23 @@ func TestChartRender(t *testing.T) {
 			if ck := contains(args(container(ds, "nodeagent")), "--checkpoint-enabled=true"); ck != (vs.name == "checkpoint-s3") {
 				t.Errorf("nodeagent --checkpoint-enabled present=%v in set %s", ck, vs.name)
 			}
-			if sw := contains(ctrl, "--scale-webhook-token-file=/etc/neuronetes/scale-webhook/token"); sw != (vs.name == "scale-webhook") {
+			wantProbe := "--sidecar-probe-command=/sidecar probe http://127.0.0.1:7070/healthz"
+			if vs.name == "kind" {
+				wantProbe = "--sidecar-probe-command=/usr/local/bin/app probe http://127.0.0.1:7070/healthz"
+			}
+			if webhookOn := vs.name != "no-webhook"; contains(ctrl, wantProbe) != webhookOn {
+				t.Errorf("controller args %v: want %s (webhook on: %v)", ctrl, wantProbe, webhookOn)
+			}
+			// tls.mode=controller (the default; production-example uses its own Secret): every replica
+			// shares the pair of one Secret.
+			shared := vs.name != "helm-tls" && vs.name != "no-webhook" && vs.name != "production"
+			if cs := contains(ctrl, "--webhook-cert-secret=neuronetes-system/nn-neuronetes-webhook-tls"); cs != shared {
+				t.Errorf("--webhook-cert-secret present=%v in set %s, want %v (args %v)", cs, vs.name, shared, ctrl)
+			}
+			if r := find(objs, "Role", "nn-neuronetes-controller-webhook-tls"); (r != nil) != shared {
+				t.Errorf("webhook TLS Role rendered=%v in set %s, want %v", r != nil, vs.name, shared)
+			}
+			if sw := contains(ctrl, "--scale-webhook-tokens-file=/etc/neuronetes/scale-webhook/tokens"); sw != (vs.name == "scale-webhook") {
 				t.Errorf("scale webhook token flag present=%v in set %s", sw, vs.name)
 			}
 			if vs.name == "production" && find(objs, "ServiceMonitor", "nn-neuronetes-controller") == nil {
@@ -216,6 +233,7 @@ func TestChartRefusesUnsafeCombinations(t *testing.T) {
 		{"servicemonitor without CRD", nil, []string{`monitoring={"serviceMonitor":{"enabled":true}}`}, "monitoring.coreos.com/v1"},
 		{"mlock unprivileged", nil, []string{`nodeagent={"mlockBudget":"8Gi","privileged":false}`}, "nodeagent.privileged=true"},
 		{"scale webhook without token", nil, []string{`autoscaler={"scaleWebhook":{"enabled":true}}`}, "autoscaler.scaleWebhook.tokenSecret"},
+		{"scale webhook without the webhook's TLS", nil, []string{`autoscaler={"scaleWebhook":{"enabled":true,"tokenSecret":"t"}}`, "webhook.enabled=false"}, "needs webhook.enabled=true"},
 		{"checkpoint unprivileged", nil, []string{`nodeagent={"checkpoint":{"enabled":true},"privileged":false}`}, "nodeagent.checkpoint.enabled=true needs"},
 		// values.schema.json
 		{"unknown NVML backend", nil, []string{`driver={"nvml":"mock:nope"}`}, "nvml"},

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/neuronetes/neuronetes/internal/testreq"
 )
 
 // repoRoot is the repository root, found from this file's location.
@@ -35,7 +37,7 @@ func helmBin(t testing.TB) string {
 	}
 	p := filepath.Join(repoRoot(t), ".local", "bin", "helm")
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("helm is not built (%v): run `bash hack/build-tools.sh helm`", err)
+		testreq.Tool(t, "helm", "not built (%v): run `bash hack/build-tools.sh helm`", err)
 	}
 	return p
 }

@@ -14,16 +14,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/neuronetes/neuronetes/driver/model"
 )
 
 // Versions lists every checkpoint format version this code reads, oldest first. The last one is
-// written. v2 adds Device.Env, so that a CDI spec can be rebuilt from the checkpoint alone.
-var Versions = []string{"v1", "v2"}
+// written. v2 adds Device.Env, so that a CDI spec can be rebuilt from the checkpoint alone. v3
+// adds the sharing the driver applied (Device.TimeSlice, Claim.MPS), so that it is undone after a
+// crash, and the GPUs' health (Data.Health), so that taints survive a restart.
+var Versions = []string{"v1", "v2", "v3"}
 
 // CurrentVersion is the version Save writes.
-const CurrentVersion = "v2"
+const CurrentVersion = "v3"
 
 // ClaimState is the progress of one claim's preparation.
 type ClaimState string
@@ -56,6 +59,36 @@ type Device struct {
 	CDIDeviceIDs []string `json:"cdiDeviceIDs,omitempty"`
 	// Env is the device's extra container environment from the opaque config (v2 and later).
 	Env []string `json:"env,omitempty"`
+	// TimeSlice is the compute time slice set on the GPU for this device (v3 and later); it is
+	// restored to the default when no other claim uses the GPU any more.
+	TimeSlice *int `json:"timeSlice,omitempty"`
+}
+
+// MPSDaemon is an MPS control daemon the driver runs for some devices of a claim (v3 and later).
+type MPSDaemon struct {
+	// ID names the daemon's directory under the driver's MPS root.
+	ID string `json:"id"`
+	// Devices are the names of the claim's devices it serves.
+	Devices []string `json:"devices"`
+	// UUIDs are the GPU or MIG device UUIDs it serves (empty until the MIG devices exist).
+	UUIDs []string `json:"uuids,omitempty"`
+	// ActiveThreadPercentage, PinnedLimits (by UUID, "<MiB>M") and MultiUser are its settings,
+	// kept so that a restarted driver starts it the same way.
+	ActiveThreadPercentage *int              `json:"activeThreadPercentage,omitempty"`
+	PinnedLimits           map[string]string `json:"pinnedLimits,omitempty"`
+	MultiUser              bool              `json:"multiUser,omitempty"`
+}
+
+// Health is the recorded health of one GPU (v3 and later): what taints it.
+type Health struct {
+	// Lost is when the GPU was found lost (fell off the bus, stopped answering); zero if not lost.
+	Lost time.Time `json:"lost,omitempty"`
+	// FatalXID and FatalAt are the last fatal XID and when it happened.
+	FatalXID uint64    `json:"fatalXID,omitempty"`
+	FatalAt  time.Time `json:"fatalAt,omitempty"`
+	// InfoXID and InfoAt are the last informational XID and when it happened.
+	InfoXID uint64    `json:"infoXID,omitempty"`
+	InfoAt  time.Time `json:"infoAt,omitempty"`
 }
 
 // Claim is the recorded state of one claim.
@@ -65,11 +98,14 @@ type Claim struct {
 	Name      string     `json:"name"`
 	State     ClaimState `json:"state"`
 	Devices   []Device   `json:"devices,omitempty"`
+	// MPS lists the MPS control daemons of the claim (v3 and later).
+	MPS []MPSDaemon `json:"mps,omitempty"`
 }
 
-// Data is the checkpointed state: claims by UID.
+// Data is the checkpointed state: claims by UID and, from v3, the health of GPUs by UUID.
 type Data struct {
-	Claims map[string]Claim `json:"claims"`
+	Claims map[string]Claim  `json:"claims"`
+	Health map[string]Health `json:"health,omitempty"`
 }
 
 // Clone returns a deep copy of d: changing the copy never changes d. Like a round trip through
@@ -78,7 +114,35 @@ func (d Data) Clone() Data {
 	out := Data{Claims: make(map[string]Claim, len(d.Claims))}
 	for uid, c := range d.Claims {
 		c.Devices = cloneDevices(c.Devices)
+		c.MPS = cloneDaemons(c.MPS)
 		out.Claims[uid] = c
+	}
+	if len(d.Health) > 0 {
+		out.Health = make(map[string]Health, len(d.Health))
+		for k, v := range d.Health {
+			out.Health[k] = v
+		}
+	}
+	return out
+}
+
+func cloneDaemons(ds []MPSDaemon) []MPSDaemon {
+	if len(ds) == 0 {
+		return nil
+	}
+	out := make([]MPSDaemon, len(ds))
+	for i, d := range ds {
+		d.Devices = cloneStrings(d.Devices)
+		d.UUIDs = cloneStrings(d.UUIDs)
+		d.ActiveThreadPercentage = clonePtr(d.ActiveThreadPercentage)
+		if d.PinnedLimits != nil {
+			m := make(map[string]string, len(d.PinnedLimits))
+			for k, v := range d.PinnedLimits {
+				m[k] = v
+			}
+			d.PinnedLimits = m
+		}
+		out[i] = d
 	}
 	return out
 }
@@ -95,6 +159,7 @@ func cloneDevices(devs []Device) []Device {
 		d.MIGProfileID = clonePtr(d.MIGProfileID)
 		d.Placement = clonePtr(d.Placement)
 		d.MIG = clonePtr(d.MIG)
+		d.TimeSlice = clonePtr(d.TimeSlice)
 		out[i] = d
 	}
 	return out
@@ -135,12 +200,10 @@ func Encode(version, bootID string, d Data) ([]byte, error) {
 	var payload []byte
 	var err error
 	switch version {
-	case "v1":
-		if err := fieldsOfV2(d); err != nil {
-			return nil, fmt.Errorf("checkpoint version v1: %w", err)
+	case "v1", "v2", "v3":
+		if err := fieldsOf(version, d); err != nil {
+			return nil, fmt.Errorf("checkpoint version %s: %w", version, err)
 		}
-		payload, err = json.Marshal(d)
-	case "v2":
 		payload, err = json.Marshal(d)
 	default:
 		return nil, fmt.Errorf("checkpoint version %q: unsupported, want one of %v", version, Versions)
@@ -171,16 +234,14 @@ func Decode(raw []byte) (Data, string, error) {
 	}
 	var d Data
 	switch env.Version {
-	case "v1", "v2":
+	case "v1", "v2", "v3":
 		dec := json.NewDecoder(bytes.NewReader(compact.Bytes()))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&d); err != nil {
 			return Data{}, "", fmt.Errorf("%w: %s data: %w", ErrCorrupt, env.Version, err)
 		}
-		if env.Version == "v1" {
-			if err := fieldsOfV2(d); err != nil {
-				return Data{}, "", fmt.Errorf("%w: v1 data: %w", ErrCorrupt, err)
-			}
+		if err := fieldsOf(env.Version, d); err != nil {
+			return Data{}, "", fmt.Errorf("%w: %s data: %w", ErrCorrupt, env.Version, err)
 		}
 	default:
 		return Data{}, "", fmt.Errorf("%w: version %q unsupported, want one of %v", ErrCorrupt, env.Version, Versions)
@@ -191,11 +252,24 @@ func Decode(raw []byte) (Data, string, error) {
 	return d, env.BootID, nil
 }
 
-// fieldsOfV2 rejects data that uses fields v1 does not have.
-func fieldsOfV2(d Data) error {
+// fieldsOf rejects data that uses fields the version does not have: Device.Env is v2, the
+// sharing state and health v3.
+func fieldsOf(version string, d Data) error {
+	if version == "v3" {
+		return nil
+	}
+	if len(d.Health) > 0 {
+		return fmt.Errorf("health: field needs version v3")
+	}
 	for uid, c := range d.Claims {
+		if len(c.MPS) > 0 {
+			return fmt.Errorf("claims[%s].mps: field needs version v3", uid)
+		}
 		for i, dev := range c.Devices {
-			if len(dev.Env) > 0 {
+			if dev.TimeSlice != nil {
+				return fmt.Errorf("claims[%s].devices[%d].timeSlice: field needs version v3", uid, i)
+			}
+			if len(dev.Env) > 0 && version == "v1" {
 				return fmt.Errorf("claims[%s].devices[%d].env: field needs version v2", uid, i)
 			}
 		}

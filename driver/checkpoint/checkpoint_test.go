@@ -10,8 +10,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/neuronetes/neuronetes/driver/model"
+	"github.com/neuronetes/neuronetes/internal/testreq"
 )
 
 func sample() Data {
@@ -32,8 +34,16 @@ func sampleOf(version string) Data {
 	d := sample()
 	if version != "v1" {
 		c := d.Claims["uid-1"]
-		c.Devices[0].Env = []string{"NEURONETES_GPU_TIMESLICE=5ms"}
+		c.Devices[0].Env = []string{"NEURONETES_GPU_TIMESLICE=Short"}
 		d.Claims["uid-1"] = c
+	}
+	if version != "v1" && version != "v2" {
+		c := d.Claims["uid-1"]
+		ts := 3
+		c.Devices[0].TimeSlice = &ts
+		c.MPS = []MPSDaemon{{ID: "uid-1-0", Devices: []string{"gpu-0"}, UUIDs: []string{"GPU-1"}}}
+		d.Claims["uid-1"] = c
+		d.Health = map[string]Health{"GPU-2": {Lost: time.Unix(1700000000, 0).UTC(), FatalXID: 79, FatalAt: time.Unix(1700000001, 0).UTC()}}
 	}
 	return d
 }
@@ -70,6 +80,21 @@ func mustEncode(t *testing.T, version string, d Data) []byte {
 func TestDecodeCorrupt(t *testing.T) {
 	if _, err := Encode("v1", "b", sampleOf("v2")); err == nil || !strings.Contains(err.Error(), "env") {
 		t.Errorf("encoding v2 fields as v1: err %v, want one naming env", err)
+	}
+	for _, field := range []string{"health", "mps", "timeSlice"} {
+		d := sampleOf("v3")
+		switch field {
+		case "mps":
+			d.Health = nil
+		case "timeSlice":
+			d.Health = nil
+			c := d.Claims["uid-1"]
+			c.MPS = nil
+			d.Claims["uid-1"] = c
+		}
+		if _, err := Encode("v2", "b", d); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("encoding v3 field %s as v2: err %v, want one naming it", field, err)
+		}
 	}
 	good, _ := Encode(CurrentVersion, "b", sample())
 	tests := map[string][]byte{
@@ -125,7 +150,7 @@ func TestStore(t *testing.T) {
 
 func TestBootID(t *testing.T) {
 	if _, err := os.Stat("/proc/sys/kernel/random/boot_id"); err != nil {
-		t.Skip("no /proc/sys/kernel/random/boot_id")
+		testreq.Tool(t, "/proc/sys/kernel/random/boot_id", "%v", err)
 	}
 	if id := BootID(); len(id) < 32 {
 		t.Errorf("boot id %q", id)

@@ -1,139 +1,192 @@
-// Package config is the driver's opaque device configuration: a versioned type carried in
+// Package config is the driver's opaque device configuration: the versioned types carried in
 // ResourceClaim and DeviceClass opaque parameters, decoded strictly and validated so that a bad
-// config fails the claim with a message naming the field.
+// config fails the claim with a message naming the field. Two API groups are understood:
+// NeuroNetes' own gpu.neuronetes.io/v1alpha1 GpuConfig and NVIDIA's resource.nvidia.com/v1beta1
+// GpuConfig and MigDeviceConfig (so that claims written for NVIDIA's DRA driver run unchanged).
+// Both decode into Settings, the one form the rest of the driver reads.
 package config
 
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kjson "sigs.k8s.io/json"
 )
 
-// APIVersion and Kind identify the config type.
-const (
-	APIVersion = "gpu.neuronetes.io/v1alpha1"
-	Kind       = "GpuConfig"
-)
-
-// Sharing strategies.
+// Sharing strategies (the same names in both API groups).
 const (
 	StrategyTimeSlicing = "TimeSlicing"
 	StrategyMPS         = "MPS"
 )
 
-// GpuConfig configures how the devices of a request are shared.
-type GpuConfig struct {
-	metav1.TypeMeta `json:",inline"`
-	// Sharing, when set, lets several containers use the same devices.
-	Sharing *Sharing `json:"sharing,omitempty"`
+// DeviceType is the kind of device a config may apply to.
+type DeviceType string
+
+// Device types, as published in the "type" attribute.
+const (
+	DeviceGPU DeviceType = "gpu"
+	DeviceMIG DeviceType = "mig"
+)
+
+// TimeSlice is a GPU compute time slice as nvidia-smi compute-policy --set-timeslice takes it.
+type TimeSlice int
+
+// The four time slices a GPU's compute policy offers.
+const (
+	TimeSliceDefault TimeSlice = 0
+	TimeSliceShort   TimeSlice = 1
+	TimeSliceMedium  TimeSlice = 2
+	TimeSliceLong    TimeSlice = 3
+)
+
+// timeSliceNames are the interval names both API groups accept, in TimeSlice order.
+var timeSliceNames = []string{"Default", "Short", "Medium", "Long"}
+
+// String returns the interval name of t.
+func (t TimeSlice) String() string {
+	if t >= 0 && int(t) < len(timeSliceNames) {
+		return timeSliceNames[t]
+	}
+	return fmt.Sprintf("TimeSlice(%d)", int(t))
 }
 
-// Sharing selects a sharing strategy and its settings.
-type Sharing struct {
-	// Strategy is TimeSlicing or MPS.
-	Strategy string `json:"strategy"`
-	// TimeSlicing settings; only with Strategy TimeSlicing.
-	TimeSlicing *TimeSlicing `json:"timeSlicing,omitempty"`
-	// MPS settings; only with Strategy MPS.
-	MPS *MPS `json:"mps,omitempty"`
+// ParseTimeSlice maps an interval name (Default, Short, Medium, Long) to its time slice; field
+// names the field in the error.
+func ParseTimeSlice(field, name string) (TimeSlice, error) {
+	for i, n := range timeSliceNames {
+		if n == name {
+			return TimeSlice(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%s: %q is not one of %s (a GPU's compute policy has only these time slices)", field, name, strings.Join(timeSliceNames, ", "))
 }
 
-// TimeSlicing configures the time slice of the GPU scheduler.
-type TimeSlicing struct {
-	// Interval is a duration between 1ms and 1s, e.g. "10ms".
-	Interval string `json:"interval"`
-}
-
-// MPS configures the CUDA Multi-Process Service limits given to every client.
+// MPS is the normalized setting of one MPS control daemon.
 type MPS struct {
-	// DefaultActiveThreadPercentage limits the SMs a client may use (1-100).
-	DefaultActiveThreadPercentage *int `json:"defaultActiveThreadPercentage,omitempty"`
-	// DefaultPinnedDeviceMemoryLimit limits the device memory of a client (e.g. "10Gi").
-	DefaultPinnedDeviceMemoryLimit *resource.Quantity `json:"defaultPinnedDeviceMemoryLimit,omitempty"`
+	// ActiveThreadPercentage is the default active thread percentage of the daemon's clients.
+	ActiveThreadPercentage *int
+	// PinnedMemoryLimit is the default pinned device memory limit of every device.
+	PinnedMemoryLimit *resource.Quantity
+	// PerDevicePinnedMemoryLimit overrides PinnedMemoryLimit per device, keyed by device UUID or
+	// by the index of the device among the devices the config applies to.
+	PerDevicePinnedMemoryLimit map[string]resource.Quantity
+	// MultiUser starts the daemon in multi-user mode (-M).
+	MultiUser bool
 }
 
-// Decode parses raw strictly (unknown or duplicate fields are errors) and validates the result.
-func Decode(raw []byte) (*GpuConfig, error) {
-	var c GpuConfig
-	strict, err := kjson.UnmarshalStrict(raw, &c)
+// PinnedLimits resolves the pinned memory limits for the given device UUIDs (in the order the
+// config applies to them) into the daemon's form: UUID to "<MiB>M". It fails for a per-device key
+// that names no device and for a limit below 1 MiB.
+func (m *MPS) PinnedLimits(uuids []string) (map[string]string, error) {
+	out := map[string]string{}
+	if m == nil {
+		return out, nil
+	}
+	mib := func(field string, q resource.Quantity) (string, error) {
+		v := q.Value() >> 20
+		if v <= 0 {
+			return "", fmt.Errorf("%s: %s is below 1Mi", field, q.String())
+		}
+		return fmt.Sprintf("%dM", v), nil
+	}
+	if m.PinnedMemoryLimit != nil {
+		v, err := mib("defaultPinnedDeviceMemoryLimit", *m.PinnedMemoryLimit)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range uuids {
+			out[u] = v
+		}
+	}
+	keys := make([]string, 0, len(m.PerDevicePinnedMemoryLimit))
+	for k := range m.PerDevicePinnedMemoryLimit {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		q := m.PerDevicePinnedMemoryLimit[key]
+		field := "defaultPerDevicePinnedMemoryLimit[" + key + "]"
+		uuid := ""
+		for i, u := range uuids {
+			if key == u || key == fmt.Sprint(i) {
+				uuid = u
+			}
+		}
+		if uuid == "" {
+			return nil, fmt.Errorf("%s: names no device of the config (have %d: %s)", field, len(uuids), strings.Join(uuids, ","))
+		}
+		v, err := mib(field, q)
+		if err != nil {
+			return nil, err
+		}
+		out[uuid] = v
+	}
+	return out, nil
+}
+
+// Settings is a decoded and validated config: what the driver does for the devices it applies to.
+type Settings struct {
+	// APIVersion and Kind name the config's type (for messages).
+	APIVersion, Kind string
+	// Types are the device types the config may apply to.
+	Types []DeviceType
+	// Strategy is "", StrategyTimeSlicing or StrategyMPS.
+	Strategy string
+	// TimeSlice, when set, is applied to the GPU's compute policy (whole GPUs only).
+	TimeSlice *TimeSlice
+	// TimeSliceField names the field TimeSlice came from (for errors).
+	TimeSliceField string
+	// MPS, when set, starts one MPS control daemon for the devices of the config.
+	MPS *MPS
+	// Env is extra container environment.
+	Env []string
+}
+
+// AppliesTo reports whether the config may apply to devices of type t.
+func (s *Settings) AppliesTo(t DeviceType) bool {
+	for _, a := range s.Types {
+		if a == t {
+			return true
+		}
+	}
+	return false
+}
+
+// Decode parses raw strictly (unknown or duplicate fields are errors) as one of the supported
+// kinds and validates it.
+func Decode(raw []byte) (*Settings, error) {
+	var tm metav1.TypeMeta
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &tm); err != nil {
+		return nil, fmt.Errorf("decode opaque config: %w", err)
+	}
+	switch tm.APIVersion {
+	case APIVersion:
+		if tm.Kind != Kind {
+			return nil, fmt.Errorf("kind: %q is not supported in %s, want %q", tm.Kind, APIVersion, Kind)
+		}
+		var c GpuConfig
+		if err := strict(raw, &c, Kind); err != nil {
+			return nil, err
+		}
+		return c.settings()
+	case NVIDIAAPIVersion:
+		return decodeNVIDIA(tm.Kind, raw)
+	}
+	return nil, fmt.Errorf("apiVersion: %q is not supported, want %q or %q", tm.APIVersion, APIVersion, NVIDIAAPIVersion)
+}
+
+// strict decodes raw into v, refusing unknown and duplicate fields.
+func strict(raw []byte, v any, kind string) error {
+	errs, err := kjson.UnmarshalStrict(raw, v)
 	if err != nil {
-		return nil, fmt.Errorf("decode %s: %w", Kind, err)
+		return fmt.Errorf("decode %s: %w", kind, err)
 	}
-	if len(strict) > 0 {
-		return nil, fmt.Errorf("decode %s: %w", Kind, errors.Join(strict...))
-	}
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return &c, nil
-}
-
-// Validate checks every field and names the first bad one by its JSON path.
-func (c *GpuConfig) Validate() error {
-	if c.APIVersion != APIVersion {
-		return fmt.Errorf("apiVersion: %q is not supported, want %q", c.APIVersion, APIVersion)
-	}
-	if c.Kind != Kind {
-		return fmt.Errorf("kind: %q is not supported, want %q", c.Kind, Kind)
-	}
-	s := c.Sharing
-	if s == nil {
-		return nil
-	}
-	switch s.Strategy {
-	case StrategyTimeSlicing:
-		if s.MPS != nil {
-			return fmt.Errorf("sharing.mps: must not be set with strategy %s", s.Strategy)
-		}
-		if s.TimeSlicing != nil {
-			d, err := time.ParseDuration(s.TimeSlicing.Interval)
-			if err != nil {
-				return fmt.Errorf("sharing.timeSlicing.interval: %w", err)
-			}
-			if d < time.Millisecond || d > time.Second {
-				return fmt.Errorf("sharing.timeSlicing.interval: %s is outside [1ms, 1s]", d)
-			}
-		}
-	case StrategyMPS:
-		if s.TimeSlicing != nil {
-			return fmt.Errorf("sharing.timeSlicing: must not be set with strategy %s", s.Strategy)
-		}
-		if m := s.MPS; m != nil {
-			if p := m.DefaultActiveThreadPercentage; p != nil && (*p < 1 || *p > 100) {
-				return fmt.Errorf("sharing.mps.defaultActiveThreadPercentage: %d is outside [1, 100]", *p)
-			}
-			if q := m.DefaultPinnedDeviceMemoryLimit; q != nil && q.Sign() <= 0 {
-				return fmt.Errorf("sharing.mps.defaultPinnedDeviceMemoryLimit: %s must be positive", q.String())
-			}
-		}
-	default:
-		return fmt.Errorf("sharing.strategy: %q is not one of %s", s.Strategy, strings.Join([]string{StrategyTimeSlicing, StrategyMPS}, ", "))
+	if len(errs) > 0 {
+		return fmt.Errorf("decode %s: %w", kind, errors.Join(errs...))
 	}
 	return nil
-}
-
-// Env returns the container environment that applies the config (read by the CUDA runtime and by
-// NeuroNetes' own tooling).
-func (c *GpuConfig) Env() []string {
-	if c == nil || c.Sharing == nil {
-		return nil
-	}
-	env := []string{"NEURONETES_GPU_SHARING=" + c.Sharing.Strategy}
-	if t := c.Sharing.TimeSlicing; t != nil {
-		env = append(env, "NEURONETES_GPU_TIMESLICE="+t.Interval)
-	}
-	if m := c.Sharing.MPS; m != nil {
-		if m.DefaultActiveThreadPercentage != nil {
-			env = append(env, fmt.Sprintf("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d", *m.DefaultActiveThreadPercentage))
-		}
-		if m.DefaultPinnedDeviceMemoryLimit != nil {
-			env = append(env, fmt.Sprintf("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=%dM", m.DefaultPinnedDeviceMemoryLimit.Value()>>20))
-		}
-	}
-	return env
 }

@@ -1,7 +1,9 @@
 // Package health turns GPU health events (XIDs, lost GPUs, recovery) into device taints for the
 // ResourceSlices and into health reports for the kubelet (KEP-4680). Fatal XIDs and lost GPUs taint
 // with NoSchedule; other XIDs taint with None (informational) and expire after a while. Recovery
-// clears every taint of the GPU.
+// clears every taint of the GPU. Lost GPUs are probed with exponential backoff until they answer
+// again (NVML never reports recovery), and the health of every GPU can be saved and restored
+// (Records, Restore) so that taints survive a restart.
 package health
 
 import (
@@ -18,10 +20,16 @@ import (
 	"github.com/neuronetes/neuronetes/driver/nvml"
 )
 
-// Taint keys.
+// Taint keys of the default driver domain (Monitor.Domain changes the domain).
 const (
 	TaintXID  = "gpu.neuronetes.io/xid"
 	TaintLost = "gpu.neuronetes.io/gpu-lost"
+)
+
+// Taint key names after the domain.
+const (
+	keyXID  = "xid"
+	keyLost = "gpu-lost"
 )
 
 // fatalXIDs need a reset or replacement of the GPU (double-bit ECC, fallen off the bus, NVLink,
@@ -48,9 +56,18 @@ type Monitor struct {
 	InfoTTL time.Duration
 	// OnEvent, when set, is called for every event handled (metrics).
 	OnEvent func(ev nvml.Event, fatal bool)
+	// Domain prefixes the taint keys ("<Domain>/xid", "<Domain>/gpu-lost"); empty is
+	// gpu.neuronetes.io.
+	Domain string
+	// Probe, when set, is asked whether a lost GPU answers again (nvml.Backend.Probe): lost GPUs
+	// are probed after ProbeMin, then with the delay doubled after every failure up to ProbeMax.
+	Probe func(ctx context.Context, uuid string) error
+	// ProbeMin and ProbeMax bound the probe delay (defaults 5s and 5m).
+	ProbeMin, ProbeMax time.Duration
 
 	mu       sync.Mutex
 	gpus     map[string]gpuHealth
+	probes   map[string]probeState
 	subs     map[chan struct{}]struct{}
 	onChange func()
 	now      func() time.Time
@@ -58,7 +75,15 @@ type Monitor struct {
 
 // NewMonitor returns a monitor; onChange (may be nil) is called after every change of taints.
 func NewMonitor(onChange func()) *Monitor {
-	return &Monitor{gpus: map[string]gpuHealth{}, subs: map[chan struct{}]struct{}{}, onChange: onChange, now: time.Now}
+	return &Monitor{gpus: map[string]gpuHealth{}, probes: map[string]probeState{}, subs: map[chan struct{}]struct{}{}, onChange: onChange, now: time.Now}
+}
+
+func (m *Monitor) key(name string) string {
+	d := m.Domain
+	if d == "" {
+		d = "gpu.neuronetes.io"
+	}
+	return d + "/" + name
 }
 
 // Handle applies one event and reports whether the taints changed.
@@ -77,9 +102,13 @@ func (m *Monitor) Handle(ev nvml.Event) bool {
 		}
 	case nvml.EventLost:
 		fatal = true
-		g.lost, g.lostAt = true, ev.Time
+		if !g.lost {
+			g.lost, g.lostAt = true, ev.Time
+			m.probes[ev.UUID] = m.firstProbe(ev.Time)
+		}
 	case nvml.EventRecovered:
 		g = gpuHealth{}
+		delete(m.probes, ev.UUID)
 	}
 	if g == (gpuHealth{}) {
 		delete(m.gpus, ev.UUID)
@@ -136,11 +165,12 @@ func (m *Monitor) expire() bool {
 	return changed
 }
 
-// Run consumes events until ctx ends.
+// Run consumes events, expires informational taints and probes lost GPUs until ctx ends.
 func (m *Monitor) Run(ctx context.Context, events <-chan nvml.Event) {
 	logger := klog.FromContext(ctx)
-	tick := time.NewTicker(10 * time.Second)
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	lastExpire := m.now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -149,7 +179,11 @@ func (m *Monitor) Run(ctx context.Context, events <-chan nvml.Event) {
 			logger.Info("GPU health event", "gpu", ev.UUID, "kind", ev.Kind, "xid", ev.XID, "fatal", ev.Kind == nvml.EventLost || IsFatal(ev.XID))
 			m.Handle(ev)
 		case <-tick.C:
-			m.expire()
+			if m.now().Sub(lastExpire) >= 10*time.Second {
+				m.expire()
+				lastExpire = m.now()
+			}
+			m.ProbeDue(ctx)
 		}
 	}
 }
@@ -162,13 +196,13 @@ func (m *Monitor) Taints() map[string][]resourceapi.DeviceTaint {
 	for u, g := range m.gpus {
 		var ts []resourceapi.DeviceTaint
 		if g.lost {
-			ts = append(ts, resourceapi.DeviceTaint{Key: TaintLost, Effect: resourceapi.DeviceTaintEffectNoSchedule, TimeAdded: ptrTime(g.lostAt)})
+			ts = append(ts, resourceapi.DeviceTaint{Key: m.key(keyLost), Effect: resourceapi.DeviceTaintEffectNoSchedule, TimeAdded: ptrTime(g.lostAt)})
 		}
 		switch {
 		case g.fatalXID != 0:
-			ts = append(ts, resourceapi.DeviceTaint{Key: TaintXID, Value: strconv.FormatUint(g.fatalXID, 10), Effect: resourceapi.DeviceTaintEffectNoSchedule, TimeAdded: ptrTime(g.fatalAt)})
+			ts = append(ts, resourceapi.DeviceTaint{Key: m.key(keyXID), Value: strconv.FormatUint(g.fatalXID, 10), Effect: resourceapi.DeviceTaintEffectNoSchedule, TimeAdded: ptrTime(g.fatalAt)})
 		case g.infoXID != 0:
-			ts = append(ts, resourceapi.DeviceTaint{Key: TaintXID, Value: strconv.FormatUint(g.infoXID, 10), Effect: resourceapi.DeviceTaintEffectNone, TimeAdded: ptrTime(g.infoAt)})
+			ts = append(ts, resourceapi.DeviceTaint{Key: m.key(keyXID), Value: strconv.FormatUint(g.infoXID, 10), Effect: resourceapi.DeviceTaintEffectNone, TimeAdded: ptrTime(g.infoAt)})
 		}
 		sort.Slice(ts, func(i, j int) bool { return ts[i].Key < ts[j].Key })
 		if len(ts) > 0 {

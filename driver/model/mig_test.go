@@ -98,12 +98,42 @@ func TestNames(t *testing.T) {
 		{DynamicMIGName(0, "1g.10gb", 1), "gpu-0-mig-1g-10gb-p1"},
 		{DynamicMIGName(0, "1g.10gb+me", 0), "gpu-0-mig-1g-10gb-me-p0"},
 		{StaticMIGName(2, 5, 0), "gpu-2-mig-5-0"},
-		{ProfileName(1, 10<<30, false), "1g.10gb"},
-		{ProfileName(2, 10<<30, true), "2g.10gb+me"},
+		{ProfileName(1, 10<<30, 0, ""), "1g.10gb"},
+		{ProfileName(2, 10<<30, 0, "+me"), "2g.10gb+me"},
+		{NVMLProfileName("MIG 1g.18gb"), "1g.18gb"},
+		{NVMLProfileName(""), ""},
 	}
 	for _, tc := range tests {
 		if tc.got != tc.want || strings.Contains(tc.got, ".") && strings.HasPrefix(tc.got, "gpu") {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+// TestProfileNameFallback: the fallback names NVIDIA's profiles from the instance's share of the
+// GPU's memory, for real GPUs (memory as NVML reports it on them) and the mocks alike.
+func TestProfileNameFallback(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		name          string
+		slices        int
+		mem, gpuMem   uint64
+		suffix, wantN string
+	}{
+		{"real H200 1g", 1, 17179869184, 150754820096, "", "1g.18gb"},
+		{"real H200 1g+me", 1, 17179869184, 150754820096, "+me", "1g.18gb+me"},
+		{"real H200 2g", 2, 34896609280, 150754820096, "", "2g.35gb"},
+		{"real H200 3g", 3, 74893492224, 150754820096, "", "3g.71gb"},
+		{"real H200 7g", 7, 150323855360, 150754820096, "", "7g.141gb"},
+		{"A100-40GB 1g", 1, 4864 * mib, 40960 * mib, "", "1g.5gb"},
+		{"A100-40GB 7g", 7, 39936 * mib, 40536 * mib, "", "7g.40gb"},
+		{"B200 1g", 1, 23552 * mib, 184320 * mib, "", "1g.23gb"},
+		{"H100 NVL 3g", 3, 47616 * mib, 95830 * mib, "", "3g.47gb"},
+		{"unknown GPU memory", 1, 10 << 30, 0, "", "1g.10gb"},
+	}
+	for _, tc := range tests {
+		if got := ProfileName(tc.slices, tc.mem, tc.gpuMem, tc.suffix); got != tc.wantN {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.wantN)
 		}
 	}
 }

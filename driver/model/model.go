@@ -5,11 +5,16 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
 // DriverName is the DRA driver name, also used as the attribute domain.
 const DriverName = "gpu.neuronetes.io"
+
+// CompatDriverName is the driver name (and attribute domain) of NVIDIA's DRA driver, which
+// NeuroNetes takes in NVIDIA compatibility mode.
+const CompatDriverName = "gpu.nvidia.com"
 
 // GPUInfo describes one physical GPU as discovered through NVML.
 type GPUInfo struct {
@@ -29,6 +34,9 @@ type GPUInfo struct {
 	CUDAComputeCapability string `json:"cudaComputeCapability"`
 	// DriverVersion is the kernel driver version as a semantic version, e.g. "550.54.15".
 	DriverVersion string `json:"driverVersion"`
+	// CUDADriverVersion is the CUDA version the driver supports as a semantic version, e.g.
+	// "12.4.0"; empty if unknown.
+	CUDADriverVersion string `json:"cudaDriverVersion,omitempty"`
 	// MemoryBytes is the total framebuffer memory.
 	MemoryBytes uint64 `json:"memoryBytes"`
 	// Multiprocessors is the SM count of the whole GPU.
@@ -56,7 +64,8 @@ type GPUInfo struct {
 type MIGProfile struct {
 	// ID is the NVML GPU instance profile id.
 	ID int `json:"id"`
-	// Name is the canonical profile name, e.g. "1g.10gb" or "1g.10gb+me".
+	// Name is the profile name as NVML reports it, without its "MIG " prefix, e.g. "1g.10gb" or
+	// "1g.10gb+me" (ProfileName where NVML reports none).
 	Name string `json:"name"`
 	// ComputeSlices is the number of compute (GPC) slices the profile takes.
 	ComputeSlices int `json:"computeSlices"`
@@ -117,16 +126,27 @@ func (g *GPUInfo) ProfileByName(name string) (MIGProfile, bool) {
 	return MIGProfile{}, false
 }
 
-// ProfileName builds the canonical MIG profile name from slice count and memory (GiB, rounded
-// up), e.g. "1g.10gb";
-// media-extension profiles get the "+me" suffix.
-func ProfileName(computeSlices int, memoryBytes uint64, mediaExtensions bool) string {
-	// NVIDIA rounds up: the A100's 7-slice profile has 39.25 GiB and is called 7g.40gb.
+// ProfileName is the fallback for a MIG profile's name where NVML reports none (older drivers,
+// mocks): "<slices>g.<GB>gb" plus suffix ("+me", "-me", "+me.all", "+gfx"). NVIDIA names a
+// profile by its share of the GPU's memory in eighths, times the GPU's memory in GB rounded up:
+// the real H200's 1g instance has 16 GiB of 140.4 GiB, about one eighth of 141 GB, hence
+// "1g.18gb"; the A100-40GB's 7g instance has 39.25 GiB, hence "7g.40gb". With gpuMemoryBytes 0
+// (unknown) the instance's own memory in GiB, rounded up, is used.
+func ProfileName(computeSlices int, memoryBytes, gpuMemoryBytes uint64, suffix string) string {
 	gb := (memoryBytes + (1 << 30) - 1) >> 30
-	n := fmt.Sprintf("%dg.%dgb", computeSlices, gb)
-	if mediaExtensions {
-		n += "+me"
+	if gpuMemoryBytes > 0 {
+		gpuGB := float64((gpuMemoryBytes + (1 << 30) - 1) >> 30)
+		eighths := max(math.Round(float64(memoryBytes)/float64(gpuMemoryBytes)*8), 1)
+		gb = uint64(math.Round(eighths / 8 * gpuGB))
 	}
+	return fmt.Sprintf("%dg.%dgb%s", computeSlices, gb, suffix)
+}
+
+// NVMLProfileName turns the name NVML reports for a GPU instance profile ("MIG 1g.18gb") into
+// the canonical profile name ("1g.18gb"); "" when NVML reported none.
+func NVMLProfileName(reported string) string {
+	n := strings.TrimSpace(reported)
+	n = strings.TrimSpace(strings.TrimPrefix(n, "MIG"))
 	return n
 }
 

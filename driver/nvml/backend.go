@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/klog/v2"
 
 	"github.com/neuronetes/neuronetes/driver/model"
 )
@@ -126,6 +127,10 @@ func (b *Backend) inventoryLocked(ctx context.Context) ([]model.GPUInfo, error) 
 	if ret != gonvml.SUCCESS {
 		return nil, fmt.Errorf("driver version: %s", gonvml.ErrorString(ret))
 	}
+	cudaVersion := ""
+	if v, ret := b.Lib.SystemGetCudaDriverVersion(); ret == gonvml.SUCCESS && v > 0 {
+		cudaVersion = fmt.Sprintf("%d.%d.0", v/1000, v%1000/10)
+	}
 	gpus := make([]model.GPUInfo, 0, n)
 	devs := make([]gonvml.Device, 0, n)
 	for i := 0; i < n; i++ {
@@ -133,13 +138,22 @@ func (b *Backend) inventoryLocked(ctx context.Context) ([]model.GPUInfo, error) 
 			return nil, err
 		}
 		d, ret := b.Lib.DeviceGetHandleByIndex(i)
+		if ret == gonvml.ERROR_GPU_IS_LOST {
+			klog.FromContext(ctx).Error(nil, "GPU is lost, left out of the inventory", "index", i)
+			continue
+		}
 		if ret != gonvml.SUCCESS {
 			return nil, fmt.Errorf("device %d: handle: %s", i, gonvml.ErrorString(ret))
 		}
 		g, err := b.describe(i, d, driverVersion)
 		if err != nil {
+			if _, ret := d.GetMemoryInfo(); ret == gonvml.ERROR_GPU_IS_LOST {
+				klog.FromContext(ctx).Error(err, "GPU is lost, left out of the inventory", "index", i)
+				continue
+			}
 			return nil, fmt.Errorf("device %d: %w", i, err)
 		}
+		g.CUDADriverVersion = cudaVersion
 		gpus = append(gpus, g)
 		devs = append(devs, d)
 	}
@@ -178,7 +192,7 @@ func (b *Backend) describe(i int, d gonvml.Device, driverVersion string) (model.
 		g.PCIBusID = normalizeBusID(int8String(pci.BusId[:]))
 	}
 	g.PCIeRoot, g.NUMANode = b.pciePlacement(d, g.PCIBusID)
-	if err := describeMIG(d, &g); err != nil {
+	if err := describeMIG(d, &g, func(id int) string { return b.profileName(d, id) }); err != nil {
 		return g, err
 	}
 	return g, nil
@@ -259,6 +273,14 @@ func brandName(b gonvml.BrandType) string {
 		return "geforce"
 	case gonvml.BRAND_NVIDIA_RTX:
 		return "nvidia-rtx"
+	case gonvml.BRAND_TITAN:
+		return "titan"
+	case gonvml.BRAND_QUADRO_RTX:
+		return "quadro-rtx"
+	case gonvml.BRAND_GEFORCE_RTX:
+		return "geforce-rtx"
+	case gonvml.BRAND_TITAN_RTX:
+		return "titan-rtx"
 	default:
 		return fmt.Sprintf("brand-%d", int(b))
 	}
@@ -266,6 +288,12 @@ func brandName(b gonvml.BrandType) string {
 
 func archName(a gonvml.DeviceArchitecture) string {
 	switch a {
+	case gonvml.DEVICE_ARCH_KEPLER:
+		return "kepler"
+	case gonvml.DEVICE_ARCH_MAXWELL:
+		return "maxwell"
+	case gonvml.DEVICE_ARCH_PASCAL:
+		return "pascal"
 	case gonvml.DEVICE_ARCH_VOLTA:
 		return "volta"
 	case gonvml.DEVICE_ARCH_TURING:

@@ -13,8 +13,8 @@ import (
 )
 
 // describeMIG fills the MIG fields of g: capability, mode, profiles with placements and existing
-// instances.
-func describeMIG(d gonvml.Device, g *model.GPUInfo) error {
+// instances. name returns the profile name NVML reports ("" for none).
+func describeMIG(d gonvml.Device, g *model.GPUInfo, name func(id int) string) error {
 	mode, _, ret := d.GetMigMode()
 	if ret == gonvml.ERROR_NOT_SUPPORTED {
 		return nil
@@ -34,9 +34,13 @@ func describeMIG(d gonvml.Device, g *model.GPUInfo) error {
 		if ret != gonvml.SUCCESS {
 			return fmt.Errorf("mig profile %d placements: %s", id, gonvml.ErrorString(ret))
 		}
+		pname := name(id)
+		if pname == "" {
+			pname = model.ProfileName(int(info.SliceCount), info.MemorySizeMB<<20, g.MemoryBytes, profileSuffix(id))
+		}
 		p := model.MIGProfile{
 			ID:              id,
-			Name:            model.ProfileName(int(info.SliceCount), info.MemorySizeMB<<20, id == gonvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1 || id == gonvml.GPU_INSTANCE_PROFILE_2_SLICE_REV1),
+			Name:            pname,
 			ComputeSlices:   int(info.SliceCount),
 			MemoryBytes:     info.MemorySizeMB << 20,
 			Multiprocessors: int(info.MultiprocessorCount),
@@ -95,6 +99,40 @@ func describeMIG(d gonvml.Device, g *model.GPUInfo) error {
 		g.MIGInstances[i].UUID = migUUID(d, g.UUID, g.MIGInstances[i].GIID, g.MIGInstances[i].CIID)
 	}
 	return nil
+}
+
+// profileSuffix is the name suffix NVIDIA gives the variants of a slice count: media extensions
+// ("+me"), none ("-me"), all of them ("+me.all"), graphics ("+gfx").
+func profileSuffix(id int) string {
+	switch id {
+	case gonvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, gonvml.GPU_INSTANCE_PROFILE_2_SLICE_REV1:
+		return "+me"
+	case gonvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, gonvml.GPU_INSTANCE_PROFILE_2_SLICE_NO_ME:
+		return "-me"
+	case gonvml.GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME, gonvml.GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME:
+		return "+me.all"
+	case gonvml.GPU_INSTANCE_PROFILE_1_SLICE_GFX, gonvml.GPU_INSTANCE_PROFILE_2_SLICE_GFX,
+		gonvml.GPU_INSTANCE_PROFILE_3_SLICE_GFX, gonvml.GPU_INSTANCE_PROFILE_4_SLICE_GFX:
+		return "+gfx"
+	}
+	return ""
+}
+
+// profileName returns the name NVML reports for GPU instance profile id of d ("" for none): from
+// the versioned profile info of the real library, from the mock's table of NVIDIA's names for
+// mocks (go-nvml's mock does not implement the versioned call).
+func (b *Backend) profileName(d gonvml.Device, id int) string {
+	if sd, isMock := d.(*server.Device); isMock {
+		return mockProfileNames[sd.Config.Name][id]
+	}
+	if b.Lib.Extensions().LookupSymbol("nvmlDeviceGetGpuInstanceProfileInfoV") != nil {
+		return "" // a driver older than the versioned call (R470)
+	}
+	info, ret := d.GetGpuInstanceProfileInfoV(id).V2()
+	if ret != gonvml.SUCCESS {
+		return ""
+	}
+	return model.NVMLProfileName(int8String(info.Name[:]))
 }
 
 func computeInstanceIDs(gi gonvml.GpuInstance) []int {

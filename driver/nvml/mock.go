@@ -45,6 +45,36 @@ var mockProfiles = map[string]mockProfile{
 	"mixed":        {gpus: append(gpus.Multiple(2, gpus.H100_SXM5_80GB), l40s, l40s), driverVersion: "550.54.15", cudaVersion: 12040},
 }
 
+// mockProfileNames are the GPU instance profile names real NVML reports for the mocked GPU models
+// (NVIDIA's MIG user guide), by model name and profile id: go-nvml's mock does not implement the
+// versioned profile info that carries them.
+var mockProfileNames = map[string]map[int]string{
+	gpus.A100_SXM4_40GB.Name: {
+		gonvml.GPU_INSTANCE_PROFILE_1_SLICE: "1g.5gb", gonvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1: "1g.5gb+me",
+		gonvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2: "1g.10gb", gonvml.GPU_INSTANCE_PROFILE_2_SLICE: "2g.10gb",
+		gonvml.GPU_INSTANCE_PROFILE_3_SLICE: "3g.20gb", gonvml.GPU_INSTANCE_PROFILE_4_SLICE: "4g.20gb",
+		gonvml.GPU_INSTANCE_PROFILE_7_SLICE: "7g.40gb",
+	},
+	gpus.H100_SXM5_80GB.Name: {
+		gonvml.GPU_INSTANCE_PROFILE_1_SLICE: "1g.10gb", gonvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1: "1g.10gb+me",
+		gonvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2: "1g.20gb", gonvml.GPU_INSTANCE_PROFILE_2_SLICE: "2g.20gb",
+		gonvml.GPU_INSTANCE_PROFILE_3_SLICE: "3g.40gb", gonvml.GPU_INSTANCE_PROFILE_4_SLICE: "4g.40gb",
+		gonvml.GPU_INSTANCE_PROFILE_7_SLICE: "7g.80gb",
+	},
+	gpus.H200_SXM5_141GB.Name: {
+		gonvml.GPU_INSTANCE_PROFILE_1_SLICE: "1g.18gb", gonvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1: "1g.18gb+me",
+		gonvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2: "1g.35gb", gonvml.GPU_INSTANCE_PROFILE_2_SLICE: "2g.35gb",
+		gonvml.GPU_INSTANCE_PROFILE_3_SLICE: "3g.71gb", gonvml.GPU_INSTANCE_PROFILE_4_SLICE: "4g.71gb",
+		gonvml.GPU_INSTANCE_PROFILE_7_SLICE: "7g.141gb",
+	},
+	gpus.B200_SXM5_180GB.Name: {
+		gonvml.GPU_INSTANCE_PROFILE_1_SLICE: "1g.23gb", gonvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1: "1g.23gb+me",
+		gonvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2: "1g.45gb", gonvml.GPU_INSTANCE_PROFILE_2_SLICE: "2g.45gb",
+		gonvml.GPU_INSTANCE_PROFILE_3_SLICE: "3g.90gb", gonvml.GPU_INSTANCE_PROFILE_4_SLICE: "4g.90gb",
+		gonvml.GPU_INSTANCE_PROFILE_7_SLICE: "7g.180gb",
+	},
+}
+
 // MockProfiles lists the mock machine profiles accepted as "mock:<profile>".
 func MockProfiles() []string {
 	out := make([]string, 0, len(mockProfiles))
@@ -70,6 +100,8 @@ type mockState struct {
 	// seen identifies the state file version this process last wrote or read; another process
 	// (a second driver instance during a rolling update) changing the file makes refresh reload.
 	seen fileVersion
+	// lost are the GPUs (by UUID) that do not answer Probe (SetLost).
+	lost map[string]bool
 }
 
 type fileVersion struct {
@@ -90,13 +122,7 @@ func (m *mockState) refresh() error {
 	if m.file == "" || stateVersion(m.file) == m.seen {
 		return nil
 	}
-	for _, dv := range m.server.Devices {
-		d := dv.(*server.Device)
-		d.Lock()
-		d.GpuInstances = map[*server.GpuInstance]struct{}{}
-		d.MigMode = 0
-		d.Unlock()
-	}
+	m.reset()
 	return m.load()
 }
 
@@ -114,7 +140,7 @@ func newMock(name string, opts Options) (*mockState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mock server: %w", err)
 	}
-	ms := &mockState{profile: name, server: srv, file: opts.StateFile, numa: map[string]int{}, root: map[string]string{}}
+	ms := &mockState{profile: name, server: srv, file: opts.StateFile, numa: map[string]int{}, root: map[string]string{}, lost: map[string]bool{}}
 	devs := make([]*server.Device, len(srv.Devices))
 	for i, d := range srv.Devices {
 		devs[i] = d.(*server.Device)
@@ -148,8 +174,17 @@ func setBusID(dst *[32]int8, bus string) {
 }
 
 // completeDevice fills in the mock functions that go-nvml leaves nil (they panic when called):
-// PCI bus id, NUMA node and NVLink topology.
+// PCI bus id, NUMA node and NVLink topology. It also makes GPU instance creation refuse what the
+// hardware refuses (a placement the profile does not have, one that overlaps an instance), which
+// go-nvml's mock accepts.
 func completeDevice(d *server.Device, all []*server.Device, i int, topology string) {
+	create := d.CreateGpuInstanceWithPlacementFunc
+	d.CreateGpuInstanceWithPlacementFunc = func(info *gonvml.GpuInstanceProfileInfo, pl *gonvml.GpuInstancePlacement) (gonvml.GpuInstance, gonvml.Return) {
+		if ret := checkMockPlacement(d, info, pl); ret != gonvml.SUCCESS {
+			return nil, ret
+		}
+		return create(info, pl)
+	}
 	d.GetPciInfoFunc = func() (gonvml.PciInfo, gonvml.Return) {
 		p := gonvml.PciInfo{PciDeviceId: d.Config.PciDeviceId, Domain: 0, Bus: uint32(mockBuses[i%len(mockBuses)])}
 		setBusID(&p.BusId, "0000"+d.PciBusID)
@@ -207,6 +242,27 @@ func completeDevice(d *server.Device, all []*server.Device, i int, topology stri
 	}
 }
 
+// checkMockPlacement returns what real NVML returns for an impossible placement: an invalid
+// argument for a placement the profile does not offer, insufficient resources for an overlap.
+func checkMockPlacement(d *server.Device, info *gonvml.GpuInstanceProfileInfo, pl *gonvml.GpuInstancePlacement) gonvml.Return {
+	valid := false
+	for _, p := range d.Config.MIGProfiles.GpuInstancePlacements[int(info.Id)] {
+		valid = valid || (p.Start == pl.Start && p.Size == pl.Size)
+	}
+	if !valid {
+		return gonvml.ERROR_INVALID_ARGUMENT
+	}
+	d.RLock()
+	defer d.RUnlock()
+	for gi := range d.GpuInstances {
+		o := gi.Info.Placement
+		if pl.Start < o.Start+o.Size && o.Start < pl.Start+pl.Size {
+			return gonvml.ERROR_INSUFFICIENT_RESOURCES
+		}
+	}
+	return gonvml.SUCCESS
+}
+
 func (m *mockState) numaNode(bus string) int {
 	if n, ok := m.numa[bus]; ok {
 		return n
@@ -225,6 +281,9 @@ func mockMIGUUID(gpuUUID string, giID, ciID int) string {
 type persisted struct {
 	Profile string         `json:"profile"`
 	GPUs    []persistedGPU `json:"gpus"`
+	// Lost are the UUIDs of GPUs that do not answer (SetLost): a lost GPU stays lost when the
+	// driver restarts.
+	Lost []string `json:"lost,omitempty"`
 }
 
 type persistedGPU struct {
@@ -252,6 +311,10 @@ func (b *Backend) saveMock(ctx context.Context) {
 
 func (m *mockState) save() error {
 	st := persisted{Profile: m.profile}
+	for u := range m.lost {
+		st.Lost = append(st.Lost, u)
+	}
+	sort.Strings(st.Lost)
 	for _, dv := range m.server.Devices {
 		d := dv.(*server.Device)
 		d.RLock()
@@ -287,6 +350,9 @@ func (m *mockState) save() error {
 	return nil
 }
 
+// load reads the persisted MIG state. A file that cannot be applied (it names a profile or
+// placement the GPU does not have, or overlapping instances) is moved aside to <file>.corrupt and
+// the machine starts clean, as after a reset: a bad file must not crash-loop the driver.
 func (m *mockState) load() error {
 	m.seen = stateVersion(m.file)
 	raw, err := os.ReadFile(m.file)
@@ -297,30 +363,67 @@ func (m *mockState) load() error {
 		return err
 	}
 	var st persisted
-	if err := json.Unmarshal(raw, &st); err != nil {
-		return fmt.Errorf("decode: %w", err)
+	err = json.Unmarshal(raw, &st)
+	if err == nil {
+		if st.Profile != m.profile || len(st.GPUs) != len(m.server.Devices) {
+			return nil // another profile: start from a clean machine
+		}
+		err = m.apply(st)
+		for _, u := range st.Lost {
+			m.lost[u] = true
+		}
 	}
-	if st.Profile != m.profile || len(st.GPUs) != len(m.server.Devices) {
-		return nil // another profile: start from a clean machine
+	if err == nil {
+		return nil
 	}
+	m.reset()
+	klog.Background().Error(err, "Mock NVML state file is inconsistent; moving it aside and starting clean", "file", m.file)
+	if rerr := os.Rename(m.file, m.file+".corrupt"); rerr != nil {
+		return fmt.Errorf("inconsistent state (%v) cannot be moved aside: %w", err, rerr)
+	}
+	m.seen = stateVersion(m.file)
+	return nil
+}
+
+// apply recreates the persisted instances, checking every NVML return code.
+func (m *mockState) apply(st persisted) error {
 	for i, pg := range st.GPUs {
 		d := m.server.Devices[i].(*server.Device)
 		d.MigMode = pg.MIGMode
 		for _, in := range pg.Instances {
 			info, ret := d.GetGpuInstanceProfileInfo(in.ProfileID)
 			if ret != gonvml.SUCCESS {
-				return fmt.Errorf("gpu %d: profile %d: %s", i, in.ProfileID, gonvml.ErrorString(ret))
+				return fmt.Errorf("gpu %d: gpu instance %d: profile %d: %s", i, in.GIID, in.ProfileID, gonvml.ErrorString(ret))
 			}
 			d.GpuInstanceCounter = in.GIID
-			gi, _ := d.CreateGpuInstanceWithPlacement(&info, &gonvml.GpuInstancePlacement{Start: in.Start, Size: in.Size})
+			gi, ret := d.CreateGpuInstanceWithPlacement(&info, &gonvml.GpuInstancePlacement{Start: in.Start, Size: in.Size})
+			if ret != gonvml.SUCCESS {
+				return fmt.Errorf("gpu %d: gpu instance %d (profile %d at %d+%d): %s", i, in.GIID, in.ProfileID, in.Start, in.Size, gonvml.ErrorString(ret))
+			}
 			for _, cp := range in.CIProfile {
 				ciInfo, ret := gi.GetComputeInstanceProfileInfo(cp, gonvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-				if ret == gonvml.SUCCESS {
-					gi.CreateComputeInstance(&ciInfo)
+				if ret != gonvml.SUCCESS {
+					return fmt.Errorf("gpu %d: gpu instance %d: compute profile %d: %s", i, in.GIID, cp, gonvml.ErrorString(ret))
+				}
+				if _, ret := gi.CreateComputeInstance(&ciInfo); ret != gonvml.SUCCESS {
+					return fmt.Errorf("gpu %d: gpu instance %d: compute instance: %s", i, in.GIID, gonvml.ErrorString(ret))
 				}
 			}
 		}
 		d.GpuInstanceCounter = pg.Next
 	}
 	return nil
+}
+
+// reset removes every instance, switches MIG mode off and makes every GPU answer.
+func (m *mockState) reset() {
+	m.lost = map[string]bool{}
+	for _, dv := range m.server.Devices {
+		d := dv.(*server.Device)
+		d.Lock()
+		d.GpuInstances = map[*server.GpuInstance]struct{}{}
+		d.MigMode = 0
+		d.GpuInstanceCounter = 0
+		d.Unlock()
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/neuronetes/neuronetes/driver/model"
+	"github.com/neuronetes/neuronetes/internal/testreq"
 )
 
 // TestRealInventory runs the read-only inventory against the real NVML library. It never changes
@@ -14,7 +15,7 @@ import (
 func TestRealInventory(t *testing.T) {
 	b, err := Open("real", Options{})
 	if err != nil {
-		t.Skipf("real NVML not available: %v", err)
+		testreq.GPU(t, "real NVML not available: %v", err)
 	}
 	defer b.Close()
 	gpus, err := Inventory(context.Background(), b)

@@ -15,7 +15,9 @@ import (
 
 // DebugHandler serves the test and operations endpoints (bind it to loopback only):
 //
-//	POST /debug/health?gpu=<gpu-N|UUID>&kind=xid|lost|recovered[&xid=N]  inject a health event
+//	POST /debug/health?gpu=<gpu-N|UUID>&kind=xid|lost|recovered[&xid=N]  inject a health event; on
+//	                                                                    mocks lost/recovered also
+//	                                                                    make the GPU (not) answer probes
 //	POST /debug/prepare-pause?duration=60s                              pause every prepare after its
 //	                                                                    first MIG instance (0 clears)
 //	GET  /debug/gpus     the device model (JSON)
@@ -46,6 +48,12 @@ func (d *Driver) DebugHandler() http.Handler {
 			}
 			ev.XID = x
 		case nvml.EventLost, nvml.EventRecovered:
+			if d.opts.Backend.IsMock() {
+				if err := d.opts.Backend.SetLost(uuid, ev.Kind == nvml.EventLost); err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+			}
 		default:
 			http.Error(w, "kind: want xid, lost or recovered", http.StatusBadRequest)
 			return

@@ -1,6 +1,6 @@
 // Package plugin is the DRA kubelet plugin: it wires the NVML backend, the state object, health and
 // metrics to k8s.io/dynamic-resource-allocation/kubeletplugin, publishes the node's ResourceSlices
-// and republishes them whenever device health changes.
+// and republishes them whenever device health or the inventory changes.
 package plugin
 
 import (
@@ -27,6 +27,7 @@ import (
 	"github.com/neuronetes/neuronetes/driver/metrics"
 	"github.com/neuronetes/neuronetes/driver/model"
 	"github.com/neuronetes/neuronetes/driver/nvml"
+	"github.com/neuronetes/neuronetes/driver/sharing"
 	"github.com/neuronetes/neuronetes/driver/slices"
 	"github.com/neuronetes/neuronetes/driver/state"
 )
@@ -34,6 +35,9 @@ import (
 // Options configure the plugin.
 type Options struct {
 	NodeName string
+	// DriverName is the DRA driver name and attribute domain; empty is model.DriverName. NVIDIA
+	// compatibility mode uses model.CompatDriverName (with Slices.Compat).
+	DriverName string
 	// Kube is the client for publishing slices and reading claims.
 	Kube kubernetes.Interface
 	// Backend is the opened NVML backend.
@@ -63,6 +67,20 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Event reports Kubernetes events about the node (may be nil).
 	Event func(eventType, reason, message string)
+	// Sharing applies time slices and runs MPS daemons (nil: configs are validated, not applied).
+	Sharing *sharing.Tools
+	// RefreshInterval is how often the inventory is re-read (it is also re-read after every health
+	// event); zero disables the periodic re-read.
+	RefreshInterval time.Duration
+	// ProbeMin and ProbeMax bound the delay between probes of a lost GPU (health.Monitor).
+	ProbeMin, ProbeMax time.Duration
+}
+
+func (o Options) driverName() string {
+	if o.DriverName == "" {
+		return model.DriverName
+	}
+	return o.DriverName
 }
 
 // Driver is a running kubelet plugin.
@@ -90,7 +108,12 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 	if opts.CheckpointDir != "" {
 		ckptDir = opts.CheckpointDir
 	}
-	w, err := cdi.NewWriter(opts.CDIDir)
+	if opts.Slices.Compat {
+		if err := CheckNoForeignSlices(ctx, opts.Kube, opts.driverName()); err != nil {
+			return nil, err
+		}
+	}
+	w, err := cdi.NewWriterFor(opts.CDIDir, "k8s."+opts.driverName())
 	if err != nil {
 		return nil, err
 	}
@@ -99,12 +122,13 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 		m = metrics.New()
 	}
 	st, err := state.New(ctx, state.Config{
-		DriverName: model.DriverName,
+		DriverName: opts.driverName(),
 		NodeName:   opts.NodeName,
 		Backend:    opts.Backend,
 		CDI:        w,
 		Store:      &checkpoint.Store{Path: filepath.Join(ckptDir, "checkpoint.json"), BootID: checkpoint.BootID(), SyncDir: opts.CheckpointSyncDir, InPlace: opts.CheckpointInPlace},
 		Slices:     opts.Slices,
+		Sharing:    opts.Sharing,
 		Event:      opts.Event,
 	})
 	if err != nil {
@@ -113,18 +137,26 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	d := &Driver{opts: opts, State: st, Metrics: m, cancel: cancel}
 	d.Health = health.NewMonitor(func() {
+		if err := st.SetHealth(d.Health.Records()); err != nil {
+			logger.Error(err, "Recording GPU health in the checkpoint failed")
+		}
 		if err := d.publish(ctx); err != nil {
 			logger.Error(err, "Republishing after a health change failed")
 		}
 	})
 	d.Health.InfoTTL = opts.InfoTTL
+	d.Health.Domain = opts.driverName()
+	d.Health.Probe = opts.Backend.Probe
+	d.Health.ProbeMin, d.Health.ProbeMax = opts.ProbeMin, opts.ProbeMax
 	d.Health.OnEvent = func(ev nvml.Event, fatal bool) {
 		m.HealthEvents.WithLabelValues(string(ev.Kind), fmt.Sprint(ev.XID), fmt.Sprint(fatal)).Inc()
 	}
+	// Taints recorded before a restart come back before anything is published.
+	d.Health.Restore(st.Health())
 	go d.Health.Run(ctx, opts.Backend.Events(ctx))
 
 	kopts := []kubeletplugin.Option{
-		kubeletplugin.DriverName(model.DriverName),
+		kubeletplugin.DriverName(opts.driverName()),
 		kubeletplugin.NodeName(opts.NodeName),
 		kubeletplugin.KubeClient(opts.Kube),
 		kubeletplugin.PluginDataDirectoryPath(opts.PluginDir),
@@ -151,8 +183,48 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 			opts.Event("Warning", "UnknownMIGProfile", msg)
 		}
 	}
-	logger.Info("Driver started", "node", opts.NodeName, "backend", opts.Backend.Name, "migMode", opts.Slices.MIG, "gpus", len(st.GPUs()))
+	go d.refreshLoop(ctx)
+	logger.Info("Driver started", "node", opts.NodeName, "driver", opts.driverName(), "backend", opts.Backend.Name, "migMode", opts.Slices.MIG, "compat", opts.Slices.Compat, "gpus", len(st.GPUs()))
 	return d, nil
+}
+
+// refreshLoop re-reads the inventory every RefreshInterval and after every health change, and
+// republishes when it changed; on the interval it also restarts MPS daemons that do not answer.
+func (d *Driver) refreshLoop(ctx context.Context) {
+	changed, cancel := d.Health.Subscribe()
+	defer cancel()
+	var tick <-chan time.Time
+	if d.opts.RefreshInterval > 0 {
+		t := time.NewTicker(d.opts.RefreshInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-tick:
+			d.State.EnsureMPS(ctx)
+		}
+		d.Refresh(ctx)
+	}
+}
+
+// Refresh re-reads the inventory and republishes the slices when it changed.
+func (d *Driver) Refresh(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	changed, err := d.State.Refresh(ctx)
+	if err != nil {
+		logger.Error(err, "Re-reading the inventory failed")
+		return
+	}
+	if !changed {
+		return
+	}
+	if err := d.publish(ctx); err != nil {
+		logger.Error(err, "Republishing after an inventory change failed")
+	}
 }
 
 // Stop unregisters the plugin and stops background work.

@@ -35,8 +35,12 @@ func startDriver(t *testing.T) (*Driver, *fake.Clientset) {
 // the given layout; event, when not nil, receives the driver's events.
 func startDriverWith(t *testing.T, layout slices.Options, event func(typ, reason, msg string)) (*Driver, *fake.Clientset) {
 	t.Helper()
-	dir := t.TempDir()
-	kube := fake.NewSimpleClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", UID: "node-uid"}})
+	return startDriverOpts(t, t.TempDir(), newKube(), func(o *Options) { o.Slices, o.Event = layout, event })
+}
+
+// newKube returns a fake clientset with the node that names slices with their GenerateName.
+func newKube(objs ...runtime.Object) *fake.Clientset {
+	kube := fake.NewSimpleClientset(append([]runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", UID: "node-uid"}}}, objs...)...)
 	// The fake ignores GenerateName; the slice controller relies on it.
 	var seq atomic.Int32
 	kube.PrependReactor("create", "resourceslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -46,22 +50,37 @@ func startDriverWith(t *testing.T, layout slices.Options, event func(typ, reason
 		}
 		return false, nil, nil
 	})
+	return kube
+}
+
+// startDriverOpts starts the driver in dir (its plugin directory, checkpoint and mock state
+// survive a restart in the same dir) with options adjusted by set.
+func startDriverOpts(t *testing.T, dir string, kube *fake.Clientset, set func(*Options)) (*Driver, *fake.Clientset) {
+	t.Helper()
+	d, err := tryStart(t, dir, kube, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Stop)
+	return d, kube
+}
+
+func tryStart(t *testing.T, dir string, kube *fake.Clientset, set func(*Options)) (*Driver, error) {
+	t.Helper()
 	b, err := nvml.Open("mock:nvlink-pairs", nvml.Options{StateFile: filepath.Join(dir, "plugin", "mock.json")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	d, err := Start(ctx, Options{
+	o := Options{
 		NodeName: "node-a", Kube: kube, Backend: b,
 		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "reg"), CDIDir: filepath.Join(dir, "cdi"),
-		Slices: layout, Event: event,
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	t.Cleanup(d.Stop)
-	return d, kube
+	if set != nil {
+		set(&o)
+	}
+	return Start(ctx, o)
 }
 
 func publishedDevices(t *testing.T, kube *fake.Clientset) ([]resourceapi.Device, int) {

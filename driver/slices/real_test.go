@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/neuronetes/neuronetes/driver/nvml"
+	"github.com/neuronetes/neuronetes/internal/testreq"
 )
 
 // TestRealSlices builds and validates the slices of the real GPUs in every MIG mode (read-only:
@@ -14,7 +15,7 @@ import (
 func TestRealSlices(t *testing.T) {
 	b, err := nvml.Open("real", nvml.Options{})
 	if err != nil {
-		t.Skipf("real NVML not available: %v", err)
+		testreq.GPU(t, "real NVML not available: %v", err)
 	}
 	defer b.Close()
 	gpus, err := nvml.Inventory(context.Background(), b)

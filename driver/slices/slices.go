@@ -65,6 +65,10 @@ type Options struct {
 	// MaxDevicesPerSlice caps devices per slice; 0 means the API limit (64 when devices consume
 	// counters, 128 otherwise).
 	MaxDevicesPerSlice int
+	// Compat publishes the attributes of NVIDIA's DRA driver (its names and spellings, the parent
+	// GPU's attributes and the engine capacities on MIG devices) for NVIDIA compatibility mode,
+	// plus AttrImplementation on whole GPUs and static MIG devices.
+	Compat bool
 	// MIGGPUs, when positive, publishes dynamic MIG only on the MIGGPUs MIG-capable GPUs with the
 	// highest indices; the node's other GPUs are published as whole GPUs only, without counters
 	// (a per-node mixed layout, like a mixed MIG configuration of the GPU operator). Fewer
@@ -170,13 +174,13 @@ func Build(node string, gpus []model.GPUInfo, opts Options) resourceslice.Driver
 			placed := wantedPlacements(g, opts)
 			kept := g.EssentialCounters(placed)
 			counterSets = append(counterSets, counterSet(g, kept))
-			whole = []resourceapi.Device{wholeGPU(g, consumption(g, kept))}
-			mig = dynamicDevices(g, placed, kept)
+			whole = []resourceapi.Device{wholeGPU(g, consumption(g, kept), opts.Compat)}
+			mig = dynamicDevices(g, placed, kept, opts.Compat)
 			consuming = true
 		case opts.mode() == MIGStatic && g.MIGEnabled:
-			mig = staticDevices(g)
+			mig = staticDevices(g, opts.Compat)
 		default:
-			whole = []resourceapi.Device{wholeGPU(g, nil)}
+			whole = []resourceapi.Device{wholeGPU(g, nil, opts.Compat)}
 		}
 		if t := opts.Taints[g.UUID]; len(t) > 0 {
 			for _, devs := range [][]resourceapi.Device{whole, mig} {
@@ -281,8 +285,12 @@ func commonAttributes(g *model.GPUInfo) map[resourceapi.QualifiedName]resourceap
 	return a
 }
 
-func wholeGPU(g *model.GPUInfo, consumes []resourceapi.DeviceCounterConsumption) resourceapi.Device {
+func wholeGPU(g *model.GPUInfo, consumes []resourceapi.DeviceCounterConsumption, compat bool) resourceapi.Device {
 	a := commonAttributes(g)
+	if compat {
+		addCompatAttributes(a, g)
+		a[AttrImplementation] = str(Implementation)
+	}
 	a[AttrType] = str(TypeGPU)
 	a[AttrUUID] = str(g.UUID)
 	if g.PCIBusID != "" {
@@ -300,19 +308,34 @@ func wholeGPU(g *model.GPUInfo, consumes []resourceapi.DeviceCounterConsumption)
 
 // migAttributes are the attributes and capacities of a static MIG instance: the parent GPU's
 // common attributes plus type, parent and profile.
-func migAttributes(g *model.GPUInfo, p model.MIGProfile) (map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, map[resourceapi.QualifiedName]resourceapi.DeviceCapacity) {
+func migAttributes(g *model.GPUInfo, p model.MIGProfile, compat bool) (map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, map[resourceapi.QualifiedName]resourceapi.DeviceCapacity) {
 	a := commonAttributes(g)
+	if compat {
+		addCompatAttributes(a, g)
+		a[AttrImplementation] = str(Implementation)
+		if g.PCIBusID != "" {
+			a[deviceattribute.StandardDeviceAttributePCIBusID] = str(g.PCIBusID)
+		}
+	}
 	a[AttrType] = str(TypeMIG)
 	a[AttrParentUUID] = str(g.UUID)
 	a[AttrProfile] = str(p.Name)
-	return a, migCapacity(p)
+	return a, migCapacity(p, compat)
 }
 
-func migCapacity(p model.MIGProfile) map[resourceapi.QualifiedName]resourceapi.DeviceCapacity {
-	return map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+func migCapacity(p model.MIGProfile, compat bool) map[resourceapi.QualifiedName]resourceapi.DeviceCapacity {
+	c := map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
 		CapMemory:          qty(int64(p.MemoryBytes)),
 		CapMultiprocessors: qty(int64(p.Multiprocessors)),
 	}
+	if compat {
+		c[CapCopyEngines] = qty(int64(p.CopyEngines))
+		c[CapDecoders] = qty(int64(p.Decoders))
+		c[CapEncoders] = qty(int64(p.Encoders))
+		c[CapJPEGEngines] = qty(int64(p.JPEGs))
+		c[CapOFAEngines] = qty(int64(p.OFAs))
+	}
+	return c
 }
 
 // dynamicMIGAttributes are the attributes of a partitionable MIG device. A node publishes ten to
@@ -321,7 +344,11 @@ func migCapacity(p model.MIGProfile) map[resourceapi.QualifiedName]resourceapi.D
 // profile, the parent GPU (parentUUID, index) and the PCIe root for alignment with other devices.
 // Node-wide facts (product name, brand, architecture, compute capability, driver version, NUMA
 // node) stay on the whole GPU; the placement is part of the device name.
-func dynamicMIGAttributes(g *model.GPUInfo, p model.MIGProfile) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+//
+// In compatibility mode they also carry the parent GPU's attributes as NVIDIA's driver publishes
+// them (product, brand, architecture, versions, PCI bus id, NUMA node), which costs scheduler time
+// per device but lets NVIDIA's selectors run unchanged.
+func dynamicMIGAttributes(g *model.GPUInfo, p model.MIGProfile, compat bool) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
 	a := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 		AttrType:       str(TypeMIG),
 		AttrParentUUID: str(g.UUID),
@@ -330,6 +357,15 @@ func dynamicMIGAttributes(g *model.GPUInfo, p model.MIGProfile) map[resourceapi.
 	}
 	if g.PCIeRoot != "" {
 		a[deviceattribute.StandardDeviceAttributePCIeRoot] = str(g.PCIeRoot)
+	}
+	if compat {
+		for k, v := range commonAttributes(g) {
+			a[k] = v
+		}
+		addCompatAttributes(a, g)
+		if g.PCIBusID != "" {
+			a[deviceattribute.StandardDeviceAttributePCIBusID] = str(g.PCIBusID)
+		}
 	}
 	return a
 }
@@ -399,13 +435,13 @@ func placedOrder(devs []model.PlacedProfile) {
 
 // dynamicDevices returns one device per placed profile, consuming its share of the kept counters
 // (the whole GPU consumes every kept counter at capacity).
-func dynamicDevices(g *model.GPUInfo, placed []model.PlacedProfile, kept map[string]int64) []resourceapi.Device {
+func dynamicDevices(g *model.GPUInfo, placed []model.PlacedProfile, kept map[string]int64, compat bool) []resourceapi.Device {
 	var devs []resourceapi.Device
 	for _, pp := range placed {
 		devs = append(devs, resourceapi.Device{
 			Name:             model.DynamicMIGName(g.Index, pp.Profile.Name, pp.Placement.Start),
-			Attributes:       dynamicMIGAttributes(g, pp.Profile),
-			Capacity:         migCapacity(pp.Profile),
+			Attributes:       dynamicMIGAttributes(g, pp.Profile, compat),
+			Capacity:         migCapacity(pp.Profile, compat),
 			ConsumesCounters: consumption(g, model.Restrict(pp.Profile.Consumption(pp.Placement), kept)),
 		})
 	}
@@ -413,14 +449,14 @@ func dynamicDevices(g *model.GPUInfo, placed []model.PlacedProfile, kept map[str
 }
 
 // staticDevices returns one device per existing MIG instance.
-func staticDevices(g *model.GPUInfo) []resourceapi.Device {
+func staticDevices(g *model.GPUInfo, compat bool) []resourceapi.Device {
 	var devs []resourceapi.Device
 	for _, in := range g.MIGInstances {
 		p, ok := g.Profile(in.ProfileID)
 		if !ok {
 			p = model.MIGProfile{ID: in.ProfileID, Name: fmt.Sprintf("profile-%d", in.ProfileID)}
 		}
-		a, c := migAttributes(g, p)
+		a, c := migAttributes(g, p, compat)
 		a[AttrPlacement] = num(int64(in.Placement.Start))
 		if in.UUID != "" {
 			a[AttrUUID] = str(in.UUID)

@@ -44,6 +44,7 @@ func TestBuildGolden(t *testing.T) {
 		{"mixed", "mixed", Options{}},
 		{"dgxh100-whole", "dgxh100", Options{MIG: MIGNone}},
 		{"dgxh100-selected", "dgxh100", Options{Profiles: []string{"1g.10gb", "3g.40gb"}}},
+		{"dgxa100-compat", "dgxa100", Options{Compat: true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,29 +217,6 @@ func TestResolve(t *testing.T) {
 		for _, d := range s.Devices {
 			if _, err := Resolve(gpus, Options{}, d.Name); err != nil {
 				t.Errorf("published device does not resolve: %v", err)
-			}
-		}
-	}
-}
-
-// TestDeviceClassesCoverProfiles checks that deploy/deviceclasses has a per-profile class for every
-// MIG profile of every mock profile, and that its names obey the naming rules.
-func TestDeviceClassesCoverProfiles(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "deviceclasses", "mig-profiles.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, prof := range []string{"dgxa100", "dgxh100", "dgxh200", "dgxb200"} {
-		for _, p := range inventory(t, prof)[0].MIGProfiles {
-			tok := strings.ReplaceAll(p.Name, "+", "-")
-			for _, want := range []string{
-				`profile == "` + p.Name + `"`,
-				"name: mig-" + tok + ".neuronetes.io",
-				"extendedResourceName: nvidia.com/mig-" + tok,
-			} {
-				if !strings.Contains(string(raw), want) {
-					t.Errorf("%s profile %s: mig-profiles.yaml lacks %q", prof, p.Name, want)
-				}
 			}
 		}
 	}

@@ -13,17 +13,35 @@ import (
 	"github.com/neuronetes/neuronetes/driver/checkpoint"
 	"github.com/neuronetes/neuronetes/driver/model"
 	"github.com/neuronetes/neuronetes/driver/nvml"
+	"github.com/neuronetes/neuronetes/driver/sharing"
 	driverslices "github.com/neuronetes/neuronetes/driver/slices"
 )
 
-// cdiDevice is the CDI spec entry of a prepared device. It is built from the checkpointed device
-// and the GPU model alone, so that Prepare and repairCDI write the same spec.
-func cdiDevice(d checkpoint.Device, gpu model.GPUInfo) cdi.Device {
-	dev := cdi.Device{Name: d.Name, UUID: d.GPUUUID, Env: d.Env}
+// cdiDevice is the CDI spec entry of a prepared device. It is built from the checkpointed device,
+// the claim's MPS daemons and the GPU model alone, so that Prepare and repairCDI write the same
+// spec. A device served by an MPS daemon gets the daemon's pipe and log directories.
+func (s *State) cdiDevice(d checkpoint.Device, gpu model.GPUInfo, daemons []checkpoint.MPSDaemon) cdi.Device {
+	dev := cdi.Device{Name: d.Name, UUID: d.GPUUUID, Env: append([]string(nil), d.Env...)}
+	desc := cdi.Description{Index: gpu.Index, ProductName: gpu.ProductName, UUID: d.GPUUUID}
 	if d.MIG != nil {
 		dev.UUID = d.MIG.UUID
+		desc.MIGUUID = d.MIG.UUID
+		if p, ok := gpu.Profile(d.MIG.ProfileID); ok {
+			desc.Profile = p.Name
+		}
 	}
+	dev.Description = &desc
 	dev.DeviceNodes = []string{fmt.Sprintf("/dev/nvidia%d", gpu.Minor)}
+	for _, m := range daemons {
+		if !slices.Contains(m.Devices, d.Name) || s.cfg.Sharing == nil {
+			continue
+		}
+		sd := daemon(m)
+		dev.Env = append(dev.Env, "CUDA_MPS_PIPE_DIRECTORY="+sharing.ContainerPipeDir, "CUDA_MPS_LOG_DIRECTORY="+sharing.ContainerLogDir)
+		dev.Mounts = append(dev.Mounts,
+			cdi.Mount{HostPath: sd.PipeDir(s.cfg.Sharing.MPSRoot), ContainerPath: sharing.ContainerPipeDir},
+			cdi.Mount{HostPath: sd.LogDir(s.cfg.Sharing.MPSRoot), ContainerPath: sharing.ContainerLogDir})
+	}
 	return dev
 }
 
@@ -61,7 +79,7 @@ func (s *State) rebuildSpec(c checkpoint.Claim, byUUID map[string]model.GPUInfo)
 		if !ok {
 			return fmt.Errorf("device %s: gpu %s is not in the inventory", d.Name, d.GPUUUID)
 		}
-		devs = append(devs, cdiDevice(d, g))
+		devs = append(devs, s.cdiDevice(d, g, c.MPS))
 	}
 	ids, err := s.cfg.CDI.Write(c.UID, devs)
 	if err != nil {
@@ -75,7 +93,8 @@ func (s *State) rebuildSpec(c checkpoint.Claim, byUUID map[string]model.GPUInfo)
 	return nil
 }
 
-// recover rolls back interrupted claims and, in dynamic MIG mode, destroys every MIG instance that
+// recover rolls back interrupted claims (their MPS daemons, time slices and CDI specs), stops the
+// MPS daemons no completed claim owns and, in dynamic MIG mode, destroys every MIG instance that
 // no completed claim owns.
 func (s *State) recover(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
@@ -85,11 +104,17 @@ func (s *State) recover(ctx context.Context) error {
 			continue
 		}
 		logger.Info("Rolling back interrupted prepare", "claim", klog.KRef(c.Namespace, c.Name), "uid", uid)
+		if err := s.undoSharing(ctx, c); err != nil {
+			return err
+		}
 		if err := s.cfg.CDI.Remove(uid); err != nil {
 			return err
 		}
 		delete(s.data.Claims, uid)
 		changed = true
+	}
+	if err := s.stopOrphanedMPS(ctx); err != nil {
+		return err
 	}
 	// Claims without MIG instances are not checkpointed before their CDI spec is written (nothing
 	// else could leak), so a crash can leave an orphaned spec: remove it.
@@ -106,7 +131,7 @@ func (s *State) recover(ctx context.Context) error {
 		}
 	}
 	if s.cfg.Slices.MIG == "" || s.cfg.Slices.MIG == driverslices.MIGDynamic {
-		gpus, err := nvml.Inventory(ctx, s.cfg.Backend)
+		gpus, err := s.cfg.Inventory(ctx)
 		if err != nil {
 			return fmt.Errorf("inventory: %w", err)
 		}
@@ -125,6 +150,31 @@ func (s *State) recover(ctx context.Context) error {
 	}
 	if changed {
 		return s.cfg.Store.Save(s.data)
+	}
+	return nil
+}
+
+// stopOrphanedMPS stops the MPS daemons whose directory no completed claim records (a crash
+// after a daemon started but before its claim completed) and removes their directories.
+func (s *State) stopOrphanedMPS(ctx context.Context) error {
+	ids, err := s.cfg.Sharing.DaemonIDs()
+	if err != nil {
+		return err
+	}
+	owned := map[string]bool{}
+	for _, c := range s.data.Claims {
+		for _, m := range c.MPS {
+			owned[m.ID] = true
+		}
+	}
+	for _, id := range ids {
+		if owned[id] {
+			continue
+		}
+		klog.FromContext(ctx).Info("Stopping MPS daemon no claim owns", "daemon", id)
+		if err := s.cfg.Sharing.StopMPS(ctx, sharing.Daemon{ID: id}); err != nil {
+			return err
+		}
 	}
 	return nil
 }

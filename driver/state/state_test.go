@@ -17,6 +17,7 @@ import (
 	"github.com/neuronetes/neuronetes/driver/checkpoint"
 	"github.com/neuronetes/neuronetes/driver/model"
 	"github.com/neuronetes/neuronetes/driver/nvml"
+	"github.com/neuronetes/neuronetes/driver/sharing"
 )
 
 const node = "node-a"
@@ -24,9 +25,17 @@ const node = "node-a"
 type env struct {
 	dir    string
 	events []string
+	// inventory, when set, replaces the backend's inventory (hot-plug tests).
+	inventory func(ctx context.Context) ([]model.GPUInfo, error)
 }
 
 func (e *env) open(t *testing.T, bootID string) (*State, *nvml.Backend) {
+	t.Helper()
+	return e.openWith(t, bootID, nil)
+}
+
+// openWith opens the state with the given sharing tools (nil: sharing not applied).
+func (e *env) openWith(t *testing.T, bootID string, tools *sharing.Tools) (*State, *nvml.Backend) {
 	t.Helper()
 	b, err := nvml.Open("mock:dgxh100", nvml.Options{StateFile: filepath.Join(e.dir, "mock.json")})
 	if err != nil {
@@ -38,7 +47,8 @@ func (e *env) open(t *testing.T, bootID string) (*State, *nvml.Backend) {
 	}
 	s, err := New(context.Background(), Config{
 		DriverName: model.DriverName, NodeName: node, Backend: b, CDI: w,
-		Store: &checkpoint.Store{Path: filepath.Join(e.dir, "checkpoint.json"), BootID: bootID},
+		Store:   &checkpoint.Store{Path: filepath.Join(e.dir, "checkpoint.json"), BootID: bootID},
+		Sharing: tools, Inventory: e.inventory,
 		Event: func(_, reason, msg string) { e.events = append(e.events, reason+": "+msg) },
 	})
 	if err != nil {
@@ -98,8 +108,8 @@ func TestPrepareUnprepare(t *testing.T) {
 		{"unknown device", claim("u7", []string{"gpu-42"}), "no GPU with index 42", 3, "", 0},
 		{"bad config", claim("u8", []string{"gpu-2"}, `{"apiVersion":"gpu.neuronetes.io/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"MPS","mps":{"defaultActiveThreadPercentage":500}}}`),
 			"sharing.mps.defaultActiveThreadPercentage", 3, "", 0},
-		{"good config", claim("u9", []string{"gpu-2"}, `{"apiVersion":"gpu.neuronetes.io/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":"5ms"}}}`),
-			"", 3, "NEURONETES_GPU_TIMESLICE=5ms", 1},
+		{"good config", claim("u9", []string{"gpu-2"}, `{"apiVersion":"gpu.neuronetes.io/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":"Short"}}}`),
+			"", 3, "NEURONETES_GPU_TIMESLICE=Short", 1},
 	}
 	for _, tc := range tests {
 		devs, err := s.Prepare(ctx, tc.claim)
@@ -294,7 +304,7 @@ func TestRollingUpdateInstances(t *testing.T) {
 // TestCDISpecRebuiltFromCheckpoint: CDI specs are not fsynced; the checkpoint is the durable
 // record and start-up rebuilds a missing spec from it, byte for byte.
 func TestCDISpecRebuiltFromCheckpoint(t *testing.T) {
-	timeSlice := `{"apiVersion":"gpu.neuronetes.io/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":"5ms"}}}`
+	timeSlice := `{"apiVersion":"gpu.neuronetes.io/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":"Short"}}}`
 	tests := []struct {
 		name  string
 		claim *resourceapi.ResourceClaim

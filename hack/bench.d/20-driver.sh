@@ -5,6 +5,8 @@
 # prepare path (API GET, gRPC hop, checkpoint load/save/intent, CDI write, NVML) timed alone in a
 # second pass with its own baseline. Run from the repo root.
 # Env: DRIVER_BENCH_N (samples per scenario, default 400), DRIVER_BENCH_DIR (disk under test).
+# The verdict is the last line: exit 0 when both save modes meet the target, 1 when one misses it,
+# 2 when one could not be measured.
 set -euo pipefail
 N="${DRIVER_BENCH_N:-400}"
 DIR="${DRIVER_BENCH_DIR:-.local/bench/driver}"
@@ -12,6 +14,16 @@ mkdir -p .local/bin
 CGO_CFLAGS="${CGO_CFLAGS:--Wno-deprecated-declarations}" go build -o .local/bin/driver-bench ./cmd/driver-bench
 # The default save (a slot overwritten in place), then --checkpoint-in-place=false (temp file +
 # fsync + rename on every save); each run has its own baseline.
-.local/bin/driver-bench -n "${N}" -dir "${DIR}" 2>/dev/null
+rc_in=0
+.local/bin/driver-bench -n "${N}" -dir "${DIR}" 2>/dev/null || rc_in=$?
 echo
-.local/bin/driver-bench -n "${N}" -dir "${DIR}" -checkpoint-in-place=false -breakdown=false 2>/dev/null
+rc_tmp=0
+.local/bin/driver-bench -n "${N}" -dir "${DIR}" -checkpoint-in-place=false -breakdown=false 2>/dev/null || rc_tmp=$?
+echo
+rc=$((rc_in > rc_tmp ? rc_in : rc_tmp))
+case $rc in
+0) echo "20-driver verdict: MET: prepare p50 <= 3x with both checkpoint saves" ;;
+1) echo "20-driver verdict: NOT MET: in-place save exit $rc_in, temp-file save exit $rc_tmp (see each run's verdict above)" ;;
+*) echo "20-driver verdict: NOT MEASURED: in-place save exit $rc_in, temp-file save exit $rc_tmp" ;;
+esac
+exit "$rc"

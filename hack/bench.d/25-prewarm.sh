@@ -5,7 +5,9 @@
 # (parallel MADV_POPULATE_READ, and parallel pread) and compares it in the same run with
 # `dd bs=16M` (single stream) and `fio` (libaio, QD16, O_DIRECT). Then measures what warming buys an
 # agent: the time for a reader like cmd/demo-agent to read its weights cold versus warm.
-# Prints medians of PREWARM_RUNS runs. Needs root (drop_caches) and fio.
+# Prints medians of PREWARM_RUNS runs. Needs root (drop_caches) and fio. Target (the node agent's
+# default warm, MADV_POPULATE_READ): >= 1.2x dd and >= 0.9x fio. The verdict is the last line: exit 0
+# when met, 1 when missed, 2 when it could not be measured.
 #
 # Env: PREWARM_SIZE_MIB (default 2048), PREWARM_RUNS (default 3), PREWARM_DIR (default .local/bench/prewarm),
 #      PREWARM_PARALLEL (default 4).
@@ -16,8 +18,8 @@ RUNS="${PREWARM_RUNS:-3}"
 DIR="${PREWARM_DIR:-.local/bench/prewarm}"
 PAR="${PREWARM_PARALLEL:-4}"
 
-if [[ $(id -u) -ne 0 ]]; then echo "25-prewarm: SKIP: needs root to drop the page cache"; exit 0; fi
-if ! command -v fio >/dev/null; then echo "25-prewarm: SKIP: fio not installed (hack/install-deps.sh)"; exit 0; fi
+if [[ $(id -u) -ne 0 ]]; then echo "25-prewarm verdict: NOT MEASURED: needs root to drop the page cache"; exit 2; fi
+if ! command -v fio >/dev/null; then echo "25-prewarm verdict: NOT MEASURED: fio not installed (hack/install-deps.sh)"; exit 2; fi
 
 mkdir -p "$DIR"
 BIN="$DIR/nodeagent"
@@ -92,3 +94,12 @@ mw=$(printf '%s\n' "${warmr[@]}" | median)
 printf '\nagent weight read (%d MiB), medians of %d runs\n' "$SIZE_MIB" "$RUNS"
 awk -v c="$mc" -v w="$mw" 'BEGIN {printf "%-34s %9.3f\n%-34s %9.3f\n%-34s %8.1fx\n", "cold page cache (s)", c, "after nodeagent warm (s)", w, "speed-up", c/w}'
 printf 'runs (s): cold [%s] warm [%s]\n' "${cold[*]}" "${warmr[*]}"
+
+# Verdict (last): the default warm method against both baselines of this run.
+read -r vdd vfio < <(awk -v p="${MED[populate]}" -v dd="${MED[dd]}" -v fio="${MED[fio]}" 'BEGIN {printf "%.2f %.2f\n", dd/p, fio/p}')
+if awk -v a="$vdd" -v b="$vfio" 'BEGIN {exit !(a >= 1.2 && b >= 0.9)}'; then
+  echo "25-prewarm verdict: MET: MADV_POPULATE_READ x$PAR ${vdd}x dd (>= 1.2x), ${vfio}x fio (>= 0.9x)"
+else
+  echo "25-prewarm verdict: NOT MET: MADV_POPULATE_READ x$PAR ${vdd}x dd (>= 1.2x), ${vfio}x fio (>= 0.9x)"
+  exit 1
+fi

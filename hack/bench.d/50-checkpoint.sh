@@ -10,7 +10,8 @@
 #                           on /dev/shm, tmpfs, as the node agent uses for staging)
 #   CKPT_BENCH_WEIGHTS_DIR  where the weights file is written (default /tmp: a
 #                           disk, like the node's model cache; page-cached)
-# Needs root and a working CRIU (hack/test-deps.d/30-criu.sh); prints SKIP otherwise.
+# Needs root and a working CRIU (hack/test-deps.d/30-criu.sh). The verdict is the last line:
+# exit 0 when every target is met, 1 when one is missed, 2 when nothing could be measured.
 set -eu
 mib=${CKPT_BENCH_MIB:-1024}
 reps=${CKPT_BENCH_REPS:-3}
@@ -18,8 +19,8 @@ dreps=${CKPT_BENCH_DUMP_REPS:-7}
 smib=${CKPT_BENCH_STATE_MIB:-64}
 wdir=${CKPT_BENCH_WEIGHTS_DIR:-/tmp}
 if [ "$(id -u)" != 0 ]; then
-	echo "SKIP checkpoint benchmarks: need root for CRIU"
-	exit 0
+	echo "verdict: NOT MEASURED: checkpoint benchmarks need root for CRIU"
+	exit 2
 fi
 bin=$(mktemp -d)
 work=${CKPT_BENCH_WORK:-$(mktemp -d /dev/shm/ckptbench.XXXXXX)}

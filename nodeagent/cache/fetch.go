@@ -199,18 +199,15 @@ func (s *Store) download(ctx context.Context, h string, req Request) (e Entry, r
 	if _, err := f.Seek(have, io.SeekStart); err != nil {
 		return Entry{}, resumed, fmt.Errorf("seek partial: %w", err)
 	}
+	// The partial file is held to its reservation: of total bytes when the source reports it, else of
+	// req.Size or what is already there, grown as more bytes arrive (budget.go).
 	need := total
 	if need < 0 {
-		need = req.Size
+		need = max(req.Size, have)
 	}
-	s.mu.Lock()
-	evicted, err := s.reserveLocked(h, max(need, 0), !req.NoEvict)
-	s.mu.Unlock()
-	if err != nil {
+	bw := &budgetWriter{s: s, log: log, h: h, w: f, written: have, known: total >= 0, mayEvict: !req.NoEvict}
+	if err := bw.reserve(need); err != nil {
 		return Entry{}, resumed, err
-	}
-	for _, v := range evicted {
-		log.Info("Evicted entry for space", "evicted", v.Hex, "size", v.Size)
 	}
 	if resumed {
 		log.Info("Resuming download", "offset", have, "total", total)
@@ -218,7 +215,10 @@ func (s *Store) download(ctx context.Context, h string, req Request) (e Entry, r
 		log.Info("Starting download", "total", total)
 	}
 
-	done, err := s.copyWithProgress(ctx, log, h, req.Source.String(), f, io.TeeReader(rc, hasher), have, total)
+	done, err := s.copyWithProgress(ctx, log, h, req.Source.String(), bw, io.TeeReader(rc, hasher), have, total)
+	if errors.Is(err, ErrNoSpace) {
+		_ = os.Remove(partial) // it cannot complete; keep no bytes past the budget
+	}
 	if err != nil {
 		return Entry{}, resumed, err
 	}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/neuronetes/neuronetes/internal/testreq"
 )
 
 const (
@@ -33,7 +35,7 @@ func minioBinary(t *testing.T) string {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("MinIO server not built (%v): run hack/test-deps.d/10-minio.sh", err)
+		testreq.Tool(t, "minio", "server not built (%v): run hack/test-deps.d/10-minio.sh", err)
 	}
 	return p
 }

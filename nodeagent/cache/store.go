@@ -261,16 +261,20 @@ func (s *Store) removeLocked(e *Entry) error {
 	return nil
 }
 
-// reserveLocked makes room for need more bytes under the disk budget by evicting least recently used
-// unpinned entries, and records the reservation for hex. It returns the evicted entries.
+// reserveLocked makes room for need bytes of hex's download under the disk budget by evicting least
+// recently used unpinned entries, and records need as hex's reservation (replacing the one it held, so
+// a download of unknown length grows its reservation by calling it again). It returns the evicted
+// entries.
 func (s *Store) reserveLocked(hex string, need int64, mayEvict bool) ([]Entry, error) {
 	if s.opts.DiskBudget <= 0 {
 		s.inflight[hex] = need
 		return nil, nil
 	}
 	var reserved int64
-	for _, r := range s.inflight {
-		reserved += r
+	for h, r := range s.inflight {
+		if h != hex {
+			reserved += r
+		}
 	}
 	used := s.usedLocked() + reserved
 	if used+need <= s.opts.DiskBudget {

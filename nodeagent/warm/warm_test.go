@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/neuronetes/neuronetes/internal/testreq"
 )
 
 // coldFile writes size random bytes, syncs them and drops them from the page cache. It skips the test
@@ -36,7 +38,7 @@ func coldFile(t *testing.T, dir string, name string, size int) string {
 		t.Fatal(err)
 	}
 	if r > int64(size)/4 {
-		t.Skipf("file system keeps dropped pages resident (%d of %d bytes): cannot test warming here", r, size)
+		testreq.Tool(t, "a file system that drops clean pages", "dropped pages stay resident (%d of %d bytes): cannot test warming here", r, size)
 	}
 	return p
 }
@@ -78,7 +80,7 @@ func TestLockerBudget(t *testing.T) {
 	b := coldFile(t, dir, "b", 1<<20)
 	l := &Locker{Budget: 1<<20 + 4096}
 	if err := l.Lock(a); err != nil {
-		t.Skipf("mlock not permitted here: %v", err)
+		testreq.Tool(t, "mlock", "not permitted here: %v", err)
 	}
 	if r, _, _ := Resident(a); r != 1<<20 {
 		t.Fatalf("locked file resident %d, want %d", r, 1<<20)

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"k8s.io/klog/v2"
 
+	sidecarv1 "github.com/neuronetes/neuronetes/sidecar/api/v1"
 	"github.com/neuronetes/neuronetes/sidecar/frame"
 	"github.com/neuronetes/neuronetes/sidecar/keys"
 	"github.com/neuronetes/neuronetes/sidecar/metrics"
@@ -67,7 +68,7 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	idx, err := loadIndex(c)
+	idx, err := loadIndex(ctx, c, codec)
 	if err != nil {
 		return err
 	}
@@ -86,7 +87,7 @@ func Run(ctx context.Context, c Config) error {
 	wg.Go(func() { st.Run(ctx, 250*time.Millisecond) })
 	wg.Go(func() { reloadKeys(ctx, c, codec, m) })
 	if c.VectorDir != "" {
-		wg.Go(func() { saveLoop(ctx, c, idx) })
+		wg.Go(func() { saveLoop(ctx, c, idx, codec) })
 	}
 
 	serve, shutdown := httpServer(ctx, c, srv)
@@ -117,7 +118,7 @@ func Run(ctx context.Context, c Config) error {
 			return fmt.Errorf("grpc-addr: %w", err)
 		}
 		gs = grpc.NewServer()
-		gs.RegisterService(&server.ServiceDesc, srv.GRPC())
+		sidecarv1.RegisterSessionsServer(gs, srv.GRPC())
 		log.Info("serving gRPC", "addr", l.Addr().String())
 		go func() { errc <- gs.Serve(l) }()
 	}
@@ -135,7 +136,7 @@ func Run(ctx context.Context, c Config) error {
 	cancel()
 	wg.Wait()
 	if c.VectorDir != "" {
-		if serr := idx.Save(filepath.Join(c.VectorDir, vectorFile)); serr != nil {
+		if serr := idx.Save(filepath.Join(c.VectorDir, vectorFile), codec); serr != nil {
 			log.Error(serr, "saving vector shard")
 		}
 	}
@@ -156,7 +157,9 @@ func httpServer(ctx context.Context, c Config, srv *server.Server) (serve func(n
 	return fs.Serve, fs.ShutdownWithContext
 }
 
-func loadIndex(c Config) (*vector.Index, error) {
+// loadIndex opens the persisted vector shard, sealed with the tenant's key.
+// A shard written unsealed by an earlier release is re-saved sealed at once.
+func loadIndex(ctx context.Context, c Config, codec *frame.Codec) (*vector.Index, error) {
 	o := vector.Options{MaxBytes: c.VectorMaxBytes, NProbe: c.VectorNProbe}
 	if c.VectorDir == "" {
 		return vector.New(o), nil
@@ -164,15 +167,22 @@ func loadIndex(c Config) (*vector.Index, error) {
 	if err := os.MkdirAll(c.VectorDir, 0o700); err != nil {
 		return nil, fmt.Errorf("vector-dir: %w", err)
 	}
-	idx, err := vector.Load(filepath.Join(c.VectorDir, vectorFile), o)
+	path := filepath.Join(c.VectorDir, vectorFile)
+	idx, plaintext, err := vector.Load(path, o, codec)
 	switch {
 	case err == nil:
+		if plaintext {
+			err := idx.Save(path, codec)
+			klog.FromContext(ctx).Info("vector shard was stored unencrypted; re-saved sealed with the tenant key", "path", path, "err", err)
+		}
 		return idx, nil
 	case errors.Is(err, os.ErrNotExist):
 		return vector.New(o), nil
 	case errors.Is(err, vector.ErrCorrupt):
-		// A torn or damaged cache is rebuilt from scratch, not trusted.
-		_ = os.Rename(filepath.Join(c.VectorDir, vectorFile), filepath.Join(c.VectorDir, vectorFile+".corrupt"))
+		// A torn, damaged or unopenable (no or another key) cache is rebuilt
+		// from scratch, not trusted; the file is kept aside.
+		klog.FromContext(ctx).Error(err, "vector shard unusable; starting empty", "path", path)
+		_ = os.Rename(path, path+".corrupt")
 		return vector.New(o), nil
 	}
 	return nil, err
@@ -232,11 +242,11 @@ func reloadKeys(ctx context.Context, c Config, codec *frame.Codec, m *metrics.Me
 	})
 }
 
-// saveLoop writes the vector shard every c.VectorSaveInterval.
-func saveLoop(ctx context.Context, c Config, idx *vector.Index) {
+// saveLoop writes the vector shard, sealed, every c.VectorSaveInterval.
+func saveLoop(ctx context.Context, c Config, idx *vector.Index, codec *frame.Codec) {
 	log := klog.FromContext(ctx)
 	every(ctx, c.VectorSaveInterval, func() {
-		if err := idx.Save(filepath.Join(c.VectorDir, vectorFile)); err != nil {
+		if err := idx.Save(filepath.Join(c.VectorDir, vectorFile), codec); err != nil {
 			log.Error(err, "saving vector shard")
 		}
 	})

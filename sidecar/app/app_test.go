@@ -165,7 +165,11 @@ func TestRunRotationPersistenceMetrics(t *testing.T) {
 		t.Fatalf("metrics = %d, missing series", code)
 	}
 	stop()
-	// Restart: the vector shard was persisted on shutdown.
+	// The vector shard was persisted on shutdown, sealed: no id or metadata in clear.
+	if b, err := os.ReadFile(filepath.Join(c.VectorDir, vectorFile)); err != nil || bytes.Contains(b, []byte("doc1")) || bytes.Contains(b, []byte(`"t":"x"`)) {
+		t.Fatalf("vector shard (%d bytes, %v) holds plaintext", len(b), err)
+	}
+	// Restart: the shard opens with the tenant's keys.
 	client, stop = startApp(t, c)
 	defer stop()
 	if code, body := call(t, client, "POST", "/v1/vectors/search", `{"vector":[1,2,3],"k":1}`); code != 200 || !strings.Contains(body, `"id":"doc1"`) {

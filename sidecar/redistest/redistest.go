@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/neuronetes/neuronetes/internal/testreq"
 )
 
 // Server is a running (or stopped) redis-server owned by one test.
@@ -50,7 +52,7 @@ func Binary() string {
 func Start(t testing.TB, o Options) *Server {
 	t.Helper()
 	if Binary() == "" {
-		t.Skip("redis-server not installed (hack/test-deps.d/20-redis.sh installs it)")
+		testreq.Tool(t, "redis-server", "not installed (hack/test-deps.d/20-redis.sh installs it)")
 	}
 	s, err := StartIn(t.TempDir(), o)
 	if err != nil {

@@ -14,11 +14,15 @@ import (
 
 // nearCache keeps decoded hot sessions in the sidecar. Coherence invariant:
 // an entry is served only while the invalidation subscription is live
-// (enabled), and only entries whose version is at least the highest version
-// announced for that id are kept. Every write publishes its version in the
-// same Lua script that performs it, so a served entry is at most one
-// pub/sub delivery behind Redis, and never older than maxAge. A nil
-// *nearCache is a disabled cache; all methods are no-ops on it.
+// (enabled), only before the deadline at which Redis expires the key (its
+// PTTL, read in the same round trip as the entry, or the TTL this sidecar
+// just wrote, counted from before the call), and only entries whose version
+// is at least the highest version announced for that id are kept. Every
+// write publishes its version in the same Lua script that performs it, so a
+// served entry is at most one pub/sub delivery behind Redis, never outlives
+// the key, and is never older than maxAge. Expiry needs no message: every
+// sidecar holds the deadline. A nil *nearCache is a disabled cache; all
+// methods are no-ops on it.
 type nearCache struct {
 	mu      sync.Mutex
 	budget  int
@@ -36,7 +40,15 @@ type nearEntry struct {
 	data    []byte
 	ttl     time.Duration
 	stored  time.Time
-	tomb    bool
+	// deadline is when Redis expires the key at the earliest (zero: the key
+	// has no expiry).
+	deadline time.Time
+	tomb     bool
+}
+
+// live reports whether e may be served at now.
+func (e *nearEntry) live(now time.Time, maxAge time.Duration) bool {
+	return !e.tomb && now.Sub(e.stored) <= maxAge && (e.deadline.IsZero() || now.Before(e.deadline))
 }
 
 func newNearCache(budget int, maxAge time.Duration) *nearCache {
@@ -63,16 +75,20 @@ func (c *nearCache) get(id string) (*nearEntry, bool) {
 		return nil, false
 	}
 	e := el.Value.(*nearEntry)
-	if e.tomb || time.Since(e.stored) > c.maxAge {
+	if !e.live(time.Now(), c.maxAge) {
+		if !e.tomb {
+			c.removeLocked(el) // expired: the next read goes to Redis
+		}
 		return nil, false
 	}
 	c.ll.MoveToFront(el)
 	return e, true
 }
 
-// put stores s unless an invalidation happened since gen was read and
-// announced a newer version (then the fetched data may be stale).
-func (c *nearCache) put(id string, s *Session, gen uint64) {
+// put stores s, which Redis expires at deadline (zero: never), unless an
+// invalidation happened since gen was read and announced a newer version
+// (then the fetched data may be stale).
+func (c *nearCache) put(id string, s *Session, deadline time.Time, gen uint64) {
 	if c == nil || !c.enabled.Load() {
 		return
 	}
@@ -89,7 +105,7 @@ func (c *nearCache) put(id string, s *Session, gen uint64) {
 		// have raced with this fetch; skip caching rather than risk staleness.
 		return
 	}
-	e := &nearEntry{id: id, version: s.Version, data: s.Data, ttl: s.TTL, stored: time.Now()}
+	e := &nearEntry{id: id, version: s.Version, data: s.Data, ttl: s.TTL, stored: time.Now(), deadline: deadline}
 	if e.size() > c.budget {
 		return
 	}
@@ -120,6 +136,39 @@ func (c *nearCache) invalidate(id string, v int64) {
 	c.used += t.size()
 	for c.used > c.budget {
 		c.removeLocked(c.ll.Back())
+	}
+}
+
+// forget drops whatever is cached for id: a conditional write found Redis
+// holding another version (or none), so the entry is stale whatever its
+// version says.
+func (c *nearCache) forget(id string) {
+	if c == nil {
+		return
+	}
+	c.gen.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[id]; ok {
+		c.removeLocked(el)
+	}
+}
+
+// extend moves the deadlines of the cached entries of ids to from+their TTL
+// when later: a refresh-on-read flush that started at from reset each key's
+// expiry to its own TTL.
+func (c *nearCache) extend(ids []string, from time.Time) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range ids {
+		if el, ok := c.items[id]; ok {
+			if e := el.Value.(*nearEntry); !e.tomb && !e.deadline.IsZero() && from.Add(e.ttl).After(e.deadline) {
+				e.deadline = from.Add(e.ttl)
+			}
+		}
 	}
 }
 

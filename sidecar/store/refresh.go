@@ -91,6 +91,8 @@ func (r *refresher) flush(ctx context.Context, s *Store, log klog.Logger) {
 		s.observe("touch", start, err)
 		if err != nil {
 			log.V(2).Info("ttl refresh failed", "err", err, "entries", n)
+		} else {
+			s.near.extend(ids[:n], start)
 		}
 		ids = ids[n:]
 	}

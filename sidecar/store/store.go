@@ -122,24 +122,20 @@ func (s *Store) Get(ctx context.Context, id string) (*Session, error) {
 		return nil, fmt.Errorf("conversation id %q: %w", id, ErrBadID)
 	}
 	if s.near != nil {
-		if e, ok := s.near.get(id); ok {
-			s.nearObserve(true)
-			if s.opts.RefreshOnRead {
-				s.refresher.touch(id)
-			}
-			return &Session{Version: e.version, Data: e.data, TTL: e.ttl}, nil
+		if sess, ok := s.nearGet(id); ok {
+			return sess, nil
 		}
-		s.nearObserve(false)
 	}
 	gen := s.near.generation()
 	start := time.Now()
 	// Plain commands, one round trip: HMGET (no Lua: a script carrying the
-	// frame costs Redis ~10 µs more) and, for refresh-on-read, PTTL.
+	// frame costs Redis ~10 µs more) and, for refresh-on-read or the near
+	// cache, PTTL.
 	var fields *redis.SliceCmd
 	var left *redis.DurationCmd
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		fields = p.HMGet(ctx, s.Key(id), "v", "d", "t")
-		if s.opts.RefreshOnRead {
+		if s.opts.RefreshOnRead || s.near != nil {
 			left = p.PTTL(ctx, s.Key(id))
 		}
 		return nil
@@ -169,8 +165,38 @@ func (s *Store) Get(ctx context.Context, id string) (*Session, error) {
 		return nil, fmt.Errorf("conversation %q version %d: %w", id, ver, err)
 	}
 	sess := &Session{Version: ver, Data: data, TTL: time.Duration(ttlMs) * time.Millisecond}
-	s.near.put(id, sess, gen)
+	if s.near != nil {
+		s.near.put(id, sess, deadline(start, left.Val()), gen)
+	}
 	return sess, nil
+}
+
+// nearGet serves id from the near cache. Under refresh-on-read, an entry
+// whose key is close to expiry is not served: the read goes to Redis, which
+// refreshes the TTL at once (refreshOnRead), since a deferred touch might
+// land after the key expired.
+func (s *Store) nearGet(id string) (*Session, bool) {
+	e, ok := s.near.get(id)
+	if ok && s.opts.RefreshOnRead && !e.deadline.IsZero() && !s.refresher.deferOK(time.Until(e.deadline)) {
+		ok = false
+	}
+	s.nearObserve(ok)
+	if !ok {
+		return nil, false
+	}
+	if s.opts.RefreshOnRead {
+		s.refresher.touch(id)
+	}
+	return &Session{Version: e.version, Data: e.data, TTL: e.ttl}, true
+}
+
+// deadline returns when a key whose PTTL was left, read by a call sent at
+// start, expires at the earliest (zero when it has no expiry).
+func deadline(start time.Time, left time.Duration) time.Time {
+	if left < 0 { // -1: no expiry (-2, missing, is never cached)
+		return time.Time{}
+	}
+	return start.Add(left)
 }
 
 // refreshOnRead resets a just-read entry's TTL: deferred to the batched
@@ -252,7 +278,7 @@ func (s *Store) put(ctx context.Context, id string, data []byte, ifVersion int64
 		return res[1], fmt.Errorf("conversation %q at version %d, not %d: %w", id, res[1], ifVersion, ErrConflict)
 	}
 	if s.near != nil { // the copy is only needed by the near cache
-		s.near.put(id, &Session{Version: res[1], Data: append([]byte(nil), data...), TTL: ttl}, s.near.generation())
+		s.near.put(id, &Session{Version: res[1], Data: append([]byte(nil), data...), TTL: ttl}, start.Add(ttl), s.near.generation())
 	}
 	return res[1], nil
 }
@@ -315,7 +341,13 @@ func (s *Store) Append(ctx context.Context, id string, turn []byte, ttl time.Dur
 		if !errors.Is(err, ErrConflict) {
 			return nv, err
 		}
-		s.near.invalidate(id, nv)
+		// Redis holds another version than the one read, or none (deleted
+		// or evicted without a message): the cached entry is stale whatever
+		// its version, so the retry reads Redis.
+		s.near.forget(id)
+		if nv > 0 {
+			s.near.invalidate(id, nv)
+		}
 		log.V(5).Info("append conflict, retrying", "conversation", id, "attempt", attempt, "version", ver)
 		select {
 		case <-ctx.Done():

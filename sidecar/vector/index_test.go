@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"testing"
@@ -207,46 +205,6 @@ func TestLRUEvictionUnderBudget(t *testing.T) {
 	}
 	if x.Bytes() > 10*per || x.Len() != 10 {
 		t.Fatalf("bytes %d (budget %d), len %d", x.Bytes(), 10*per, x.Len())
-	}
-}
-
-func TestPersistence(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	x := New(Options{MinTrain: 500, Seed: 9})
-	for i := range 1200 {
-		if _, err := x.Insert(fmt.Sprint("id", i), randVec(rng, 8), fmt.Appendf(nil, `{"i":%d}`, i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_ = x.Delete("id7")
-	path := filepath.Join(t.TempDir(), "vectors.bin")
-	if err := x.Save(path); err != nil {
-		t.Fatal(err)
-	}
-	y, err := Load(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(x.ids(), y.ids()) || x.Lists() != y.Lists() || x.Bytes() != y.Bytes() {
-		t.Fatalf("loaded: %d ids, %d lists, %d bytes; saved %d, %d, %d", y.Len(), y.Lists(), y.Bytes(), x.Len(), x.Lists(), x.Bytes())
-	}
-	for range 10 {
-		q := randVec(rng, 8)
-		a, _ := x.Search(q, 5, Cosine, 4)
-		b, _ := y.Search(q, 5, Cosine, 4)
-		if fmt.Sprint(a) != fmt.Sprint(b) {
-			t.Fatalf("search differs after reload: %v vs %v", a, b)
-		}
-	}
-	b, _ := os.ReadFile(path)
-	b[len(b)/2] ^= 1
-	bad := filepath.Join(t.TempDir(), "bad.bin")
-	_ = os.WriteFile(bad, b, 0o600)
-	if _, err := Load(bad, Options{}); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("corrupt load: %v", err)
-	}
-	if _, err := Load(filepath.Join(t.TempDir(), "none"), Options{}); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("missing load: %v", err)
 	}
 }
 

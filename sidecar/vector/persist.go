@@ -8,37 +8,36 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 )
 
-// File format (little-endian): "NNVX" u32 version=1, u32 dim, u32 nlist,
-// u64 trainedAt, nlist*dim f32 centroids (nlist = 0 when untrained), u64
-// count, then count entries from least to most recently used: u32 list,
-// u16 idLen, id, u32 metaLen, meta, dim f32; then a CRC-32C of all preceding
-// bytes. Saving in LRU order lets Load restore the eviction order.
+// Shard body format (little-endian): "NNVX" u32 version=1, u32 dim, u32
+// nlist, u64 trainedAt, nlist*dim f32 centroids (nlist = 0 when untrained),
+// u64 count, then count entries from least to most recently used: u32 list,
+// u16 idLen, id, u32 metaLen, meta, dim f32; then a CRC-32C of all
+// preceding bytes. Saving in LRU order lets Load restore the eviction
+// order. On disk the body is sealed (sealed.go); a bare body is the file
+// format of earlier releases, which Load still reads.
 const fileMagic = "NNVX"
+
+// bodyVersion is the version of the shard body.
+const bodyVersion = 1
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// ErrCorrupt means a persisted index failed its checksum or structure checks.
+// ErrCorrupt means a persisted index failed its checksum, structure or
+// authentication checks.
 var ErrCorrupt = errors.New("corrupt index file")
 
-// Save writes the index to path atomically (temp file, fsync, rename).
-func (x *Index) Save(path string) error {
+// writeBody writes the index as a shard body (with its checksum) to w.
+func (x *Index) writeBody(w io.Writer) error {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".vectors-*")
-	if err != nil {
-		return fmt.Errorf("save index: %w", err)
-	}
-	defer os.Remove(tmp.Name())
 	h := crc32.New(crcTable)
-	bw := bufio.NewWriterSize(io.MultiWriter(tmp, h), 1<<20)
+	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 1<<20)
 	le := binary.LittleEndian
 	var buf []byte
 	buf = append(buf, fileMagic...)
-	buf = le.AppendUint32(buf, 1)
+	buf = le.AppendUint32(buf, bodyVersion)
 	buf = le.AppendUint32(buf, uint32(x.dim))
 	nlist := 0
 	if x.centroids != nil {
@@ -53,7 +52,7 @@ func (x *Index) Save(path string) error {
 	}
 	buf = le.AppendUint64(buf, uint64(len(x.locs)))
 	if _, err := bw.Write(buf); err != nil {
-		return fmt.Errorf("save index: %w", err)
+		return err
 	}
 	x.lruMu.Lock()
 	order := make([]string, 0, x.lru.Len())
@@ -75,45 +74,30 @@ func (x *Index) Save(path string) error {
 			buf = le.AppendUint32(buf, math.Float32bits(f))
 		}
 		if _, err := bw.Write(buf); err != nil {
-			return fmt.Errorf("save index: %w", err)
+			return err
 		}
 	}
 	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("save index: %w", err)
+		return err
 	}
-	if _, err := tmp.Write(le.AppendUint32(nil, h.Sum32())); err != nil {
-		return fmt.Errorf("save index: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("save index: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("save index: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("save index: %w", err)
-	}
-	return nil
+	_, err := w.Write(le.AppendUint32(nil, h.Sum32()))
+	return err
 }
 
-// Load reads an index saved by Save into a new index with options o (o.Dim
-// is taken from the file). A missing file is returned as is (os.ErrNotExist).
-func Load(path string, o Options) (*Index, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
+// parseBody reads a shard body into a new index with options o (o.Dim is
+// taken from the body); name labels errors.
+func parseBody(name string, b []byte, o Options) (*Index, error) {
 	if len(b) < 32 || string(b[:4]) != fileMagic {
-		return nil, fmt.Errorf("%s: header: %w", path, ErrCorrupt)
+		return nil, fmt.Errorf("%s: header: %w", name, ErrCorrupt)
 	}
 	le := binary.LittleEndian
 	body, sum := b[:len(b)-4], le.Uint32(b[len(b)-4:])
 	if crc32.Checksum(body, crcTable) != sum {
-		return nil, fmt.Errorf("%s: checksum: %w", path, ErrCorrupt)
+		return nil, fmt.Errorf("%s: checksum: %w", name, ErrCorrupt)
 	}
 	r := &reader{b: body[4:]}
-	if v := r.u32(); v != 1 {
-		return nil, fmt.Errorf("%s: version %d: %w", path, v, ErrCorrupt)
+	if v := r.u32(); v != bodyVersion {
+		return nil, fmt.Errorf("%s: version %d: %w", name, v, ErrCorrupt)
 	}
 	o.Dim = int(r.u32())
 	x := New(o)
@@ -137,7 +121,7 @@ func Load(path string, o Options) (*Index, error) {
 		meta := r.bytes(int(r.u32()))
 		vec := r.f32s(x.dim)
 		if r.err != nil || li >= len(x.lists) || id == "" {
-			return nil, fmt.Errorf("%s: entry %d: %w", path, i, ErrCorrupt)
+			return nil, fmt.Errorf("%s: entry %d: %w", name, i, ErrCorrupt)
 		}
 		l := x.lists[li]
 		l.ids = append(l.ids, id)
@@ -149,7 +133,7 @@ func Load(path string, o Options) (*Index, error) {
 		x.touch(id)
 	}
 	if r.err != nil || len(r.b) != 0 {
-		return nil, fmt.Errorf("%s: trailing or short data: %w", path, ErrCorrupt)
+		return nil, fmt.Errorf("%s: trailing or short data: %w", name, ErrCorrupt)
 	}
 	return x, nil
 }

@@ -67,6 +67,7 @@ func dumpVsCLI(ctx context.Context, c *criu.Client, path, work string, mib, pair
 	}
 	fmt.Printf("; pair ratios %.2f..%.2f\n", slices.Min(ratios), slices.Max(ratios))
 	row(fmt.Sprintf("dump+restore: library vs criu CLI (median of %d pairs)", pairs), ms(median(lib)), ms(median(cli)), median(ratios), "<= 1.1")
+	judge("dump+restore library/CLI", median(ratios), 1.1, false)
 	row("  ratio of the medians", ms(median(lib)), ms(median(cli)), float64(median(lib))/float64(median(cli)), "")
 	row("  CPU time of the criu processes (median of pair ratios)", ms(median(libCPU)), ms(median(cliCPU)), median(cpuRatios), "")
 	return nil

@@ -13,12 +13,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -49,10 +51,68 @@ func main() {
 	flag.Parse()
 	klog.SetOutput(io.Discard)
 	klog.LogToStderr(false)
-	if err := run(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "ckptbench:", err)
+	err := run(cfg)
+	switch {
+	case errors.Is(err, errNotMeasured):
+		os.Exit(2)
+	case errors.Is(err, errMissed):
 		os.Exit(1)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "ckptbench:", err)
+		fmt.Printf("verdict: NOT MEASURED: %v\n", err)
+		os.Exit(2)
 	}
+}
+
+// Outcomes of run beyond its table: a target missed, or nothing measured
+// (the verdict line says which, last).
+var (
+	errMissed      = errors.New("a target was missed")
+	errNotMeasured = errors.New("not measured")
+)
+
+// judgment is one judged row: ratio against its limit (strictly below it
+// when strict).
+type judgment struct {
+	name         string
+	ratio, limit float64
+	strict, ok   bool
+}
+
+// judged collects the rows the verdict covers, in order.
+var judged []judgment
+
+// judge records a judged row.
+func judge(name string, ratio, limit float64, strict bool) {
+	ok := ratio <= limit
+	if strict {
+		ok = ratio < limit
+	}
+	judged = append(judged, judgment{name, ratio, limit, strict, ok})
+}
+
+// verdict prints the verdict line (last) and returns errMissed when a
+// judged row missed its target.
+func verdict() error {
+	var missed, met []string
+	for _, j := range judged {
+		op := "<="
+		if j.strict {
+			op = "<"
+		}
+		s := fmt.Sprintf("%s %.3f %s %.2f", j.name, j.ratio, op, j.limit)
+		if j.ok {
+			met = append(met, s)
+		} else {
+			missed = append(missed, s)
+		}
+	}
+	if len(missed) > 0 {
+		fmt.Printf("verdict: NOT MET: %s (met: %s)\n", strings.Join(missed, "; "), strings.Join(met, "; "))
+		return errMissed
+	}
+	fmt.Printf("verdict: MET: %s\n", strings.Join(met, "; "))
+	return nil
 }
 
 func median[T int64 | float64 | time.Duration](d []T) T {
@@ -75,8 +135,8 @@ func run(cfg config) error {
 		return err
 	}
 	if err := criu.Check(ctx, path); err != nil {
-		fmt.Printf("SKIP checkpoint benchmarks: %v\n", err)
-		return nil
+		fmt.Printf("verdict: NOT MEASURED: criu check fails here: %v\n", err)
+		return errNotMeasured
 	}
 	// Become a subreaper so processes restored detached by the CLI are ours to reap.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -104,13 +164,14 @@ func run(cfg config) error {
 		}
 		r := median(ratios)
 		row("re-checkpoint unchanged: new bytes / full", fmt.Sprintf("%.2f%%", 100*r), "100%", r, "< 0.05")
+		judge("re-checkpoint new bytes", r, 0.05, true)
 	}
 	if cfg.only == "" || cfg.only == "restore" {
 		if err := restoreVsCold(ctx, c, cfg); err != nil {
 			return fmt.Errorf("restore vs cold: %w", err)
 		}
 	}
-	return nil
+	return verdict()
 }
 
 func freshDir(work, name string) (string, error) {

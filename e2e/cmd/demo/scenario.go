@@ -290,8 +290,9 @@ spec:
 	}
 	{
 		start := time.Now()
-		patch := []byte(`{"spec":{"replicas":4}}`)
-		if _, err := d.dyn.Resource(agentPoolGVR).Namespace(demoNamespace).Patch(ctx, "demo", "application/merge-patch+json", patch, metav1.PatchOptions{}, "scale"); err != nil {
+		// The pool is autoscaled and the autoscaler owns spec.replicas: scale it by its floor.
+		patch := []byte(`{"spec":{"minReplicas":4}}`)
+		if _, err := d.dyn.Resource(agentPoolGVR).Namespace(demoNamespace).Patch(ctx, "demo", "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
 			return fmt.Errorf("scaling the pool to 4: %w", err)
 		}
 		warmNames := map[string]bool{}

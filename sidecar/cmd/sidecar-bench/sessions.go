@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	sidecarv1 "github.com/neuronetes/neuronetes/sidecar/api/v1"
 	"github.com/neuronetes/neuronetes/sidecar/frame"
 	"github.com/neuronetes/neuronetes/sidecar/keys"
 	"github.com/neuronetes/neuronetes/sidecar/redistest"
@@ -190,7 +191,7 @@ func benchSessions(sidecarBin string) error {
 		return err
 	}
 	gs := grpc.NewServer()
-	gs.RegisterService(&server.ServiceDesc, coldSrv.GRPC())
+	sidecarv1.RegisterSessionsServer(gs, coldSrv.GRPC())
 	go func() { _ = gs.Serve(gl) }()
 	defer gs.Stop()
 	cc, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -198,7 +199,7 @@ func benchSessions(sidecarBin string) error {
 		return err
 	}
 	defer cc.Close()
-	gc := server.NewSessionsClient(cc)
+	gc := sidecarv1.NewSessionsClient(cc)
 	time.Sleep(300 * time.Millisecond) // let the near cache subscribe
 
 	doc := chatJSON(1, 16<<10)
@@ -289,7 +290,7 @@ func benchSessions(sidecarBin string) error {
 		{"HTTP GET, lean client, cache off", false, func() error { return leanDo("GET", coldURL+"/v1/sessions/s16k", nil) }},
 		{"HTTP GET, net/http engine, cache off", false, func() error { return httpDo(hc, "GET", netHTTP.URL+"/v1/sessions/s16k", nil) }},
 		{"gRPC Get, near cache off", false, func() error {
-			_, err := gc.Get(ctx, &server.GetRequest{ConversationID: "s16k"})
+			_, err := gc.Get(ctx, &sidecarv1.GetRequest{ConversationId: "s16k"})
 			return err
 		}},
 		{"HTTP GET, near-cache hit", false, func() error { return httpDo(hc, "GET", hotURL+"/v1/sessions/s16k", nil) }},
@@ -310,7 +311,7 @@ func benchSessions(sidecarBin string) error {
 		{"HTTP PUT, lean client", false, func() error { return leanDo("PUT", coldURL+"/v1/sessions/w16k-lean", doc) }},
 		{"HTTP PUT, net/http engine", false, func() error { return httpDo(hc, "PUT", netHTTP.URL+"/v1/sessions/w16k-net", doc) }},
 		{"gRPC Put", false, func() error {
-			_, err := gc.Put(ctx, &server.PutRequest{ConversationID: "w16k-grpc", Data: doc})
+			_, err := gc.Put(ctx, &sidecarv1.PutRequest{ConversationId: "w16k-grpc", Data: doc})
 			return err
 		}},
 		{"store.Put in-process", false, func() error { _, err := cold.Put(ctx, "w16k-store", doc, -1, 0); return err }},

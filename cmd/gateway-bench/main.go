@@ -1,0 +1,189 @@
+// Command gateway-bench measures the NeuroNetes gateway against baselines measured in the same run
+// (docs/demo-agent.md, "Gateway benchmarks"):
+//
+//   - overhead: concurrent streamed requests straight to demo agents, through a no-op TCP relay
+//     (the floor any extra process puts on this machine), through Go's httputil.ReverseProxy with
+//     round robin, and through the gateway: added TTFT p50/p99 and chunk throughput;
+//   - routing quality: the Mooncake conversation trace replayed, time-compressed, through the
+//     gateway and through round-robin, least-request and random proxies to fresh demo agents:
+//     mean and p99 TTFT and prefix-cache hit rate, against one shared cache of the pods' total
+//     capacity.
+//
+// Every process (agents, proxies, gateway) runs as its own process on loopback. The verdict is
+// printed last; the exit status is 1 when a target is missed or the gateway is absent.
+//
+// `gateway-bench proxy -policy P -listen A -backends U,U` is the baseline proxy process.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "proxy" {
+		if err := proxyMain(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "gateway-bench proxy:", err)
+			os.Exit(2)
+		}
+		return
+	}
+	ok, err := run(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gateway-bench:", err)
+		fmt.Println("VERDICT: FAIL (the benchmark could not run: " + err.Error() + ")")
+		os.Exit(1)
+	}
+	if !ok {
+		os.Exit(1)
+	}
+}
+
+// options are the command line.
+type options struct {
+	only                  string
+	agentBin, gatewayBin  string
+	gatewayArgs, readyURL string
+	logDir                string
+	pods                  int
+	overhead              overheadConfig
+	routing               routingConfig
+}
+
+func parseOptions(args []string) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("gateway-bench", flag.ContinueOnError)
+	fs.StringVar(&o.only, "only", "", "run only overhead or routing")
+	fs.StringVar(&o.agentBin, "agent-bin", "", "demo-agent binary (required)")
+	fs.StringVar(&o.gatewayBin, "gateway-bin", "", "gateway binary; without it the gateway column is missing and the verdict fails")
+	fs.StringVar(&o.gatewayArgs, "gateway-args",
+		"--listen={listen} --admin-listen={admin} --backends={backends} --max-body-bytes=67108864 --drain-delay=0s",
+		"gateway arguments: {listen} is its API host:port, {admin} its admin host:port, {backends} the comma-separated agent base URLs")
+	fs.StringVar(&o.readyURL, "gateway-ready", "http://{admin}/readyz", "gateway readiness URL")
+	fs.StringVar(&o.logDir, "logdir", "", "directory for the processes' logs (default: a temporary one)")
+	fs.IntVar(&o.pods, "pods", 4, "demo agents")
+	fs.IntVar(&o.overhead.streams, "streams", 200, "overhead: concurrent streamed requests")
+	fs.IntVar(&o.overhead.tokens, "tokens", 100, "overhead: tokens per request")
+	fs.Float64Var(&o.overhead.decodeRate, "decode-rate", 50, "overhead: tokens per second per stream")
+	fs.DurationVar(&o.overhead.window, "window", 10*time.Second, "overhead: measured time per column per round")
+	fs.IntVar(&o.overhead.rounds, "rounds", 2, "overhead: interleaved rounds")
+	o.routing.bindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	switch {
+	case o.agentBin == "":
+		return nil, errors.New("-agent-bin is required")
+	case o.only != "" && o.only != "overhead" && o.only != "routing":
+		return nil, fmt.Errorf("-only %q is not overhead or routing", o.only)
+	case o.pods < 1:
+		return nil, fmt.Errorf("-pods must be at least 1, got %d", o.pods)
+	case o.overhead.streams < 1 || o.overhead.tokens < 1 || o.overhead.rounds < 1 || !(o.overhead.decodeRate > 0):
+		return nil, errors.New("-streams, -tokens, -rounds and -decode-rate must be positive")
+	}
+	return o, o.routing.validate()
+}
+
+func run(args []string) (bool, error) {
+	o, err := parseOptions(args)
+	if err != nil {
+		return false, err
+	}
+	if o.logDir == "" {
+		if o.logDir, err = os.MkdirTemp("", "gateway-bench-"); err != nil {
+			return false, err
+		}
+		defer os.RemoveAll(o.logDir)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	cores, _ := os.ReadFile("/proc/cpuinfo")
+	fmt.Printf("gateway-bench: %d CPU cores, load average %s at start; client, proxies, gateway and %d agents share them\n",
+		strings.Count(string(cores), "processor\t:"), loadAvg(), o.pods)
+
+	var verdicts []string
+	pass := true
+	if o.only != "routing" {
+		v, err := o.runOverhead(ctx)
+		if err != nil {
+			return false, fmt.Errorf("overhead: %w", err)
+		}
+		verdicts = append(verdicts, v.text)
+		pass = pass && v.ok
+	}
+	if o.only != "overhead" {
+		v, err := o.runRouting(ctx)
+		if err != nil {
+			return false, fmt.Errorf("routing: %w", err)
+		}
+		verdicts = append(verdicts, v.text)
+		pass = pass && v.ok
+	}
+	fmt.Printf("load average %s at the end\n", loadAvg())
+	word := "PASS"
+	if !pass {
+		word = "FAIL"
+	}
+	fmt.Printf("VERDICT: %s (%s)\n", word, strings.Join(verdicts, "; "))
+	return pass, nil
+}
+
+// verdict is one benchmark's line in the final verdict.
+type verdict struct {
+	ok   bool
+	text string
+}
+
+// startProxy runs this binary's proxy mode.
+func (o *options) startProxy(name, policy string, backends []string, extra ...string) (*proc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"proxy", "-policy=" + policy, "-listen=" + addr, "-backends=" + strings.Join(backends, ",")}, extra...)
+	p, err := start(name, o.logDir, addr, self, args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitTCP(10 * time.Second); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+// startGateway runs the gateway in its static-backends mode.
+func (o *options) startGateway(name string, backends []string) (*proc, error) {
+	if o.gatewayBin == "" {
+		return nil, errNoGateway
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	admin, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	r := strings.NewReplacer("{listen}", addr, "{admin}", admin, "{backends}", strings.Join(backends, ","))
+	p, err := start(name, o.logDir, addr, o.gatewayBin, strings.Fields(r.Replace(o.gatewayArgs))...)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitHTTP(r.Replace(o.readyURL), 30*time.Second); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return p, nil
+}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// routingStats is one policy's replay.
+type routingStats struct {
+	ttfts         []float64 // ms
+	errors        int
+	firstErr      error
+	hits, queries float64 // summed over the pods' prefix-cache counters
+	perPod        []float64
+	late          time.Duration // worst lag of a send behind its trace time
+}
+
+func (s *routingStats) hitRate() float64 {
+	if s.queries == 0 {
+		return 0
+	}
+	return s.hits / s.queries
+}
+
+// routingBody is a replayed request: the synthesized prompt as one user message.
+func routingBody(r replayRequest) ([]byte, error) {
+	return json.Marshal(map[string]any{
+		"model": "bench", "stream": true, "max_tokens": r.output,
+		"messages": []map[string]string{{"role": "user", "content": r.prompt()}},
+	})
+}
+
+// replayTrace sends every request at its (compressed) arrival time to url, open loop.
+func replayTrace(ctx context.Context, url string, reqs []replayRequest) *routingStats {
+	st := &routingStats{}
+	hc := newClient(512)
+	defer hc.CloseIdleConnections()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, r := range reqs {
+		if d := time.Until(start.Add(r.at)); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return st
+			}
+		}
+		if lag := time.Since(start.Add(r.at)); lag > st.late {
+			st.late = lag
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body, err := routingBody(r)
+			res := streamResult{err: err}
+			if err == nil {
+				res = stream(ctx, hc, url, body)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if res.err != nil {
+				st.errors++
+				if st.firstErr == nil {
+					st.firstErr = res.err
+				}
+				return
+			}
+			st.ttfts = append(st.ttfts, ms(res.ttft))
+		}()
+	}
+	wg.Wait()
+	return st
+}
+
+// scrapeCounter sums the samples of a metric on an agent's /metrics.
+func scrapeCounter(base, name string) (float64, error) {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var sum float64
+	found := false
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		l := sc.Text()
+		if !strings.HasPrefix(l, name+"{") && !strings.HasPrefix(l, name+" ") {
+			continue
+		}
+		v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s on %s: %w", name, base, err)
+		}
+		sum += v
+		found = true
+	}
+	if !found {
+		return 0, fmt.Errorf("%s has no %s", base, name)
+	}
+	return sum, sc.Err()
+}
+
+// collectHits reads the prefix-cache counters of every agent into st.
+func collectHits(agents group, st *routingStats) error {
+	for _, base := range agents.urls() {
+		h, err := scrapeCounter(base, "vllm:prefix_cache_hits_total")
+		if err != nil {
+			return err
+		}
+		q, err := scrapeCounter(base, "vllm:prefix_cache_queries_total")
+		if err != nil {
+			return err
+		}
+		st.hits += h
+		st.queries += q
+		st.perPod = append(st.perPod, q)
+	}
+	return nil
+}
+
+// routingVerdict is the gateway's result against the targets.
+type routingVerdict struct {
+	ttftRatio, hitRatio float64
+	present, ok         bool
+}
+
+// printRouting writes the table; names[i] is stats[i]'s policy, shared the reference hit rate.
+func printRouting(w io.Writer, names []string, stats []*routingStats, shared float64) routingVerdict {
+	var rrMean float64
+	for i, n := range names {
+		if n == policyRR {
+			rrMean = mean(stats[i].ttfts)
+		}
+	}
+	fmt.Fprintf(w, "%-22s %8s %6s %10s %10s %10s %8s %9s %9s %8s  %s\n", "policy", "requests", "errors", "TTFT mean", "TTFT p50",
+		"TTFT p99", "x RR", "hit rate", "x shared", "late", "prompt tokens per pod")
+	var v routingVerdict
+	for i, n := range names {
+		s := stats[i]
+		m := mean(s.ttfts)
+		fmt.Fprintf(w, "%-22s %8d %6d %10.1f %10.1f %10.1f %8.3f %9.4f %9.3f %8s  %s\n", n, len(s.ttfts), s.errors, m,
+			quantile(s.ttfts, 0.5), quantile(s.ttfts, 0.99), m/rrMean, s.hitRate(), s.hitRate()/shared,
+			s.late.Round(time.Millisecond), podShares(s.perPod))
+		if s.firstErr != nil {
+			fmt.Fprintf(w, "    first error: %v\n", s.firstErr)
+		}
+		if strings.HasPrefix(n, "gateway") {
+			v = routingVerdict{ttftRatio: m / rrMean, hitRatio: s.hitRate() / shared, present: true}
+			v.ok = s.errors == 0 && v.ttftRatio <= 0.5 && v.hitRatio >= 0.9
+		}
+	}
+	fmt.Fprintf(w, "%-22s %8s %6s %10s %10s %10s %8s %9.4f %9.3f\n", "shared cache (ref)", "", "", "", "", "", "", shared, 1.0)
+	fmt.Fprintf(w, "(%s is this bench's own router, shown for what cache- and load-aware routing reaches here; not a target)\n", policyReference)
+	return v
+}
+
+// podShares formats each pod's share of the prompt tokens it was sent.
+func podShares(q []float64) string {
+	var total float64
+	for _, x := range q {
+		total += x
+	}
+	parts := make([]string, len(q))
+	for i, x := range q {
+		parts[i] = fmt.Sprintf("%.0f%%", 100*x/max(total, 1))
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+)
+
+// routingConfig shapes the routing-quality benchmark. Rates are given in trace time and scaled by
+// the speedup, so the replay is the trace's workload on proportionally faster pods.
+type routingConfig struct {
+	trace       string
+	window      time.Duration // of trace time replayed, from its start
+	speedup     float64
+	maxOutput   int
+	kvTokens    int // per pod
+	blockSize   int
+	load        float64 // prefill utilization of the pods if nothing were cached and load were even
+	decodeReal  float64 // tokens per second per sequence, trace time
+	ttftBase    time.Duration
+	slots       int
+	policies    []string
+	withGateway bool
+}
+
+func (c *routingConfig) bindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.trace, "trace", "../shared/data/traces/mooncake_conversation_trace.jsonl", "routing: Mooncake trace (JSONL)")
+	fs.DurationVar(&c.window, "trace-window", 20*time.Minute, "routing: trace time replayed, from its start")
+	fs.Float64Var(&c.speedup, "speedup", 20, "routing: time compression of the replay")
+	fs.IntVar(&c.maxOutput, "max-output", 32, "routing: cap on each request's output tokens (streamed chunks cost CPU the pods would not)")
+	fs.IntVar(&c.kvTokens, "kv-tokens", 1<<20, "routing: KV cache tokens per pod (about an H200 serving an 8B model)")
+	fs.IntVar(&c.blockSize, "block-size", 16, "routing: KV block size in tokens")
+	fs.Float64Var(&c.load, "load", 0.8, "routing: prefill utilization the trace would put on the pods with no cache reuse (sets the prefill rate)")
+	fs.Float64Var(&c.decodeReal, "decode-rate-trace", 30, "routing: decode tokens per second per sequence, in trace time")
+	fs.DurationVar(&c.ttftBase, "ttft-base-trace", 20*time.Millisecond, "routing: first-token overhead, in trace time")
+	fs.IntVar(&c.slots, "slots", 256, "routing: batch slots per pod")
+}
+
+func (c *routingConfig) validate() error {
+	switch {
+	case !(c.speedup > 0), !(c.load > 0), !(c.decodeReal > 0):
+		return errors.New("-speedup, -load and -decode-rate-trace must be positive")
+	case c.maxOutput < 1, c.kvTokens < 1, c.blockSize < 1, c.slots < 1:
+		return errors.New("-max-output, -kv-tokens, -block-size and -slots must be positive")
+	case c.window <= 0:
+		return errors.New("-trace-window must be positive")
+	}
+	return nil
+}
+
+func (o *options) runOverhead(ctx context.Context) (verdict, error) {
+	cfg := o.overhead
+	agents, err := startAgents(ctx, o.agentBin, o.logDir, "overhead", o.pods, agentFlags{
+		slots: cfg.streams, prefillRate: 1e9, decodeRate: cfg.decodeRate, kvTokens: 1 << 22, blockSize: 16})
+	if err != nil {
+		return verdict{}, err
+	}
+	defer agents.stop()
+	backends := agents.urls()
+	cols := []column{{name: "direct", url: func(w int) string { return backends[w%len(backends)] + "/v1/chat/completions" }}}
+	for _, pc := range []struct{ name, policy string }{{"tcp-relay (floor)", policyTCP}, {"reverseproxy-rr", policyRR}} {
+		p, err := o.startProxy("overhead-"+pc.policy, pc.policy, backends)
+		if err != nil {
+			return verdict{}, err
+		}
+		defer p.stop()
+		cols = append(cols, column{name: pc.name, url: constURL("http://" + p.addr + "/v1/chat/completions"), proxy: p})
+	}
+	gw, gwErr := o.startGateway("overhead-gateway", backends)
+	if gwErr == nil {
+		defer gw.stop()
+		cols = append(cols, column{name: "gateway", url: constURL("http://" + gw.addr + "/v1/chat/completions"), proxy: gw})
+	} else if !errors.Is(gwErr, errNoGateway) {
+		return verdict{}, gwErr
+	}
+	fmt.Printf("\n== overhead: %d concurrent streamed requests of %d tokens at %g tokens/s each, %d agents, %d rounds x %s per column\n",
+		cfg.streams, cfg.tokens, cfg.decodeRate, o.pods, cfg.rounds, cfg.window)
+	stats := runOverhead(ctx, cols, agents, cfg, os.Stdout)
+	v := printOverhead(os.Stdout, cols, stats, cfg)
+	floor := stats[1]
+	fp99 := quantile(floor.ttfts, 0.99) - quantile(stats[0].ttfts, 0.99)
+	ftp := floor.throughput() / stats[0].throughput()
+	fmt.Printf("floor: a no-op TCP relay process adds %+.2f ms to TTFT p99 and runs at %.3fx direct throughput on this machine\n", fp99, ftp)
+	if gwErr != nil {
+		return verdict{text: "overhead: gateway absent (" + gwErr.Error() + ")"}, nil
+	}
+	status := "met"
+	if !v.ok {
+		status = "MISSED"
+	}
+	return verdict{ok: v.ok, text: fmt.Sprintf("overhead %s: gateway adds %+.2f ms TTFT p99 (target <= 2; floor %+.2f), throughput %.3fx direct (target >= 0.9; floor %.3fx)",
+		status, v.addedP99, fp99, v.ratio, ftp)}, nil
+}
+
+func constURL(u string) func(int) string { return func(int) string { return u } }
+
+func (o *options) runRouting(ctx context.Context) (verdict, error) {
+	c := o.routing
+	rows, err := loadTrace(c.trace, c.window)
+	if err != nil {
+		return verdict{}, err
+	}
+	reqs := replay(rows, c.speedup, c.maxOutput)
+	var promptTokens int
+	for _, r := range rows {
+		promptTokens += r.InputLength
+	}
+	span := time.Duration(rows[len(rows)-1].Timestamp-rows[0].Timestamp) * time.Millisecond
+	offered := float64(promptTokens) / max(span.Seconds(), 1) // prompt tokens per second, trace time
+	prefillReal := offered / (float64(o.pods) * c.load)
+	flags := agentFlags{slots: c.slots, prefillRate: prefillReal * c.speedup, decodeRate: c.decodeReal * c.speedup,
+		ttftBase: time.Duration(float64(c.ttftBase) / c.speedup), kvTokens: c.kvTokens, blockSize: c.blockSize}
+	blocks := c.kvTokens / c.blockSize
+	shared, err := sharedCacheHitRate(reqs, o.pods*blocks, c.blockSize)
+	if err != nil {
+		return verdict{}, err
+	}
+	fmt.Printf("\n== routing: %d requests of the Mooncake conversation trace (first %s, %.0f prompt tokens/s) replayed %gx faster to %d pods\n",
+		len(reqs), c.window, offered, c.speedup, o.pods)
+	fmt.Printf("   pods: prefill %.0f tokens/s (trace time; %.2f of them busy with no cache reuse), decode %g tokens/s/seq, KV cache %d tokens in %d-token blocks, outputs capped at %d tokens\n",
+		prefillReal, c.load, c.decodeReal, c.kvTokens, c.blockSize, c.maxOutput)
+	fmt.Printf("   shared-cache reference: one %d-block cache (the %d pods' total), every request in arrival order, finished before the next\n",
+		o.pods*blocks, o.pods)
+
+	names := []string{"gateway", policyRR, policyLeast, policyRandom, policyReference}
+	var stats []*routingStats
+	var gwErr error
+	for _, name := range names {
+		st, err := o.replayPolicy(ctx, name, flags, reqs)
+		if errors.Is(err, errNoGateway) {
+			gwErr = err
+			continue
+		}
+		if err != nil {
+			return verdict{}, fmt.Errorf("%s: %w", name, err)
+		}
+		stats = append(stats, st)
+		fmt.Printf("  %-14s done: %d requests, load %s\n", name, len(st.ttfts), loadAvg())
+	}
+	if gwErr != nil {
+		names = names[1:]
+	}
+	v := printRouting(os.Stdout, names, stats, shared)
+	if !v.present {
+		return verdict{text: "routing: gateway absent (" + gwErr.Error() + ")"}, nil
+	}
+	status := "met"
+	if !v.ok {
+		status = "MISSED"
+	}
+	return verdict{ok: v.ok, text: fmt.Sprintf("routing %s: gateway mean TTFT %.3fx round robin's (target <= 0.5), hit rate %.3fx the shared cache's (target >= 0.9)",
+		status, v.ttftRatio, v.hitRatio)}, nil
+}
+
+// replayPolicy replays the trace through one policy to fresh agents (cold caches).
+func (o *options) replayPolicy(ctx context.Context, name string, flags agentFlags, reqs []replayRequest) (*routingStats, error) {
+	if name == "gateway" && o.gatewayBin == "" {
+		return nil, errNoGateway
+	}
+	agents, err := startAgents(ctx, o.agentBin, o.logDir, "routing-"+name, o.pods, flags)
+	if err != nil {
+		return nil, err
+	}
+	defer agents.stop()
+	var front *proc
+	if name == "gateway" {
+		front, err = o.startGateway("routing-gateway", agents.urls())
+	} else {
+		front, err = o.startProxy("routing-"+name, name, agents.urls(),
+			fmt.Sprintf("-kv-tokens=%d", flags.kvTokens), fmt.Sprintf("-block-size=%d", flags.blockSize))
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer front.stop()
+	st := replayTrace(ctx, "http://"+front.addr+"/v1/chat/completions", reqs)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return st, collectHits(agents, st)
+}

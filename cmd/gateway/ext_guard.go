@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/gateway/guard"
+	"github.com/neuronetes/neuronetes/gateway/stage"
+)
+
+// guardPolicyFile is --guardrail-policy.
+var guardPolicyFile string
+
+func init() {
+	flag.StringVar(&guardPolicyFile, "guardrail-policy", "", "static-backends mode: a GuardrailPolicy YAML file applied to the static pool (its targetRef is ignored); in cluster mode GuardrailPolicy objects are watched")
+	extensionBuilders = append(extensionBuilders, extensionBuilder{name: "guardrails", build: buildGuard})
+}
+
+// buildGuard adds the guardrail stage and chunk filter and serves the built-in detector at
+// Presidio's POST /analyze and GET /supportedentities.
+func buildGuard(ctx context.Context, deps extensionDeps, ext *stage.Extensions) error {
+	m := guard.NewMetrics(deps.Registerer)
+	pols := guard.NewPolicies()
+	switch {
+	case guardPolicyFile != "" && !deps.Static:
+		return fmt.Errorf("--guardrail-policy: only in static-backends mode (--backends); in the cluster create GuardrailPolicy objects")
+	case guardPolicyFile != "":
+		p, err := loadGuardPolicy(guardPolicyFile, m)
+		if err != nil {
+			return err
+		}
+		pols.Static = p
+	case deps.Cache != nil:
+		var secret func(ns, name, key string) (string, error)
+		if deps.Client != nil {
+			secret = func(ns, name, key string) (string, error) {
+				var s corev1.Secret
+				if err := deps.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s); err != nil {
+					return "", err
+				}
+				v, ok := s.Data[key]
+				if !ok {
+					return "", fmt.Errorf("secret %s/%s has no key %q", ns, name, key)
+				}
+				return string(v), nil
+			}
+		}
+		if err := guard.Watch(ctx, deps.Cache, pols, guard.CompileOptions{Metrics: m}, secret); err != nil {
+			return err
+		}
+	}
+	s := &guard.Stage{Policies: pols, Metrics: m}
+	ext.Stages = append(ext.Stages, s)
+	ext.Filters = append(ext.Filters, s)
+	if ext.Handlers == nil {
+		ext.Handlers = map[string]http.Handler{}
+	}
+	h := guard.AnalyzeHandler()
+	ext.Handlers["POST /analyze"] = h
+	ext.Handlers["GET /supportedentities"] = h
+	return nil
+}
+
+func loadGuardPolicy(path string, m *guard.Metrics) (*guard.Policy, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--guardrail-policy: %w", err)
+	}
+	var gp nnv1.GuardrailPolicy
+	if err := yaml.UnmarshalStrict(b, &gp); err != nil {
+		return nil, fmt.Errorf("--guardrail-policy %s: %w", path, err)
+	}
+	p, err := guard.Compile(gp.Namespace+"/"+gp.Name, &gp.Spec, guard.CompileOptions{Metrics: m})
+	if err != nil {
+		return nil, fmt.Errorf("--guardrail-policy %s: %w", path, err)
+	}
+	return p, nil
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/neuronetes/neuronetes/gateway/rollout"
+	"github.com/neuronetes/neuronetes/gateway/stage"
+)
+
+// rolloutAssignmentTTL is --rollout-assignment-ttl.
+var rolloutAssignmentTTL time.Duration
+
+func init() {
+	flag.DurationVar(&rolloutAssignmentTTL, "rollout-assignment-ttl", rollout.DefaultAssignmentTTL, "how long an unused conversation keeps its AgentRollout variant (refreshed on use; in Redis with --redis-addr)")
+	extensionBuilders = append(extensionBuilders, extensionBuilder{name: "rollouts", build: buildRollout})
+}
+
+// buildRollout adds the AgentRollout variant selector, mirror and observer, and POST
+// /v1/feedback. Static-backends mode has one pool and no rollouts.
+func buildRollout(ctx context.Context, deps extensionDeps, ext *stage.Extensions) error {
+	if rolloutAssignmentTTL <= 0 {
+		return fmt.Errorf("--rollout-assignment-ttl: %s must be positive", rolloutAssignmentTTL)
+	}
+	if deps.Static || deps.Cache == nil {
+		klog.FromContext(ctx).V(2).Info("AgentRollouts need cluster mode; not watching them")
+		return nil
+	}
+	if ext.Selector != nil {
+		return fmt.Errorf("another extension already set the variant selector")
+	}
+	rec := rollout.NewRecorder(deps.Registerer)
+	table := rollout.NewTable(func(v *rollout.View, old string) { rec.Forget(v, old) })
+	var store rollout.Store = rollout.NewMemoryStore(rolloutAssignmentTTL, 1_000_000)
+	if deps.Redis != nil {
+		store = &rollout.RedisStore{Client: deps.Redis, TTL: rolloutAssignmentTTL, Prefix: "nn:gw:rollout:"}
+	}
+	sp := &rollout.Splitter{Table: table, Store: store, Recorder: rec}
+	if err := rollout.Watch(ctx, deps.Cache, table, &http.Client{}); err != nil {
+		return err
+	}
+	ext.Selector = sp
+	ext.Mirrors = append(ext.Mirrors, sp)
+	ext.Observers = append(ext.Observers, sp)
+	if ext.Handlers == nil {
+		ext.Handlers = map[string]http.Handler{}
+	}
+	ext.Handlers["POST /v1/feedback"] = sp.FeedbackHandler()
+	return nil
+}

@@ -1,0 +1,58 @@
+// Package affinity keeps sessions on pods: it extracts a request's session key, places new
+// sessions by consistent hashing with bounded loads, and keeps pins (session key -> pod, with a
+// TTL refreshed on use) in Redis, shared by every gateway replica, with an in-memory table that
+// serves while Redis is unreachable and whose pins are written back when it returns.
+package affinity
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"strings"
+
+	"github.com/neuronetes/neuronetes/gateway/openai"
+	"github.com/neuronetes/neuronetes/gateway/route"
+)
+
+// MaxKeyLen bounds a session key; longer values are cut to this many bytes before hashing.
+const MaxKeyLen = 1024
+
+// Extract returns the session key of a request and the source it came from: the first
+// non-empty value among sources, in order. A request without any has key "".
+func Extract(sources []route.KeySource, h http.Header, req *openai.Request) (key string, from route.KeySource) {
+	for _, s := range sources {
+		v := value(s, h, req)
+		if v = strings.TrimSpace(v); v != "" {
+			if len(v) > MaxKeyLen {
+				v = v[:MaxKeyLen]
+			}
+			return v, s
+		}
+	}
+	return "", route.KeySource{}
+}
+
+func value(s route.KeySource, h http.Header, req *openai.Request) string {
+	if s.Header != "" {
+		return h.Get(s.Header)
+	}
+	if req == nil {
+		return ""
+	}
+	switch {
+	case s.Body == "conversation_id":
+		return req.ConversationID
+	case s.Body == "user":
+		return req.User
+	case strings.HasPrefix(s.Body, "metadata."):
+		return req.Metadata[strings.TrimPrefix(s.Body, "metadata.")]
+	}
+	return ""
+}
+
+// KeyHash is the form a session key is stored in (Redis keys, memory, logs): the hex SHA-256 of
+// the key, truncated to 128 bits, so that user ids used as keys are not stored in clear.
+func KeyHash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:16])
+}

@@ -1,0 +1,77 @@
+package engine
+
+import (
+	"github.com/neuronetes/neuronetes/gateway/openai"
+)
+
+// usageState is what the request learned of its tokens.
+type usageState struct {
+	usage     *openai.Usage
+	chunks    int // streamed chunks that carried a token
+	estimated int // completion tokens estimated from a whole response's text
+	accounted bool
+}
+
+// count folds one chunk (or a whole response) into the request's usage and marks the first
+// token.
+func (r *request) count(c *openai.Chunk, whole bool) {
+	if c.Usage != nil {
+		r.usage.usage = c.Usage
+	}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		text := ch.Content()
+		tool := ch.Delta != nil && len(ch.Delta.ToolCalls) > 0
+		if text == "" && !tool {
+			continue
+		}
+		if whole {
+			r.usage.estimated += openai.EstimateTokens(text)
+			continue
+		}
+		r.usage.chunks++
+		r.markFirstToken()
+	}
+}
+
+// markFirstToken records the TTFT once.
+func (r *request) markFirstToken() {
+	if r.out.TTFT > 0 {
+		return
+	}
+	r.out.TTFT = max(r.e.now().Sub(r.start), 1)
+	r.dequeue()
+	s := r.out.TTFT.Seconds()
+	r.e.Metrics.TTFT.WithLabelValues(r.pool.AgentClass, r.modelLabel(), string(r.body.Route)).Observe(s)
+	r.e.Pools.ObserveTTFT(r.pool.Ref, r.out.Pod, s)
+}
+
+// modelLabel is the pool's model id, or the requested one in static mode without a model.
+func (r *request) modelLabel() string {
+	if r.pool.Model != "" {
+		return r.pool.Model
+	}
+	return r.body.Model
+}
+
+// account settles the billed tokens once: the backend's usage when it gave one, else the
+// prompt estimate and the counted completion.
+func (r *request) account() {
+	u := &r.usage
+	if u.accounted {
+		return
+	}
+	u.accounted = true
+	if u.usage != nil {
+		r.out.PromptTokens, r.out.CompletionTokens = u.usage.PromptTokens, u.usage.CompletionTokens
+	} else {
+		r.out.CompletionTokens = u.chunks + u.estimated
+	}
+	m, class, model := r.e.Metrics, r.pool.AgentClass, r.modelLabel()
+	m.AddTokens(class, model, "input", r.out.PromptTokens)
+	m.AddTokens(class, model, "output", r.out.CompletionTokens)
+	p := r.pool.Policy
+	if cost := float64(r.out.PromptTokens)*p.InputPrice + float64(r.out.CompletionTokens)*p.OutputPrice; cost > 0 {
+		m.Cost.WithLabelValues(class, model).Add(cost)
+	}
+}

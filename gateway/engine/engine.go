@@ -1,0 +1,189 @@
+// Package engine is the gateway's request path, independent of the client's protocol: identity,
+// body checks, model access, the extension points (gateway/stage), the variant selection,
+// quotas, admission by priority, session affinity and picking, the backend exchange with one
+// retry before the first byte, streaming through the chunk filters, usage billing and metrics.
+// The front (gateway/front) turns HTTP, SSE, WebSocket and gRPC into Inbound requests and Sinks.
+package engine
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/neuronetes/neuronetes/gateway/access"
+	"github.com/neuronetes/neuronetes/gateway/affinity"
+	"github.com/neuronetes/neuronetes/gateway/metrics"
+	"github.com/neuronetes/neuronetes/gateway/openai"
+	"github.com/neuronetes/neuronetes/gateway/pick"
+	"github.com/neuronetes/neuronetes/gateway/proxy"
+	"github.com/neuronetes/neuronetes/gateway/quota"
+	"github.com/neuronetes/neuronetes/gateway/route"
+	"github.com/neuronetes/neuronetes/gateway/stage"
+)
+
+// Headers the gateway reads and writes.
+const (
+	// HeaderPriority carries a priority class the tenant is allowed to ask for.
+	HeaderPriority = "X-Neuronetes-Priority"
+	// HeaderPod names the pod that served the response.
+	HeaderPod = "X-Neuronetes-Pod"
+	// HeaderPool names the pool that served the response.
+	HeaderPool = "X-Neuronetes-Pool"
+	// HeaderPin says what happened to the session's pin: held, new, repinned or none.
+	HeaderPin = "X-Neuronetes-Pin"
+	// HeaderRequestID is the gateway's request id (also sent to the backend).
+	HeaderRequestID = "X-Request-Id"
+	// HeaderTenant tells the backend the caller's tenant.
+	HeaderTenant = "X-Neuronetes-Tenant"
+	// HeaderConversation carries the session key to the backend (the demo agent and the sidecar
+	// key session memory by it).
+	HeaderConversation = "X-Conversation-Id"
+	// HeaderSession carries the session key to the backend too.
+	HeaderSession = "X-Session-Id"
+)
+
+// Pin results (the HeaderPin values and the affinity metric's "result" label, where "held" is
+// counted as "hit" and "new" as "miss").
+const (
+	PinHeld     = "held"
+	PinNew      = "new"
+	PinRepinned = "repinned"
+	PinNone     = "none"
+)
+
+// Authenticator maps a request's credentials to a tenant. The error is a 401.
+type Authenticator interface {
+	Authenticate(ctx context.Context, h http.Header) (*access.Tenant, *openai.Error)
+}
+
+// Inbound is a request as the front received it.
+type Inbound struct {
+	// Route is the API endpoint.
+	Route openai.Route
+	// Header is the request header (WebSocket and gRPC fronts fill it from the upgrade request
+	// or the call's metadata).
+	Header http.Header
+	// Body is the JSON body.
+	Body []byte
+	// Protocol is "http", "websocket" or "grpc" (a metrics label; streamed HTTP is "sse").
+	Protocol string
+	// Tenant, when set, is the caller the front already authenticated.
+	Tenant *access.Tenant
+}
+
+// Meta describes the response.
+type Meta struct {
+	RequestID, Pool, Pod, Pin string
+}
+
+// Header writes the meta as response headers.
+func (m Meta) Header(h http.Header) {
+	if m.RequestID != "" {
+		h.Set(HeaderRequestID, m.RequestID)
+	}
+	if m.Pool != "" {
+		h.Set(HeaderPool, m.Pool)
+	}
+	if m.Pod != "" {
+		h.Set(HeaderPod, m.Pod)
+	}
+	if m.Pin != "" {
+		h.Set(HeaderPin, m.Pin)
+	}
+}
+
+// Sink receives a response in the client's protocol. Its methods are called from the request's
+// goroutine only.
+type Sink interface {
+	// Start begins a streamed response.
+	Start(m Meta) error
+	// Event sends one chunk (the JSON of an SSE data line).
+	Event(data []byte) error
+	// Finish ends a streamed response normally.
+	Finish() error
+	// Response sends a whole non-streamed response.
+	Response(m Meta, body []byte) error
+	// Fail sends an error: an error response before Start, an error event after it.
+	Fail(m Meta, e *openai.Error, started bool) error
+}
+
+// Config are the engine's settings.
+type Config struct {
+	// MaxResponseBytes bounds a non-streamed backend response (default 16 MiB).
+	MaxResponseBytes int64
+	// ShadowParallel bounds the shadow copies in flight (default 64); beyond it copies are dropped.
+	ShadowParallel int
+}
+
+// Engine runs requests.
+type Engine struct {
+	Table     *route.Table
+	Auth      Authenticator // nil: every caller is access.Anonymous
+	Pins      *affinity.Store
+	Picker    *pick.Picker
+	Quota     *quota.Limiter // nil: no quotas
+	Admission *quota.Admission
+	Upstream  *proxy.Upstream
+	Metrics   *metrics.Metrics
+	Pools     *metrics.PoolStats
+	Ext       stage.Extensions
+	Cfg       Config
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+
+	seq       atomic.Uint64
+	idPrefix  string
+	shadowSem chan struct{}
+}
+
+// Init prepares the engine; call once before serving.
+func (e *Engine) Init() {
+	if e.Cfg.MaxResponseBytes <= 0 {
+		e.Cfg.MaxResponseBytes = 16 << 20
+	}
+	if e.Cfg.ShadowParallel <= 0 {
+		e.Cfg.ShadowParallel = 64
+	}
+	e.shadowSem = make(chan struct{}, e.Cfg.ShadowParallel)
+	e.idPrefix = strconv.FormatInt(time.Now().UnixNano()&0xffffffffff, 36) + "-"
+	if e.Ext.Selector == nil {
+		e.Ext.Selector = stage.DefaultSelector{}
+	}
+}
+
+func (e *Engine) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+func (e *Engine) newID() string {
+	return "gw-" + e.idPrefix + strconv.FormatUint(e.seq.Add(1), 36)
+}
+
+// Authenticate resolves the caller (access.Anonymous without an Authenticator).
+func (e *Engine) Authenticate(ctx context.Context, h http.Header) (*access.Tenant, *openai.Error) {
+	if e.Auth == nil {
+		return access.Anonymous, nil
+	}
+	t, err := e.Auth.Authenticate(ctx, h)
+	if err != nil {
+		e.Metrics.Rejected.WithLabelValues(err.Reason).Inc()
+	}
+	return t, err
+}
+
+// Models lists the model ids the tenant may use.
+func (e *Engine) Models(t *access.Tenant) []string {
+	all := e.Table.Load().Models(t.Namespace)
+	out := make([]string, 0, len(all))
+	for _, m := range all {
+		if t.Allows(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}

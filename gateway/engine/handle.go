@@ -1,0 +1,332 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/neuronetes/neuronetes/gateway/access"
+	"github.com/neuronetes/neuronetes/gateway/affinity"
+	"github.com/neuronetes/neuronetes/gateway/openai"
+	"github.com/neuronetes/neuronetes/gateway/pick"
+	"github.com/neuronetes/neuronetes/gateway/proxy"
+	"github.com/neuronetes/neuronetes/gateway/quota"
+	"github.com/neuronetes/neuronetes/gateway/route"
+	"github.com/neuronetes/neuronetes/gateway/stage"
+)
+
+// request is the state of one request through the engine.
+type request struct {
+	e      *Engine
+	in     Inbound
+	sink   Sink
+	start  time.Time
+	meta   Meta
+	tenant *access.Tenant
+	body   *openai.Request
+	sreq   *stage.Request
+	pool   *route.Pool
+	prio   route.Priority
+	// promptTokens is the estimate before usage is known.
+	promptTokens int
+	blocks       []uint64
+	keyHash      string
+	// queued tracks this request's tokens in the pool's tokens-in-queue view.
+	queuedPod string
+	queued    bool
+	out       stage.Outcome
+	started   bool
+	usage     usageState
+}
+
+// Handle runs one request and writes its response to sink.
+func (e *Engine) Handle(ctx context.Context, in Inbound, sink Sink) {
+	r := &request{e: e, in: in, sink: sink, start: e.now(), meta: Meta{RequestID: e.newID()}}
+	logger := klog.FromContext(ctx).WithValues("requestID", r.meta.RequestID)
+	ctx = klog.NewContext(ctx, logger)
+	if err := r.run(ctx); err != nil {
+		r.fail(ctx, err)
+	}
+	r.finish(ctx)
+}
+
+// run is the request path; an *openai.Error it returns is sent to the client.
+func (r *request) run(ctx context.Context) *openai.Error {
+	e := r.e
+	r.tenant = r.in.Tenant
+	if r.tenant == nil {
+		t, aerr := e.Authenticate(ctx, r.in.Header)
+		if aerr != nil {
+			return aerr
+		}
+		r.tenant = t
+	}
+	body, err := openai.Parse(r.in.Route, r.in.Body)
+	if err != nil {
+		return asAPIError(err)
+	}
+	r.body = body
+	pools, aerr := r.resolve()
+	if aerr != nil {
+		return aerr
+	}
+	if aerr := r.stages(ctx, pools); aerr != nil {
+		return aerr
+	}
+	if aerr := r.selectPool(ctx, pools); aerr != nil {
+		return aerr
+	}
+	if aerr := r.priority(); aerr != nil {
+		return aerr
+	}
+	r.mirror(ctx)
+	return r.serve(ctx)
+}
+
+// resolve finds the pools serving the model for the tenant: 403 when the tenant may not use the
+// model (whether or not it exists), 404 when it may but no pool serves it.
+func (r *request) resolve() ([]*route.Pool, *openai.Error) {
+	model := r.body.Model
+	if !r.tenant.Allows(model) {
+		return nil, openai.NewError(http.StatusForbidden, "permission_denied", "forbidden_model", "model",
+			"model %q is not available to this caller", model)
+	}
+	pools := r.e.Table.Load().Resolve(r.tenant.Namespace, model)
+	if len(pools) == 0 {
+		return nil, openai.NewError(http.StatusNotFound, "invalid_request_error", "model_not_found", "model",
+			"model %q does not exist", model)
+	}
+	return pools, nil
+}
+
+// stages runs the RequestStages.
+func (r *request) stages(ctx context.Context, pools []*route.Pool) *openai.Error {
+	key, _ := affinity.Extract(pools[0].Policy.SessionKeys, r.in.Header, r.body)
+	cands := make([]stage.Candidate, len(pools))
+	for i, p := range pools {
+		cands[i] = stage.Candidate{Pool: p.Ref, AgentClass: p.AgentClass, Ready: len(p.Endpoints)}
+	}
+	h := r.in.Header.Clone()
+	h.Del("Authorization")
+	h.Del("X-Api-Key")
+	r.sreq = &stage.Request{ID: r.meta.RequestID, Tenant: r.tenant.Key(), Model: r.body.Model, SessionKey: key,
+		Header: h, Body: r.body, Candidates: cands}
+	for _, s := range r.e.Ext.Stages {
+		d, err := s.Check(ctx, r.sreq)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Request stage failed", "stage", s.Name())
+			return openai.NewError(http.StatusInternalServerError, "server_error", "stage_error", "",
+				"request check %s failed", s.Name())
+		}
+		switch d.Action {
+		case stage.Block:
+			r.e.Metrics.Stages.WithLabelValues(s.Name(), "block").Inc()
+			st, code := d.Status, d.Code
+			if st == 0 {
+				st = http.StatusBadRequest
+			}
+			if code == "" {
+				code = "content_blocked"
+			}
+			return openai.NewError(st, "invalid_request_error", code, "", "request blocked by %s: %s", s.Name(), d.Reason)
+		case stage.Redact:
+			r.e.Metrics.Stages.WithLabelValues(s.Name(), "redact").Inc()
+		case stage.Flag:
+			r.e.Metrics.Stages.WithLabelValues(s.Name(), "flag").Inc()
+			r.sreq.Flags = append(r.sreq.Flags, s.Name())
+		}
+	}
+	return nil
+}
+
+// selectPool runs the VariantSelector and settles the session key with the chosen pool's
+// policy.
+func (r *request) selectPool(ctx context.Context, pools []*route.Pool) *openai.Error {
+	ref, err := r.e.Ext.Selector.Select(ctx, r.sreq)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Variant selection failed")
+		return openai.NewError(http.StatusInternalServerError, "server_error", "select_error", "", "variant selection failed")
+	}
+	for _, p := range pools {
+		if p.Ref == ref {
+			r.pool = p
+		}
+	}
+	if r.pool == nil {
+		klog.FromContext(ctx).Error(nil, "Variant selector chose a pool that is not a candidate", "pool", ref.String())
+		return openai.NewError(http.StatusInternalServerError, "server_error", "select_error", "", "variant selection failed")
+	}
+	r.sreq.Pool = ref
+	r.meta.Pool = ref.String()
+	if key, _ := affinity.Extract(r.pool.Policy.SessionKeys, r.in.Header, r.body); key != r.sreq.SessionKey {
+		r.sreq.SessionKey = key
+	}
+	if r.sreq.SessionKey != "" {
+		r.keyHash = affinity.KeyHash(r.sreq.SessionKey)
+	}
+	r.promptTokens = openai.EstimateTokens(r.body.PromptText())
+	if r.e.Picker.Prefix != nil && r.pool.Policy.Weights.PrefixCache > 0 {
+		r.blocks = r.e.Picker.Prefix.Blocks(r.pool.Ref, r.body.PromptText())
+	}
+	return nil
+}
+
+// priority is the header's class when the tenant may set it, else the pool's.
+func (r *request) priority() *openai.Error {
+	r.prio = r.pool.Policy.Priority
+	v := r.in.Header.Get(HeaderPriority)
+	if v == "" {
+		return nil
+	}
+	p, ok := route.ParsePriority(v)
+	if !ok {
+		return openai.BadRequest(HeaderPriority, "header %s must be high, normal or low, got %q", HeaderPriority, v)
+	}
+	if !r.tenant.Priorities[p] {
+		return openai.NewError(http.StatusForbidden, "permission_denied", "forbidden_priority", HeaderPriority,
+			"priority %q is not allowed for this caller", v)
+	}
+	r.prio = p
+	return nil
+}
+
+// serve applies quotas and admission, then dispatches.
+func (r *request) serve(ctx context.Context) *openai.Error {
+	e := r.e
+	maxTok := r.body.MaxTokens
+	if maxTok <= 0 {
+		maxTok = openai.DefaultMaxTokens
+	}
+	estimate := r.promptTokens + maxTok
+	var grant *quota.Grant
+	if e.Quota != nil {
+		g, qerr := e.Quota.Admit(ctx, r.tenant.Key(), r.pool.Ref.String(), r.tenant.QuotaFor(r.pool.Ref.Name), estimate)
+		if qerr != nil {
+			return qerr
+		}
+		grant = g
+	}
+	defer func() { grant.Settle(ctx, r.billed()) }()
+	if len(r.pool.Endpoints) == 0 {
+		er := openai.NewError(http.StatusServiceUnavailable, "service_unavailable", "no_endpoint", "",
+			"pool %s has no ready endpoint", r.pool.Ref.String())
+		er.RetryAfter = time.Second
+		return er
+	}
+	r.setQueued("")
+	poolLabel := r.pool.Ref.String()
+	e.Metrics.Queued.WithLabelValues(poolLabel).Inc()
+	ticket, aerr := e.Admission.Enter(ctx, r.pool.Ref, quota.Limits{
+		Capacity: len(r.pool.Endpoints) * r.pool.Policy.MaxInFlightPerEndpoint,
+		MaxQueue: r.pool.Policy.MaxQueue, Timeout: r.pool.Policy.QueueTimeout}, r.prio)
+	e.Metrics.Queued.WithLabelValues(poolLabel).Dec()
+	if aerr != nil {
+		return aerr
+	}
+	defer ticket.Done()
+	e.Metrics.QueueWait.WithLabelValues(poolLabel, r.prio.String()).Observe(ticket.Waited.Seconds())
+	return r.dispatch(ctx)
+}
+
+// setQueued moves the request's prompt tokens in the tokens-in-queue view to pod ("" before a
+// pod is chosen).
+func (r *request) setQueued(pod string) {
+	ps := r.e.Pools
+	if r.queued {
+		ps.AddQueued(r.pool.Ref, r.queuedPod, -r.promptTokens)
+	}
+	ps.AddQueued(r.pool.Ref, pod, r.promptTokens)
+	r.queued, r.queuedPod = true, pod
+}
+
+// dequeue removes the request from the tokens-in-queue view (its first token arrived, or it
+// ended).
+func (r *request) dequeue() {
+	if r.queued {
+		r.e.Pools.AddQueued(r.pool.Ref, r.queuedPod, -r.promptTokens)
+		r.queued = false
+	}
+}
+
+// billed is the tokens to bill: usage when known, else the estimate of the prompt plus the
+// counted completion; 0 when no pod was sent the request (the whole estimate is returned).
+func (r *request) billed() int {
+	if r.out.Pod == "" {
+		return 0
+	}
+	return r.out.PromptTokens + r.out.CompletionTokens
+}
+
+// fail sends err to the client.
+func (r *request) fail(ctx context.Context, err *openai.Error) {
+	if r.out.Status == 0 || !r.started {
+		r.out.Status = err.Status
+	}
+	r.out.Err = err.Body.Message
+	if !r.started && err.Reason != "" {
+		r.e.Metrics.Rejected.WithLabelValues(err.Reason).Inc()
+	}
+	if werr := r.sink.Fail(r.meta, err, r.started); werr != nil {
+		klog.FromContext(ctx).V(2).Info("Client gone before the error was sent", "err", werr)
+	}
+}
+
+// finish records the outcome.
+func (r *request) finish(ctx context.Context) {
+	r.dequeue()
+	if r.out.Status == 0 {
+		r.out.Status = http.StatusOK
+	}
+	r.out.Duration = r.e.now().Sub(r.start)
+	if r.pool != nil {
+		r.out.Pool = r.pool.Ref
+	}
+	if r.sreq != nil {
+		r.out.Flags = r.sreq.Flags
+	}
+	proto := r.in.Protocol
+	if proto == "http" && r.body != nil && r.body.Stream {
+		proto = "sse"
+	}
+	poolLabel := ""
+	if r.pool != nil {
+		poolLabel = r.pool.Ref.String()
+	}
+	r.e.Metrics.Requests.WithLabelValues(poolLabel, strconv.Itoa(r.out.Status), proto).Inc()
+	if r.sreq != nil {
+		for _, o := range r.e.Ext.Observers {
+			o.Observe(r.sreq, r.out)
+		}
+	}
+	klog.FromContext(ctx).V(4).Info("Request done", "pool", poolLabel, "pod", r.out.Pod, "status", r.out.Status,
+		"ttft", r.out.TTFT, "duration", r.out.Duration, "err", r.out.Err)
+}
+
+func asAPIError(err error) *openai.Error {
+	if ae, ok := err.(*openai.Error); ok {
+		return ae
+	}
+	return openai.BadRequest("", "%v", err)
+}
+
+// pickInput is the picker's input for this request.
+func (r *request) pickInput(exclude map[string]bool) pick.Input {
+	key := r.sreq.SessionKey
+	if key == "" {
+		key = r.meta.RequestID
+	}
+	return pick.Input{RingKey: key, Blocks: r.blocks, Exclude: exclude}
+}
+
+// retryReason labels a retried failure.
+func retryReason(err error) string {
+	var se *proxy.StatusError
+	if errors.As(err, &se) {
+		return strconv.Itoa(se.Status)
+	}
+	return "connect"
+}

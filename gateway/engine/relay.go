@@ -1,0 +1,309 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+
+	"github.com/neuronetes/neuronetes/gateway/openai"
+	"github.com/neuronetes/neuronetes/gateway/proxy"
+	"github.com/neuronetes/neuronetes/gateway/stage"
+)
+
+// filterChain is the StreamFilters of one response.
+type filterChain struct {
+	fs     []stage.StreamFilter
+	closed map[int]bool
+	seen   map[int]bool
+}
+
+func (r *request) newFilters(ctx context.Context) *filterChain {
+	fc := &filterChain{closed: map[int]bool{}, seen: map[int]bool{}}
+	for _, f := range r.e.Ext.Filters {
+		if s := f.NewStream(ctx, r.sreq); s != nil {
+			fc.fs = append(fc.fs, s)
+		}
+	}
+	return fc
+}
+
+// apply passes text of choice through every filter; closing also ends the choice's text.
+func (fc *filterChain) apply(choice int, text string, closing bool) (string, error) {
+	fc.seen[choice] = true
+	var err error
+	for _, f := range fc.fs {
+		if text, err = f.Write(choice, text); err != nil {
+			return "", err
+		}
+		if closing {
+			rest, err := f.Close(choice)
+			if err != nil {
+				return "", err
+			}
+			text += rest
+		}
+	}
+	if closing {
+		fc.closed[choice] = true
+	}
+	return text, nil
+}
+
+func (fc *filterChain) blocked() (string, bool) {
+	for _, f := range fc.fs {
+		if why, ok := f.Blocked(); ok {
+			return why, true
+		}
+	}
+	return "", false
+}
+
+// open lists the choices seen and not closed, in order.
+func (fc *filterChain) open() []int {
+	var out []int
+	for c := range fc.seen {
+		if !fc.closed[c] {
+			out = append(out, c)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// filterChunk runs c's choices through the filters; changed reports a content change.
+func (fc *filterChain) filterChunk(c *openai.Chunk) (changed bool, err error) {
+	if len(fc.fs) == 0 {
+		return false, nil
+	}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		in := ch.Content()
+		out, err := fc.apply(ch.Index, in, ch.FinishReason != nil)
+		if err != nil {
+			return false, err
+		}
+		if out != in {
+			ch.SetContent(out)
+			changed = true
+		}
+	}
+	return changed, nil
+}
+
+// relayWhole relays a non-streamed response.
+func (r *request) relayWhole(ctx context.Context, x *proxy.Exchange) error {
+	b, err := x.ReadAll(r.e.Cfg.MaxResponseBytes)
+	if err != nil {
+		return x.Err(err)
+	}
+	r.markFirstToken()
+	c, perr := openai.ParseChunk(b)
+	if perr == nil {
+		fc := r.newFilters(ctx)
+		for i := range c.Choices {
+			c.Choices[i].FinishReason = ptr("stop") // closes every choice
+		}
+		changed, ferr := fc.filterChunk(c)
+		if ferr != nil {
+			return fmt.Errorf("response filter: %w", ferr)
+		}
+		if why, ok := fc.blocked(); ok {
+			r.out.Blocked = why
+			return blockedError(why)
+		}
+		if changed {
+			orig, _ := openai.ParseChunk(b)
+			for i := range orig.Choices {
+				orig.Choices[i].SetContent(c.Choices[i].Content())
+			}
+			if b, err = openai.ReplaceContents(b, orig); err != nil {
+				return fmt.Errorf("response filter: %w", err)
+			}
+		}
+		r.count(c, true)
+	}
+	r.account()
+	r.out.Status = http.StatusOK
+	return r.sink.Response(r.meta, b)
+}
+
+// relayStream relays a streamed response event by event. Nothing is sent to the client before
+// the first event, so a failure before it may still be retried on another pod.
+func (r *request) relayStream(ctx context.Context, x *proxy.Exchange) error {
+	fc := r.newFilters(ctx)
+	var lastID, lastModel string
+	usageSent := false
+	for {
+		data, err := x.Stream.Next()
+		if err != nil {
+			err = x.Err(err)
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			if !r.started && ctx.Err() == nil && !isTimeout(err) {
+				return &errRetry{err}
+			}
+			return r.streamBroke(err)
+		}
+		if bytes.Equal(data, proxy.Done) {
+			return r.endStream(fc, lastID, lastModel, usageSent)
+		}
+		c, perr := openai.ParseChunk(data)
+		if perr == nil {
+			if c.Error != nil {
+				return r.streamBroke(fmt.Errorf("backend error event: %s", c.Error.Message))
+			}
+			lastID, lastModel = c.ID, c.Model
+			changed, ferr := fc.filterChunk(c)
+			if ferr != nil {
+				return r.streamBroke(fmt.Errorf("response filter: %w", ferr))
+			}
+			if why, ok := fc.blocked(); ok {
+				r.out.Blocked = why
+				return r.streamBroke(blockedError(why))
+			}
+			if changed {
+				if data, err = openai.ReplaceContents(data, c); err != nil {
+					return r.streamBroke(fmt.Errorf("response filter: %w", err))
+				}
+			}
+			r.count(c, false)
+			if c.Usage != nil && len(c.Choices) == 0 {
+				if !r.body.IncludeUsage {
+					continue // asked for by the gateway only
+				}
+				usageSent = true
+			}
+		}
+		if err := r.send(data); err != nil {
+			return err
+		}
+	}
+}
+
+// send writes one event, starting the response on the first.
+func (r *request) send(data []byte) error {
+	if !r.started {
+		r.started = true
+		r.out.Status = http.StatusOK
+		if err := r.sink.Start(r.meta); err != nil {
+			return clientGone(err)
+		}
+	}
+	if err := r.sink.Event(data); err != nil {
+		return clientGone(err)
+	}
+	return nil
+}
+
+// endStream flushes what the filters still hold, adds usage when the client asked for it and
+// the backend gave none, and ends the stream.
+func (r *request) endStream(fc *filterChain, id, model string, usageSent bool) error {
+	for _, choice := range fc.open() {
+		rest, err := fc.apply(choice, "", true)
+		if err != nil {
+			return r.streamBroke(fmt.Errorf("response filter: %w", err))
+		}
+		if rest == "" {
+			continue
+		}
+		if err := r.send(r.synthChunk(id, model, choice, rest, nil)); err != nil {
+			return err
+		}
+	}
+	if why, ok := fc.blocked(); ok {
+		r.out.Blocked = why
+		return r.streamBroke(blockedError(why))
+	}
+	r.account()
+	if r.body.IncludeUsage && !usageSent {
+		u := &openai.Usage{PromptTokens: r.out.PromptTokens, CompletionTokens: r.out.CompletionTokens,
+			TotalTokens: r.out.PromptTokens + r.out.CompletionTokens}
+		if err := r.send(r.synthChunk(id, model, -1, "", u)); err != nil {
+			return err
+		}
+	}
+	if !r.started {
+		if err := r.send(nil); err != nil {
+			return err
+		}
+	}
+	if err := r.sink.Finish(); err != nil {
+		return clientGone(err)
+	}
+	return nil
+}
+
+// synthChunk builds a chunk of the gateway's own: text for choice (choice >= 0), or usage.
+func (r *request) synthChunk(id, model string, choice int, text string, u *openai.Usage) []byte {
+	obj := "chat.completion.chunk"
+	if r.body.Route != openai.RouteChat {
+		obj = "text_completion"
+	}
+	c := map[string]any{"id": id, "object": obj, "created": r.start.Unix(), "model": model, "choices": []any{}}
+	if choice >= 0 {
+		ch := map[string]any{"index": choice, "finish_reason": nil}
+		if r.body.Route == openai.RouteChat {
+			ch["delta"] = map[string]string{"content": text}
+		} else {
+			ch["text"] = text
+		}
+		c["choices"] = []any{ch}
+	}
+	if u != nil {
+		c["usage"] = u
+	}
+	b, _ := json.Marshal(c)
+	return b
+}
+
+// streamBroke ends a stream that failed after it started (or a non-retryable failure before).
+func (r *request) streamBroke(err error) error {
+	var ce *clientGoneError
+	if errors.As(err, &ce) {
+		return err
+	}
+	r.account()
+	kind := "backend"
+	switch {
+	case isTimeout(err):
+		kind = "timeout"
+	case errors.As(err, new(*blockError)):
+		kind = "blocked"
+	}
+	r.e.Metrics.StreamErrors.WithLabelValues(r.pool.Ref.String(), kind).Inc()
+	if !r.started {
+		return err
+	}
+	var be *blockError
+	if errors.As(err, &be) {
+		return openai.NewError(http.StatusOK, "content_filter", "response_blocked", "", "%s", be.Error())
+	}
+	return openai.NewError(http.StatusOK, "server_error", "stream_"+kind, "", "backend stream failed: %v", err)
+}
+
+func isTimeout(err error) bool {
+	return errors.Is(err, proxy.ErrFirstTokenTimeout) || errors.Is(err, proxy.ErrIdleTimeout) || errors.Is(err, proxy.ErrResponseTimeout)
+}
+
+// blockError is a response stopped by a ChunkFilter.
+type blockError struct{ why string }
+
+func (b *blockError) Error() string { return "response blocked: " + b.why }
+
+func blockedError(why string) error { return &blockError{why} }
+
+// clientGoneError is a failed write to the client.
+type clientGoneError struct{ err error }
+
+func (c *clientGoneError) Error() string { return "client gone: " + c.err.Error() }
+func (c *clientGoneError) Unwrap() error { return c.err }
+
+func clientGone(err error) error { return &clientGoneError{err} }
+
+func ptr[T any](v T) *T { return &v }

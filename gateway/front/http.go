@@ -1,0 +1,153 @@
+package front
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/neuronetes/neuronetes/gateway/engine"
+	"github.com/neuronetes/neuronetes/gateway/openai"
+)
+
+// readBody reads at most limit bytes; a larger body is a 413.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *openai.Error) {
+	if r.ContentLength > limit {
+		return nil, tooLarge(limit)
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge(limit)
+		}
+		return nil, openai.BadRequest("", "could not read the request body: %v", err)
+	}
+	return b, nil
+}
+
+func tooLarge(limit int64) *openai.Error {
+	return openai.NewError(http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "",
+		"request body larger than %d bytes", limit)
+}
+
+// completions serves POST /v1/chat/completions and /v1/completions.
+func (s *Server) completions(route openai.Route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		// Credentials are checked before the body is read.
+		t, aerr := s.Engine.Authenticate(r.Context(), r.Header)
+		if aerr != nil {
+			aerr.Write(w)
+			s.Engine.Metrics.Requests.WithLabelValues("", itoa(aerr.Status), "http").Inc()
+			return
+		}
+		body, aerr := readBody(w, r, s.MaxBodyBytes)
+		if aerr != nil {
+			aerr.Write(w)
+			s.Engine.Metrics.Rejected.WithLabelValues(aerr.Reason).Inc()
+			s.Engine.Metrics.Requests.WithLabelValues("", itoa(aerr.Status), "http").Inc()
+			return
+		}
+		s.Engine.Handle(r.Context(), engine.Inbound{Route: route, Header: r.Header, Body: body, Protocol: "http", Tenant: t},
+			&httpSink{w: w, rc: http.NewResponseController(w), writeTimeout: s.WriteTimeout})
+	}
+}
+
+// models serves GET /v1/models: the models the caller may use.
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	t, aerr := s.Engine.Authenticate(r.Context(), r.Header)
+	if aerr != nil {
+		aerr.Write(w)
+		return
+	}
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	ids := s.Engine.Models(t)
+	data := make([]model, len(ids))
+	for i, id := range ids {
+		data[i] = model{ID: id, Object: "model", OwnedBy: "neuronetes"}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
+}
+
+// httpSink writes SSE for streamed responses and JSON otherwise.
+type httpSink struct {
+	w            http.ResponseWriter
+	rc           *http.ResponseController
+	writeTimeout time.Duration
+}
+
+var (
+	sseData = []byte("data: ")
+	sseEnd  = []byte("\n\n")
+	sseDone = []byte("data: [DONE]\n\n")
+)
+
+// deadline bounds each write: a client that stops reading is dropped after writeTimeout, while a
+// slow one holds the backend back through the bounded buffers.
+func (s *httpSink) deadline() {
+	if s.writeTimeout > 0 {
+		_ = s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	}
+}
+
+func (s *httpSink) Start(m engine.Meta) error {
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	m.Header(h)
+	s.w.WriteHeader(http.StatusOK)
+	s.deadline()
+	return s.rc.Flush()
+}
+
+func (s *httpSink) Event(data []byte) error {
+	s.deadline()
+	if _, err := s.w.Write(sseData); err != nil {
+		return err
+	}
+	if _, err := s.w.Write(data); err != nil {
+		return err
+	}
+	if _, err := s.w.Write(sseEnd); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func (s *httpSink) Finish() error {
+	s.deadline()
+	if _, err := s.w.Write(sseDone); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func (s *httpSink) Response(m engine.Meta, body []byte) error {
+	h := s.w.Header()
+	h.Set("Content-Type", "application/json")
+	m.Header(h)
+	s.w.WriteHeader(http.StatusOK)
+	s.deadline()
+	_, err := s.w.Write(body)
+	return err
+}
+
+func (s *httpSink) Fail(m engine.Meta, e *openai.Error, started bool) error {
+	if started {
+		return s.Event(e.JSON())
+	}
+	m.Header(s.w.Header())
+	if e.Status == 499 {
+		return nil // nobody to answer
+	}
+	e.Write(s.w)
+	return nil
+}

@@ -1,0 +1,241 @@
+package pick
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/neuronetes/neuronetes/gateway/affinity"
+	"github.com/neuronetes/neuronetes/gateway/route"
+)
+
+// ringWalk is how many ring positions the hash scorer ranks; pods further away score 0.
+const ringWalk = 8
+
+// Picker scores a pool's endpoints.
+type Picker struct {
+	// Load is this replica's in-flight tracker (required).
+	Load *Load
+	// Metrics are the scraped model-server metrics (nil: the queue and KV scorers are off).
+	Metrics *Scraper
+	// Prefix is the prefix index (nil: the prefix scorer is off).
+	Prefix *PrefixIndex
+
+	mu    sync.Mutex
+	rings map[route.PoolRef]*affinity.Ring
+}
+
+// Input describes the request being placed.
+type Input struct {
+	// RingKey positions the request on the consistent-hash ring: the session key, or for requests
+	// without one any per-request value.
+	RingKey string
+	// Blocks are the prompt's prefix blocks (PrefixIndex.Blocks).
+	Blocks []uint64
+	// Exclude lists pods that must not be chosen (a failed first attempt).
+	Exclude map[string]bool
+}
+
+// ring returns the pool's ring, rebuilt when its endpoints changed.
+func (p *Picker) ring(pool *route.Pool) *affinity.Ring {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rings == nil {
+		p.rings = map[route.PoolRef]*affinity.Ring{}
+	}
+	r := p.rings[pool.Ref]
+	if r != nil && sameNames(r.Names(), pool.Endpoints) {
+		return r
+	}
+	names := make([]string, len(pool.Endpoints))
+	for i, e := range pool.Endpoints {
+		names[i] = e.Pod
+	}
+	r = affinity.NewRing(names)
+	p.rings[pool.Ref] = r
+	return r
+}
+
+func sameNames(names []string, eps []route.Endpoint) bool {
+	if len(names) != len(eps) {
+		return false
+	}
+	for i := range names {
+		if names[i] != eps[i].Pod {
+			return false
+		}
+	}
+	return true
+}
+
+// UnderBound reports whether pod may take one more request under the pool's bounded-load limit.
+func (p *Picker) UnderBound(pool *route.Pool, pod string) bool {
+	n := len(pool.Endpoints)
+	reqs, _ := p.Load.Pod(pool.Ref, pod)
+	return reqs+1 <= affinity.LoadBound(p.Load.Pool(pool.Ref), n, pool.Policy.LoadFactor)
+}
+
+// candidate is one endpoint being scored.
+type candidate struct {
+	ep           route.Endpoint
+	reqs, tokens int
+	rank         int // position in the ring walk, -1 when not reached
+	prefix       int
+	srv          ServerMetrics
+	hasSrv       bool
+	score        float64
+}
+
+// Pick returns the best endpoint of pool for in, or false when every endpoint is excluded.
+func (p *Picker) Pick(pool *route.Pool, in Input) (route.Endpoint, bool) {
+	cands, bound := p.candidates(pool, in)
+	if len(cands) == 0 {
+		return route.Endpoint{}, false
+	}
+	p.score(pool.Policy.Weights, cands, len(in.Blocks), bound)
+	best := 0
+	for i := 1; i < len(cands); i++ {
+		if better(cands[i], cands[best]) {
+			best = i
+		}
+	}
+	return cands[best].ep, true
+}
+
+func better(a, b candidate) bool {
+	const eps = 1e-9
+	if a.score > b.score+eps {
+		return true
+	}
+	if a.score < b.score-eps {
+		return false
+	}
+	// Ties: the ring's order, then the name.
+	switch {
+	case a.rank >= 0 && (b.rank < 0 || a.rank < b.rank):
+		return true
+	case b.rank >= 0 && (a.rank < 0 || b.rank < a.rank):
+		return false
+	}
+	return strings.Compare(a.ep.Pod, b.ep.Pod) < 0
+}
+
+// candidates are the non-excluded endpoints under the load bound (all non-excluded ones if the
+// bound leaves none, which only exclusions can cause).
+func (p *Picker) candidates(pool *route.Pool, in Input) ([]candidate, int) {
+	n := 0
+	for _, e := range pool.Endpoints {
+		if !in.Exclude[e.Pod] {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil, 0
+	}
+	bound := affinity.LoadBound(p.Load.Pool(pool.Ref), len(pool.Endpoints), pool.Policy.LoadFactor)
+	rank := map[string]int{}
+	ring := p.ring(pool)
+	for i, idx := range ring.Walk(in.RingKey, ringWalk) {
+		rank[ring.Names()[idx]] = i
+	}
+	var matched map[string]int
+	if p.Prefix != nil && len(in.Blocks) > 0 && pool.Policy.Weights.PrefixCache > 0 {
+		matched = p.Prefix.Match(in.Blocks)
+	}
+	all := make([]candidate, 0, n)
+	under := make([]candidate, 0, n)
+	for _, e := range pool.Endpoints {
+		if in.Exclude[e.Pod] {
+			continue
+		}
+		reqs, tokens := p.Load.Pod(pool.Ref, e.Pod)
+		c := candidate{ep: e, reqs: reqs, tokens: tokens, rank: -1, prefix: matched[e.Pod]}
+		if r, ok := rank[e.Pod]; ok {
+			c.rank = r
+		}
+		c.srv, c.hasSrv = p.Metrics.Get(e.MetricsURL)
+		all = append(all, c)
+		if reqs+1 <= bound {
+			under = append(under, c)
+		}
+	}
+	if len(under) == 0 {
+		return all, bound
+	}
+	return under, bound
+}
+
+// score fills every candidate's weighted score; each scorer gives [0,1].
+// The in-flight scorer rates requests against the load bound and tokens against the busiest
+// candidate.
+func (p *Picker) score(w route.Weights, cands []candidate, blocks, bound int) {
+	maxTok, maxQ := 0, 0.0
+	for _, c := range cands {
+		maxTok = max(maxTok, c.tokens)
+		if c.hasSrv && c.srv.HasQueue {
+			maxQ = max(maxQ, c.srv.Waiting+0.5*c.srv.Running)
+		}
+	}
+	queue := make([]float64, len(cands))
+	kv := make([]float64, len(cands))
+	qKnown, kvKnown := known(cands, func(c candidate) (float64, bool) {
+		if !c.hasSrv || !c.srv.HasQueue {
+			return 0, false
+		}
+		return 1 - ratio(c.srv.Waiting+0.5*c.srv.Running, maxQ), true
+	}, queue), known(cands, func(c candidate) (float64, bool) {
+		if !c.hasSrv || !c.srv.HasKV {
+			return 0, false
+		}
+		return 1 - min(max(c.srv.KVUsage, 0), 1), true
+	}, kv)
+	for i := range cands {
+		c := &cands[i]
+		s := 0.0
+		if w.InFlight > 0 {
+			s += w.InFlight * (0.5*(1-min(ratio(float64(c.reqs), float64(bound)), 1)) + 0.5*(1-ratio(float64(c.tokens), float64(maxTok))))
+		}
+		if w.Queue > 0 && qKnown {
+			s += w.Queue * queue[i]
+		}
+		if w.KVCache > 0 && kvKnown {
+			s += w.KVCache * kv[i]
+		}
+		if w.PrefixCache > 0 && blocks > 0 {
+			s += w.PrefixCache * float64(c.prefix) / float64(blocks)
+		}
+		if w.Hash > 0 && c.rank >= 0 {
+			s += w.Hash * (1 - float64(c.rank)/ringWalk)
+		}
+		c.score = s
+	}
+}
+
+// known fills out[i] with f's score for candidates that have one and the mean of those for the
+// others (an unknown pod is neither preferred nor avoided); false when none has one.
+func known(cands []candidate, f func(candidate) (float64, bool), out []float64) bool {
+	sum, n := 0.0, 0
+	has := make([]bool, len(cands))
+	for i, c := range cands {
+		if v, ok := f(c); ok {
+			out[i], has[i] = v, true
+			sum += v
+			n++
+		}
+	}
+	if n == 0 {
+		return false
+	}
+	for i := range out {
+		if !has[i] {
+			out[i] = sum / float64(n)
+		}
+	}
+	return true
+}
+
+func ratio(v, maxV float64) float64 {
+	if maxV <= 0 {
+		return 0
+	}
+	return v / maxV
+}

@@ -1,0 +1,254 @@
+package pick
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/neuronetes/neuronetes/gateway/route"
+)
+
+// The model-server metrics the queue and KV-cache scorers read, under vLLM's current names
+// (vllm:gpu_cache_usage_perc is deprecated and not read).
+const (
+	MetricWaiting = "vllm:num_requests_waiting"
+	MetricRunning = "vllm:num_requests_running"
+	MetricKVUsage = "vllm:kv_cache_usage_perc"
+)
+
+// ServerMetrics is one scrape of a model server.
+type ServerMetrics struct {
+	// Waiting and Running are request counts; KVUsage is in [0,1]. NaN-free: a missing metric
+	// leaves HasX false.
+	Waiting, Running, KVUsage float64
+	HasQueue, HasKV           bool
+	// At is when the scrape finished.
+	At time.Time
+}
+
+// Scraper keeps the latest metrics of every endpoint of a routing table, scraping each one every
+// Interval. A sample older than StaleAfter is not used (the scorers then treat the pod as
+// unknown rather than idle).
+type Scraper struct {
+	// Table lists the endpoints.
+	Table *route.Table
+	// Client does the scrapes (default: 1 s timeout).
+	Client *http.Client
+	// Interval between scrapes (default 1 s).
+	Interval time.Duration
+	// StaleAfter (default 3 × Interval).
+	StaleAfter time.Duration
+	// Parallel bounds concurrent scrapes (default 16).
+	Parallel int
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+
+	mu sync.RWMutex
+	m  map[string]ServerMetrics // by metrics URL
+}
+
+func (s *Scraper) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Scraper) interval() time.Duration {
+	if s.Interval > 0 {
+		return s.Interval
+	}
+	return time.Second
+}
+
+// Get returns the fresh metrics of the endpoint at url.
+func (s *Scraper) Get(url string) (ServerMetrics, bool) {
+	if s == nil || url == "" {
+		return ServerMetrics{}, false
+	}
+	s.mu.RLock()
+	m, ok := s.m[url]
+	s.mu.RUnlock()
+	stale := s.StaleAfter
+	if stale <= 0 {
+		stale = 3 * s.interval()
+	}
+	if !ok || s.now().Sub(m.At) > stale {
+		return ServerMetrics{}, false
+	}
+	return m, true
+}
+
+// Set stores a sample (for tests and for callers that scrape themselves).
+func (s *Scraper) Set(url string, m ServerMetrics) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]ServerMetrics{}
+	}
+	s.m[url] = m
+}
+
+// Run scrapes until ctx ends.
+func (s *Scraper) Run(ctx context.Context) {
+	t := time.NewTicker(s.interval())
+	defer t.Stop()
+	for {
+		s.scrapeAll(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Scraper) scrapeAll(ctx context.Context) {
+	urls := map[string]bool{}
+	for _, p := range s.Table.Load().Pools() {
+		for _, e := range p.Endpoints {
+			if e.MetricsURL != "" {
+				urls[e.MetricsURL] = true
+			}
+		}
+	}
+	par := s.Parallel
+	if par <= 0 {
+		par = 16
+	}
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for u := range urls {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			m, err := s.scrape(ctx, u)
+			if err != nil {
+				klog.FromContext(ctx).V(3).Info("Model server scrape failed", "url", u, "err", err)
+				return
+			}
+			s.Set(u, m)
+		})
+	}
+	wg.Wait()
+	// Forget endpoints that left the table.
+	s.mu.Lock()
+	for u := range s.m {
+		if !urls[u] {
+			delete(s.m, u)
+		}
+	}
+	s.mu.Unlock()
+}
+
+func (s *Scraper) scrape(ctx context.Context, url string) (ServerMetrics, error) {
+	c := s.Client
+	if c == nil {
+		c = &http.Client{Timeout: time.Second}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return ServerMetrics{}, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return ServerMetrics{}, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return ServerMetrics{}, fmt.Errorf("scrape %s: status %s", url, resp.Status)
+	}
+	m, err := ParseServerMetrics(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return ServerMetrics{}, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	m.At = s.now()
+	return m, nil
+}
+
+// ParseServerMetrics reads the three scorer metrics from a Prometheus text exposition, summing
+// each over its label sets (a server exports one series per model).
+func ParseServerMetrics(r io.Reader) (ServerMetrics, error) {
+	var m ServerMetrics
+	var kvSum float64
+	kvN := 0
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' || line[0] != 'v' {
+			continue
+		}
+		name, v, ok := sampleLine(line)
+		if !ok {
+			continue
+		}
+		switch name {
+		case MetricWaiting:
+			m.Waiting += v
+			m.HasQueue = true
+		case MetricRunning:
+			m.Running += v
+			m.HasQueue = true
+		case MetricKVUsage:
+			kvSum += v
+			kvN++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return m, fmt.Errorf("read metrics: %w", err)
+	}
+	if kvN > 0 {
+		m.KVUsage, m.HasKV = kvSum/float64(kvN), true
+	}
+	return m, nil
+}
+
+// sampleLine splits "name{labels} value [timestamp]".
+func sampleLine(line string) (string, float64, bool) {
+	end := strings.IndexAny(line, "{ ")
+	if end < 0 {
+		return "", 0, false
+	}
+	name, rest := line[:end], line[end:]
+	if rest[0] == '{' {
+		close := labelsEnd(rest)
+		if close < 0 {
+			return "", 0, false
+		}
+		rest = rest[close+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) == 0 {
+		return "", 0, false
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return name, v, true
+}
+
+// labelsEnd finds the '}' closing a label set, skipping quoted values.
+func labelsEnd(s string) int {
+	inQ := false
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case inQ && c == '\\':
+			i++
+		case c == '"':
+			inQ = !inQ
+		case !inQ && c == '}':
+			return i
+		}
+	}
+	return -1
+}

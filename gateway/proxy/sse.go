@@ -1,0 +1,100 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// MaxEventBytes bounds one server-sent event; a larger one fails the stream.
+const MaxEventBytes = 1 << 20
+
+// ErrEventTooLarge is returned for an event over MaxEventBytes.
+var ErrEventTooLarge = errors.New("backend event larger than 1 MiB")
+
+// Done is the data of the stream's last event.
+var Done = []byte("[DONE]")
+
+// EventReader reads the data of server-sent events. It holds at most one event: the caller
+// writes it to the client before reading the next, which gives backpressure all the way to the
+// backend's socket.
+type EventReader struct {
+	r       *bufio.Reader
+	onEvent func()
+	buf     []byte
+	long    []byte
+}
+
+// NewEventReader reads events from r; onEvent (optional) is called as each event completes.
+func NewEventReader(r io.Reader, onEvent func()) *EventReader {
+	return &EventReader{r: bufio.NewReaderSize(r, 32<<10), onEvent: onEvent}
+}
+
+// Next returns the data of the next event (its "data:" lines joined by newlines), valid until
+// the following call. io.EOF ends a stream cleanly only after [DONE]; before, it is
+// io.ErrUnexpectedEOF.
+func (e *EventReader) Next() ([]byte, error) {
+	e.buf = e.buf[:0]
+	has := false
+	for {
+		line, err := e.readLine()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				if has {
+					// A last event without its blank line.
+					e.event()
+					return e.buf, nil
+				}
+				return nil, io.EOF
+			}
+			return nil, fmt.Errorf("read backend stream: %w", err)
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			if has {
+				e.event()
+				return e.buf, nil
+			}
+			continue
+		}
+		v, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			continue // comments, event:, id:, retry: carry nothing the gateway forwards
+		}
+		v = bytes.TrimPrefix(v, []byte(" "))
+		if has {
+			e.buf = append(e.buf, '\n')
+		}
+		if len(e.buf)+len(v) > MaxEventBytes {
+			return nil, ErrEventTooLarge
+		}
+		e.buf = append(e.buf, v...)
+		has = true
+	}
+}
+
+// readLine returns the next line; lines longer than the reader's buffer are assembled in a
+// separate buffer, up to MaxEventBytes.
+func (e *EventReader) readLine() ([]byte, error) {
+	line, err := e.r.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return line, err
+	}
+	e.long = append(e.long[:0], line...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		if len(e.long) > MaxEventBytes {
+			return nil, ErrEventTooLarge
+		}
+		line, err = e.r.ReadSlice('\n')
+		e.long = append(e.long, line...)
+	}
+	return e.long, err
+}
+
+func (e *EventReader) event() {
+	if e.onEvent != nil {
+		e.onEvent()
+	}
+}

@@ -1,0 +1,217 @@
+// Package proxy sends a request to a model server and reads its answer: the connection with its
+// timeouts (connect, first token, idle between tokens, whole non-streamed response), the
+// classification of failures that may be retried on another pod (before anything reached the
+// client), and a bounded server-sent-events reader.
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// Timeouts of the backend request.
+type Timeouts struct {
+	// Connect bounds the TCP connection (default 2 s).
+	Connect time.Duration
+	// FirstToken bounds the wait from sending to the first streamed event (default 60 s).
+	FirstToken time.Duration
+	// Idle bounds the wait between two streamed events (default 30 s).
+	Idle time.Duration
+	// Response bounds a whole non-streamed response (default 10 min).
+	Response time.Duration
+}
+
+func (t Timeouts) withDefaults() Timeouts {
+	if t.Connect <= 0 {
+		t.Connect = 2 * time.Second
+	}
+	if t.FirstToken <= 0 {
+		t.FirstToken = 60 * time.Second
+	}
+	if t.Idle <= 0 {
+		t.Idle = 30 * time.Second
+	}
+	if t.Response <= 0 {
+		t.Response = 10 * time.Minute
+	}
+	return t
+}
+
+// Errors that end a backend exchange.
+var (
+	// ErrFirstTokenTimeout: no event within Timeouts.FirstToken.
+	ErrFirstTokenTimeout = errors.New("backend sent no token within the first-token timeout")
+	// ErrIdleTimeout: no event within Timeouts.Idle of the previous one.
+	ErrIdleTimeout = errors.New("backend stream idle beyond the idle timeout")
+	// ErrResponseTimeout: a non-streamed response took longer than Timeouts.Response.
+	ErrResponseTimeout = errors.New("backend response exceeded the response timeout")
+)
+
+// Upstream sends requests to model servers.
+type Upstream struct {
+	client   *http.Client
+	timeouts Timeouts
+}
+
+// NewUpstream returns an Upstream with its own connection pool.
+func NewUpstream(t Timeouts) *Upstream {
+	t = t.withDefaults()
+	d := &net.Dialer{Timeout: t.Connect, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		DialContext:         d.DialContext,
+		MaxIdleConns:        4096,
+		MaxIdleConnsPerHost: 1024,
+		IdleConnTimeout:     90 * time.Second,
+		// The gateway reads what it forwards; compression would cost CPU on both ends for
+		// small token chunks.
+		DisableCompression: true,
+		WriteBufferSize:    32 << 10,
+		ReadBufferSize:     32 << 10,
+	}
+	return &Upstream{client: &http.Client{Transport: tr}, timeouts: t}
+}
+
+// Timeouts returns the configured timeouts.
+func (u *Upstream) Timeouts() Timeouts { return u.timeouts }
+
+// Exchange is one backend request in progress. Close must be called.
+type Exchange struct {
+	// Resp is the backend's response (status 2xx; others are returned as *StatusError).
+	Resp *http.Response
+	// Stream reads events of a streamed response.
+	Stream *EventReader
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	cause  atomic.Pointer[error]
+	idle   time.Duration
+	events bool
+}
+
+// StatusError is a non-2xx backend answer. Body holds up to 64 KiB of it.
+type StatusError struct {
+	Status     int
+	Body       []byte
+	RetryAfter time.Duration
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("backend answered %d: %s", e.Status, bytes.TrimSpace(e.Body))
+}
+
+// Retryable reports whether err, met before anything was sent to the client, may be retried on
+// another pod: a connection failure, or a 429 or 503 answer.
+func Retryable(err error) bool {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.Status == http.StatusTooManyRequests || se.Status == http.StatusServiceUnavailable
+	}
+	var ce *ConnError
+	return errors.As(err, &ce)
+}
+
+// ConnError is a failure to connect or to get a response at all.
+type ConnError struct{ Err error }
+
+func (e *ConnError) Error() string { return "backend connection: " + e.Err.Error() }
+func (e *ConnError) Unwrap() error { return e.Err }
+
+// Send posts body to http://addr+path. For streams the first-token timer runs until the first
+// event; for other responses the response timer runs until Close.
+func (u *Upstream) Send(ctx context.Context, addr, path string, body []byte, h http.Header, stream bool) (*Exchange, error) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	x := &Exchange{ctx: cctx, cancel: cancel, idle: u.timeouts.Idle}
+	first, cause := u.timeouts.FirstToken, ErrFirstTokenTimeout
+	if !stream {
+		first, cause = u.timeouts.Response, ErrResponseTimeout
+	}
+	x.cause.Store(&cause)
+	x.timer = time.AfterFunc(first, func() { cancel(*x.cause.Load()) })
+	req, err := http.NewRequestWithContext(cctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	if err != nil {
+		x.Close()
+		return nil, fmt.Errorf("build backend request: %w", err)
+	}
+	req.Header = h
+	req.ContentLength = int64(len(body))
+	resp, err := u.client.Do(req)
+	if err != nil {
+		x.Close()
+		if c := context.Cause(cctx); c != nil && !errors.Is(c, context.Canceled) {
+			return nil, c
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &ConnError{Err: err}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		x.Close()
+		se := &StatusError{Status: resp.StatusCode, Body: b}
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+			se.RetryAfter = time.Duration(s) * time.Second
+		}
+		return nil, se
+	}
+	x.Resp = resp
+	if stream {
+		x.Stream = NewEventReader(resp.Body, x.onEvent)
+	}
+	return x, nil
+}
+
+// onEvent re-arms the timer for the idle timeout after each event (called by the reader's
+// goroutine only).
+func (x *Exchange) onEvent() {
+	if !x.events {
+		x.events = true
+		idle := ErrIdleTimeout
+		x.cause.Store(&idle)
+	}
+	x.timer.Reset(x.idle)
+}
+
+// Err maps a read error to its cause: a timeout of the gateway's rather than the transport's
+// "context canceled".
+func (x *Exchange) Err(err error) error {
+	if err == nil {
+		return nil
+	}
+	if c := context.Cause(x.ctx); c != nil && !errors.Is(c, context.Canceled) {
+		return c
+	}
+	return err
+}
+
+// ReadAll reads a whole non-streamed response (up to limit bytes).
+func (x *Exchange) ReadAll(limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(x.Resp.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read backend response: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("backend response larger than %d bytes", limit)
+	}
+	return b, nil
+}
+
+// Close ends the exchange: the backend connection is closed if the body was not read to its end
+// (so a cancelled client cancels the backend at once).
+func (x *Exchange) Close() {
+	x.timer.Stop()
+	x.cancel(context.Canceled)
+	if x.Resp != nil {
+		x.Resp.Body.Close()
+	}
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Gateway benchmarks (run by `make bench` and `make bench-gateway` from the repo root), one run,
+# every ratio against baselines measured in the same run (docs/demo-agent.md, "Gateway
+# benchmarks"):
+#  - overhead: 200 concurrent streamed requests straight to 4 demo agents, through a no-op TCP
+#    relay (the machine's floor for any extra process), through httputil.ReverseProxy with round
+#    robin, and through cmd/gateway in its static-backends mode: added TTFT p50/p99 and chunk
+#    throughput. Target: added TTFT p99 <= 2 ms and throughput >= 0.9x direct.
+#  - routing quality: the Mooncake conversation trace replayed (time-compressed) through the
+#    gateway and through round-robin, least-request and random proxies to 4 fresh demo agents:
+#    mean/p99 TTFT and prefix-cache hit rate. Target: mean TTFT <= 0.5x round robin's and a hit
+#    rate >= 0.9x that of one shared cache with the pods' total capacity.
+# Agents, proxies and the gateway each run as their own process on loopback. The verdict is
+# printed last; the exit status is non-zero when a target is missed.
+# Knobs: NN_BENCH_ONLY (overhead|routing), NN_BENCH_TRACE (the trace file), NN_BENCH_ARGS (more
+# gateway-bench flags, e.g. "-trace-window 10m -rounds 1"; see `gateway-bench -h`).
+set -euo pipefail
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+for cmd in demo-agent gateway gateway-bench; do
+  CGO_ENABLED=0 go build -o "$out/$cmd" "./cmd/$cmd"
+done
+echo "== gateway bench =="
+# shellcheck disable=SC2086 # NN_BENCH_ARGS is a list of flags
+"$out/gateway-bench" -agent-bin "$out/demo-agent" -gateway-bin "$out/gateway" -logdir "$out" \
+  -trace "${NN_BENCH_TRACE:-../shared/data/traces/mooncake_conversation_trace.jsonl}" \
+  -only "${NN_BENCH_ONLY:-}" ${NN_BENCH_ARGS:-}
