@@ -55,6 +55,7 @@ type options struct {
 	sidecarResources          sidecarResourceFlags
 	sidecarGoMaxProcs         int
 	autoscaler                autoscalerOptions
+	rollout                   rolloutOptions
 	// certs is the shared-Secret keeper once setupWebhook made it.
 	certs *nnwebhook.CertSecret
 }
@@ -85,6 +86,7 @@ func parseFlags() *options {
 	o.sidecarResources.addFlags(flag.CommandLine)
 	flag.IntVar(&o.sidecarGoMaxProcs, "sidecar-gomaxprocs", nnwebhook.DefaultGoMaxProcs, "GOMAXPROCS of injected sidecars (0: Go's default, the CPU limit or else the node's CPUs)")
 	o.autoscaler.addFlags(flag.CommandLine)
+	o.rollout.addFlags(flag.CommandLine)
 	klog.InitFlags(nil)
 	flag.Parse()
 	return o
@@ -173,6 +175,9 @@ func run(ctx context.Context, o *options) error {
 		if err := setupAutoscaler(mgr, &o.autoscaler, scaleTokens, o.namespace); err != nil {
 			return err
 		}
+	}
+	if err := setupRollouts(mgr, &o.rollout, o.namespace); err != nil {
+		return err
 	}
 
 	if o.webhookEnabled {

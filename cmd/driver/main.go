@@ -21,6 +21,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -73,6 +74,7 @@ func run() error {
 		cdiDir       = fs.String("cdi-dir", "/var/run/cdi", "directory for the per-claim CDI specs")
 		migMode      = fs.String("mig-mode", envOr("NEURONETES_MIG_MODE", string(slices.MIGDynamic)), "MIG publishing: dynamic, static or none")
 		migProfiles  = fs.String("mig-profiles", os.Getenv("NEURONETES_MIG_PROFILES"), "comma-separated MIG profiles to publish in dynamic mode (empty: all)")
+		migDemand    = fs.Bool("mig-demand", os.Getenv("NEURONETES_MIG_DEMAND") == "true", "in dynamic mode, publish MIG devices only for the profiles the cluster's ResourceClaims, ResourceClaimTemplates and AgentPools request (read from the API, kept current); excludes --mig-profiles (env NEURONETES_MIG_DEMAND=true)")
 		migGPUs      = fs.Int("mig-gpus", migGPUsDefault, "in dynamic mode, publish MIG devices only on this many MIG-capable GPUs (those with the highest indices); the others are whole GPUs only; 0: all (env NEURONETES_MIG_GPUS)")
 		metricsAddr  = fs.String("metrics-addr", "127.0.0.1:9401", "address of the Prometheus /metrics endpoint (empty disables)")
 		debugAddr    = fs.String("debug-addr", "", "address of the debug endpoint (health injection, MIG listing); keep it on loopback; empty disables")
@@ -113,6 +115,9 @@ func run() error {
 			profiles = append(profiles, p)
 		}
 	}
+	if *migDemand && (len(profiles) > 0 || mode != slices.MIGDynamic) {
+		return fmt.Errorf("--mig-demand: needs --mig-mode=dynamic and no --mig-profiles (the demand selects the profiles)")
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -126,6 +131,14 @@ func run() error {
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	var demandOpts *plugin.DemandOptions
+	if *migDemand {
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("dynamic client: %w", err)
+		}
+		demandOpts = &plugin.DemandOptions{Dynamic: dyn}
 	}
 	spec := nvml.Spec(*backend)
 	tools := sharingTools(spec, *nvidiaSMI, *mpsControl, *toolsRoot, filepath.Join(*pluginDir, "mps"))
@@ -152,6 +165,7 @@ func run() error {
 		Slices:            slices.Options{MIG: mode, Profiles: profiles, MIGGPUs: *migGPUs, Compat: *compat},
 		Sharing:           tools,
 		RefreshInterval:   *refresh,
+		Demand:            demandOpts,
 		PodUID:            *podUID,
 		InfoTTL:           *infoTTL,
 		CheckpointSyncDir: *syncDir,

@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ func TestSharedCacheHitRate(t *testing.T) {
 		{InputLength: 1024, OutputLength: 16, HashIDs: []uint64{0, 1}},
 		{InputLength: 1536, OutputLength: 16, HashIDs: []uint64{0, 1, 2}},
 	}
-	reqs := replay(rows, 1, 16)
+	reqs := prepare(replay(rows, 1, 16), 16)
 	got, err := sharedCacheHitRate(reqs, 1000, 16)
 	if err != nil {
 		t.Fatal(err)
@@ -192,5 +193,44 @@ func TestReferencePicker(t *testing.T) {
 		if q != 0 {
 			t.Errorf("backend %d still has %d booked tokens", i, q)
 		}
+	}
+}
+
+func TestModelTTFTs(t *testing.T) {
+	rows := []traceRow{
+		{InputLength: 1024, OutputLength: 8, HashIDs: []uint64{0, 1}},
+		{InputLength: 1536, OutputLength: 8, HashIDs: []uint64{0, 1, 2}},
+	}
+	reqs := prepare(replay(rows, 1, 8), 16)
+	f := agentFlags{slots: 4, prefillRate: 1000, decodeRate: 100, kvTokens: 1 << 16, blockSize: 16}
+	tests := []struct {
+		name   string
+		assign []int
+		want   []float64
+		hit    float64
+	}{
+		// Both arrive at 0 on one pod: B waits for A's 1026-token prefill (1026 ms), then finds
+		// A's 1024 cached prompt tokens and computes 514: first token at 1540 ms.
+		{"same pod", []int{0, 0}, []float64{1026, 1540}, 1024.0 / (1026 + 1538)},
+		{"two pods", []int{0, 1}, []float64{1026, 1538}, 0},
+		{"unknown pod skipped", []int{-1, 1}, []float64{1538}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, hit, err := modelTTFTs(reqs, tt.assign, 2, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tt.want) || math.Abs(hit-tt.hit) > 1e-9 {
+				t.Errorf("TTFTs %v hit %v, want %v and %v", got, hit, tt.want, tt.hit)
+			}
+		})
+	}
+	// One slot: B is admitted only when A finishes (its first token, then 7 more at 10 ms).
+	f.slots = 1
+	got, _, _ := modelTTFTs(reqs, []int{0, 0}, 1, f)
+	if want := 1026.0 + 70 + 514; got[1] != want {
+		t.Errorf("one slot: B's TTFT %v, want %v", got[1], want)
 	}
 }

@@ -28,6 +28,7 @@ func newClient(conns int) *http.Client {
 type streamResult struct {
 	ttft   time.Duration // from sending the request to the first content chunk
 	chunks int           // content chunks received
+	pod    string        // the X-Neuronetes-Pod response header: which backend served it
 	err    error
 }
 
@@ -71,7 +72,7 @@ func stream(ctx context.Context, hc *http.Client, url string, body []byte) strea
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return streamResult{err: fmt.Errorf("status %d: %s", resp.StatusCode, b)}
 	}
-	var r streamResult
+	r := streamResult{pod: resp.Header.Get("X-Neuronetes-Pod")}
 	br := bufio.NewReaderSize(resp.Body, 16<<10)
 	for {
 		line, err := br.ReadSlice('\n')

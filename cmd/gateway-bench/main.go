@@ -164,7 +164,7 @@ func (o *options) startProxy(name, policy string, backends []string, extra ...st
 }
 
 // startGateway runs the gateway in its static-backends mode.
-func (o *options) startGateway(name string, backends []string) (*proc, error) {
+func (o *options) startGateway(name string, backends []string, extra ...string) (*proc, error) {
 	if o.gatewayBin == "" {
 		return nil, errNoGateway
 	}
@@ -177,7 +177,7 @@ func (o *options) startGateway(name string, backends []string) (*proc, error) {
 		return nil, err
 	}
 	r := strings.NewReplacer("{listen}", addr, "{admin}", admin, "{backends}", strings.Join(backends, ","))
-	p, err := start(name, o.logDir, addr, o.gatewayBin, strings.Fields(r.Replace(o.gatewayArgs))...)
+	p, err := start(name, o.logDir, addr, o.gatewayBin, append(strings.Fields(r.Replace(o.gatewayArgs)), extra...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -143,6 +143,7 @@ func reverseProxy(backends []*url.URL, pk picker) http.Handler {
 		},
 		ModifyResponse: func(res *http.Response) error {
 			t := res.Request.Context().Value(ticketKey{}).(*ticket)
+			res.Header.Set("X-Neuronetes-Pod", backends[t.backend].Host) // as the gateway names the pod
 			res.Body = &firstRead{ReadCloser: res.Body, once: func() { pk.started(t) }}
 			return nil
 		},

@@ -16,11 +16,15 @@ import (
 // routingStats is one policy's replay.
 type routingStats struct {
 	ttfts         []float64 // ms
+	pods          []string  // per request: the backend that served it ("" when unknown)
+	modelTTFTs    []float64 // ms, the model replay of the same assignment
+	modelHitRate  float64
 	errors        int
 	firstErr      error
 	hits, queries float64 // summed over the pods' prefix-cache counters
 	perPod        []float64
 	late          time.Duration // worst lag of a send behind its trace time
+	frontCPU      float64       // CPU seconds of the gateway or proxy process during the replay
 }
 
 func (s *routingStats) hitRate() float64 {
@@ -40,13 +44,13 @@ func routingBody(r replayRequest) ([]byte, error) {
 
 // replayTrace sends every request at its (compressed) arrival time to url, open loop.
 func replayTrace(ctx context.Context, url string, reqs []replayRequest) *routingStats {
-	st := &routingStats{}
+	st := &routingStats{pods: make([]string, len(reqs))}
 	hc := newClient(512)
 	defer hc.CloseIdleConnections()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
-	for _, r := range reqs {
+	for i, r := range reqs {
 		if d := time.Until(start.Add(r.at)); d > 0 {
 			select {
 			case <-time.After(d):
@@ -67,6 +71,7 @@ func replayTrace(ctx context.Context, url string, reqs []replayRequest) *routing
 			}
 			mu.Lock()
 			defer mu.Unlock()
+			st.pods[i] = res.pod
 			if res.err != nil {
 				st.errors++
 				if st.firstErr == nil {
@@ -130,6 +135,7 @@ func collectHits(agents group, st *routingStats) error {
 // routingVerdict is the gateway's result against the targets.
 type routingVerdict struct {
 	ttftRatio, hitRatio float64
+	modelRatio          float64 // the model replay's mean TTFT ratio
 	present, ok         bool
 }
 
@@ -141,20 +147,29 @@ func printRouting(w io.Writer, names []string, stats []*routingStats, shared flo
 			rrMean = mean(stats[i].ttfts)
 		}
 	}
-	fmt.Fprintf(w, "%-22s %8s %6s %10s %10s %10s %8s %9s %9s %8s  %s\n", "policy", "requests", "errors", "TTFT mean", "TTFT p50",
-		"TTFT p99", "x RR", "hit rate", "x shared", "late", "prompt tokens per pod")
+	var rrModel float64
+	for i, n := range names {
+		if n == policyRR {
+			rrModel = mean(stats[i].modelTTFTs)
+		}
+	}
+	fmt.Fprintf(w, "%-22s %8s %6s %10s %10s %10s %8s %9s %9s %8s | %10s %10s %8s %9s %16s  %s\n", "policy", "requests", "errors",
+		"TTFT mean", "TTFT p50", "TTFT p99", "x RR", "hit rate", "x shared", "late", "model mean", "model p99", "x RR", "hit rate",
+		"front CPU ms/req", "prompt tokens per pod")
 	var v routingVerdict
 	for i, n := range names {
 		s := stats[i]
 		m := mean(s.ttfts)
-		fmt.Fprintf(w, "%-22s %8d %6d %10.1f %10.1f %10.1f %8.3f %9.4f %9.3f %8s  %s\n", n, len(s.ttfts), s.errors, m,
-			quantile(s.ttfts, 0.5), quantile(s.ttfts, 0.99), m/rrMean, s.hitRate(), s.hitRate()/shared,
-			s.late.Round(time.Millisecond), podShares(s.perPod))
+		mm := mean(s.modelTTFTs)
+		fmt.Fprintf(w, "%-22s %8d %6d %10.1f %10.1f %10.1f %8.3f %9.4f %9.3f %8s | %10.1f %10.1f %8.3f %9.4f %16.2f  %s\n", n, len(s.ttfts),
+			s.errors, m, quantile(s.ttfts, 0.5), quantile(s.ttfts, 0.99), m/rrMean, s.hitRate(), s.hitRate()/shared,
+			s.late.Round(time.Millisecond), mm, quantile(s.modelTTFTs, 0.99), mm/rrModel, s.modelHitRate,
+			1000*s.frontCPU/float64(max(len(s.ttfts)+s.errors, 1)), podShares(s.perPod))
 		if s.firstErr != nil {
 			fmt.Fprintf(w, "    first error: %v\n", s.firstErr)
 		}
 		if strings.HasPrefix(n, "gateway") {
-			v = routingVerdict{ttftRatio: m / rrMean, hitRatio: s.hitRate() / shared, present: true}
+			v = routingVerdict{ttftRatio: m / rrMean, hitRatio: s.hitRate() / shared, modelRatio: mm / rrModel, present: true}
 			v.ok = s.errors == 0 && v.ttftRatio <= 0.5 && v.hitRatio >= 0.9
 		}
 	}

@@ -8,9 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/neuronetes/neuronetes/demoagent/kvcache"
-	"github.com/neuronetes/neuronetes/demoagent/tokenize"
 )
 
 // traceRow is one line of a Mooncake trace: arrival in ms, token counts, and the hashes of the
@@ -121,33 +118,4 @@ func replay(rows []traceRow, speedup float64, maxOutput int) []replayRequest {
 		}
 	}
 	return out
-}
-
-// sharedCacheHitRate is the reference hit rate: one demo-agent KV cache with blocks blocks (the
-// pods' total) fed every request in arrival order, each finished (prompt and answer cached, blocks
-// freed) before the next arrives, so no capacity is held by concurrent requests. Prompts are
-// tokenized as the agent tokenizes a single user message, and hits are counted as the agent
-// counts them (vllm:prefix_cache_hits / vllm:prefix_cache_queries, in tokens).
-func sharedCacheHitRate(reqs []replayRequest, blocks, blockSize int) (float64, error) {
-	pool, err := kvcache.New(blocks, blockSize, true)
-	if err != nil {
-		return 0, err
-	}
-	for _, r := range reqs {
-		prompt := tokenize.Chat([]tokenize.Message{{Role: "user", Text: r.prompt()}})
-		chain := kvcache.BlockHashes(prompt, blockSize)
-		a, ok := pool.Allocate(chain, len(prompt), len(prompt)+r.output)
-		if !ok {
-			return 0, fmt.Errorf("a %d-token request does not fit the shared cache of %d blocks", len(prompt)+r.output, blocks)
-		}
-		pool.Commit(a, chain)
-		full := append(prompt, tokenize.OutputIDs(r.output)...)
-		pool.Commit(a, kvcache.BlockHashes(full, blockSize))
-		pool.Free(a)
-	}
-	st := pool.Stats()
-	if st.Queries == 0 {
-		return 0, nil
-	}
-	return float64(st.Hits) / float64(st.Queries), nil
 }

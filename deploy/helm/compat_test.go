@@ -1,6 +1,7 @@
 package helm_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -48,6 +49,18 @@ func TestChartCompatMode(t *testing.T) {
 	}
 	if mig := find(objs, "DeviceClass", "mig.nvidia.com"); mig == nil {
 		t.Error("no mig.nvidia.com DeviceClass")
+	}
+	// driver.migDemand passes --mig-demand and grants the reads the demand needs.
+	demandObjs, err := render(t, []string{"values/local.yaml"}, []string{`driver={"migDemand":true,"nvml":"mock:dgxa100"}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !contains(args(container(find(demandObjs, "DaemonSet", "nn-neuronetes-node"), "driver")), "--mig-demand") {
+		t.Error("driver.migDemand does not pass --mig-demand")
+	}
+	role := find(demandObjs, "ClusterRole", "nn-neuronetes-node")
+	if !strings.Contains(fmt.Sprint(role["rules"]), "resourceclaimtemplates") || !strings.Contains(fmt.Sprint(role["rules"]), "agentpools") {
+		t.Errorf("driver.migDemand: node ClusterRole lacks read access to claim templates and AgentPools: %v", role["rules"])
 	}
 	// Without compatibility mode nothing of it is rendered.
 	plain, err := render(t, []string{"values/local.yaml"}, nil)

@@ -16,6 +16,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/neuronetes/neuronetes/driver/cdi"
 	"github.com/neuronetes/neuronetes/driver/checkpoint"
+	"github.com/neuronetes/neuronetes/driver/demand"
 	"github.com/neuronetes/neuronetes/driver/health"
 	"github.com/neuronetes/neuronetes/driver/metrics"
 	"github.com/neuronetes/neuronetes/driver/model"
@@ -74,6 +76,18 @@ type Options struct {
 	RefreshInterval time.Duration
 	// ProbeMin and ProbeMax bound the delay between probes of a lost GPU (health.Monitor).
 	ProbeMin, ProbeMax time.Duration
+	// Demand, when set, publishes dynamic MIG devices only for the profiles the cluster's
+	// requests select (driver/demand), kept current from the API; Slices.Profiles is then
+	// replaced by that demand.
+	Demand *DemandOptions
+}
+
+// DemandOptions configure the demand-shaped layout.
+type DemandOptions struct {
+	// Dynamic reads AgentPools and AgentClasses (nil: only claims and templates count).
+	Dynamic dynamic.Interface
+	// Debounce is the pause after an API change before the demand is recomputed.
+	Debounce time.Duration
 }
 
 func (o Options) driverName() string {
@@ -112,6 +126,9 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 		if err := CheckNoForeignSlices(ctx, opts.Kube, opts.driverName()); err != nil {
 			return nil, err
 		}
+	}
+	if opts.Demand != nil {
+		opts.Slices.Profiles, opts.Slices.ExactProfiles = nil, true
 	}
 	w, err := cdi.NewWriterFor(opts.CDIDir, "k8s."+opts.driverName())
 	if err != nil {
@@ -172,6 +189,12 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 	}
 	d.helper = helper
 	d.updateClaimMetrics()
+	if opts.Demand != nil {
+		if err := d.startDemand(ctx); err != nil {
+			d.Stop()
+			return nil, err
+		}
+	}
 	if err := d.publish(ctx); err != nil {
 		d.Stop()
 		return nil, err
@@ -186,6 +209,40 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 	go d.refreshLoop(ctx)
 	logger.Info("Driver started", "node", opts.NodeName, "driver", opts.driverName(), "backend", opts.Backend.Name, "migMode", opts.Slices.MIG, "compat", opts.Slices.Compat, "gpus", len(st.GPUs()))
 	return d, nil
+}
+
+// startDemand sets the dynamic MIG profiles to the cluster's demand and keeps them current,
+// republishing on every change.
+func (d *Driver) startDemand(ctx context.Context) error {
+	opts := d.opts
+	full := opts.Slices
+	full.Profiles, full.ExactProfiles, full.Taints = nil, false, nil
+	w := &demand.Watcher{
+		Kube: opts.Kube, Dynamic: opts.Demand.Dynamic, Driver: opts.driverName(), Node: opts.NodeName, Debounce: opts.Demand.Debounce,
+		Layout: func() []resourceapi.Device {
+			var devs []resourceapi.Device
+			for _, p := range slices.Build(opts.NodeName, d.State.GPUs(), full).Pools {
+				for _, s := range p.Slices {
+					devs = append(devs, s.Devices...)
+				}
+			}
+			return devs
+		},
+		OnChange: func(p []string) {
+			if d.State.SetProfiles(p) {
+				if err := d.publish(ctx); err != nil {
+					klog.FromContext(ctx).Error(err, "Republishing after a demand change failed")
+				}
+			}
+		},
+	}
+	initial, err := w.Start(ctx)
+	if err != nil {
+		return err
+	}
+	d.State.SetProfiles(initial)
+	klog.FromContext(ctx).Info("Publishing MIG devices for the profiles in demand", "profiles", initial)
+	return nil
 }
 
 // refreshLoop re-reads the inventory every RefreshInterval and after every health change, and

@@ -60,6 +60,9 @@ type Options struct {
 	// Profiles, when not empty, limits dynamic MIG devices to these profile names (e.g. "1g.10gb").
 	// Fewer devices per node cost the scheduler less (see platform-facts); nil publishes all.
 	Profiles []string
+	// ExactProfiles makes Profiles the selection even when empty: no profile publishes no dynamic
+	// MIG device (the demand-shaped layout with no MIG demand).
+	ExactProfiles bool
 	// Taints are added to every device of the GPU with the given UUID (health).
 	Taints map[string][]resourceapi.DeviceTaint
 	// MaxDevicesPerSlice caps devices per slice; 0 means the API limit (64 when devices consume
@@ -101,7 +104,7 @@ func (o Options) mode() MIGMode {
 }
 
 func (o Options) profileWanted(name string) bool {
-	if len(o.Profiles) == 0 {
+	if len(o.Profiles) == 0 && !o.ExactProfiles {
 		return true
 	}
 	for _, p := range o.Profiles {

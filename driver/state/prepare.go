@@ -103,7 +103,7 @@ func (s *State) plan(claim *resourceapi.ResourceClaim) (plan, error) {
 	// Any device the node has resolves, whatever profiles are published now: the allocation may
 	// predate a change of the selection.
 	resolveOpts := s.cfg.Slices
-	resolveOpts.Profiles = nil
+	resolveOpts.Profiles, resolveOpts.ExactProfiles = nil, false
 	daemons := map[int]int{} // entry position -> index in rec.MPS
 	for _, r := range claim.Status.Allocation.Devices.Results {
 		if r.Driver != s.cfg.DriverName || r.Pool != s.cfg.NodeName {

@@ -148,7 +148,7 @@ func (s *State) Resources(taints map[string][]resourceapi.DeviceTaint) resources
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	opts := s.cfg.Slices
-	opts.Profiles = s.withHeldProfiles(opts.Profiles)
+	opts.Profiles = s.withHeldProfiles(opts.Profiles, opts.ExactProfiles)
 	opts.Taints = map[string][]resourceapi.DeviceTaint{}
 	for u, t := range taints {
 		opts.Taints[u] = t
@@ -159,10 +159,10 @@ func (s *State) Resources(taints map[string][]resourceapi.DeviceTaint) resources
 	return slices.Build(s.cfg.NodeName, s.gpus, opts)
 }
 
-// withHeldProfiles adds to a non-empty profile selection the profiles of the dynamic MIG devices
-// recorded claims hold (an empty selection publishes every profile already).
-func (s *State) withHeldProfiles(profiles []string) []string {
-	if len(profiles) == 0 {
+// withHeldProfiles adds to a profile selection the profiles of the dynamic MIG devices recorded
+// claims hold (an empty selection that is not exact publishes every profile already).
+func (s *State) withHeldProfiles(profiles []string, exact bool) []string {
+	if len(profiles) == 0 && !exact {
 		return nil
 	}
 	out := append([]string(nil), profiles...)

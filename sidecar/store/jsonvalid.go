@@ -1,5 +1,7 @@
 package store
 
+import "encoding/binary"
+
 // validJSON reports whether b is exactly one JSON value (RFC 8259) surrounded
 // by optional whitespace. It accepts precisely what encoding/json.Valid
 // accepts, including its nesting limit and its tolerance of invalid UTF-8
@@ -131,10 +133,29 @@ var strSpecial = func() (t [256]bool) {
 	return t
 }()
 
+// Eight bytes at a time (SWAR): lanes is 0x01 in every byte, highs 0x80.
+const (
+	lanes = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// hasSpecial reports whether any byte of w is a control character, '"' or
+// '\\' (the bytes strSpecial marks): "x - n*lanes & ^x & highs" is non-zero
+// exactly when a byte of x is below n (n <= 0x80), and a byte of w equals c
+// exactly when the same byte of w^(c*lanes) is below 1.
+func hasSpecial(w uint64) bool {
+	q, bs := w^('"'*lanes), w^('\\'*lanes)
+	return ((w-0x20*lanes)&^w|(q-lanes)&^q|(bs-lanes)&^bs)&highs != 0
+}
+
 // scanString scans a string's contents after its opening quote and returns
 // the index after the closing quote, or -1.
 func scanString(b []byte, i int) int {
 	for {
+		// Skip plain bytes eight at a time, then the last few one by one.
+		for i+8 <= len(b) && !hasSpecial(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
 		for i < len(b) && !strSpecial[b[i]] {
 			i++
 		}

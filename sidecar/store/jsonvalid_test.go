@@ -71,3 +71,19 @@ func BenchmarkIsObject(b *testing.B) {
 		}
 	})
 }
+
+// TestValidJSONSpecialAtEveryLane puts each byte that matters inside a
+// string (controls, the quote, the backslash, and their neighbours) at every
+// offset of the eight-byte scan and after it, and checks the verdict against
+// encoding/json.
+func TestValidJSONSpecialAtEveryLane(t *testing.T) {
+	for _, c := range []byte{0x00, 0x01, 0x1f, 0x20, 0x21, '"', 0x23, '\\', 0x5b, 0x5d, 0x7f, 0x80, 0xc3, 0xff} {
+		for pos := range 20 {
+			s := []byte(`{"k":"` + strings.Repeat("a", 19) + `"}`)
+			s[6+pos] = c
+			if got, want := validJSON(s), json.Valid(s); got != want {
+				t.Errorf("byte %#x at %d: validJSON(%q) = %v, json.Valid = %v", c, pos, s, got, want)
+			}
+		}
+	}
+}

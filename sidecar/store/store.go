@@ -265,17 +265,18 @@ func (s *Store) put(ctx context.Context, id string, data []byte, ifVersion int64
 		expect = strconv.FormatInt(ifVersion, 10)
 	}
 	start := time.Now()
-	res, err := putScript.Run(ctx, s.rdb, []string{s.Key(id), s.seqKey()},
-		expect, f, ttl.Milliseconds(), id, s.channel()).Int64Slice()
+	res, err := s.writeStaged(ctx, id, f, expect, ttl)
 	s.observe("put", start, err)
 	if err != nil {
 		return 0, classify("put", err)
 	}
-	if len(res) != 2 {
+	switch {
+	case len(res) != 2:
 		return 0, fmt.Errorf("put %q: unexpected reply %v", id, res)
-	}
-	if res[0] == 0 {
+	case res[0] == 0:
 		return res[1], fmt.Errorf("conversation %q at version %d, not %d: %w", id, res[1], ifVersion, ErrConflict)
+	case res[0] != 1:
+		return 0, fmt.Errorf("put %q: the staged write expired before it was applied: %w", id, ErrUnavailable)
 	}
 	if s.near != nil { // the copy is only needed by the near cache
 		s.near.put(id, &Session{Version: res[1], Data: append([]byte(nil), data...), TTL: ttl}, start.Add(ttl), s.near.generation())
