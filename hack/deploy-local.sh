@@ -95,7 +95,7 @@ case "${1:-}" in
 esac
 
 [ -x "$HELM" ] || bash hack/build-tools.sh helm
-if [ ! -f "$KUBECONFIG_FILE" ] || ! go run ./e2e/cmd/localcluster status >/dev/null 2>&1; then
+if [ ! -f "$KUBECONFIG_FILE" ] || ! go run -trimpath ./e2e/cmd/localcluster status >/dev/null 2>&1; then
 	echo "the local cluster is not running: run 'make cluster-up' first" >&2
 	exit 1
 fi
@@ -104,7 +104,7 @@ sync_crds
 if [ "${SKIP_IMAGES:-0}" != 1 ]; then
 	log "building and importing images: $IMAGES"
 	# shellcheck disable=SC2086
-	go run ./e2e/cmd/localcluster images $IMAGES
+	go run -trimpath ./e2e/cmd/localcluster images $IMAGES
 fi
 
 # Injected sidecars keep sessions in Redis: the host's redis-server on the bridge, behind the Service
