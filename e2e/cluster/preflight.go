@@ -54,7 +54,7 @@ func preflight(p Paths, ownPorts map[int]bool) error {
 	if !filesystemSupported("overlay") {
 		problems = append(problems, "the overlay filesystem is not available (containerd's overlayfs snapshotter needs it; try `modprobe overlay`)")
 	}
-	problems = append(problems, netPreflight(ownPorts)...)
+	problems = append(problems, netPreflight(realHost, ownPorts)...)
 	problems = append(problems, busyPorts(clusterPorts, ownPorts)...)
 	if len(problems) > 0 {
 		return &PreflightError{Problems: problems}

@@ -11,30 +11,50 @@ import (
 	"strings"
 )
 
+// hostProbe is how netPreflight looks at the host; tests replace it.
+type hostProbe struct {
+	lookPath func(string) (string, error)
+	// nft runs nft with args and returns its combined output.
+	nft      func(args ...string) (string, error)
+	exists   func(path string) bool
+	readFile func(path string) (string, error)
+}
+
+// realHost probes this machine.
+var realHost = hostProbe{
+	lookPath: exec.LookPath,
+	nft: func(args ...string) (string, error) {
+		out, err := exec.Command("nft", args...).CombinedOutput()
+		return string(out), err
+	},
+	exists:   fileExists,
+	readFile: readProcNet,
+}
+
 // netPreflight checks what kube-proxy and CoreDNS need from the host: nft
 // and a kernel with nftables, conntrack and br_netfilter, no other
 // kube-proxy's table, and port 53 free on the bridge address.
-func netPreflight(ownPorts map[int]bool) []string {
+func netPreflight(h hostProbe, ownPorts map[int]bool) []string {
 	var problems []string
-	if _, err := exec.LookPath("nft"); err != nil {
+	if _, err := h.lookPath("nft"); err != nil {
 		problems = append(problems, "nft is not installed: run hack/install-deps.sh (Debian package nftables); kube-proxy runs in nftables mode")
-	} else if out, err := exec.Command("nft", "--check", "add", "table", "ip", "neuronetes-preflight").CombinedOutput(); err != nil {
-		problems = append(problems, fmt.Sprintf("the kernel refuses nftables (`nft --check add table` failed: %s): kube-proxy's nftables mode needs CONFIG_NF_TABLES", strings.TrimSpace(string(out))))
-	} else if tables, err := exec.Command("nft", "list", "tables").Output(); err == nil && !ownPorts[KubeProxyHealthzPort] {
+	} else if out, err := h.nft("--check", "add", "table", "ip", "neuronetes-preflight"); err != nil {
+		problems = append(problems, fmt.Sprintf("the kernel refuses nftables (`nft --check add table` failed: %s): kube-proxy's nftables mode needs CONFIG_NF_TABLES", strings.TrimSpace(out)))
+	} else if tables, err := h.nft("list", "tables"); err == nil && !ownPorts[KubeProxyHealthzPort] {
 		for _, fam := range []string{"ip", "ip6"} {
-			if strings.Contains(string(tables), "table "+fam+" "+kubeProxyTable+"\n") {
+			if strings.Contains(tables, "table "+fam+" "+kubeProxyTable+"\n") {
 				problems = append(problems, fmt.Sprintf("nftables table %s %s exists but this cluster's kube-proxy is not running: another kube-proxy owns it (stop that cluster), or a crashed run left it (run `make cluster-down`)", fam, kubeProxyTable))
 			}
 		}
 	}
-	if !fileExists("/proc/sys/net/netfilter/nf_conntrack_max") {
+	if !h.exists("/proc/sys/net/netfilter/nf_conntrack_max") {
 		problems = append(problems, "the kernel has no connection tracking (/proc/sys/net/netfilter/nf_conntrack_max is missing): kube-proxy's Service NAT needs nf_conntrack (`modprobe nf_conntrack`)")
 	}
-	if !fileExists("/proc/sys/" + bridgeNFCall) {
+	if !h.exists("/proc/sys/" + bridgeNFCall) {
 		problems = append(problems, "br_netfilter is not loaded (/proc/sys/"+bridgeNFCall+" is missing): a pod calling a Service whose endpoint is on the same bridge needs it (`modprobe br_netfilter`)")
 	}
 	if !ownPorts[DNSPort] {
-		problems = append(problems, dnsPortProblems(readProcNet)...)
+		problems = append(problems, dnsPortProblems(h.readFile)...)
 	}
 	return problems
 }

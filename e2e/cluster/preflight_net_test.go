@@ -93,3 +93,62 @@ func TestDNSPortProblemsSeesARealListener(t *testing.T) {
 	}
 	t.Errorf("listener 127.0.0.1:%d not found in /proc/net/tcp", port)
 }
+
+func TestNetPreflightNamesTheMissingPiece(t *testing.T) {
+	good := func() hostProbe {
+		return hostProbe{
+			lookPath: func(string) (string, error) { return "/usr/sbin/nft", nil },
+			nft:      func(args ...string) (string, error) { return "table inet filter\n", nil },
+			exists:   func(string) bool { return true },
+			readFile: func(string) (string, error) { return procNet(), nil },
+		}
+	}
+	tests := []struct {
+		name   string
+		change func(*hostProbe)
+		own    map[int]bool
+		want   string
+	}{
+		{name: "healthy host"},
+		{name: "nft missing", change: func(h *hostProbe) {
+			h.lookPath = func(string) (string, error) { return "", errors.New("not found") }
+		}, want: "Debian package nftables"},
+		{name: "kernel without nftables", change: func(h *hostProbe) {
+			h.nft = func(...string) (string, error) { return "Error: Could not process rule: Operation not supported", errors.New("exit 1") }
+		}, want: "CONFIG_NF_TABLES"},
+		{name: "another kube-proxy's table", change: func(h *hostProbe) {
+			h.nft = func(...string) (string, error) { return "table ip kube-proxy\ntable ip6 kube-proxy\n", nil }
+		}, want: "nftables table ip kube-proxy exists"},
+		{name: "our own kube-proxy's table", change: func(h *hostProbe) {
+			h.nft = func(...string) (string, error) { return "table ip kube-proxy\n", nil }
+		}, own: map[int]bool{KubeProxyHealthzPort: true}},
+		{name: "no conntrack", change: func(h *hostProbe) {
+			h.exists = func(p string) bool { return !strings.Contains(p, "nf_conntrack") }
+		}, want: "nf_conntrack"},
+		{name: "no br_netfilter", change: func(h *hostProbe) {
+			h.exists = func(p string) bool { return !strings.Contains(p, "bridge") }
+		}, want: "br_netfilter is not loaded"},
+		{name: "port 53 taken on the bridge address", change: func(h *hostProbe) {
+			h.readFile = func(p string) (string, error) { return procNet("0100580A:0035 07 99"), nil }
+		}, want: "port 53/udp on 10.88.0.1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := good()
+			if tc.change != nil {
+				tc.change(&h)
+			}
+			own := tc.own
+			if own == nil {
+				own = map[int]bool{}
+			}
+			got := strings.Join(netPreflight(h, own), "\n")
+			if tc.want == "" && got != "" {
+				t.Fatalf("unexpected problems:\n%s", got)
+			}
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("problems %q do not name %q", got, tc.want)
+			}
+		})
+	}
+}
