@@ -64,7 +64,7 @@ bench: tools deps ## Every benchmark (hack/bench.d/*.sh): medians, ratios, its v
 	@failed=""; for f in hack/bench.d/*.sh; do [ -e "$$f" ] || continue; echo "== $$f"; bash "$$f" || failed="$$failed $$f"; done; \
 	if [ -n "$$failed" ]; then echo "bench: missed a target or not measured:$$failed"; exit 1; fi; echo "bench: every target met"
 
-bench-autoscale: ## The autoscaler's trace-driven comparison.
+bench-autoscale: ## The autoscaler's trace-driven comparison; TRACE=<file>[,<file>...] replays other traces (a missing one fails).
 	bash hack/bench.d/40-autoscale.sh
 
 bench-scale: tools deps ## The scheduler scale benchmark with kwok GPU nodes.

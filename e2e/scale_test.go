@@ -17,7 +17,7 @@ import (
 
 // TestScaleSmallRun runs the scale benchmark's library end to end at a small size: 6 kwok GPU nodes
 // with the driver's slices, 40 pods of the four kinds, for the whole-GPU baseline and the
-// mig-selected layout. Every pod must be bound with a consistent allocation, the scheduler's
+// mig-selected and demand-shaped layouts. Every pod must be bound with a consistent allocation, the scheduler's
 // histograms must have recorded the phases, and nothing of the run may be left behind.
 func TestScaleSmallRun(t *testing.T) {
 	e := requireEnv(t)
@@ -71,7 +71,7 @@ func TestScaleSmallRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var results []scale.RunResult
-	for _, name := range []string{scale.LayoutWhole, scale.LayoutMIGSelected} {
+	for _, name := range []string{scale.LayoutWhole, scale.LayoutMIGSelected, scale.LayoutMIGDemand} {
 		layout, _ := scale.LayoutByName(name)
 		ns := fmt.Sprintf("scale-%s-%s", runID, name)
 		res, err := scale.Run(ctx, scale.Config{
@@ -105,9 +105,17 @@ func TestScaleSmallRun(t *testing.T) {
 		}
 	}
 	var out strings.Builder
-	scale.WriteComparison(&out, results[0], results)
+	v := scale.WriteComparison(&out, results[0], results)
 	t.Log(out.String())
+	t.Log(v)
 	if want := 8 * 10; results[1].DevicesPerNode != want {
 		t.Errorf("mig-selected devices per node %d, want %d", results[1].DevicesPerNode, want)
+	}
+	// The demand-shaped layout finds, from the API, exactly the profiles the pods request.
+	if d := results[2]; d.DevicesPerNode != 8*10 || strings.Join(d.Profiles, ",") != strings.Join(scale.UsedProfiles(), ",") {
+		t.Errorf("mig-demand: %d devices per node, profiles %v; want 80 and %v", d.DevicesPerNode, d.Profiles, scale.UsedProfiles())
+	}
+	if !v.Judged || v.Nodes != len(nodes) {
+		t.Errorf("verdict %+v: want the mig-demand layout judged", v)
 	}
 }

@@ -171,6 +171,25 @@ type SLOTargetSpec struct {
 	// capacity, so a proportional TTFT metric keeps adding replicas while new ones start.
 	// +optional
 	BreachOnly bool `json:"breachOnly,omitempty"`
+	// Adaptive replaces the metric targets' fixed headroom with one learned online from the
+	// pool's own first tokens: the autoscaler provisions a learned headroom times the peak demand
+	// of a learned memory window, so that attainmentPercent of the requests keep a TTFT within
+	// the AgentClass spec.slo.ttft. The metrics then state one replica's capacity (targets at
+	// 100%). Needs enabled and the AgentClass SLO.
+	// +optional
+	Adaptive *AdaptiveSLO `json:"adaptive,omitempty"`
+}
+
+// AdaptiveSLO configures the online adaptation to the TTFT SLO.
+type AdaptiveSLO struct {
+	// AttainmentPercent is the share of requests whose TTFT must stay within the SLO, in
+	// percent (default 99). The autoscaler aims at half the misses this allows.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:ExclusiveMinimum=true
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:validation:ExclusiveMaximum=true
+	// +optional
+	AttainmentPercent Decimal `json:"attainmentPercent,omitempty"`
 }
 
 // BudgetAction is what to do when the daily budget is spent. Only scale-to-min is implemented;

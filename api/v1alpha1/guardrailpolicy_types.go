@@ -148,7 +148,7 @@ type GuardrailCheck struct {
 	// +kubebuilder:default=block
 	// +optional
 	Action GuardrailAction `json:"action,omitempty"`
-	// Timeout of the check (default 50ms for built-in checks, 500ms for remote ones).
+	// Timeout of the check (default 250ms for built-in checks, 500ms for remote ones).
 	// +optional
 	Timeout Duration `json:"timeout,omitempty"`
 	// FailurePolicy when the check errs or times out (default Closed).

@@ -1,6 +1,9 @@
 // Command autoscale-sim replays LLM request traces against a replica model and
-// compares NeuroNetes' autoscaler with the HPA, KEDA, Knative KPA, AIBrix APA and
-// an oracle, printing a table per trace and writing an SVG plot per trace.
+// compares NeuroNetes' adaptive autoscaler with the HPA, KEDA, Knative KPA,
+// AIBrix APA, the causal reference (the oracle's rule fed only the past) and
+// an oracle that knows the future. It prints a table and a verdict per trace,
+// writes a PNG plot per trace, prints the overall verdict last and exits 1
+// when a target is missed (2 when a trace cannot be read or a flag is bad).
 package main
 
 import (
@@ -8,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,102 +19,140 @@ import (
 	"github.com/neuronetes/neuronetes/controller/scalesim"
 )
 
-func main() {
-	var (
-		traces   = flag.String("trace", "", "comma-separated trace files (.csv Azure, .jsonl Mooncake)")
-		out      = flag.String("out", ".local/bench/autoscale", "directory for the SVG plots")
-		maxDur   = flag.Duration("max-duration", 0, "replay only the first part of each trace (0: all)")
-		prefill  = flag.Float64("prefill-tps", 2000, "prompt tokens/s one replica prefills")
-		decode   = flag.Float64("decode-tps", 30, "generated tokens/s of one sequence")
-		slots    = flag.Int("slots", 16, "sequences one replica holds")
-		cold     = flag.Duration("cold-start", 60*time.Second, "replica cold start time")
-		warmAct  = flag.Duration("warm-activation", 5*time.Second, "warm replica activation time")
-		slo      = flag.Duration("ttft-slo", 2*time.Second, "TTFT budget over a request's unloaded prefill time")
-		step     = flag.Duration("step", 100*time.Millisecond, "simulation step")
-		warmup   = flag.Duration("warmup", 5*time.Minute, "initial part of each trace excluded from the evaluation of every policy")
-		maxRep   = flag.Int("max-replicas", 64, "max replicas of every policy")
-		util     = flag.Float64("target-utilization", 0.7, "baselines' per-pod concurrency target as a fraction of slots")
-		prewarm  = flag.Float64("prewarm-percent", 0, "NeuroNetes warm pool in percent of max replicas (warmpool.Target, rounded up)")
-		parallel = flag.Int("parallel", 2, "policies simulated at once")
-		backlog  = flag.Float64("nn-backlog-slos", 1.5, "NeuroNetes tokens-in-queue target, in SLOs of one replica's prefill")
-		tokUtil  = flag.Float64("nn-token-utilization", 0.9, "NeuroNetes tokens-per-second target as a fraction of prefill-tps")
-		downPct  = flag.Float64("nn-scale-down-percent", 5, "NeuroNetes scale-down limit per 60 s, percent")
-		downWin  = flag.Duration("nn-scale-down-window", 120*time.Second, "NeuroNetes scale-down stabilization window")
-		horizon  = flag.Duration("nn-predictive-horizon", 3*time.Minute, "NeuroNetes trend forecaster horizon (predictive.horizonMinutes)")
-		minConf  = flag.Float64("nn-min-confidence", 0.5, "NeuroNetes forecaster minConfidence")
-		causal   = flag.Bool("causal-ref", true, "also search the oracle's rule fed only the past (a reference for what not knowing the future costs)")
-		isoCost  = flag.Bool("iso-cost", true, "also re-run each baseline with its concurrency target lowered until it spends as much as NeuroNetes, and compare attainment at that cost")
-	)
+type options struct {
+	traces        string
+	out           string
+	maxDur        time.Duration
+	model         scalesim.Model
+	slo           string
+	sloPercentile float64
+	sloQueueing   time.Duration
+	cfg           scalesim.Config
+	attainment    float64
+	parallel      int
+}
+
+func parseFlags() options {
+	var o options
+	flag.StringVar(&o.traces, "trace", "", "comma-separated traces: files (.csv Azure LLM inference, .jsonl Mooncake) or synthetic:<dip|ramp|burst|diurnal>[:<seed>[:<minutes>]]")
+	flag.StringVar(&o.out, "out", ".local/bench/autoscale", "directory for the PNG plots")
+	flag.DurationVar(&o.maxDur, "max-duration", 0, "replay only the first part of each trace (0: all)")
+	flag.Float64Var(&o.model.PrefillTPS, "prefill-tps", 2000, "prompt tokens/s one replica prefills")
+	flag.Float64Var(&o.model.DecodeTPS, "decode-tps", 30, "generated tokens/s of one sequence")
+	flag.IntVar(&o.model.Slots, "slots", 16, "sequences one replica holds")
+	flag.DurationVar(&o.model.ColdStart, "cold-start", 60*time.Second, "replica cold start time")
+	flag.DurationVar(&o.model.WarmActivation, "warm-activation", 5*time.Second, "warm replica activation time")
+	flag.StringVar(&o.slo, "ttft-slo", "auto", "TTFT SLO (raw time to first token), a duration, or auto: the unloaded TTFT of the trace's --slo-prompt-percentile prompt plus --slo-queueing")
+	flag.Float64Var(&o.sloPercentile, "slo-prompt-percentile", 99.9, "prompt percentile of the auto SLO")
+	flag.DurationVar(&o.sloQueueing, "slo-queueing", 2*time.Second, "queueing allowance of the auto SLO")
+	flag.DurationVar(&o.model.Step, "step", 100*time.Millisecond, "simulation step")
+	flag.DurationVar(&o.model.Warmup, "warmup", 5*time.Minute, "initial part of each trace excluded from the evaluation of every policy")
+	flag.IntVar(&o.cfg.MaxReplicas, "max-replicas", 64, "max replicas of every policy")
+	flag.Float64Var(&o.cfg.TargetUtilization, "target-utilization", 0.7, "baselines' per-pod concurrency target as a fraction of slots")
+	flag.Float64Var(&o.cfg.PrewarmPercent, "prewarm-percent", 0, "NeuroNetes warm pool in percent of max replicas (warmpool.Target, rounded up)")
+	flag.Float64Var(&o.attainment, "attainment", 99, "percent of requests NeuroNetes holds within the SLO, and the verdict's target")
+	flag.IntVar(&o.parallel, "parallel", 2, "simulations run at once")
 	flag.Parse()
-	if *traces == "" {
+	return o
+}
+
+func main() {
+	o := parseFlags()
+	if o.traces == "" {
 		fmt.Fprintln(os.Stderr, "autoscale-sim: --trace is required")
 		os.Exit(2)
 	}
-	m := scalesim.Model{PrefillTPS: *prefill, DecodeTPS: *decode, Slots: *slots, ColdStart: *cold, WarmActivation: *warmAct, SLO: *slo, Step: *step, Warmup: *warmup}
-	cfg := scalesim.Config{MaxReplicas: *maxRep, TargetUtilization: *util, PrewarmPercent: *prewarm,
-		Tune: scalesim.Tuning{BacklogSLOs: *backlog, TokenUtilization: *tokUtil, ScaleDownPercent: *downPct, ScaleDownWindow: *downWin,
-			PredictiveHorizon: *horizon, MinConfidence: *minConf}}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		fmt.Fprintf(os.Stderr, "autoscale-sim: %v\n", err)
-		os.Exit(1)
+	if o.attainment <= 0 || o.attainment >= 100 {
+		fmt.Fprintf(os.Stderr, "autoscale-sim: --attainment must be in (0,100), got %v\n", o.attainment)
+		os.Exit(2)
 	}
-	fmt.Printf("model: prefill %.0f tok/s, decode %.0f tok/s/seq, %d slots, cold start %s, warm activation %s, SLO: TTFT <= unloaded + %s, warm-up %s\n",
-		m.PrefillTPS, m.DecodeTPS, m.Slots, m.ColdStart, m.WarmActivation, m.SLO, m.Warmup)
-	failed := false
-	for _, path := range strings.Split(*traces, ",") {
-		tr, err := scalesim.LoadTrace(path, *maxDur)
+	target := o.attainment / 100
+	o.cfg.Attainment = target
+	var outs []scalesim.Outcome
+	var errs []string
+	for _, spec := range strings.Split(o.traces, ",") {
+		out, err := runTrace(o, spec, target)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "autoscale-sim: %v\n", err)
-			failed = true
+			errs = append(errs, spec)
 			continue
 		}
-		start := time.Now()
-		oracle, curve := scalesim.BestOracle(tr, m, 0.99, cfg.MaxReplicas)
-		pols := scalesim.All(m, cfg)
-		res := make([]scalesim.Result, len(pols))
-		sem := make(chan struct{}, max(*parallel, 1))
-		var wg sync.WaitGroup
-		var ref scalesim.CausalRef
-		if *causal {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				ref = scalesim.BestCausal(tr, m, 0.99, cfg.MaxReplicas, scalesim.DefaultLookbacks)
-			}()
-		}
-		for i, p := range pols {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				res[i] = scalesim.Run(tr, m, p, curve[0])
-			}()
-		}
-		wg.Wait()
-		nn := &res[0] // sim.All lists NeuroNetes first
-		if nn.Policy != "neuronetes" {
-			fmt.Fprintf(os.Stderr, "autoscale-sim: first policy is %q, not neuronetes\n", nn.Policy)
-			os.Exit(1)
-		}
-		var iso map[string]scalesim.IsoCost
-		if *isoCost {
-			iso = scalesim.BestIsoCosts(tr, m, cfg, nn.ReplicaSeconds, curve[0], *parallel)
-		}
-		scalesim.WriteTable(os.Stdout, tr.Name, oracle, res, iso)
-		if *causal {
-			scalesim.WriteCausalRef(os.Stdout, tr.Name, oracle, ref, nn)
-		}
-		svg := filepath.Join(*out, tr.Name+".svg")
-		if err := scalesim.WriteSVG(svg, fmt.Sprintf("%s: load and replicas", tr.Name), oracle, res); err != nil {
-			fmt.Fprintf(os.Stderr, "autoscale-sim: %v\n", err)
-			failed = true
-		}
-		fmt.Printf("(%s simulated in %s; plot %s)\n\n", tr.Name, time.Since(start).Round(time.Millisecond), svg)
+		outs = append(outs, out)
 	}
-	if failed {
+	if !scalesim.WriteVerdict(os.Stdout, outs, target, errs) {
+		if len(errs) > 0 {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
+}
+
+// loadTrace reads a trace file or generates a synthetic trace.
+func loadTrace(spec string, maxDur time.Duration) (scalesim.Trace, error) {
+	if !strings.HasPrefix(spec, "synthetic:") {
+		return scalesim.LoadTrace(spec, maxDur)
+	}
+	parts := strings.Split(strings.TrimPrefix(spec, "synthetic:"), ":")
+	seed, minutes := uint64(1), 60.0
+	var err error
+	if len(parts) > 1 {
+		if seed, err = strconv.ParseUint(parts[1], 10, 64); err != nil {
+			return scalesim.Trace{}, fmt.Errorf("trace %s: seed: %w", spec, err)
+		}
+	}
+	if len(parts) > 2 {
+		if minutes, err = strconv.ParseFloat(parts[2], 64); err != nil {
+			return scalesim.Trace{}, fmt.Errorf("trace %s: minutes: %w", spec, err)
+		}
+	}
+	if len(parts) > 3 {
+		return scalesim.Trace{}, fmt.Errorf("trace %s: want synthetic:<kind>[:<seed>[:<minutes>]]", spec)
+	}
+	return scalesim.Synthetic(parts[0], seed, time.Duration(minutes*float64(time.Minute)))
+}
+
+// runTrace replays one trace under every policy and prints its outcome.
+func runTrace(o options, spec string, target float64) (scalesim.Outcome, error) {
+	tr, err := loadTrace(spec, o.maxDur)
+	if err != nil {
+		return scalesim.Outcome{}, err
+	}
+	m := o.model
+	if o.slo == "auto" {
+		if m.SLO, err = scalesim.AutoSLO(tr, m, o.sloPercentile, o.sloQueueing); err != nil {
+			return scalesim.Outcome{}, err
+		}
+	} else if m.SLO, err = time.ParseDuration(o.slo); err != nil || m.SLO <= 0 {
+		return scalesim.Outcome{}, fmt.Errorf("--ttft-slo: want a positive duration or auto, got %q", o.slo)
+	}
+	start := time.Now()
+	oracle, curve := scalesim.BestOracle(tr, m, target, o.cfg.MaxReplicas)
+	pols := scalesim.All(m, o.cfg)
+	res := make([]scalesim.Result, len(pols))
+	var ref scalesim.CausalRef
+	sem := make(chan struct{}, max(o.parallel, 1))
+	var wg sync.WaitGroup
+	run := func(f func()) {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			f()
+		}()
+	}
+	run(func() { ref = scalesim.BestCausal(tr, m, target, o.cfg.MaxReplicas, scalesim.DefaultLookbacks) })
+	for i, p := range pols {
+		run(func() { res[i] = scalesim.Run(tr, m, p, curve[0]) })
+	}
+	wg.Wait()
+	out := scalesim.Outcome{Trace: tr.Name, SLO: m.SLO, Oracle: oracle, Causal: ref, Results: res}
+	out.Iso = scalesim.BestIsoCosts(tr, m, o.cfg, out.NeuroNetes().ReplicaSeconds, curve[0], o.parallel)
+	scalesim.WriteOutcome(os.Stdout, out, target)
+	png := filepath.Join(o.out, tr.Name+".png")
+	if err := scalesim.WritePNG(png, fmt.Sprintf("%s: TTFT SLO %s, %s", tr.Name, m.SLO, "load, replicas and SLO attainment"), out, target); err != nil {
+		return scalesim.Outcome{}, err
+	}
+	fmt.Printf("(%s simulated in %s; plot %s)\n\n", tr.Name, time.Since(start).Round(time.Millisecond), png)
+	return out, nil
 }

@@ -230,7 +230,31 @@ func TestModelTTFTs(t *testing.T) {
 	// One slot: B is admitted only when A finishes (its first token, then 7 more at 10 ms).
 	f.slots = 1
 	got, _, _ := modelTTFTs(reqs, []int{0, 0}, 1, f)
+	slices.Sort(got)
 	if want := 1026.0 + 70 + 514; got[1] != want {
 		t.Errorf("one slot: B's TTFT %v, want %v", got[1], want)
+	}
+}
+
+func TestOracleTTFTs(t *testing.T) {
+	rows := []traceRow{
+		{Timestamp: 0, InputLength: 1024, OutputLength: 8, HashIDs: []uint64{0, 1}},
+		{Timestamp: 0, InputLength: 1024, OutputLength: 8, HashIDs: []uint64{5, 6}},
+		{Timestamp: 5000, InputLength: 1536, OutputLength: 8, HashIDs: []uint64{0, 1, 2}},
+	}
+	reqs := prepare(replay(rows, 1, 8), 16)
+	f := agentFlags{slots: 4, prefillRate: 1000, decodeRate: 100, kvTokens: 1 << 16, blockSize: 16}
+	got, hit, err := oracleTTFTs(reqs, 2, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	// The two first turns go to different pods (1026 ms each); the follow-up finds its 1024
+	// cached tokens on the first one's pod and computes 514.
+	if want := []float64{514, 1026, 1026}; !slices.Equal(got, want) {
+		t.Errorf("TTFTs %v, want %v", got, want)
+	}
+	if want := 1024.0 / (1026 + 1026 + 1538); math.Abs(hit-want) > 1e-9 {
+		t.Errorf("hit rate %v, want %v", hit, want)
 	}
 }

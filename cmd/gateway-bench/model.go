@@ -68,7 +68,9 @@ type podModel struct {
 	running  int
 	full     bool // the head did not fit in the KV cache; retried when a request finishes
 	laneFree time.Duration
+	now      time.Duration // the last time settled
 	events   eventHeap
+	first    map[int]time.Duration // first-token times by request index
 }
 
 type event struct {
@@ -94,64 +96,121 @@ func (h *eventHeap) Pop() any {
 // modelTTFTs returns the modelled TTFT of every request with a known pod (assign[i] >= 0; -1 is
 // unknown, e.g. a failed request) in ms, and the modelled hit rate over all pods.
 func modelTTFTs(reqs []prepared, assign []int, pods int, f agentFlags) ([]float64, float64, error) {
-	perPod := make([][]int, pods)
+	models, err := newPodModels(pods, f)
+	if err != nil {
+		return nil, 0, err
+	}
 	for i, p := range assign {
 		if p >= 0 && p < pods {
-			perPod[p] = append(perPod[p], i)
+			models[p].advance(reqs[i].at, reqs)
+			models[p].arrive(i, reqs)
 		}
 	}
-	var ttfts []float64
-	var hits, queries uint64
-	for _, idx := range perPod {
+	ttfts, hit := finish(models, reqs)
+	return ttfts, hit, nil
+}
+
+// oracleTTFTs is the model of a greedy router that knows every pod's exact state: each request
+// goes to the pod where its first token would come soonest given the prefill lane's backlog
+// and the pod's cache as they stand at its arrival. It is a reference for what routing can
+// reach on this workload and these pods, free of any machine noise.
+func oracleTTFTs(reqs []prepared, pods int, f agentFlags) ([]float64, float64, error) {
+	models, err := newPodModels(pods, f)
+	if err != nil {
+		return nil, 0, err
+	}
+	for i, r := range reqs {
+		best, bestAt := 0, time.Duration(0)
+		for p, m := range models {
+			m.advance(r.at, reqs)
+			if at := m.estimate(r, reqs); p == 0 || at < bestAt {
+				best, bestAt = p, at
+			}
+		}
+		models[best].arrive(i, reqs)
+	}
+	ttfts, hit := finish(models, reqs)
+	return ttfts, hit, nil
+}
+
+func newPodModels(pods int, f agentFlags) ([]*podModel, error) {
+	out := make([]*podModel, pods)
+	for i := range out {
 		pool, err := kvcache.New(f.kvTokens/f.blockSize, f.blockSize, true)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		m := &podModel{f: f, pool: pool}
-		first := m.run(reqs, idx)
-		for _, i := range idx {
-			ttfts = append(ttfts, ms(first[i]-reqs[i].at))
+		out[i] = &podModel{f: f, pool: pool, first: map[int]time.Duration{}}
+	}
+	return out, nil
+}
+
+// finish runs every pod to the end and returns the TTFTs (ms) and the hit rate over all pods.
+func finish(models []*podModel, reqs []prepared) ([]float64, float64) {
+	var ttfts []float64
+	var hits, queries uint64
+	for _, m := range models {
+		m.advance(never, reqs)
+		for i, at := range m.first {
+			ttfts = append(ttfts, ms(at-reqs[i].at))
 		}
-		st := pool.Stats()
+		st := m.pool.Stats()
 		hits, queries = hits+st.Hits, queries+st.Queries
 	}
 	if queries == 0 {
-		return ttfts, 0, nil
+		return ttfts, 0
 	}
-	return ttfts, float64(hits) / float64(queries), nil
+	return ttfts, float64(hits) / float64(queries)
 }
 
-// run plays the pod's requests (indexes in arrival order) and returns their first-token times.
-func (m *podModel) run(reqs []prepared, idx []int) map[int]time.Duration {
-	const never = time.Duration(1<<63 - 1)
-	first := map[int]time.Duration{}
-	next := 0
+const never = time.Duration(1<<63 - 1)
+
+// advance plays everything that happens on the pod up to t: prefill ends, finishes, admissions.
+func (m *podModel) advance(t time.Duration, reqs []prepared) {
 	for {
-		// The earliest of: an event, an arrival, the lane freeing for an admissible request.
-		t := never
+		u := never
 		if m.events.Len() > 0 {
-			t = m.events[0].at
-		}
-		if next < len(idx) {
-			t = min(t, reqs[idx[next]].at)
+			u = m.events[0].at
 		}
 		if len(m.waiting) > 0 && m.admissible() {
-			t = min(t, m.laneFree)
+			u = min(u, max(m.laneFree, m.now))
 		}
-		if t == never {
-			return first // done, or the head can never fit (the agent would have rejected it)
+		if u > t || u == never {
+			return
 		}
-		for m.events.Len() > 0 && m.events[0].at <= t {
-			m.handle(heap.Pop(&m.events).(event), reqs)
-		}
-		for next < len(idx) && reqs[idx[next]].at <= t {
-			m.waiting = append(m.waiting, idx[next])
-			next++
-		}
-		for len(m.waiting) > 0 && m.laneFree <= t && m.admissible() {
-			m.admit(t, reqs, first)
-		}
+		m.settle(u, reqs)
 	}
+}
+
+// settle handles the events due at u and admits what can start then.
+func (m *podModel) settle(u time.Duration, reqs []prepared) {
+	m.now = u
+	for m.events.Len() > 0 && m.events[0].at <= u {
+		m.handle(heap.Pop(&m.events).(event), reqs)
+	}
+	for len(m.waiting) > 0 && m.laneFree <= u && m.admissible() {
+		m.admit(u, reqs)
+	}
+}
+
+// arrive queues request i at its arrival time; the pod has been advanced to it.
+func (m *podModel) arrive(i int, reqs []prepared) {
+	m.waiting = append(m.waiting, i)
+	m.settle(max(reqs[i].at, m.now), reqs)
+}
+
+// estimate is when r's first token would come on this pod: after the prefill in progress and the
+// waiting requests' uncached tokens (as the cache stands now), plus its own.
+func (m *podModel) estimate(r prepared, reqs []prepared) time.Duration {
+	work := r.promptTokens - m.pool.CachedTokens(r.chain, r.promptTokens)
+	for _, w := range m.waiting {
+		work += reqs[w].promptTokens - m.pool.CachedTokens(reqs[w].chain, reqs[w].promptTokens)
+	}
+	return max(m.laneFree, r.at) + m.prefill(work) + m.f.ttftBase
+}
+
+func (m *podModel) prefill(tokens int) time.Duration {
+	return time.Duration(float64(tokens) / m.f.prefillRate * float64(time.Second))
 }
 
 // admissible: a slot is free and the last admission did not find the KV cache full.
@@ -159,7 +218,7 @@ func (m *podModel) admissible() bool { return m.running < m.f.slots && !m.full }
 
 // admit starts the head's prefill at t, if the KV cache has room; else admission waits for a
 // request to finish.
-func (m *podModel) admit(t time.Duration, reqs []prepared, first map[int]time.Duration) {
+func (m *podModel) admit(t time.Duration, reqs []prepared) {
 	i := m.waiting[0]
 	r := reqs[i]
 	a, ok := m.pool.Allocate(r.chain, r.promptTokens, r.promptTokens+r.output)
@@ -169,13 +228,12 @@ func (m *podModel) admit(t time.Duration, reqs []prepared, first map[int]time.Du
 	}
 	m.waiting = m.waiting[1:]
 	m.running++
-	work := r.promptTokens - a.CachedTokens()
-	end := t + time.Duration(float64(work)/m.f.prefillRate*float64(time.Second))
+	end := t + m.prefill(r.promptTokens-a.CachedTokens())
 	m.laneFree = end
-	first[i] = end + m.f.ttftBase
+	m.first[i] = end + m.f.ttftBase
 	decode := time.Duration(float64(r.output-1) / m.f.decodeRate * float64(time.Second))
 	heap.Push(&m.events, event{at: end, req: i, alloc: a})
-	heap.Push(&m.events, event{at: first[i] + decode, req: i, alloc: a, final: true})
+	heap.Push(&m.events, event{at: m.first[i] + decode, req: i, alloc: a, final: true})
 }
 
 func (m *podModel) handle(e event, reqs []prepared) {

@@ -136,11 +136,13 @@ func collectHits(agents group, st *routingStats) error {
 type routingVerdict struct {
 	ttftRatio, hitRatio float64
 	modelRatio          float64 // the model replay's mean TTFT ratio
+	oracleRatio         float64 // the greedy oracle's, in the model
 	present, ok         bool
 }
 
 // printRouting writes the table; names[i] is stats[i]'s policy, shared the reference hit rate.
-func printRouting(w io.Writer, names []string, stats []*routingStats, shared float64) routingVerdict {
+// oracle holds only the model columns of the greedy oracle.
+func printRouting(w io.Writer, names []string, stats []*routingStats, shared float64, oracle *routingStats) routingVerdict {
 	var rrMean float64
 	for i, n := range names {
 		if n == policyRR {
@@ -173,8 +175,14 @@ func printRouting(w io.Writer, names []string, stats []*routingStats, shared flo
 			v.ok = s.errors == 0 && v.ttftRatio <= 0.5 && v.hitRatio >= 0.9
 		}
 	}
+	om := mean(oracle.modelTTFTs)
+	v.oracleRatio = om / rrModel
+	fmt.Fprintf(w, "%-22s %8d %6s %10s %10s %10s %8s %9s %9s %8s | %10.1f %10.1f %8.3f %9.4f\n", "greedy oracle (model)",
+		len(oracle.modelTTFTs), "", "", "", "", "", "", "", "", om, quantile(oracle.modelTTFTs, 0.99), v.oracleRatio, oracle.modelHitRate)
 	fmt.Fprintf(w, "%-22s %8s %6s %10s %10s %10s %8s %9.4f %9.3f\n", "shared cache (ref)", "", "", "", "", "", "", shared, 1.0)
-	fmt.Fprintf(w, "(%s is this bench's own router, shown for what cache- and load-aware routing reaches here; not a target)\n", policyReference)
+	fmt.Fprintf(w, "(%s is this bench's own router, shown for what cache- and load-aware routing reaches here; the greedy oracle\n"+
+		" sends each request, in the model, to the pod where its first token comes soonest given every pod's exact state; neither is a target)\n",
+		policyReference)
 	return v
 }
 

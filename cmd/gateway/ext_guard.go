@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -39,19 +41,34 @@ func buildGuard(ctx context.Context, deps extensionDeps, ext *stage.Extensions) 
 		}
 		pols.Static = p
 	case deps.Cache != nil:
-		var secret func(ns, name, key string) (string, error)
-		if deps.Client != nil {
-			secret = func(ns, name, key string) (string, error) {
-				var s corev1.Secret
-				if err := deps.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s); err != nil {
-					return "", err
+		// Webhook credentials are read from the apiserver directly: the gateway's cache holds
+		// only the labelled API-key Secrets.
+		var (
+			once   sync.Once
+			reader client.Client
+			rerr   error
+		)
+		secret := func(ns, name, key string) (string, error) {
+			once.Do(func() {
+				cfg, err := ctrl.GetConfig()
+				if err != nil {
+					rerr = err
+					return
 				}
-				v, ok := s.Data[key]
-				if !ok {
-					return "", fmt.Errorf("secret %s/%s has no key %q", ns, name, key)
-				}
-				return string(v), nil
+				reader, rerr = client.New(cfg, client.Options{})
+			})
+			if rerr != nil {
+				return "", fmt.Errorf("kubernetes client: %w", rerr)
 			}
+			var s corev1.Secret
+			if err := reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s); err != nil {
+				return "", err
+			}
+			v, ok := s.Data[key]
+			if !ok {
+				return "", fmt.Errorf("secret %s/%s has no key %q", ns, name, key)
+			}
+			return string(v), nil
 		}
 		if err := guard.Watch(ctx, deps.Cache, pols, guard.CompileOptions{Metrics: m}, secret); err != nil {
 			return err

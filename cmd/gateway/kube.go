@@ -2,12 +2,60 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/neuronetes/neuronetes/gateway/access"
+	"github.com/neuronetes/neuronetes/gateway/auth"
+	"github.com/neuronetes/neuronetes/gateway/kube"
 	"github.com/neuronetes/neuronetes/gateway/route"
 )
 
-// startKube watches the cluster and keeps the routing table and the tenant directory current.
-func startKube(ctx context.Context, g *gw, pol route.Policy, deps *extensionDeps) error {
-	return errors.New("kubernetes mode: not built yet")
+// startKube watches the cluster and keeps the routing table and the tenant directory current;
+// with --auth=required the Tenants authenticate callers. Readiness waits for the first snapshot.
+// It returns the function that starts the watch, to be called once the extension builders have
+// registered their own informers.
+func startKube(ctx context.Context, g *gw, pol route.Policy, deps *extensionDeps) (func(), error) {
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes config: %w", err)
+	}
+	cfg.UserAgent = "neuronetes-gateway"
+	s, err := kube.Scheme()
+	if err != nil {
+		return nil, err
+	}
+	c, err := kube.NewCache(cfg, s, splitList(g.o.namespaces))
+	if err != nil {
+		return nil, err
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: s, Cache: &client.CacheOptions{Reader: c}})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dir := access.NewHolder(nil)
+	w := &kube.Watcher{Cache: c, Table: g.table, Dir: dir, Default: pol, OnChange: g.tableChanged}
+	if err := w.Register(ctx); err != nil {
+		return nil, err
+	}
+	if g.o.auth == "required" {
+		g.eng.Auth = &auth.Authenticator{Dir: dir}
+	}
+	g.ready = w.Synced
+	deps.Client, deps.Cache = cl, c
+	return func() {
+		go func() {
+			if err := c.Start(ctx); err != nil {
+				klog.FromContext(ctx).Error(err, "Informer cache stopped")
+			}
+		}()
+		go func() {
+			if err := w.Run(ctx); err != nil {
+				klog.FromContext(ctx).Error(err, "Watch stopped")
+			}
+		}()
+	}, nil
 }

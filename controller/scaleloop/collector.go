@@ -48,6 +48,10 @@ type Observation struct {
 	Metrics map[scalepolicy.MetricType]scalepolicy.MetricValue
 	// Reporting is how many pods answered.
 	Reporting int
+	// FirstTokens is the TTFT histogram of the first tokens since the previous
+	// collection, summed over the pods (nil when no pod exported a TTFT histogram
+	// twice).
+	FirstTokens *Histogram
 }
 
 // Observe folds the latest samples (by pod name) in and returns the metric
@@ -105,6 +109,9 @@ func (c *Collector) Observe(now time.Time, samples map[string]PodSample, specs [
 		c.ctx = append(c.ctx, ctxPoint{now, dTokens, dReqs})
 	}
 	out := Observation{Metrics: map[scalepolicy.MetricType]scalepolicy.MetricValue{}, Reporting: len(samples)}
+	if histOK {
+		out.FirstTokens = merged
+	}
 	maxW := DefaultWindow
 	seenTTFT := false
 	for _, sp := range specs {
@@ -202,4 +209,15 @@ func (a *avg) add(v float64) {
 		a.sum += v
 		a.n++
 	}
+}
+
+// TTFTCounts counts the first tokens of h (nil: none) against the SLO and
+// against scalepolicy.AdaptiveMarginRatio x the SLO, for the adaptive policy.
+// Both TTFTs are raw, as the pods' histograms record them.
+func TTFTCounts(h *Histogram, slo time.Duration) scalepolicy.TTFTCounts {
+	if h == nil || h.Count <= 0 {
+		return scalepolicy.TTFTCounts{}
+	}
+	return scalepolicy.TTFTCounts{Total: h.Count, WithinSLO: h.CountAtOrBelow(slo.Seconds()),
+		WithinMargin: h.CountAtOrBelow(scalepolicy.AdaptiveMarginRatio * slo.Seconds())}
 }

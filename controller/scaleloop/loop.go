@@ -313,6 +313,7 @@ func (l *Loop) evaluate(ctx context.Context, pool *v1alpha1.AgentPool, st *poolS
 		Now: now, CurrentReplicas: currentReplicas(pool), ReadyReplicas: int32(obs.Reporting), WarmReplicas: pool.Status.WarmReplicas,
 		Metrics: obs.Metrics, QueueLag: lag,
 		SpentToday: st.meter.Observe(now, pool.Status.Replicas+pool.Status.WarmReplicas),
+		TTFT:       TTFTCounts(obs.FirstTokens, policy.SLO.TTFT),
 	}
 	in.Override = l.override(ctx, pool, now)
 	return st.a.Decide(in), nil

@@ -181,6 +181,13 @@ func sloPolicy(p *scalepolicy.Policy, s *v1alpha1.SLOTargetSpec, class *v1alpha1
 			return fmt.Errorf("spec.autoscaling.sloTarget.scaleDownSafety.checkDuration: %w", err)
 		}
 	}
+	if a := s.Adaptive; a != nil {
+		pct, err := a.AttainmentPercent.Float64()
+		if err != nil {
+			return fmt.Errorf("spec.autoscaling.sloTarget.adaptive.attainmentPercent: %w", err)
+		}
+		p.SLO.Adaptive = scalepolicy.Adaptive{Enabled: true, Attainment: pct / 100}
+	}
 	return nil
 }
 

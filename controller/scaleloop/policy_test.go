@@ -144,7 +144,7 @@ func TestPolicyFromAgentPoolErrors(t *testing.T) {
 }
 
 // TestPolicyFromAgentPoolTuning covers the fields that tune the decision
-// package (tolerance, selectPolicy, breachOnly, season, targetThroughput): set
+// package (tolerance, selectPolicy, breachOnly, adaptive, season, targetThroughput): set
 // they are carried over, unset they leave its defaults in place.
 func TestPolicyFromAgentPoolTuning(t *testing.T) {
 	var class v1alpha1.AgentClass
@@ -175,6 +175,12 @@ func TestPolicyFromAgentPoolTuning(t *testing.T) {
 			func(p scalepolicy.Policy) (any, any) { return p.Behavior.ScaleDown.Select, scalepolicy.SelectMin }},
 		{"breachOnly", "spec: {autoscaling: {sloTarget: {enabled: true, breachOnly: true}}}", nil,
 			func(p scalepolicy.Policy) (any, any) { return p.SLO.BreachOnly, true }},
+		{"adaptive", "spec: {autoscaling: {sloTarget: {enabled: true, adaptive: {attainmentPercent: 99.5}}}}", nil,
+			func(p scalepolicy.Policy) (any, any) {
+				return p.SLO.Adaptive, scalepolicy.Adaptive{Enabled: true, Attainment: 0.995}
+			}},
+		{"adaptive with the default attainment", "spec: {autoscaling: {sloTarget: {enabled: true, adaptive: {}}}}", nil,
+			func(p scalepolicy.Policy) (any, any) { return p.SLO.Adaptive, scalepolicy.Adaptive{Enabled: true} }},
 		{"season 7d", "spec: {autoscaling: {predictive: {enabled: true, horizonMinutes: 10, season: 7d}}}", nil,
 			func(p scalepolicy.Policy) (any, any) { return p.Predictive.Season, 7 * 24 * time.Hour }},
 		{"season unset", "spec: {autoscaling: {predictive: {enabled: true, horizonMinutes: 10}}}", nil,

@@ -14,7 +14,8 @@ import (
 )
 
 // simPresetPool is the AgentPool spec of the simulator's NeuroNetes preset for the default replica
-// model (prefill 2000 tok/s, 16 slots, SLO 2 s, max 64), as printed in docs/autoscaling.md.
+// model (prefill 2000 tok/s, 16 slots, max 64) under a 2 s TTFT SLO, as printed in
+// docs/autoscaling.md.
 const simPresetPool = `
 apiVersion: neuronetes.io/v1alpha1
 kind: AgentPool
@@ -25,19 +26,12 @@ spec:
   prewarmPercent: 0
   autoscaling:
     metrics:
-      - {type: tokens-in-queue, target: "6000", averagingWindow: 5s}
-      - {type: tokens-per-second, target: "1800", averagingWindow: 30s}
-      - {type: concurrent-sessions, target: "11.2", averagingWindow: 30s}
+      - {type: tokens-per-second, target: "2000", averagingWindow: 10s}
+      - {type: concurrent-sessions, target: "16", averagingWindow: 10s}
     strategy: max
-    behavior:
-      scaleUp: {maxChangePercent: 100, maxChangeAbsolute: 4, periodSeconds: 15, selectPolicy: Max}
-      scaleDown: {stabilizationWindow: 120s, maxChangePercent: 5, periodSeconds: 60}
     sloTarget:
       enabled: true
-      breachOnly: true
-      breachResponse: {scaleUpImmediately: true, maxScaleUp: 30}
-      scaleDownSafety: {requireHeadroom: 50, checkDuration: 60s}
-    predictive: {enabled: true, horizonMinutes: 3, minConfidence: 0.5}
+      adaptive: {attainmentPercent: 99}
 `
 
 // TestSimPresetIsAnAgentPool checks that the policy the trace simulator evaluates as NeuroNetes is
@@ -57,14 +51,8 @@ func TestSimPresetIsAnAgentPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := scalesim.Model{PrefillTPS: 2000, DecodeTPS: 30, Slots: 16, ColdStart: time.Minute, WarmActivation: 5 * time.Second, SLO: 2 * time.Second}
-	d := scalesim.NeuroNetes(m, scalesim.Config{MaxReplicas: 64, TargetUtilization: 0.7})
+	d := scalesim.NeuroNetes(m, scalesim.Config{MaxReplicas: 64, TargetUtilization: 0.7, Attainment: 0.99})
 	want := d.Policy
-	// The simulator disables the season explicitly (-1); the spec leaves it at its 24 h default,
-	// which is longer than any trace, so both forecast the trend only.
-	if want.Predictive.Season != -1 || got.Predictive.Season != 0 {
-		t.Fatalf("season: sim %v, spec %v; want -1 and unset", want.Predictive.Season, got.Predictive.Season)
-	}
-	want.Predictive.Season = 0
 	// Empty and nil lists mean the same.
 	for _, p := range []*scalepolicy.Policy{&got, &want} {
 		if len(p.Predictive.Schedules) == 0 {

@@ -192,6 +192,28 @@ func (h *Histogram) Quantile(q float64) (float64, bool) {
 	return prevBound, true
 }
 
+// CountAtOrBelow estimates how many observations were at or below x, with
+// linear interpolation within the bucket that holds x (PromQL's
+// histogram_fraction times the count); beyond the last finite bound, every
+// observation up to that bound counts and none of the +Inf bucket does.
+func (h *Histogram) CountAtOrBelow(x float64) float64 {
+	prevBound, prevCount := 0.0, 0.0
+	for i, b := range h.Bounds {
+		c := h.Counts[i]
+		if x < b {
+			if math.IsInf(b, 1) {
+				return prevCount
+			}
+			if x <= prevBound {
+				return prevCount
+			}
+			return prevCount + (c-prevCount)*(x-prevBound)/(b-prevBound)
+		}
+		prevBound, prevCount = b, c
+	}
+	return prevCount
+}
+
 // Scraper fetches /metrics from pods.
 type Scraper struct {
 	// Client is the HTTP client (with a timeout).

@@ -102,6 +102,33 @@ func TestHistogramQuantile(t *testing.T) {
 	}
 }
 
+func TestHistogramCountAtOrBelow(t *testing.T) {
+	// vLLM's TTFT buckets around a 2 s SLO: 50 first tokens under 1 s, 40 in (1, 2.5], 10 over 5 s.
+	h := &Histogram{Bounds: []float64{1, 2.5, 5, math.Inf(1)}, Counts: []float64{50, 90, 90, 100}, Count: 100}
+	tests := []struct {
+		x, want float64
+	}{
+		{0.5, 25}, // interpolated from 0 in the first bucket
+		{1, 50},   // on a bound
+		{2, 50 + 40*(1.0/1.5)},
+		{5, 90},
+		{60, 90}, // the +Inf bucket never counts as within
+	}
+	for _, tc := range tests {
+		if got := h.CountAtOrBelow(tc.x); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("CountAtOrBelow(%v) = %v, want %v", tc.x, got, tc.want)
+		}
+	}
+	c := TTFTCounts(h, 2*time.Second)
+	wantMargin := h.CountAtOrBelow(scalepolicy.AdaptiveMarginRatio * 2)
+	if c.Total != 100 || math.Abs(c.WithinSLO-(50+40/1.5)) > 1e-9 || c.WithinMargin != wantMargin {
+		t.Errorf("TTFTCounts = %+v", c)
+	}
+	if (TTFTCounts(nil, time.Second) != scalepolicy.TTFTCounts{}) {
+		t.Error("no histogram must count nothing")
+	}
+}
+
 func TestScrapeAndCollect(t *testing.T) {
 	// Two pods; pod b fails on the third round.
 	round := 0
@@ -165,6 +192,10 @@ func TestScrapeAndCollect(t *testing.T) {
 	check(scalepolicy.TokensInQueue, 0, false)
 	// implicit ttft-p95 from the bucket deltas: rank 9.5 of 10 in (0.5,1] -> 0.75
 	check(scalepolicy.TTFTP95, 0.75, true)
+	// The last round's first tokens (pod a only): 10, 9 of them at or under 0.5 s.
+	if ft := obs.FirstTokens; ft == nil || ft.Count != 10 || ft.CountAtOrBelow(0.5) != 9 {
+		t.Errorf("first tokens of the last round: %+v, want 10 with 9 at or under 0.5 s", ft)
+	}
 
 	// Stale: nothing reported for longer than StaleAfter.
 	obs = c.Observe(t0.Add(10*time.Minute), map[string]PodSample{}, specs)

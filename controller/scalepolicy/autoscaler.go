@@ -29,6 +29,8 @@ type Autoscaler struct {
 	safeSince time.Time
 	crons     []*cronState
 	forecast  *Forecaster
+	// adapt is the SLO adaptation (nil unless SLO.Adaptive.Enabled).
+	adapt *adapter
 }
 
 type timedValue struct {
@@ -52,6 +54,9 @@ func New(p Policy) (*Autoscaler, error) {
 	}
 	if p.Predictive.Enabled {
 		a.forecast = NewForecaster(p.Predictive.Season, p.Predictive.LookbackWindow, p.Predictive.Horizon)
+	}
+	if p.SLO.Adaptive.Enabled {
+		a.adapt = newAdapter(p.SLO)
 	}
 	return a, nil
 }
@@ -96,6 +101,12 @@ func (p Policy) Validate() error {
 	if p.SLO.Enabled && p.SLO.TTFT <= 0 {
 		return fmt.Errorf("sloTarget.ttft: must be > 0 when sloTarget.enabled")
 	}
+	if p.SLO.Adaptive.Enabled && !p.SLO.Enabled {
+		return fmt.Errorf("sloTarget.adaptive: needs sloTarget.enabled and the AgentClass spec.slo.ttft")
+	}
+	if err := p.SLO.Adaptive.validate(); err != nil {
+		return err
+	}
 	if p.SLO.HeadroomPercent < 0 || p.SLO.HeadroomPercent >= 100 || p.SLO.RequireHeadroomPercent < 0 || p.SLO.RequireHeadroomPercent >= 100 {
 		return fmt.Errorf("sloTarget.headroomPercent/requireHeadroom: must be in [0,100)")
 	}
@@ -110,7 +121,7 @@ func (p Policy) Validate() error {
 	}
 	for i, act := range p.Cost.OnBudgetExceeded {
 		switch act {
-		case ActionScaleToMin, ActionUseFallbackModel, ActionEnableSpot:
+		case ActionScaleToMin:
 		default:
 			return fmt.Errorf("costConstraints.onBudgetExceeded[%d]: unknown action %q", i, act)
 		}
@@ -174,7 +185,14 @@ func (a *Autoscaler) Decide(in Input) Decision {
 		return d
 	}
 
-	raw, reason, msg := a.metricRecommendation(in, d.Ratios)
+	var raw int32
+	var reason Reason
+	var msg string
+	if a.adapt != nil {
+		raw, reason, msg = a.adaptiveRecommendation(in, d.Ratios)
+	} else {
+		raw, reason, msg = a.metricRecommendation(in, d.Ratios)
+	}
 	why = append(why, msg)
 	breach := a.trackSLO(in)
 

@@ -179,10 +179,10 @@ func TestDecide(t *testing.T) {
 			p.Cost = CostConstraints{CostPerReplicaHour: 2, MaxCostPerHour: 10}
 		}), []step{{cur: 7, m: qd(10), want: 7}}},
 		{"daily budget exceeded scales to min", with(func(p *Policy) {
-			p.Cost = CostConstraints{CostPerReplicaHour: 2, DailyBudget: 100, OnBudgetExceeded: []BudgetAction{ActionScaleToMin, ActionEnableSpot}}
+			p.Cost = CostConstraints{CostPerReplicaHour: 2, DailyBudget: 100, OnBudgetExceeded: []BudgetAction{ActionScaleToMin}}
 		}), []step{{cur: 5, m: qd(20), spent: 99, want: 10}, {cur: 10, m: qd(20), spent: 100, want: 1, wantReason: ReasonBudget}}},
-		{"daily budget without scale-to-min only reports actions", with(func(p *Policy) {
-			p.Cost = CostConstraints{CostPerReplicaHour: 2, DailyBudget: 100, OnBudgetExceeded: []BudgetAction{ActionUseFallbackModel}}
+		{"daily budget without an action holds", with(func(p *Policy) {
+			p.Cost = CostConstraints{CostPerReplicaHour: 2, DailyBudget: 100}
 		}), []step{{cur: 5, m: qd(10), spent: 150, want: 5}}},
 		{"queue lag seed example: +2 replicas", with(func(p *Policy) {
 			p.Metrics = nil

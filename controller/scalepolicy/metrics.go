@@ -12,11 +12,11 @@ import (
 func poolWide(t MetricType) bool { return t == TTFTP95 || t == ContextLength }
 
 // effectiveMetrics returns the configured metrics plus, when the SLO target is
-// enabled and no ttft-p95 metric is configured, the implicit one at
-// TTFT*(1-headroom).
+// enabled (neither breach-only nor adaptive) and no ttft-p95 metric is
+// configured, the implicit one at TTFT*(1-headroom).
 func (p Policy) effectiveMetrics() []MetricSpec {
 	ms := p.Metrics
-	if !p.SLO.Enabled || p.SLO.BreachOnly {
+	if !p.SLO.Enabled || p.SLO.BreachOnly || p.SLO.Adaptive.Enabled {
 		return ms
 	}
 	for _, m := range ms {
@@ -154,4 +154,50 @@ func lagReplicas(q QueueLag, lag int64, cur int32) int32 {
 		return cur + int32(max(add, 0))
 	}
 	return int32(math.Ceil(float64(lag) / float64(q.PrefetchCount)))
+}
+
+// capacityMetric reports whether a metric measures demand on replica capacity
+// (so that value/target x replicas is the replicas the demand needs); TTFT
+// and context length do not.
+func capacityMetric(t MetricType) bool { return t != TTFTP95 && t != ContextLength }
+
+// demand is the adaptive policy's need: the configured capacity metrics'
+// ratios, combined by the strategy, times the reporting replicas (at zero
+// replicas the per-replica values are pool totals), without the tolerance's
+// dead band. ok is false when no capacity metric is valid.
+func (a *Autoscaler) demand(in Input, ratios map[MetricType]float64) (float64, bool, string) {
+	base := float64(in.ReadyReplicas)
+	if base <= 0 {
+		base = float64(in.CurrentReplicas)
+	}
+	var vals []float64
+	var seen []string
+	for _, m := range a.policy.Metrics {
+		v, ok := in.Metrics[m.Type]
+		if !capacityMetric(m.Type) || !ok || !v.Valid || math.IsNaN(v.Value) {
+			continue
+		}
+		r := v.Value / m.Target
+		ratios[m.Type] = r
+		vals = append(vals, r)
+		seen = append(seen, fmt.Sprintf("%s %.3g/%.3g", m.Type, v.Value, m.Target))
+	}
+	if len(vals) == 0 {
+		return 0, false, "no capacity metric valid: hold"
+	}
+	return combine(a.policy.Strategy, vals) * max(base, 1), true, strings.Join(seen, ", ")
+}
+
+// adaptiveRecommendation is the adaptive policy's raw recommendation: the
+// learned headroom x the peak need within the learned memory.
+func (a *Autoscaler) adaptiveRecommendation(in Input, ratios map[MetricType]float64) (int32, Reason, string) {
+	need, ok, detail := a.demand(in, ratios)
+	target := a.adapt.decide(in, need, ok)
+	if !ok {
+		return in.CurrentReplicas, ReasonNoMetrics, detail
+	}
+	st := a.adapt.st
+	want := int32(math.Ceil(target - 1e-9))
+	return want, ReasonAdaptive, fmt.Sprintf("%s: need %.2f; headroom %.2f x the peak need of the last %s wants %d",
+		detail, need, st.Headroom, st.Memory.Round(time.Second), want)
 }

@@ -20,6 +20,8 @@ type State struct {
 	SafeSince time.Time `json:"safeSince,omitzero"`
 	// Forecast is the forecaster's history (nil without prediction).
 	Forecast *ForecastState `json:"forecast,omitempty"`
+	// Adaptive is the SLO adaptation's learned state (nil without adaptation).
+	Adaptive *AdaptiveState `json:"adaptive,omitempty"`
 }
 
 // Sample is one timed value.
@@ -55,6 +57,9 @@ func (a *Autoscaler) Snapshot() State {
 	if a.forecast != nil {
 		s.Forecast = a.forecast.snapshot()
 	}
+	if a.adapt != nil {
+		s.Adaptive = a.adapt.state()
+	}
 	return s
 }
 
@@ -73,6 +78,9 @@ func (a *Autoscaler) Restore(s State) {
 	a.lastScale, a.prevLastScale, a.safeSince = s.LastScale, s.PrevLastScale, s.SafeSince
 	if a.forecast != nil && s.Forecast != nil && s.Forecast.Step == a.forecast.step {
 		a.forecast.restore(s.Forecast)
+	}
+	if a.adapt != nil && s.Adaptive != nil {
+		a.adapt.restore(s.Adaptive)
 	}
 }
 

@@ -115,6 +115,8 @@ type SLOTarget struct {
 	RequireHeadroomPercent float64
 	// CheckDuration ...continuously for at least this long.
 	CheckDuration time.Duration
+	// Adaptive learns the headroom and memory that hold the SLO online.
+	Adaptive Adaptive
 }
 
 // Schedule is a cron-triggered replica floor.
@@ -148,13 +150,9 @@ type Predictive struct {
 // BudgetAction is one onBudgetExceeded action.
 type BudgetAction string
 
-// Budget actions. Only ActionScaleToMin changes the replica count; the others
-// are reported in Decision.Actions for the controller to carry out.
-const (
-	ActionScaleToMin       BudgetAction = "scale-to-min"
-	ActionUseFallbackModel BudgetAction = "use-fallback-model"
-	ActionEnableSpot       BudgetAction = "enable-spot"
-)
+// ActionScaleToMin, the one budget action, scales the pool to its minimum;
+// Decision.Actions reports it too.
+const ActionScaleToMin BudgetAction = "scale-to-min"
 
 // CostConstraints caps spend. Costs are per replica-hour, from the AgentClass.
 type CostConstraints struct {
@@ -241,6 +239,9 @@ type Input struct {
 	SpentToday float64
 	// Override, when set, is a manual scale request.
 	Override *Override
+	// TTFT counts the first tokens since the previous decision against the
+	// SLO; the adaptive policy learns from them.
+	TTFT TTFTCounts
 }
 
 // Reason says which rule produced the Decision.
@@ -263,6 +264,7 @@ const (
 	ReasonMissingMetrics  Reason = "MissingMetricsHoldDown"
 	ReasonBounds          Reason = "Bounds"
 	ReasonBudget          Reason = "Budget"
+	ReasonAdaptive        Reason = "Adaptive"
 )
 
 // Decision is the outcome of one evaluation.

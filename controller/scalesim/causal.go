@@ -1,8 +1,6 @@
 package scalesim
 
 import (
-	"fmt"
-	"io"
 	"math"
 )
 
@@ -83,25 +81,4 @@ func BestCausal(tr Trace, m Model, attainment float64, maxReplicas int, lookback
 	}
 	best.Result.Policy = "causal-ref"
 	return best
-}
-
-// WriteCausalRef prints the causal reference relative to the oracle, below a
-// table written by WriteTable, and, when nn is not nil, NeuroNetes' cost
-// relative to the reference (the 1.15x target restated against what a rule
-// without the future reaches).
-func WriteCausalRef(w io.Writer, trace string, oracle Result, c CausalRef, nn *Result) {
-	state := "cheapest run within the SLO target"
-	if !c.Met {
-		state = "no searched lookback/alpha met the SLO target; best attainment shown"
-	}
-	fmt.Fprintf(w, "reference %s: the oracle's rule without the future (alpha %.2f x the peak need of the last %d s): %.2f%% within SLO at %.0f replica-s = %.3fx oracle (%s)\n",
-		trace, c.Alpha, c.Lookback, 100*c.Result.Attainment(), c.Result.ReplicaSeconds, c.Result.ReplicaSeconds/oracle.ReplicaSeconds, state)
-	if nn != nil && c.Met {
-		verdict := "within"
-		if nn.ReplicaSeconds > 1.15*c.Result.ReplicaSeconds || nn.Attainment() < 0.99 {
-			verdict = "NOT within"
-		}
-		fmt.Fprintf(w, "against the reference %s: NeuroNetes %.2f%% within SLO at %.3fx the reference's replica-s (%s 1.15x at >= 99%%)\n",
-			trace, 100*nn.Attainment(), nn.ReplicaSeconds/c.Result.ReplicaSeconds, verdict)
-	}
 }

@@ -22,8 +22,9 @@ type Model struct {
 	ColdStart time.Duration
 	// WarmActivation is the time from activating a warm replica to serving.
 	WarmActivation time.Duration
-	// SLO is the TTFT budget over a request's unloaded TTFT (its own prefill
-	// time): a request is within SLO when TTFT <= In/PrefillTPS + SLO.
+	// SLO bounds a request's raw TTFT, from its arrival to its first token
+	// (the end of its prefill), the quantity a model server's TTFT histogram
+	// records: a request is within the SLO when TTFT <= SLO.
 	SLO time.Duration
 	// Step is the simulation time step.
 	Step time.Duration
@@ -83,17 +84,25 @@ type cluster struct {
 	lastActivation float64 // -1: never
 	nextID         int
 
-	samples  []sample
-	cur      sample
+	samples []sample
+	cur     sample
+	// ttfts holds every first token in time order, evaluated or not, as the
+	// pool's TTFT histogram would.
 	ttfts    []ttftEvent
 	met, all int
 	missed   int // evaluated requests that missed the SLO so far
+	served   int // evaluated requests that got their first token so far
 	repSec   float64
 	warmSec  float64
 	changes  []change
 }
 
-type ttftEvent struct{ t, excess float64 }
+// ttftEvent is one first token: when it came, the request's raw TTFT, and
+// whether the request counts in the evaluation (it arrived after the warm-up).
+type ttftEvent struct {
+	t, ttft, prefill float64
+	eval             bool
+}
 
 type change struct {
 	t        float64
@@ -264,14 +273,16 @@ func (c *cluster) work(r *replica, end, dt float64) {
 			done := end - budget/c.m.PrefillTPS
 			p := r.prefill
 			ttft := done - p.arrival
-			excess := ttft - float64(p.in)/c.m.PrefillTPS
-			c.ttfts = append(c.ttfts, ttftEvent{done, excess})
-			if p.arrival < c.m.Warmup.Seconds() {
-				// not evaluated
-			} else if c.all++; excess <= c.m.SLO.Seconds()+1e-9 {
-				c.met++
-			} else {
-				c.missed++
+			eval := p.arrival >= c.m.Warmup.Seconds()
+			c.ttfts = append(c.ttfts, ttftEvent{done, ttft, float64(p.in) / c.m.PrefillTPS, eval})
+			if eval {
+				c.all++
+				c.served++
+				if ttft <= c.m.SLO.Seconds()+1e-9 {
+					c.met++
+				} else {
+					c.missed++
+				}
 			}
 			if p.out > 1 {
 				r.decodes = append(r.decodes, float64(p.out-1))
@@ -324,19 +335,41 @@ func (c *cluster) avg(w float64, f func(sample) float64) float64 {
 	return s / float64(len(ws))
 }
 
-// ttftP95 is the 95th percentile TTFT excess over the last w seconds.
-func (c *cluster) ttftP95(w float64) (float64, bool) {
+// recentTTFTs returns the first tokens of the last w seconds.
+func (c *cluster) recentTTFTs(w float64) []ttftEvent {
 	from := c.now - w
 	i := sort.Search(len(c.ttfts), func(i int) bool { return c.ttfts[i].t >= from })
-	if len(c.ttfts)-i < 1 {
+	return c.ttfts[i:]
+}
+
+// ttftQuantile is the q-quantile raw TTFT of the first tokens of the last w seconds.
+func (c *cluster) ttftQuantile(q, w float64) (float64, bool) {
+	return c.quantile(q, w, func(e ttftEvent) float64 { return e.ttft })
+}
+
+// quantile is the q-quantile of f over the first tokens of the last w seconds.
+func (c *cluster) quantile(q, w float64, f func(ttftEvent) float64) (float64, bool) {
+	es := c.recentTTFTs(w)
+	if len(es) == 0 {
 		return 0, false
 	}
-	vs := make([]float64, 0, len(c.ttfts)-i)
-	for _, e := range c.ttfts[i:] {
-		vs = append(vs, e.excess)
+	vs := make([]float64, 0, len(es))
+	for _, e := range es {
+		vs = append(vs, f(e))
 	}
 	sort.Float64s(vs)
-	return vs[int(math.Ceil(0.95*float64(len(vs))))-1], true
+	return vs[max(int(math.Ceil(q*float64(len(vs))))-1, 0)], true
+}
+
+// sloCounts counts the first tokens of the last w seconds and those within the SLO.
+func (c *cluster) sloCounts(w float64) (within, total int) {
+	for _, e := range c.recentTTFTs(w) {
+		total++
+		if e.ttft <= c.m.SLO.Seconds()+1e-9 {
+			within++
+		}
+	}
+	return within, total
 }
 
 // done reports whether every request has been served.

@@ -8,9 +8,15 @@ import (
 	"github.com/neuronetes/neuronetes/controller/scalepolicy"
 )
 
+// InFlight is the baselines' concurrency signal, running plus waiting requests
+// per pod, as an external metric (a gateway's in-flight gauge through KEDA's
+// Prometheus scaler or an HPA external metric).
+const InFlight = scalepolicy.MetricType(scalepolicy.ExternalPrefix + "in-flight")
+
 // Metrics computes the autoscaler's metric values from a View; each metric is
 // averaged over its own averagingWindow, per ready replica where the metric is
-// per replica. TTFT-p95 is the p95 of TTFT excess over unloaded prefill.
+// per replica. TTFT-p95 is the p95 of raw TTFT, as the cluster's TTFT
+// histograms give it.
 func Metrics(v View, specs []scalepolicy.MetricSpec, sloOn bool) map[scalepolicy.MetricType]scalepolicy.MetricValue {
 	ready := float64(v.Ready())
 	if ready == 0 {
@@ -26,11 +32,14 @@ func Metrics(v View, specs []scalepolicy.MetricSpec, sloOn bool) map[scalepolicy
 		case scalepolicy.QueueDepth:
 			out[s.Type] = scalepolicy.MetricValue{Value: v.Waiting(w) / ready, Valid: true}
 		case scalepolicy.ConcurrentSessions:
+			// Running sequences, as vllm:num_requests_running gives them in the cluster.
+			out[s.Type] = scalepolicy.MetricValue{Value: v.Running(w) / ready, Valid: true}
+		case InFlight:
 			out[s.Type] = scalepolicy.MetricValue{Value: v.Concurrency(w) / ready, Valid: true}
 		case scalepolicy.TokensPerSecond:
 			out[s.Type] = scalepolicy.MetricValue{Value: v.TokenRate(w) / ready, Valid: true}
 		case scalepolicy.TTFTP95:
-			val, ok := v.TTFTExcessP95(w)
+			val, ok := v.TTFTP95(w)
 			out[s.Type] = scalepolicy.MetricValue{Value: val, Valid: ok}
 		case scalepolicy.ContextLength:
 			val, ok := v.ContextLength(w)
@@ -70,6 +79,7 @@ type Decider struct {
 
 	a      *scalepolicy.Autoscaler
 	last   scalepolicy.Decision
+	lastAt float64 // when the last decision was made
 	active bool
 	lastOn float64
 	polled float64
@@ -112,6 +122,7 @@ func (d *Decider) Decide(v View) int {
 		d.polled = math.Inf(-1)
 		// A running ScaledObject starts active; the cooldown counts from now.
 		d.active, d.lastOn = v.Target() > 0, v.Now()
+		d.lastAt = v.Now() - d.Every.Seconds()
 	}
 	m := Metrics(v, d.Policy.Metrics, d.Policy.SLO.Enabled)
 	cur := v.Target()
@@ -133,9 +144,11 @@ func (d *Decider) Decide(v View) int {
 	if d.KEDA != nil && cur == 0 {
 		return 0
 	}
+	counts := v.TTFTCounts(v.Now() - d.lastAt)
+	d.lastAt = v.Now()
 	d.last = d.a.Decide(scalepolicy.Input{
 		Now: epoch.Add(time.Duration(v.Now() * float64(time.Second))), CurrentReplicas: int32(cur),
-		ReadyReplicas: int32(v.Ready()), WarmReplicas: int32(v.Warm()), Metrics: m, QueueLag: -1,
+		ReadyReplicas: int32(v.Ready()), WarmReplicas: int32(v.Warm()), Metrics: m, QueueLag: -1, TTFT: counts,
 	})
 	return int(d.last.Desired)
 }

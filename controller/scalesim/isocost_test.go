@@ -64,33 +64,61 @@ func TestBestIsoCost(t *testing.T) {
 	}
 }
 
-func TestWriteTableIsoCostFailsVerdict(t *testing.T) {
+func TestOutcomeVerdict(t *testing.T) {
 	o := Result{Policy: "oracle", Requests: 100, WithinSLO: 99, ReplicaSeconds: 100}
+	ref := CausalRef{Result: Result{Policy: "causal-ref", Requests: 100, WithinSLO: 99, ReplicaSeconds: 105}, Met: true}
 	nn := Result{Policy: "neuronetes", Requests: 100, WithinSLO: 99, ReplicaSeconds: 110}
 	hpa := Result{Policy: "hpa", Requests: 100, WithinSLO: 60, ReplicaSeconds: 80}
 	tests := []struct {
 		name    string
+		nn      Result
+		ref     CausalRef
 		iso     map[string]IsoCost
 		verdict string
 	}{
-		{"no iso-cost runs", nil, "MET (>=99% SLO, <=1.15x oracle, beats every baseline)"},
-		{"baseline worse at our cost", map[string]IsoCost{"hpa": {Result: Result{Requests: 100, WithinSLO: 90, ReplicaSeconds: 109}, TargetUtilization: 0.2, Found: true}},
-			"MET (>=99% SLO, <=1.15x oracle, beats every baseline at its default and at our cost)"},
-		{"baseline as good at our cost", map[string]IsoCost{"hpa": {Result: Result{Requests: 100, WithinSLO: 99, ReplicaSeconds: 105}, TargetUtilization: 0.1, Found: true}},
-			"NOT MET: hpa attains 99.00% at our cost (target 0.100)"},
-		{"no target within budget", map[string]IsoCost{"hpa": {Result: Result{Requests: 100, WithinSLO: 100, ReplicaSeconds: 500}, TargetUtilization: 0.9}},
+		{"met", nn, ref, nil, "MET (>= 99.00% within the SLO, <= 1.05x the causal reference"},
+		{"baseline worse at our cost", nn, ref, map[string]IsoCost{"hpa": {Result: Result{Requests: 100, WithinSLO: 90, ReplicaSeconds: 109}, TargetUtilization: 0.2, Found: true}},
 			"MET"},
+		{"baseline as good at our cost", nn, ref, map[string]IsoCost{"hpa": {Result: Result{Requests: 100, WithinSLO: 99, ReplicaSeconds: 105}, TargetUtilization: 0.1, Found: true}},
+			"NOT MET: hpa attains 99.00% at our cost (target 0.100)"},
+		{"no target within budget", nn, ref, map[string]IsoCost{"hpa": {Result: Result{Requests: 100, WithinSLO: 100, ReplicaSeconds: 500}, TargetUtilization: 0.9}},
+			"MET"},
+		{"over the causal reference's cost", Result{Policy: "neuronetes", Requests: 100, WithinSLO: 99, ReplicaSeconds: 111}, ref, nil,
+			"NOT MET: cost 1.057x > 1.05x the causal reference"},
+		{"under the attainment", Result{Policy: "neuronetes", Requests: 100, WithinSLO: 98, ReplicaSeconds: 100}, ref, nil,
+			"NOT MET: attainment 98.00% < 99.00%"},
+		{"no causal reference", nn, CausalRef{Result: ref.Result}, nil, "NOT MET: no causal reference met the attainment target"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			out := Outcome{Trace: "x", Oracle: o, Causal: tt.ref, Results: []Result{tt.nn, hpa}, Iso: tt.iso}
 			var sb strings.Builder
-			WriteTable(&sb, "x", o, []Result{nn, hpa}, tt.iso)
-			if !strings.Contains(sb.String(), "verdict x: "+tt.verdict) {
+			WriteOutcome(&sb, out, 0.99)
+			if !strings.Contains(sb.String(), "trace verdict x: "+tt.verdict) {
 				t.Fatalf("want verdict %q in:\n%s", tt.verdict, sb.String())
 			}
 			if tt.iso != nil && !strings.Contains(sb.String(), "at NeuroNetes' cost") {
 				t.Fatalf("iso-cost table missing:\n%s", sb.String())
 			}
+			sb.Reset()
+			met := WriteVerdict(&sb, []Outcome{out}, 0.99, nil)
+			if met != strings.HasPrefix(tt.verdict, "MET") {
+				t.Fatalf("WriteVerdict reported %v for %q: %s", met, tt.verdict, sb.String())
+			}
 		})
+	}
+}
+
+func TestWriteVerdictCountsUnreadTraces(t *testing.T) {
+	var sb strings.Builder
+	if WriteVerdict(&sb, nil, 0.99, []string{"missing.csv"}) {
+		t.Fatal("a trace that could not be read passed the verdict")
+	}
+	if got := sb.String(); got != "verdict: NOT MET on 1 of 1 traces: missing.csv\n" {
+		t.Fatalf("verdict line %q", got)
+	}
+	sb.Reset()
+	if WriteVerdict(&sb, nil, 0.99, nil) {
+		t.Fatal("no trace at all passed the verdict")
 	}
 }

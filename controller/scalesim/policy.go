@@ -3,6 +3,8 @@ package scalesim
 import (
 	"math"
 	"time"
+
+	"github.com/neuronetes/neuronetes/controller/scalepolicy"
 )
 
 // View is what a policy observes at a decision tick: the pool's state and its
@@ -24,6 +26,12 @@ func (v View) Warm() int { return v.c.count(warm) }
 // Concurrency is the pool-wide average of running plus waiting requests over w seconds.
 func (v View) Concurrency(w float64) float64 {
 	return v.c.avg(w, func(s sample) float64 { return s.running + s.waiting })
+}
+
+// Running is the pool-wide average of sequences in a replica (prefilling or
+// decoding) over w seconds.
+func (v View) Running(w float64) float64 {
+	return v.c.avg(w, func(s sample) float64 { return s.running })
 }
 
 // Waiting is the pool-wide average of waiting requests over w seconds.
@@ -50,8 +58,58 @@ func (v View) ContextLength(w float64) (float64, bool) {
 	return v.c.avg(w, func(s sample) float64 { return s.promptTokens }) / a, true
 }
 
-// TTFTExcessP95 is the 95th percentile of TTFT minus unloaded prefill time over w seconds.
-func (v View) TTFTExcessP95(w float64) (float64, bool) { return v.c.ttftP95(w) }
+// TTFTP95 is the 95th percentile raw TTFT of the first tokens of the last w
+// seconds; ok is false when none came.
+func (v View) TTFTP95(w float64) (float64, bool) { return v.c.ttftQuantile(0.95, w) }
+
+// TTFTQuantile is the q-quantile raw TTFT of the first tokens of the last w
+// seconds; ok is false when none came.
+func (v View) TTFTQuantile(q, w float64) (float64, bool) { return v.c.ttftQuantile(q, w) }
+
+// WaitQuantile is the q-quantile of the queueing delay (TTFT minus prefill
+// time) of the first tokens of the last w seconds; ok is false when none came.
+func (v View) WaitQuantile(q, w float64) (float64, bool) {
+	return v.c.quantile(q, w, func(e ttftEvent) float64 { return e.ttft - e.prefill })
+}
+
+// SlackQuantile is the q-quantile, over the first tokens of the last w
+// seconds, of the share of its SLO slack (SLO minus its prefill time) that a
+// request spent waiting; a request misses the SLO exactly when its share
+// exceeds 1. ok is false when none came.
+func (v View) SlackQuantile(q, w float64) (float64, bool) {
+	slo := v.c.m.SLO.Seconds()
+	return v.c.quantile(q, w, func(e ttftEvent) float64 {
+		return (e.ttft - e.prefill) / math.Max(slo-e.prefill, 1e-3)
+	})
+}
+
+// PrefillQuantile is the q-quantile of the prefill time (the unloaded TTFT)
+// of the first tokens of the last w seconds, as vLLM's
+// request_prefill_time_seconds histogram gives it; ok is false when none came.
+func (v View) PrefillQuantile(q, w float64) (float64, bool) {
+	return v.c.quantile(q, w, func(e ttftEvent) float64 { return e.prefill })
+}
+
+// SLOCounts counts the first tokens of the last w seconds and those within the
+// SLO, as a TTFT histogram with a bucket bound at the SLO would.
+func (v View) SLOCounts(w float64) (within, total int) { return v.c.sloCounts(w) }
+
+// TTFTCounts counts the first tokens of the last w seconds against the SLO
+// and against scalepolicy.AdaptiveMarginRatio x the SLO.
+func (v View) TTFTCounts(w float64) scalepolicy.TTFTCounts {
+	slo := v.c.m.SLO.Seconds()
+	var out scalepolicy.TTFTCounts
+	for _, e := range v.c.recentTTFTs(w) {
+		out.Total++
+		if e.ttft <= slo+1e-9 {
+			out.WithinSLO++
+		}
+		if e.ttft <= scalepolicy.AdaptiveMarginRatio*slo+1e-9 {
+			out.WithinMargin++
+		}
+	}
+	return out
+}
 
 // Policy is an autoscaler under evaluation.
 type Policy interface {

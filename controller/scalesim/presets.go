@@ -16,78 +16,35 @@ type Config struct {
 	// fraction of Slots (Knative's default target utilization is 70%).
 	TargetUtilization float64
 	// PrewarmPercent is NeuroNetes' warm pool, in percent of MaxReplicas. The
-	// tuned preset uses 0: a warm replica costs as much as a serving one and only
+	// preset uses 0: a warm replica costs as much as a serving one and only
 	// answers WarmActivation later, so at equal cost serving capacity dominates.
 	PrewarmPercent float64
-	// Tune holds NeuroNetes' tuned knobs; zero fields take the defaults tuned on
-	// the Azure code trace.
-	Tune Tuning
+	// Attainment is the share of requests NeuroNetes holds within the SLO
+	// (default scalepolicy.DefaultAttainment).
+	Attainment float64
 }
 
-// Tuning is the part of the NeuroNetes policy tuned on a trace.
-type Tuning struct {
-	// BacklogSLOs is the tokens-in-queue target in SLOs of prefill (default 1.5).
-	BacklogSLOs float64
-	// TokenUtilization is the tokens-per-second target as a fraction of PrefillTPS (0.9).
-	TokenUtilization float64
-	// ScaleDownPercent is the scale-down limit per 60 s (5).
-	ScaleDownPercent float64
-	// ScaleDownWindow is the scale-down stabilization window (120 s).
-	ScaleDownWindow time.Duration
-	// PredictiveHorizon is the trend forecaster's horizon (3 min).
-	PredictiveHorizon time.Duration
-	// MinConfidence is the forecaster's minConfidence (0.5).
-	MinConfidence float64
-}
-
-func (t Tuning) withDefaults() Tuning {
-	if t.BacklogSLOs <= 0 {
-		t.BacklogSLOs = 1.5
-	}
-	if t.TokenUtilization <= 0 {
-		t.TokenUtilization = 0.9
-	}
-	if t.ScaleDownPercent <= 0 {
-		t.ScaleDownPercent = 5
-	}
-	if t.ScaleDownWindow <= 0 {
-		t.ScaleDownWindow = 120 * time.Second
-	}
-	if t.PredictiveHorizon <= 0 {
-		t.PredictiveHorizon = 3 * time.Minute
-	}
-	if t.MinConfidence <= 0 {
-		t.MinConfidence = 0.5
-	}
-	return t
-}
-
-// NeuroNetes returns the NeuroNetes policy tuned on the Azure code trace: token
-// backlog and token velocity against per-replica capacity, the TTFT SLO with a
-// breach fast path and a scale-down safety check, a trend forecaster, a slow
-// guarded scale-down and a small warm pool.
+// NeuroNetes returns the NeuroNetes preset: the adaptive SLO policy on the
+// replicas' capacity, with no knob fitted to a trace. Its need is the larger of
+// the token velocity over one replica's prefill throughput and the sessions
+// over one replica's slots (both at 100%: the learned headroom supplies the
+// margin, or takes it away when the SLO allows queueing); it provisions the
+// learned headroom x the peak need of the learned memory, scales up and down
+// without stabilization or rate limits (the memory is the scale-down
+// stabilization), and decides every 5 s.
 func NeuroNetes(m Model, c Config) *Decider {
-	slo := m.SLO
-	tu := c.Tune.withDefaults()
 	return &Decider{
 		Label: "neuronetes",
 		Every: 5 * time.Second,
 		Policy: scalepolicy.Policy{
 			MinReplicas: 1, MaxReplicas: int32(c.MaxReplicas),
 			Metrics: []scalepolicy.MetricSpec{
-				// Backlog the replicas can clear within the SLO.
-				{Type: scalepolicy.TokensInQueue, Target: m.PrefillTPS * slo.Seconds() * tu.BacklogSLOs, AveragingWindow: 5 * time.Second},
-				{Type: scalepolicy.TokensPerSecond, Target: m.PrefillTPS * tu.TokenUtilization, AveragingWindow: 30 * time.Second},
-				{Type: scalepolicy.ConcurrentSessions, Target: float64(m.Slots) * 0.7, AveragingWindow: 30 * time.Second},
+				{Type: scalepolicy.TokensPerSecond, Target: m.PrefillTPS, AveragingWindow: 10 * time.Second},
+				{Type: scalepolicy.ConcurrentSessions, Target: float64(m.Slots), AveragingWindow: 10 * time.Second},
 			},
 			Strategy: scalepolicy.StrategyMax,
-			Behavior: scalepolicy.Behavior{
-				ScaleUp:   scalepolicy.ScalingRules{MaxChangePercent: 100, MaxChangeAbsolute: 4, Period: 15 * time.Second, Select: scalepolicy.SelectMax},
-				ScaleDown: scalepolicy.ScalingRules{StabilizationWindow: tu.ScaleDownWindow, MaxChangePercent: tu.ScaleDownPercent, Period: 60 * time.Second, Select: scalepolicy.SelectMin},
-			},
-			SLO: scalepolicy.SLOTarget{Enabled: true, TTFT: slo, BreachOnly: true, ScaleUpImmediately: true, MaxScaleUp: 30,
-				RequireHeadroomPercent: 50, CheckDuration: 60 * time.Second},
-			Predictive: scalepolicy.Predictive{Enabled: true, Horizon: tu.PredictiveHorizon, MinConfidence: tu.MinConfidence, Season: -1},
+			SLO: scalepolicy.SLOTarget{Enabled: true, TTFT: m.SLO,
+				Adaptive: scalepolicy.Adaptive{Enabled: true, Attainment: c.Attainment}},
 		},
 		Warm:           int(warmpool.Target(int32(c.MaxReplicas), int32(math.Round(c.PrewarmPercent)))),
 		ReplenishDelay: 30 * time.Second,
@@ -98,7 +55,7 @@ func NeuroNetes(m Model, c Config) *Decider {
 // HPA returns the Kubernetes HPA (autoscaling/v2 defaults: 15 s sync, 0.1
 // tolerance, scale-up max(100%, 4 pods) per 15 s with no stabilization,
 // scale-down 100% per 15 s after a 300 s stabilization window) on the per-pod
-// concurrency custom metric, AverageValue = TargetUtilization x Slots.
+// concurrency (in-flight requests, InFlight), AverageValue = TargetUtilization x Slots.
 func HPA(m Model, c Config) *Decider {
 	return &Decider{Label: "hpa", Every: 15 * time.Second, Policy: hpaPolicy(m, c)}
 }
@@ -106,7 +63,7 @@ func HPA(m Model, c Config) *Decider {
 func hpaPolicy(m Model, c Config) scalepolicy.Policy {
 	return scalepolicy.Policy{
 		MinReplicas: 1, MaxReplicas: int32(c.MaxReplicas),
-		Metrics:   []scalepolicy.MetricSpec{{Type: scalepolicy.ConcurrentSessions, Target: float64(m.Slots) * c.TargetUtilization}},
+		Metrics:   []scalepolicy.MetricSpec{{Type: InFlight, Target: float64(m.Slots) * c.TargetUtilization}},
 		Tolerance: 0.1,
 		Behavior: scalepolicy.Behavior{
 			ScaleUp:   scalepolicy.ScalingRules{MaxChangePercent: 100, MaxChangeAbsolute: 4, Period: 15 * time.Second, Select: scalepolicy.SelectMax},

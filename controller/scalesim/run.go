@@ -2,6 +2,7 @@ package scalesim
 
 import (
 	"math"
+	"sort"
 	"time"
 )
 
@@ -21,9 +22,9 @@ type Point struct {
 	Serving float64
 	// Warm counts warm replicas (ready or warming).
 	Warm float64
-	// Misses counts the evaluated requests whose first token came within the
-	// last 10 s and missed the SLO.
-	Misses int
+	// Served counts the evaluated requests whose first token came within the
+	// last 10 s; Misses how many of them missed the SLO.
+	Served, Misses int
 }
 
 // Result is one policy's outcome on one trace.
@@ -33,14 +34,17 @@ type Result struct {
 	// Requests is the number of requests; WithinSLO how many met the TTFT SLO
 	// (requests never served count as misses).
 	Requests, WithinSLO int
+	// Infeasible counts the requests whose unloaded TTFT (their own prefill
+	// time) already exceeds the SLO: they miss under every policy.
+	Infeasible int
 	// ReplicaSeconds is the integral of all replicas (warm ones included) over the trace.
 	ReplicaSeconds float64
 	// WarmSeconds is the part of ReplicaSeconds spent warm.
 	WarmSeconds float64
 	// ScaleOps counts changes of the serving target; Flaps the reversals within FlapWindow.
 	ScaleOps, Flaps int
-	// P95Excess is the p95 TTFT excess over unloaded prefill (s).
-	P95Excess float64
+	// P95TTFT is the p95 raw TTFT of the evaluated requests that got a first token (s).
+	P95TTFT float64
 	// Series is the plot data.
 	Series []Point
 }
@@ -74,7 +78,7 @@ func Run(tr Trace, m Model, p Policy, initial int) Result {
 	nextTick, nextSec := 0.0, 1.0
 	var series []Point
 	var costAtEnd, warmAtEnd float64
-	missedAt := 0
+	missedAt, servedAt := 0, 0
 	ended := false
 	var load float64
 	for {
@@ -90,8 +94,8 @@ func Run(tr Trace, m Model, p Policy, initial int) Result {
 			if int(nextSec)%10 == 0 && c.now <= end {
 				s := c.samples[len(c.samples)-1]
 				series = append(series, Point{T: c.now, Load: load / 10, Replicas: s.total, Serving: s.ready,
-					Warm: s.warm, Misses: c.missed - missedAt})
-				load, missedAt = 0, c.missed
+					Warm: s.warm, Served: c.served - servedAt, Misses: c.missed - missedAt})
+				load, missedAt, servedAt = 0, c.missed, c.served
 			}
 			nextSec++
 		}
@@ -102,18 +106,19 @@ func Run(tr Trace, m Model, p Policy, initial int) Result {
 			break
 		}
 	}
-	evaluated := 0
+	evaluated, infeasible := 0, 0
 	for _, r := range tr.Requests {
 		if r.Arrival >= m.Warmup.Seconds() {
 			evaluated++
+			if float64(r.In)/m.PrefillTPS > m.SLO.Seconds()+1e-9 {
+				infeasible++
+			}
 		}
 	}
-	res := Result{Policy: p.Name(), Requests: evaluated, WithinSLO: c.met,
+	res := Result{Policy: p.Name(), Requests: evaluated, WithinSLO: c.met, Infeasible: infeasible,
 		ReplicaSeconds: costAtEnd, WarmSeconds: warmAtEnd, ScaleOps: len(c.changes), Series: series}
 	res.Flaps = flaps(c.changes)
-	if v, ok := c.ttftP95(math.Inf(1)); ok {
-		res.P95Excess = v
-	}
+	res.P95TTFT = evaluatedP95(c.ttfts)
 	return res
 }
 
@@ -203,4 +208,19 @@ func BestOracle(tr Trace, m Model, attainment float64, maxReplicas int) (Result,
 		}
 	}
 	return best, curve
+}
+
+// evaluatedP95 is the 95th percentile TTFT of the evaluated first tokens (0 if none).
+func evaluatedP95(es []ttftEvent) float64 {
+	var vs []float64
+	for _, e := range es {
+		if e.eval {
+			vs = append(vs, e.ttft)
+		}
+	}
+	if len(vs) == 0 {
+		return 0
+	}
+	sort.Float64s(vs)
+	return vs[int(math.Ceil(0.95*float64(len(vs))))-1]
 }

@@ -12,8 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -129,4 +131,28 @@ func readMooncake(r io.Reader) ([]Request, error) {
 		out = append(out, Request{Arrival: e.Timestamp / 1000, In: e.In, Out: e.Out})
 	}
 	return out, sc.Err()
+}
+
+// AutoSLO is the TTFT SLO a user would set for tr on m's replicas: the
+// unloaded TTFT (own prefill time) of the trace's promptPercentile-th
+// percentile prompt plus queueing, rounded up to 100 ms. Every request with a
+// prompt at or below that percentile can meet it with queueing to spare.
+func AutoSLO(tr Trace, m Model, promptPercentile float64, queueing time.Duration) (time.Duration, error) {
+	if len(tr.Requests) == 0 {
+		return 0, fmt.Errorf("auto SLO: trace %s has no requests", tr.Name)
+	}
+	if promptPercentile <= 0 || promptPercentile > 100 {
+		return 0, fmt.Errorf("auto SLO: prompt percentile must be in (0,100], got %v", promptPercentile)
+	}
+	if m.PrefillTPS <= 0 {
+		return 0, fmt.Errorf("auto SLO: prefill-tps must be > 0, got %v", m.PrefillTPS)
+	}
+	ins := make([]int, len(tr.Requests))
+	for i, r := range tr.Requests {
+		ins[i] = r.In
+	}
+	sort.Ints(ins)
+	k := max(int(math.Ceil(promptPercentile/100*float64(len(ins))))-1, 0)
+	secs := float64(ins[k])/m.PrefillTPS + queueing.Seconds()
+	return time.Duration(math.Ceil(secs*10-1e-9)) * 100 * time.Millisecond, nil
 }

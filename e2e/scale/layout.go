@@ -29,6 +29,9 @@ type Layout struct {
 	Name string
 	// MIG reports whether MIG claim kinds request MIG devices (true) or are mapped to whole GPUs.
 	MIG bool
+	// Demand makes Run select the MIG profiles from the cluster's requests (DemandProfiles)
+	// before publishing, as the driver's --mig-demand does.
+	Demand bool
 	// Options are passed unchanged to slices.Build.
 	Options slices.Options
 }
@@ -39,6 +42,7 @@ const (
 	LayoutMIGSelected = "mig-selected"
 	LayoutMIGAll      = "mig-all"
 	LayoutMIGMixed    = "mig-mixed"
+	LayoutMIGDemand   = "mig-demand"
 )
 
 // MixedMIGGPUs is how many GPUs per node the "mig-mixed" layout partitions.
@@ -48,6 +52,8 @@ const MixedMIGGPUs = 4
 // publishes dynamic MIG limited to the profiles the benchmark's DeviceClasses select, and "mig-all"
 // is the naive dynamic MIG layout with every H100 profile and placement. "mig-mixed" is
 // "mig-selected" on the MixedMIGGPUs highest GPUs of each node, the others whole GPUs only.
+// "mig-demand" is the demand-shaped layout a real fleet runs with the driver's --mig-demand: the
+// profiles are those the cluster's claims, templates and AgentPools request, read from the API.
 func LayoutByName(name string) (Layout, error) {
 	switch name {
 	case LayoutWhole:
@@ -58,8 +64,10 @@ func LayoutByName(name string) (Layout, error) {
 		return Layout{Name: name, MIG: true, Options: slices.Options{MIG: slices.MIGDynamic}}, nil
 	case LayoutMIGMixed:
 		return Layout{Name: name, MIG: true, Options: slices.Options{MIG: slices.MIGDynamic, Profiles: UsedProfiles(), MIGGPUs: MixedMIGGPUs}}, nil
+	case LayoutMIGDemand:
+		return Layout{Name: name, MIG: true, Demand: true, Options: slices.Options{MIG: slices.MIGDynamic, ExactProfiles: true}}, nil
 	}
-	return Layout{}, fmt.Errorf("layout %q: want one of %s, %s, %s, %s", name, LayoutWhole, LayoutMIGSelected, LayoutMIGAll, LayoutMIGMixed)
+	return Layout{}, fmt.Errorf("layout %q: want one of %s, %s, %s, %s, %s", name, LayoutWhole, LayoutMIGSelected, LayoutMIGAll, LayoutMIGMixed, LayoutMIGDemand)
 }
 
 // Inventory returns the device model of one simulated node from the driver's NVML mock. The seed

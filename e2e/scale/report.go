@@ -10,11 +10,27 @@ import (
 	"time"
 )
 
-// Targets of issue 9 for MIG-claim pods.
-const (
-	TargetP99      = 30 * time.Millisecond
-	TargetP99Ratio = 2.0
-)
+// TargetDemandRatio is the target (issue 21): the MIG-claim pods' scheduling-algorithm p99 in the
+// demand-shaped layout at most 1.5x the whole-GPU baseline's on the same nodes. Only ratios are
+// judged; absolute times are reported (the baseline alone exceeds 30 ms on 2 shared cores).
+const TargetDemandRatio = 1.5
+
+// Verdict is the outcome of a comparison: Judged is false when no demand-shaped layout ran.
+type Verdict struct {
+	Judged bool
+	OK     bool
+	Ratio  float64
+	Nodes  int
+}
+
+// String is the verdict line the benchmark prints last.
+func (v Verdict) String() string {
+	if !v.Judged {
+		return "scale bench: VERDICT: none (the target judges the mig-demand layout, which did not run)"
+	}
+	return fmt.Sprintf("scale bench: VERDICT: %s: mig-demand MIG-claim pods' scheduling-algorithm p99 at %d nodes is %.2fx the whole-GPU baseline's (target <= %.1fx)",
+		passFail(v.OK), v.Nodes, v.Ratio, TargetDemandRatio)
+}
 
 func ms(s float64) string {
 	if math.IsNaN(s) {
@@ -70,8 +86,8 @@ func (r RunResult) SchedulerCPUPerPod() float64 {
 
 // WriteRun prints one run's table: per phase, pods/s, end-to-end and scheduler quantiles.
 func WriteRun(w io.Writer, r RunResult) {
-	fmt.Fprintf(w, "\nscale bench: layout=%s nodes=%d slices/node=%d devices/node=%d counterSets/node=%d publish=%s\n",
-		r.Layout, r.Nodes, r.SlicesPerNode, r.DevicesPerNode, r.CounterSetsPerNode, r.PublishTime.Round(time.Millisecond))
+	fmt.Fprintf(w, "\nscale bench: layout=%s nodes=%d slices/node=%d devices/node=%d counterSets/node=%d publish=%s profiles=%s\n",
+		r.Layout, r.Nodes, r.SlicesPerNode, r.DevicesPerNode, r.CounterSetsPerNode, r.PublishTime.Round(time.Millisecond), strings.Join(r.Profiles, ","))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "kind\tpods\tbound\tpods/s\te2e p50 ms\te2e p99 ms\tattempt p50 ms\tattempt p99 ms\talgo p50 ms\talgo p99 ms\tDRA Filter p50 ms\tDRA Filter p99 ms\tunschedulable\t")
 	for _, p := range r.Phases {
@@ -111,10 +127,11 @@ func WriteRun(w io.Writer, r RunResult) {
 	}
 }
 
-// WriteComparison prints, for every MIG layout against the whole-GPU baseline, the ratios per kind
-// and the targets. It returns false when a target is missed.
-func WriteComparison(w io.Writer, base RunResult, runs []RunResult) bool {
-	ok := true
+// WriteComparison prints, for every MIG layout against the whole-GPU baseline, the ratios per kind,
+// the MIG-claim pods' scheduling-algorithm p99 (absolute and as a ratio) and the scheduler's CPU per
+// pod. It returns the verdict on the demand-shaped layout (the last one when several ran).
+func WriteComparison(w io.Writer, base RunResult, runs []RunResult) Verdict {
+	var v Verdict
 	for _, r := range runs {
 		if r.Layout == base.Layout {
 			continue
@@ -140,13 +157,13 @@ func WriteComparison(w io.Writer, base RunResult, runs []RunResult) bool {
 			continue
 		}
 		p99, bp99 := r.MIGAlgorithmP99(), base.MIGAlgorithmP99()
-		abs := p99 <= TargetP99.Seconds()
-		rel := ratio(p99, bp99) <= TargetP99Ratio
-		ok = ok && abs && rel
-		fmt.Fprintf(w, "  target MIG-claim pods scheduling-algorithm p99 %s ms <= %d ms: %s; ratio to baseline %.2f <= %.0f: %s\n",
-			ms(p99), TargetP99.Milliseconds(), passFail(abs), ratio(p99, bp99), TargetP99Ratio, passFail(rel))
+		rel := ratio(p99, bp99)
+		fmt.Fprintf(w, "  MIG-claim pods' scheduling-algorithm p99 %s ms (baseline %s ms): %.2fx\n", ms(p99), ms(bp99), rel)
+		if r.Layout == LayoutMIGDemand {
+			v = Verdict{Judged: true, OK: rel <= TargetDemandRatio, Ratio: rel, Nodes: r.Nodes}
+		}
 	}
-	return ok
+	return v
 }
 
 // layoutName lets report code ask whether a layout name publishes MIG.

@@ -59,7 +59,9 @@ type PhaseResult struct {
 
 // RunResult is what one layout measured.
 type RunResult struct {
-	Layout                                            string
+	Layout string
+	// Profiles are the MIG profiles the layout published (the demand, for a demand layout).
+	Profiles                                          []string
 	Nodes                                             int
 	SlicesPerNode, DevicesPerNode, CounterSetsPerNode int
 	PublishTime                                       time.Duration
@@ -88,6 +90,15 @@ func Run(ctx context.Context, cfg Config) (RunResult, error) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cfg.Namespace, Labels: runLabels(cfg.RunID)}}, metav1.CreateOptions{}); err != nil {
 		return res, fmt.Errorf("namespace %s: %w", cfg.Namespace, err)
 	}
+	if cfg.Layout.Demand {
+		profiles, err := DemandProfiles(ctx, cs, cfg)
+		if err != nil {
+			return res, fmt.Errorf("demand-shaped layout: %w", err)
+		}
+		cfg.Layout.Options.Profiles = profiles
+		logger.Info("MIG profiles in demand", "profiles", profiles)
+	}
+	res.Profiles = cfg.Layout.Options.Profiles
 	start := time.Now()
 	per, err := PublishSlices(ctx, cs, cfg.Nodes, cfg.GPUProfile, cfg.Layout, cfg.RunID)
 	if err != nil {

@@ -52,6 +52,7 @@ func TestNodeSlicesLayouts(t *testing.T) {
 		{LayoutMIGSelected, 8 * (1 + 7 + 2), 8}, // whole GPU, 7 1g placements, 2 3g placements
 		{LayoutMIGAll, 8 * 29, 8},               // every H100 profile and placement
 		{LayoutMIGMixed, 8 + 4*9, 4},            // 8 whole GPUs, MIG on 4
+		{LayoutMIGDemand, 8, 0},                 // no demand computed (Run does that): whole GPUs only
 	}
 	for _, tc := range tests {
 		t.Run(tc.layout, func(t *testing.T) {

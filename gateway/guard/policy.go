@@ -12,7 +12,7 @@ import (
 
 // Default timeouts of a check when the policy sets none.
 const (
-	DefaultBuiltinTimeout = 50 * time.Millisecond
+	DefaultBuiltinTimeout = 250 * time.Millisecond
 	DefaultRemoteTimeout  = 500 * time.Millisecond
 )
 

@@ -40,16 +40,20 @@ func (e *EventReader) Next() ([]byte, error) {
 	has := false
 	for {
 		line, err := e.readLine()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				if has {
-					// A last event without its blank line.
-					e.event()
-					return e.buf, nil
-				}
-				return nil, io.EOF
+		eof := errors.Is(err, io.EOF)
+		if err != nil && !eof {
+			if errors.Is(err, ErrEventTooLarge) {
+				return nil, err
 			}
 			return nil, fmt.Errorf("read backend stream: %w", err)
+		}
+		if eof && len(line) == 0 {
+			if has {
+				// A last event without its blank line.
+				e.event()
+				return e.buf, nil
+			}
+			return nil, io.EOF
 		}
 		line = bytes.TrimRight(line, "\r\n")
 		if len(line) == 0 {

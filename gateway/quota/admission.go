@@ -200,3 +200,13 @@ func overloaded(pool route.PoolRef, why string) *openai.Error {
 	e.RetryAfter = time.Second
 	return e
 }
+
+// InFlight returns the admitted requests of pool not yet done.
+func (a *Admission) InFlight(pool route.PoolRef) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if q, ok := a.pools[pool]; ok {
+		return q.inflight
+	}
+	return 0
+}

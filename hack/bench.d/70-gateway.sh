@@ -18,7 +18,7 @@ set -euo pipefail
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 for cmd in demo-agent gateway gateway-bench; do
-  CGO_ENABLED=0 go build -o "$out/$cmd" "./cmd/$cmd"
+  go build -o "$out/$cmd" "./cmd/$cmd"
 done
 echo "== gateway bench =="
 # shellcheck disable=SC2086 # NN_BENCH_ARGS is a list of flags

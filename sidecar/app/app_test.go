@@ -30,7 +30,7 @@ func TestConfigEnvAndValidate(t *testing.T) {
 	if err := fs.Parse([]string{"--max-session-bytes=2048"}); err != nil {
 		t.Fatal(err)
 	}
-	if c.Namespace != "team-a" || c.MaxSession != 2048 || c.Compression != "zstd" || c.HTTPEngine != "fasthttp" || c.HTTPAddr != "127.0.0.1:7070" || c.GRPCAddr != "127.0.0.1:7071" {
+	if c.Namespace != "team-a" || c.MaxSession != 2048 || c.Compression != "s2" || c.HTTPEngine != "fasthttp" || c.HTTPAddr != "127.0.0.1:7070" || c.GRPCAddr != "127.0.0.1:7071" {
 		t.Fatalf("config = %+v", c)
 	}
 	o, err := c.RedisOptions()

@@ -118,7 +118,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxSession, "max-session-bytes", envInt("NEURONETES_MAX_SESSION_BYTES", 1<<20), "largest session JSON; larger writes get 413 ($NEURONETES_MAX_SESSION_BYTES)")
 	fs.BoolVar(&c.RefreshOnRead, "refresh-on-read", envBool("NEURONETES_REFRESH_ON_READ", true), "reset a session's TTL when it is read ($NEURONETES_REFRESH_ON_READ)")
 	fs.StringVar(&c.HTTPEngine, "http-engine", env("NEURONETES_HTTP_ENGINE", "fasthttp"), "HTTP server of the API: fasthttp (lower latency) or net (net/http); same API on both ($NEURONETES_HTTP_ENGINE)")
-	fs.StringVar(&c.Compression, "compression", env("NEURONETES_COMPRESSION", string(frame.CompressZstd)), "codec of new frames: zstd (smallest), s2 (about 4x faster to seal, frames about 30% larger) or none; readers open all ($NEURONETES_COMPRESSION)")
+	fs.StringVar(&c.Compression, "compression", env("NEURONETES_COMPRESSION", string(frame.CompressS2)), "codec of new frames: s2 (fastest to seal and open), zstd (frames about 20% smaller, about 2x slower to seal) or none; readers open all ($NEURONETES_COMPRESSION)")
 	fs.BoolVar(&c.ZstdDict, "zstd-dict", envBool("NEURONETES_ZSTD_DICT", true), "compress with the built-in JSON dictionary, for s2 and zstd alike (smaller frames for small sessions; readers handle both) ($NEURONETES_ZSTD_DICT)")
 	fs.IntVar(&c.NearCacheBytes, "near-cache-bytes", envInt("NEURONETES_NEAR_CACHE_BYTES", 64<<20), "near-cache budget, 0 disables ($NEURONETES_NEAR_CACHE_BYTES)")
 	fs.DurationVar(&c.NearCacheMaxAge, "near-cache-max-age", envDur("NEURONETES_NEAR_CACHE_MAX_AGE", 5*time.Second), "longest a near-cache entry is served without Redis ($NEURONETES_NEAR_CACHE_MAX_AGE)")

@@ -91,7 +91,7 @@ func TestParseCompression(t *testing.T) {
 		in   string
 		want Compression
 		ok   bool
-	}{{"", CompressZstd, true}, {"s2", CompressS2, true}, {"zstd", CompressZstd, true}, {"none", CompressNone, true}, {"gzip", "", false}} {
+	}{{"", CompressS2, true}, {"s2", CompressS2, true}, {"zstd", CompressZstd, true}, {"none", CompressNone, true}, {"gzip", "", false}} {
 		got, err := ParseCompression(tc.in)
 		if got != tc.want || (err == nil) != tc.ok {
 			t.Errorf("ParseCompression(%q) = %q, %v", tc.in, got, err)

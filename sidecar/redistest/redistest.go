@@ -1,6 +1,7 @@
 // Package redistest starts a private, real redis-server for tests: bound to
 // 127.0.0.1 (or a given address) on a free port, with its data in a temp dir,
-// and stopped at test cleanup. Tests skip when redis-server is not installed.
+// and stopped at test cleanup. Without redis-server, a test skips on a
+// developer machine and fails under CI (internal/testreq).
 package redistest
 
 import (

@@ -48,11 +48,11 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.root, "root", ".", "repository root (the local cluster's state is in ROOT/.local)")
 	fs.StringVar(&nodes, "nodes", "150", "comma-separated kwok node counts, run in increasing order (e.g. 500,1000)")
 	fs.IntVar(&o.pods, "pods", 1000, "pods per run (10% NVLink pairs, 20% whole GPU, 20% MIG 3g, 50% MIG 1g)")
-	fs.StringVar(&layouts, "layouts", "whole,mig-selected", "layouts to run; the first is the baseline: whole, mig-selected, mig-mixed, mig-all")
+	fs.StringVar(&layouts, "layouts", "whole,mig-selected,mig-demand", "layouts to run; the first is the baseline: whole, mig-selected, mig-demand, mig-mixed, mig-all")
 	fs.StringVar(&o.gpuProfile, "gpu-profile", "dgxh100", "the driver's NVML mock profile of every node")
 	fs.DurationVar(&o.phaseTimeout, "phase-timeout", 5*time.Minute, "longest wait for one kind's pods to be bound")
 	fs.IntVar(&o.verifyNodes, "verify-nodes", 50, "nodes whose counters are checked against every claim on them")
-	fs.BoolVar(&o.strict, "strict", false, "exit 1 when a latency target is missed (verification failures always do)")
+	fs.BoolVar(&o.strict, "strict", true, "exit 1 when the target (the mig-demand layout's MIG-claim algorithm p99 ratio) is missed; verification failures always do")
 	klog.InitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -89,21 +89,36 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	code, err := run(ctx, o, os.Stdout)
+	code, verdicts, err := run(ctx, o, os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "scale-bench:", err)
 		if code == 0 {
 			code = 1
 		}
 	}
+	// The verdicts come last, after the cleanup's output.
+	judged, ok := false, true
+	for _, v := range verdicts {
+		fmt.Println(v)
+		judged = judged || v.Judged
+		ok = ok && (!v.Judged || v.OK)
+	}
+	switch {
+	case err != nil:
+		fmt.Println("scale bench: VERDICT: FAIL: the run did not complete")
+	case !judged:
+		fmt.Println("scale bench: VERDICT: not judged: add mig-demand to -layouts")
+	case !ok && o.strict && code == 0:
+		code = 1
+	}
 	os.Exit(code)
 }
 
-func run(ctx context.Context, o options, out io.Writer) (int, error) {
+func run(ctx context.Context, o options, out io.Writer) (code int, verdicts []scale.Verdict, err error) {
 	logger := klog.FromContext(ctx)
 	root, err := filepath.Abs(o.root)
 	if err != nil {
-		return 1, fmt.Errorf("-root: %w", err)
+		return 1, verdicts, fmt.Errorf("-root: %w", err)
 	}
 	p := cluster.NewPaths(root)
 	// kwok-node-0 is the cluster's shared kwok node; Up creates it (and starts kwok) when missing.
@@ -117,21 +132,21 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 	}
 	c, err := cluster.Up(ctx, cluster.Options{Root: root, KwokNodes: 1, Logf: func(f string, a ...any) { logger.Info(fmt.Sprintf(f, a...)) }})
 	if err != nil {
-		return 1, fmt.Errorf("local cluster: %w", err)
+		return 1, verdicts, fmt.Errorf("local cluster: %w", err)
 	}
 	cfg, err := c.RestConfig()
 	if err != nil {
-		return 1, err
+		return 1, verdicts, err
 	}
 	cfg.QPS, cfg.Burst = 1000, 2000
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return 1, fmt.Errorf("client: %w", err)
+		return 1, verdicts, fmt.Errorf("client: %w", err)
 	}
 	runID := fmt.Sprintf("r%d", time.Now().Unix())
 	// Leftovers of an earlier, killed run go first; this run's objects go last, on any exit.
 	if err := scale.Cleanup(ctx, cs, ""); err != nil {
-		return 1, fmt.Errorf("cleaning up earlier runs: %w", err)
+		return 1, verdicts, fmt.Errorf("cleaning up earlier runs: %w", err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -151,18 +166,18 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 
 	fileClasses, err := readDeviceClasses(filepath.Join(root, "deploy", "deviceclasses"))
 	if err != nil {
-		return 1, err
+		return 1, verdicts, err
 	}
 	// Every class is checked against every device kind the driver publishes (the naive layout has
 	// them all) before it is used.
 	gpus, err := scale.Inventory(ctx, o.gpuProfile, "class-check")
 	if err != nil {
-		return 1, err
+		return 1, verdicts, err
 	}
 	all, _ := scale.LayoutByName(scale.LayoutMIGAll)
 	objs, err := scale.NodeSlices(&metav1.ObjectMeta{Name: "class-check"}, gpus, all, runID)
 	if err != nil {
-		return 1, err
+		return 1, verdicts, err
 	}
 	var devices []resourceapi.Device
 	for _, s := range objs {
@@ -170,7 +185,7 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 	}
 	classes, src, warnings, err := scale.EnsureDeviceClasses(ctx, cs, fileClasses, devices, runID)
 	if err != nil {
-		return 1, err
+		return 1, verdicts, err
 	}
 	for _, w := range warnings {
 		fmt.Fprintln(out, "scale bench: WARNING:", w)
@@ -178,25 +193,25 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 	scraper, err := scale.NewScraper(fmt.Sprintf("https://127.0.0.1:%d/metrics", cluster.SchedulerPort),
 		filepath.Join(p.PKI, "admin.crt"), filepath.Join(p.PKI, "admin.key"))
 	if err != nil {
-		return 1, err
+		return 1, verdicts, err
 	}
 	pids := map[string]int{}
 	for _, name := range []string{"kube-apiserver", "kube-scheduler"} {
 		pid, err := scale.PidFromFile(filepath.Join(p.Run, name+".pid"))
 		if err != nil {
-			return 1, err
+			return 1, verdicts, err
 		}
 		pids[name] = pid
 	}
 	mix := scale.DefaultMix(o.pods)
 	fmt.Fprintf(out, "scale bench: run %s, gpu profile %s (8 GPUs/node), pods %v, device classes %v\n", runID, o.gpuProfile, mix, src)
 
-	code := 0
+	code = 0
 	for _, n := range o.nodes {
 		start := time.Now()
 		nodes, err := scale.CreateNodes(ctx, cs, runID, scale.NodePrefix, 0, n, 5*time.Minute)
 		if err != nil {
-			return 1, err
+			return 1, verdicts, err
 		}
 		fmt.Fprintf(out, "\nscale bench: %d kwok nodes Ready in %s\n", n, time.Since(start).Round(time.Millisecond))
 		var results []scale.RunResult
@@ -209,27 +224,25 @@ func run(ctx context.Context, o options, out io.Writer) (int, error) {
 			})
 			scale.WriteRun(out, res)
 			if runErr != nil {
-				return 1, fmt.Errorf("layout %s at %d nodes: %w", name, n, runErr)
+				return 1, verdicts, fmt.Errorf("layout %s at %d nodes: %w", name, n, runErr)
 			}
 			if !res.Verify.OK() {
 				code = 1
 			}
 			results = append(results, res)
 			if err := scale.DeleteNamespace(ctx, cs, ns); err != nil {
-				return 1, err
+				return 1, verdicts, err
 			}
 			if err := scale.DeleteSlices(ctx, cs, scale.LabelRun+"="+runID); err != nil {
-				return 1, err
+				return 1, verdicts, err
 			}
 		}
-		if !scale.WriteComparison(out, results[0], results) && o.strict && code == 0 {
-			code = 1
-		}
+		verdicts = append(verdicts, scale.WriteComparison(out, results[0], results))
 	}
 	if ctx.Err() != nil {
-		return 1, errors.New("interrupted")
+		return 1, verdicts, errors.New("interrupted")
 	}
-	return code, nil
+	return code, verdicts, nil
 }
 
 // readDeviceClasses parses every DeviceClass in the driver's manifests (multi-document YAML).

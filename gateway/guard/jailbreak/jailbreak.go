@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Rule is one weighted signal.
@@ -41,21 +42,11 @@ const (
 )
 
 // find returns the first match of ru in f. The expression runs once over each merged window
-// around whole-word keyword occurrences, never over the same byte twice.
-func (ru Rule) find(f string) []int {
+// around keyword occurrences (found through ix), never over the same byte twice.
+func (ru Rule) find(f string, ix wordIndex) []int {
 	var wins [][2]int
 	for _, kw := range ru.Keywords {
-		for off, n := 0, 0; n < maxWindows; {
-			k := strings.Index(f[off:], kw)
-			if k < 0 {
-				break
-			}
-			i := off + k
-			off = i + 1
-			if !wordStart(f, i, kw) || !wordEnd(f, i+len(kw), kw) {
-				continue
-			}
-			n++
+		for _, i := range ix.occurrences(f, kw) {
 			wins = append(wins, [2]int{max(0, i-windowBefore), min(len(f), i+len(kw)+windowAfter)})
 		}
 	}
@@ -75,6 +66,74 @@ func (ru Rule) find(f string) []int {
 		cur = w
 	}
 	return nil
+}
+
+// wordIndex maps each word of a folded text (runs of letters, digits, underscores, hyphens and apostrophes) to its
+// start offsets, so keywords are found by lookups instead of substring scans.
+type wordIndex map[string][]int
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '\'' || c >= 'A' && c <= 'Z'
+}
+
+func buildIndex(f string) wordIndex {
+	ix := wordIndex{}
+	for i := 0; i < len(f); {
+		if !isWordByte(f[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(f) && isWordByte(f[j]) {
+			j++
+		}
+		w := f[i:j]
+		if len(ix[w]) < maxWindows {
+			ix[w] = append(ix[w], i)
+		}
+		i = j
+	}
+	return ix
+}
+
+// occurrences returns where kw occurs in f as whole words (stems: as word prefixes; a plural
+// "s" is allowed), at most maxWindows of them. Keywords that start with punctuation are searched
+// as substrings.
+func (ix wordIndex) occurrences(f, kw string) []int {
+	if !isLetter(kw[0]) && !(kw[0] >= '0' && kw[0] <= '9') {
+		var out []int
+		for off := 0; len(out) < maxWindows; {
+			k := strings.Index(f[off:], kw)
+			if k < 0 {
+				break
+			}
+			out = append(out, off+k)
+			off += k + 1
+		}
+		return out
+	}
+	first, rest, multi := strings.Cut(kw, " ")
+	var cand []int
+	switch {
+	case stems[kw]:
+		for w, ps := range ix {
+			if strings.HasPrefix(w, kw) {
+				cand = append(cand, ps...)
+			}
+		}
+	default:
+		cand = append(append(cand, ix[first]...), ix[first+"s"]...)
+	}
+	if !multi {
+		return cand
+	}
+	out := cand[:0]
+	for _, p := range cand {
+		if strings.HasPrefix(f[p+len(first):], " "+rest) && wordEnd(f, p+len(kw), kw) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // wordStart reports whether the keyword at i starts a word (keywords starting with a
@@ -115,10 +174,11 @@ type Result struct {
 // Score scores text.
 func Score(text string) Result {
 	f := Fold(text)
+	ix := buildIndex(f)
 	var r Result
 	best := map[string]float64{}
 	for _, ru := range Rules {
-		loc := ru.find(f)
+		loc := ru.find(f, ix)
 		if loc == nil {
 			continue
 		}
@@ -137,22 +197,42 @@ func Score(text string) Result {
 }
 
 // Fold lower-cases text, drops zero-width and control characters, maps common look-alike
-// letters to ASCII and folds runs of white space into one space (newlines are kept once).
+// letters to ASCII and folds runs of white space into one space (newlines are kept once). ASCII
+// bytes take a table-free fast path; only other runes are decoded.
 func Fold(text string) string {
-	var b strings.Builder
-	b.Grow(len(text))
+	b := make([]byte, 0, len(text))
 	space := false
-	for _, r := range text {
-		switch {
-		case r == '\n':
-			if !space {
-				b.WriteByte('\n')
+	for i := 0; i < len(text); {
+		c := text[i]
+		if c < utf8.RuneSelf {
+			i++
+			switch {
+			case c == '\n':
+				if !space {
+					b = append(b, '\n')
+				}
+				space = true
+			case c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f':
+				if !space {
+					b = append(b, ' ')
+				}
+				space = true
+			case c < 0x20 || c == 0x7f:
+			default:
+				if c >= 'A' && c <= 'Z' {
+					c += 'a' - 'A'
+				}
+				b = append(b, c)
+				space = false
 			}
-			space = true
 			continue
+		}
+		r, n := utf8.DecodeRuneInString(text[i:])
+		i += n
+		switch {
 		case unicode.IsSpace(r):
 			if !space {
-				b.WriteByte(' ')
+				b = append(b, ' ')
 			}
 			space = true
 			continue
@@ -166,9 +246,9 @@ func Fold(text string) string {
 		if r == '’' || r == '‘' {
 			r = '\''
 		}
-		b.WriteRune(unicode.ToLower(r))
+		b = utf8.AppendRune(b, unicode.ToLower(r))
 	}
-	return b.String()
+	return string(b)
 }
 
 // confusables maps Cyrillic and Greek letters that look like Latin ones.

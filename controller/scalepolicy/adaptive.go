@@ -1,0 +1,305 @@
+package scalepolicy
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// Adaptive makes the policy hold a share of requests within the TTFT SLO by
+// online adaptation instead of per-workload tuning: the pool provisions
+// headroom x the peak demand of a memory window (never less than the demand
+// now), and both the headroom and the memory are learned from the pool's own
+// first tokens (Input.TTFT).
+type Adaptive struct {
+	// Enabled turns adaptation on; it needs SLOTarget.Enabled and TTFT.
+	Enabled bool
+	// Attainment is the share of requests to keep within SLOTarget.TTFT, in
+	// (0, 1) (default DefaultAttainment). The controller aims at half the
+	// allowed misses, so that the share holds over bursts of misses.
+	Attainment float64
+}
+
+// DefaultAttainment is the share of requests an adaptive policy keeps within
+// the SLO when none is given.
+const DefaultAttainment = 0.99
+
+// AdaptiveMarginRatio is the fraction of the SLO that Input.TTFT.WithinMargin
+// counts against: the headroom only shrinks while the misses at this tighter
+// threshold stay within the error budget.
+const AdaptiveMarginRatio = 0.5
+
+// The adaptation's constants. They are stated in the units of the SLO and of
+// the error budget, never of a workload: nothing here was fitted to a trace's
+// rate, prompt lengths or burst shape.
+const (
+	// adaptBin is the width of the demand and first-token history bins.
+	adaptBin = 10 * time.Second
+	// adaptPeriod is the time scale of adaptation: the headroom shrinks by
+	// adaptGain per period with margin, and an error-budget deficit is measured
+	// in budgets of one period.
+	adaptPeriod = 10 * time.Minute
+	adaptGain   = 0.3
+	// memoryShrink is the memory's decay per adaptPeriod once a period passed
+	// without a miss.
+	memoryShrink = 0.3
+	// initialHeadroom, minHeadroom and maxHeadroom bound the headroom factor.
+	initialHeadroom, minHeadroom, maxHeadroom = 1.0, 0.3, 4.0
+	// initialMemory, minMemory and maxMemory bound the memory window. The
+	// initial memory is long: a pool cannot tell a dip from a lasting drop
+	// until the load returns, and forgetting the peak too early is what misses
+	// the SLO after a dip.
+	initialMemory, minMemory, maxMemory = 20 * time.Minute, 2 * time.Minute, 40 * time.Minute
+	// exercisedRatio: the headroom and memory only shrink while the demand is
+	// at least this share of the remembered peak, where the pool's outcomes say
+	// something about the capacity it holds.
+	exercisedRatio = 0.7
+	// settleTime is the least time between two raises: a raise shows in the
+	// first tokens only after new replicas start (about a minute) and the
+	// requests they serve are measured.
+	settleTime = 90 * time.Second
+	// startupLag is how long before a miss the capacity that served it was
+	// decided: the replicas' start plus part of the request's wait.
+	startupLag = 60 * time.Second
+)
+
+// TTFTCounts are the first tokens the pool produced since the previous
+// decision, counted against the SLO as a TTFT histogram with bucket bounds at
+// the thresholds would count them.
+type TTFTCounts struct {
+	// Total is the number of first tokens.
+	Total float64
+	// WithinSLO counts those with a TTFT at or below SLOTarget.TTFT.
+	WithinSLO float64
+	// WithinMargin counts those at or below AdaptiveMarginRatio x the SLO.
+	WithinMargin float64
+}
+
+// AdaptiveState is the adaptation's learned state and history, serializable
+// for a controller that persists it across restarts.
+type AdaptiveState struct {
+	// Headroom multiplies the remembered peak demand.
+	Headroom float64 `json:"headroom"`
+	// Memory is how long a peak of demand is remembered.
+	Memory time.Duration `json:"memory"`
+	// Balance is the error budget saved (> 0) or overspent (< 0) since the
+	// last raise, in requests.
+	Balance float64 `json:"balance"`
+	// Rate is the smoothed first-token rate, per second.
+	Rate float64 `json:"rate"`
+	// Last, LastRaise and LastMiss are the times of the last decision, of the
+	// last raise, and of the last decision that saw a miss or no margin.
+	Last      time.Time `json:"last,omitzero"`
+	LastRaise time.Time `json:"lastRaise,omitzero"`
+	LastMiss  time.Time `json:"lastMiss,omitzero"`
+	// Bins are the history, oldest first.
+	Bins []AdaptiveBin `json:"bins,omitempty"`
+}
+
+// AdaptiveBin is one adaptBin of history.
+type AdaptiveBin struct {
+	// Index is the bin's start time in units of the bin width since the Unix epoch.
+	Index int64 `json:"i"`
+	// Need is the peak demand seen in the bin, in replicas at the metric targets.
+	Need float64 `json:"need"`
+	// Provision is the latest replica target the bin set (before rounding).
+	Provision float64 `json:"prov"`
+	// Settled is false when, at some decision in the bin, fewer replicas were
+	// ready than the pool's current count (replicas were still starting).
+	Settled bool `json:"settled"`
+	// Total and WithinMargin count the bin's first tokens.
+	Total        float64 `json:"total"`
+	WithinMargin float64 `json:"margin"`
+}
+
+// adapter is the adaptation of one Autoscaler.
+type adapter struct {
+	slo    time.Duration
+	budget float64 // the misses aimed at, as a share of requests
+	st     AdaptiveState
+}
+
+func newAdapter(s SLOTarget) *adapter {
+	att := s.Adaptive.Attainment
+	if att == 0 {
+		att = DefaultAttainment
+	}
+	return &adapter{slo: s.TTFT, budget: (1 - att) / 2,
+		st: AdaptiveState{Headroom: initialHeadroom, Memory: initialMemory}}
+}
+
+func (a Adaptive) validate() error {
+	if a.Attainment < 0 || a.Attainment >= 1 {
+		return fmt.Errorf("sloTarget.adaptive.attainmentPercent: must be in (0,100), got %v", 100*a.Attainment)
+	}
+	return nil
+}
+
+func binIndex(t time.Time) int64 { return t.UnixNano() / int64(adaptBin) }
+
+// bin returns the history bin of t, appending it (and pruning old ones) when new.
+func (a *adapter) bin(t time.Time) *AdaptiveBin {
+	i := binIndex(t)
+	bs := a.st.Bins
+	if n := len(bs); n > 0 && bs[n-1].Index == i {
+		return &a.st.Bins[n-1]
+	}
+	keep := i - int64(2*maxMemory+startupLag+adaptPeriod)/int64(adaptBin)
+	j := sort.Search(len(bs), func(k int) bool { return bs[k].Index >= keep })
+	a.st.Bins = append(bs[j:], AdaptiveBin{Index: i, Settled: true})
+	return &a.st.Bins[len(a.st.Bins)-1]
+}
+
+// peak is the highest need of the bins within [from, to].
+func (a *adapter) peak(from, to time.Time) float64 {
+	lo, hi := binIndex(from), binIndex(to)
+	p := 0.0
+	for _, b := range a.st.Bins {
+		if b.Index >= lo && b.Index <= hi {
+			p = math.Max(p, b.Need)
+		}
+	}
+	return p
+}
+
+// at returns the bin of t, if it is in the history.
+func (a *adapter) at(t time.Time) (AdaptiveBin, bool) {
+	i := binIndex(t)
+	bs := a.st.Bins
+	j := sort.Search(len(bs), func(k int) bool { return bs[k].Index >= i })
+	if j < len(bs) && bs[j].Index == i {
+		return bs[j], true
+	}
+	return AdaptiveBin{}, false
+}
+
+// provisionAt is the latest target set at or before t (0 if none is known).
+func (a *adapter) provisionAt(t time.Time) float64 {
+	i := binIndex(t)
+	v := 0.0
+	for _, b := range a.st.Bins {
+		if b.Index > i {
+			break
+		}
+		if b.Provision > 0 {
+			v = b.Provision
+		}
+	}
+	return v
+}
+
+// margin reports whether the first tokens of the last adaptPeriod stayed within
+// the budget at the tightened threshold (true without data).
+func (a *adapter) margin(now time.Time) bool {
+	from := binIndex(now.Add(-adaptPeriod))
+	var total, within float64
+	for _, b := range a.st.Bins {
+		if b.Index >= from {
+			total += b.Total
+			within += b.WithinMargin
+		}
+	}
+	return total == 0 || total-within <= a.budget*total
+}
+
+// decide folds one observation in and returns the replica target, unrounded:
+// the headroom x the peak need within the memory, and at least the need. need is the demand in
+// replicas at the metric targets; ok is false when no metric was valid, and
+// the need then enters no history.
+func (a *adapter) decide(in Input, need float64, ok bool) float64 {
+	now, st := in.Now, &a.st
+	dt := 0.0
+	if !st.Last.IsZero() && now.After(st.Last) {
+		dt = now.Sub(st.Last).Seconds()
+	}
+	st.Last = now
+	b := a.bin(now)
+	if ok {
+		b.Need = math.Max(b.Need, need)
+	}
+	ready := in.ReadyReplicas
+	if ready <= 0 {
+		ready = in.CurrentReplicas
+	}
+	b.Settled = b.Settled && ready >= in.CurrentReplicas
+	b.Total += in.TTFT.Total
+	b.WithinMargin += in.TTFT.WithinMargin
+	if dt > 0 {
+		a.learn(now, dt, in.TTFT, need)
+	}
+	// Never below the demand measured now: a pool short of its current demand
+	// queues without bound, whatever the SLO allows.
+	target := math.Max(st.Headroom*a.peak(now.Add(-st.Memory), now), need)
+	b.Provision = target
+	return target
+}
+
+// learn updates the headroom and memory from the first tokens of the last dt seconds.
+func (a *adapter) learn(now time.Time, dt float64, c TTFTCounts, need float64) {
+	st := &a.st
+	total, miss := c.Total, math.Max(c.Total-c.WithinSLO, 0)
+	if rate := total / dt; st.Rate == 0 {
+		st.Rate = rate
+	} else {
+		st.Rate = 0.98*st.Rate + 0.02*rate
+	}
+	if miss > 0 {
+		// Misses of requests that arrived while replicas were still starting
+		// towards the pool's own target are the start-up's, not the headroom's
+		// (anti-windup): they do not count against the budget.
+		if arr, known := a.at(now.Add(-a.slo)); known && !arr.Settled {
+			total, miss = 0, 0
+		}
+	}
+	period := adaptPeriod.Seconds()
+	unit := a.budget * st.Rate * period // one period's budget, in requests
+	st.Balance = math.Min(st.Balance+a.budget*total-miss, unit)
+	exercised := need >= exercisedRatio*a.peak(now.Add(-st.Memory), now)
+	if miss > 0 || !a.margin(now) {
+		// LastMiss is the last time the pool had no margin.
+		st.LastMiss = now
+	} else if exercised {
+		st.Headroom *= math.Exp(-adaptGain * dt / period)
+		if now.Sub(st.LastMiss) > adaptPeriod {
+			st.Memory = time.Duration(float64(st.Memory) * math.Exp(-memoryShrink*dt/period))
+		}
+	}
+	if st.Balance < 0 && unit > 0 && now.Sub(st.LastRaise) >= settleTime {
+		a.raise(now, math.Min(-st.Balance/unit, 1))
+		st.Balance, st.LastRaise = 0, now
+	}
+	st.Headroom = math.Max(minHeadroom, math.Min(st.Headroom, maxHeadroom))
+	st.Memory = max(minMemory, min(st.Memory, maxMemory))
+}
+
+// raise answers an overspent error budget (d periods' worth, at most 1). When
+// a memory twice as long would have held more capacity at the time the missed
+// requests' capacity was decided, the pool forgot a peak too early and the
+// memory grows; otherwise the headroom does.
+func (a *adapter) raise(now time.Time, d float64) {
+	st := &a.st
+	at := now.Add(-min(a.slo, 30*time.Second) - startupLag)
+	longer := a.peak(at.Add(-2*st.Memory), at)
+	held := a.provisionAt(at) / st.Headroom
+	if longer > 1.05*held && st.Memory < maxMemory {
+		st.Memory = time.Duration(float64(st.Memory) * math.Exp(3*adaptGain*d))
+		return
+	}
+	st.Headroom *= math.Exp(adaptGain * d)
+}
+
+// state returns a deep copy of the adaptation's state.
+func (a *adapter) state() *AdaptiveState {
+	s := a.st
+	s.Bins = append([]AdaptiveBin(nil), a.st.Bins...)
+	return &s
+}
+
+// restore resumes from s (values out of bounds are clamped).
+func (a *adapter) restore(s *AdaptiveState) {
+	a.st = *s
+	a.st.Bins = append([]AdaptiveBin(nil), s.Bins...)
+	a.st.Headroom = math.Max(minHeadroom, math.Min(a.st.Headroom, maxHeadroom))
+	a.st.Memory = max(minMemory, min(a.st.Memory, maxMemory))
+}

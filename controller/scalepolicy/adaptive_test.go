@@ -1,0 +1,247 @@
+package scalepolicy
+
+import (
+	"encoding/json"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// adaptivePolicy scales on tokens-per-second with a capacity of 100 per replica
+// under a 2 s TTFT SLO held at 99%.
+func adaptivePolicy() Policy {
+	return Policy{MinReplicas: 1, MaxReplicas: 100,
+		Metrics: []MetricSpec{{Type: TokensPerSecond, Target: 100}},
+		SLO:     SLOTarget{Enabled: true, TTFT: 2 * time.Second, Adaptive: Adaptive{Enabled: true, Attainment: 0.99}}}
+}
+
+// adaptStep is one decision of an adaptive scenario.
+type adaptStep struct {
+	demand      float64 // pool-wide tokens/s
+	ready       int32   // 0: all current replicas are ready
+	total, miss float64 // first tokens since the previous decision, and misses among them
+}
+
+// runSteps feeds steps 5 s apart from t0 (first tokens at or under the margin
+// unless they miss) and returns the decisions and the final state.
+func runSteps(t *testing.T, p Policy, steps []adaptStep) ([]Decision, AdaptiveState) {
+	t.Helper()
+	a, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := int32(4)
+	var ds []Decision
+	for i, s := range steps {
+		ready := s.ready
+		if ready == 0 {
+			ready = cur
+		}
+		in := Input{Now: t0.Add(time.Duration(i) * 5 * time.Second), CurrentReplicas: cur, ReadyReplicas: ready, QueueLag: -1,
+			Metrics: map[MetricType]MetricValue{TokensPerSecond: {Value: s.demand / float64(ready), Valid: true}},
+			TTFT:    TTFTCounts{Total: s.total, WithinSLO: s.total - s.miss, WithinMargin: s.total - s.miss}}
+		d := a.Decide(in)
+		ds = append(ds, d)
+		cur = d.Desired
+	}
+	return ds, *a.Snapshot().Adaptive
+}
+
+func repeat(n int, s adaptStep) []adaptStep {
+	out := make([]adaptStep, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+func TestAdaptiveValidation(t *testing.T) {
+	tests := []struct {
+		name    string
+		edit    func(*Policy)
+		wantErr string
+	}{
+		{"valid", func(*Policy) {}, ""},
+		{"default attainment", func(p *Policy) { p.SLO.Adaptive.Attainment = 0 }, ""},
+		{"without the SLO", func(p *Policy) { p.SLO.Enabled = false }, "sloTarget.adaptive"},
+		{"attainment of 100%", func(p *Policy) { p.SLO.Adaptive.Attainment = 1 }, "attainmentPercent"},
+		{"negative attainment", func(p *Policy) { p.SLO.Adaptive.Attainment = -0.5 }, "attainmentPercent"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := adaptivePolicy()
+			tc.edit(&p)
+			_, err := New(p)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("New: %v, want error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestAdaptiveProvisionsHeadroomTimesRememberedPeak(t *testing.T) {
+	// 3 minutes at 800 tokens/s (8 replicas of need), then 2 minutes at 200.
+	loaded := repeat(36, adaptStep{demand: 800, total: 10})
+	_, before := runSteps(t, adaptivePolicy(), loaded)
+	ds, st := runSteps(t, adaptivePolicy(), append(loaded, repeat(24, adaptStep{demand: 200, total: 10})...))
+	if st.Headroom != before.Headroom || st.Memory != before.Memory {
+		t.Fatalf("a dip must not move the headroom or the memory: %.3f %s before it, %.3f %s after",
+			before.Headroom, before.Memory, st.Headroom, st.Memory)
+	}
+	want := int32(math.Ceil(st.Headroom*8 - 1e-9))
+	if got := ds[len(ds)-1]; got.Desired != want || got.Reason != ReasonAdaptive {
+		t.Fatalf("after the drop the pool holds headroom x the remembered peak: got %d (%s), want %d (%s): %s",
+			got.Desired, got.Reason, want, ReasonAdaptive, got.Message)
+	}
+	// A need above headroom x peak is provisioned at once: never below the demand now.
+	ds, _ = runSteps(t, adaptivePolicy(), []adaptStep{{demand: 300}, {demand: 1250}})
+	if ds[1].Desired != 13 {
+		t.Fatalf("a step to 12.5 replicas of need: got %d, want 13", ds[1].Desired)
+	}
+}
+
+func TestAdaptiveRaisesOnAnOverspentBudget(t *testing.T) {
+	base := repeat(24, adaptStep{demand: 800, total: 20})
+	tests := []struct {
+		name      string
+		steps     []adaptStep
+		wantRaise bool
+	}{
+		{"misses within the budget", append(base, repeat(6, adaptStep{demand: 800, total: 20})...), false},
+		{"misses over the budget at the target", append(base, repeat(6, adaptStep{demand: 800, total: 20, miss: 5})...), true},
+		{"misses while replicas were still starting", append(repeat(24, adaptStep{demand: 800, total: 20, ready: 2}),
+			repeat(6, adaptStep{demand: 800, total: 20, miss: 5, ready: 2})...), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, st := runSteps(t, adaptivePolicy(), tc.steps)
+			raised := st.Headroom > initialHeadroom || st.Memory > initialMemory
+			if raised != tc.wantRaise {
+				t.Fatalf("raised %v, want %v: headroom %.3f memory %s", raised, tc.wantRaise, st.Headroom, st.Memory)
+			}
+		})
+	}
+}
+
+func TestAdaptiveRaisesAtMostOncePerSettleTime(t *testing.T) {
+	steps := append(repeat(24, adaptStep{demand: 800, total: 20}), repeat(12, adaptStep{demand: 800, total: 20, miss: 20})...)
+	_, st := runSteps(t, adaptivePolicy(), steps)
+	// 60 s of misses: one raise (settleTime is 90 s), by at most exp(adaptGain).
+	if st.Headroom <= initialHeadroom || st.Headroom > initialHeadroom*1.35+1e-9 {
+		t.Fatalf("headroom %.3f after 60 s of misses, want one raise of at most exp(%.1f)", st.Headroom, adaptGain)
+	}
+}
+
+func TestAdaptiveMemoryGrowsWhenAPeakWasForgotten(t *testing.T) {
+	p := adaptivePolicy()
+	a, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A learned memory of 2 minutes, a peak 3 minutes ago, and misses now: a
+	// memory twice as long would have held the peak, so the memory grows.
+	a.adapt.st.Memory = minMemory
+	now := t0.Add(time.Hour)
+	for i := range 60 {
+		b := a.adapt.bin(now.Add(time.Duration(i-60) * adaptBin))
+		b.Need, b.Provision = 2, 2
+		if i == 40 {
+			b.Need = 10
+		}
+	}
+	a.adapt.st.Last, a.adapt.st.Rate = now.Add(-5*time.Second), 4
+	a.Decide(Input{Now: now, CurrentReplicas: 2, QueueLag: -1,
+		Metrics: map[MetricType]MetricValue{TokensPerSecond: {Value: 100, Valid: true}},
+		TTFT:    TTFTCounts{Total: 20, WithinSLO: 0}})
+	st := a.Snapshot().Adaptive
+	if st.Memory <= minMemory || st.Headroom != initialHeadroom {
+		t.Fatalf("memory %s headroom %.3f: the memory must grow, not the headroom", st.Memory, st.Headroom)
+	}
+}
+
+func TestAdaptiveShrinksOnlyWithMarginWhileExercised(t *testing.T) {
+	tests := []struct {
+		name       string
+		tail       adaptStep
+		wantShrink bool
+	}{
+		{"loaded, all first tokens within the margin", adaptStep{demand: 800, total: 20}, true},
+		{"in a dip (demand under 70% of the peak)", adaptStep{demand: 400, total: 20}, false},
+		{"loaded, but over the budget at the margin", adaptStep{demand: 800, total: 20, miss: -1}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			steps := append(repeat(6, adaptStep{demand: 800, total: 20}), repeat(200, tc.tail)...) // 1000 s: within the memory
+			a, err := New(adaptivePolicy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur := int32(8)
+			var before float64
+			for i, s := range steps {
+				if i == 6 {
+					before = a.Snapshot().Adaptive.Headroom
+				}
+				c := TTFTCounts{Total: s.total, WithinSLO: s.total, WithinMargin: s.total}
+				if s.miss < 0 { // within the SLO, but not within the margin
+					c.WithinMargin = s.total / 2
+				}
+				cur = a.Decide(Input{Now: t0.Add(time.Duration(i) * 5 * time.Second), CurrentReplicas: cur, QueueLag: -1,
+					Metrics: map[MetricType]MetricValue{TokensPerSecond: {Value: s.demand / float64(cur), Valid: true}}, TTFT: c}).Desired
+			}
+			after := a.Snapshot().Adaptive.Headroom
+			if shrunk := after < before-1e-9; shrunk != tc.wantShrink {
+				t.Fatalf("headroom %.3f -> %.3f over 1000 s: shrink %v, want %v", before, after, shrunk, tc.wantShrink)
+			}
+		})
+	}
+}
+
+func TestAdaptiveSnapshotRestore(t *testing.T) {
+	steps := append(repeat(30, adaptStep{demand: 900, total: 20}), repeat(20, adaptStep{demand: 900, total: 20, miss: 4})...)
+	steps = append(steps, repeat(40, adaptStep{demand: 300, total: 20})...)
+	a, err := New(adaptivePolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := func(i int, cur int32) Input {
+		s := steps[i%len(steps)]
+		return Input{Now: t0.Add(time.Duration(i) * 5 * time.Second), CurrentReplicas: cur, QueueLag: -1,
+			Metrics: map[MetricType]MetricValue{TokensPerSecond: {Value: s.demand / float64(cur), Valid: true}},
+			TTFT:    TTFTCounts{Total: s.total, WithinSLO: s.total - s.miss, WithinMargin: s.total - s.miss}}
+	}
+	cur := int32(4)
+	for i := range 60 {
+		cur = a.Decide(input(i, cur)).Desired
+	}
+	raw, err := json.Marshal(a.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st State
+	if err := json.Unmarshal(raw, &st); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := New(adaptivePolicy())
+	b.Restore(st)
+	if !reflect.DeepEqual(a.Snapshot().Adaptive, b.Snapshot().Adaptive) {
+		t.Fatalf("restored state differs:\n%+v\n%+v", a.Snapshot().Adaptive, b.Snapshot().Adaptive)
+	}
+	fresh, _ := New(adaptivePolicy())
+	ca, cb, cf := cur, cur, cur
+	same, freshSame := true, true
+	for i := 60; i < len(steps)+30; i++ {
+		da, db, df := a.Decide(input(i, ca)), b.Decide(input(i, cb)), fresh.Decide(input(i, cf))
+		same = same && da.Desired == db.Desired
+		freshSame = freshSame && da.Desired == df.Desired
+		ca, cb, cf = da.Desired, db.Desired, df.Desired
+	}
+	if !same {
+		t.Fatal("the restored autoscaler decided differently from the original")
+	}
+	if freshSame {
+		t.Fatal("a fresh autoscaler decided as the original: the scenario does not exercise the learned state")
+	}
+}

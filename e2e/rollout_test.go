@@ -1,0 +1,244 @@
+package e2e
+
+// Rollout e2e (docs/rollouts.md): the gateway (host process, cluster mode) splits conversations
+// between two demo-agent pools by an AgentRollout; the controller (host process) reads the
+// gateway's metrics and moves the rollout.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var rolloutGVR = schema.GroupVersionResource{Group: "neuronetes.io", Version: "v1alpha1", Resource: "agentrollouts"}
+
+func rolloutStatus(t *testing.T, e *Env, ns, name string) map[string]any {
+	t.Helper()
+	u, err := e.Dynamic.Resource(rolloutGVR).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get rollout: %v", err)
+	}
+	st, _, _ := unstructured.NestedMap(u.Object, "status")
+	return st
+}
+
+// convTracker drives conversations through the gateway and checks none changes pool.
+type convTracker struct {
+	t     *testing.T
+	g     *gwProc
+	model string
+	extra map[string]any
+	mu    sync.Mutex
+	pool  map[string]string // conversation -> pool that served its first turn
+	next  int
+	// flips lists conversations that changed pool (must stay empty, except after a rollback for
+	// conversations that were on the canary).
+	flips []string
+	codes map[int]int
+	tools int // tool calls the client received
+}
+
+func newTracker(t *testing.T, g *gwProc, model string, extra map[string]any) *convTracker {
+	return &convTracker{t: t, g: g, model: model, extra: extra, pool: map[string]string{}, codes: map[int]int{}}
+}
+
+// round sends one turn of every conversation in convs in parallel and starts fresh ones; it
+// returns the pools that served the fresh ones.
+func (c *convTracker) round(convs []string, fresh int) []string {
+	c.mu.Lock()
+	var news []string
+	for i := 0; i < fresh; i++ {
+		c.next++
+		news = append(news, fmt.Sprintf("conv-%d", c.next))
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	var newPools []string
+	for _, conv := range append(append([]string{}, convs...), news...) {
+		wg.Add(1)
+		go func(conv string) {
+			defer wg.Done()
+			r := c.g.chat(c.t, c.model, conv, "hello from "+conv, false, c.extra)
+			pool := r.header.Get("X-Neuronetes-Pool")
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.codes[r.status]++
+			c.tools += r.toolCalls
+			if pool == "" {
+				return
+			}
+			if prev, ok := c.pool[conv]; !ok {
+				c.pool[conv] = pool
+				for _, n := range news {
+					if n == conv {
+						newPools = append(newPools, pool)
+					}
+				}
+			} else if prev != pool {
+				c.flips = append(c.flips, fmt.Sprintf("%s: %s -> %s", conv, prev, pool))
+			}
+		}(conv)
+	}
+	wg.Wait()
+	return newPools
+}
+
+func (c *convTracker) known() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.pool))
+	for k := range c.pool {
+		out = append(out, k)
+	}
+	return out
+}
+
+// driveUntil runs rounds (the known conversations plus fresh new ones) until done.
+func (c *convTracker) driveUntil(timeout time.Duration, fresh int, done func() bool) {
+	deadline := time.Now().Add(timeout)
+	for !done() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("not done after %s; responses by status %v", timeout, c.codes)
+		}
+		known := c.known()
+		if len(known) > 30 {
+			known = known[len(known)-30:]
+		}
+		c.round(known, fresh)
+	}
+}
+
+// TestRolloutRollsBackErroringCanary: a canary failing half its requests is rolled back by the
+// gate (status, condition, Warning Event); afterwards every new conversation goes to stable;
+// before it no conversation changed pool.
+func TestRolloutRollsBackErroringCanary(t *testing.T) {
+	e, ns, g := guardEnv(t, "rollout-rb")
+	img := e.Image(t, "demo-agent", "./cmd/demo-agent")
+	e.Apply(t, ns, poolManifest("stable", "chat", img, 1, "--ttft-base=5ms", "--token-rate=500", "--max-running=16")+"---\n"+
+		poolManifest("canary", "chat", img, 1, "--ttft-base=5ms", "--token-rate=500", "--max-running=16", "--fail-rate=0.5", "--fail-mode=status")+"---\n"+`
+apiVersion: neuronetes.io/v1alpha1
+kind: AgentRollout
+metadata: {name: chat}
+spec:
+  stablePool: {name: stable}
+  canaryPool: {name: canary}
+  steps: [{weight: 50, pause: 1s}, {weight: 100}]
+  gate: {minSamples: 20, interval: 2s, maxErrorRateIncrease: 0.05}
+`)
+	guardPoolReady(t, e, ns, "stable", 1)
+	guardPoolReady(t, e, ns, "canary", 1)
+	tr := newTracker(t, g, "chat", nil)
+	tr.driveUntil(4*time.Minute, 4, func() bool { return rolloutStatus(t, e, ns, "chat")["phase"] == "RolledBack" })
+	if len(tr.flips) > 0 {
+		t.Fatalf("conversations changed variant before the rollback: %v", tr.flips)
+	}
+	st := rolloutStatus(t, e, ns, "chat")
+	if w, _ := st["canaryWeight"].(int64); w != 0 {
+		t.Fatalf("canary weight after rollback: %v", st)
+	}
+	conds := fmt.Sprint(st["conditions"])
+	if !strings.Contains(conds, "RolledBack") || !strings.Contains(conds, "errorRate") {
+		t.Fatalf("conditions: %s", conds)
+	}
+	evs := e.Kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.kind=AgentRollout,reason=RolledBack", "-o", "name")
+	if strings.TrimSpace(evs) == "" {
+		t.Fatal("no RolledBack Event")
+	}
+	// Every new conversation now goes to stable (the gateway sees the status within a watch).
+	Eventually(t, 30*time.Second, "new conversations on stable", func() (bool, error) {
+		pools := tr.round(nil, 20)
+		for _, p := range pools {
+			if !strings.HasSuffix(p, "/stable") {
+				return false, fmt.Errorf("a new conversation went to %s", p)
+			}
+		}
+		return len(pools) == 20, fmt.Errorf("%d of 20 served", len(pools))
+	})
+	t.Logf("responses by status %v; %d conversations", tr.codes, len(tr.known()))
+}
+
+// TestRolloutShadowThenPromotion: a shadow step copies stable requests to the canary, whose tool
+// calls never reach the client (counted as suppressed); then a healthy canary is promoted through
+// every step, no conversation ever changes pool, and after promotion new conversations go to the
+// canary.
+func TestRolloutShadowThenPromotion(t *testing.T) {
+	e, ns, g := guardEnv(t, "rollout-ok")
+	img := e.Image(t, "demo-agent", "./cmd/demo-agent")
+	e.Apply(t, ns, poolManifest("stable", "chat", img, 1, "--ttft-base=5ms", "--token-rate=500", "--max-running=16")+"---\n"+
+		poolManifest("canary", "chat", img, 1, "--ttft-base=5ms", "--token-rate=500", "--max-running=16", "--tool-calls")+"---\n"+`
+apiVersion: neuronetes.io/v1alpha1
+kind: AgentRollout
+metadata: {name: chat}
+spec:
+  stablePool: {name: stable}
+  canaryPool: {name: canary}
+  steps:
+    - {weight: 0, mirror: 100, pause: 20s}
+    - {weight: 30, pause: 2s}
+    - {weight: 60, pause: 2s}
+    - {weight: 100}
+  gate: {minSamples: 15, interval: 2s, maxTTFTRatio: 3, maxErrorRateIncrease: 0.05}
+`)
+	guardPoolReady(t, e, ns, "stable", 1)
+	guardPoolReady(t, e, ns, "canary", 1)
+	tools := map[string]any{"tools": []any{map[string]any{"type": "function", "function": map[string]any{
+		"name": "send_email", "description": "sends an e-mail", "parameters": map[string]any{"type": "object"}}}}}
+	tr := newTracker(t, g, "chat", tools)
+
+	// Shadow step: every client answer comes from stable, without tool calls; the canary gets
+	// the copies and its tool calls are counted as suppressed.
+	Eventually(t, time.Minute, "shadow copies with suppressed tool calls", func() (bool, error) {
+		tr.round(tr.known(), 4)
+		if st := rolloutStatus(t, e, ns, "chat"); fmt.Sprint(st["currentStep"]) != "0" {
+			t.Fatalf("the shadow step (pause 20s) ended before its copies were seen: %v", st)
+		}
+		shadow := g.metric(t, "neuronetes_rollout_requests_total", map[string]string{"variant": "canary", "mode": "shadow"})
+		suppressed := g.metric(t, "neuronetes_rollout_shadow_tool_calls_suppressed_total", nil)
+		return shadow > 0 && suppressed > 0, fmt.Errorf("shadow samples %v, suppressed tool calls %v", shadow, suppressed)
+	})
+	if tr.tools != 0 {
+		t.Fatalf("the client received %d tool calls during the shadow step", tr.tools)
+	}
+	for conv, p := range tr.pool {
+		if !strings.HasSuffix(p, "/stable") {
+			t.Fatalf("conversation %s was served by %s during the shadow step", conv, p)
+		}
+	}
+	tr.driveUntil(5*time.Minute, 4, func() bool { return rolloutStatus(t, e, ns, "chat")["phase"] == "Promoted" })
+	if len(tr.flips) > 0 {
+		t.Fatalf("conversations changed variant: %v", tr.flips)
+	}
+	onCanary := 0
+	for _, p := range tr.pool {
+		if strings.HasSuffix(p, "/canary") {
+			onCanary++
+		}
+	}
+	if onCanary == 0 {
+		t.Fatal("no conversation reached the canary during the weighted steps")
+	}
+	evs := e.Kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.kind=AgentRollout,reason=Promoted", "-o", "name")
+	if strings.TrimSpace(evs) == "" {
+		t.Fatal("no Promoted Event")
+	}
+	Eventually(t, 30*time.Second, "new conversations on the canary", func() (bool, error) {
+		pools := tr.round(nil, 10)
+		for _, p := range pools {
+			if !strings.HasSuffix(p, "/canary") {
+				return false, fmt.Errorf("a new conversation went to %s", p)
+			}
+		}
+		return len(pools) == 10, nil
+	})
+	if len(tr.flips) > 0 {
+		t.Fatalf("conversations changed variant after promotion: %v", tr.flips)
+	}
+	t.Logf("responses by status %v; %d conversations, %d on the canary", tr.codes, len(tr.pool), onCanary)
+}

@@ -1,0 +1,249 @@
+// Package auth authenticates gateway callers: API keys (compared by SHA-256 against the hashes
+// of the tenant directory) and OIDC bearer JWTs (signature checked against the issuer's JWKS,
+// issuer, audience, expiry and not-before checked, then mapped to a tenant by issuer, audience
+// and an optional claim). Every failure is a 401 whose body says what was wrong with the
+// credential and nothing about tenants or models.
+package auth
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"k8s.io/klog/v2"
+
+	"github.com/neuronetes/neuronetes/gateway/access"
+	"github.com/neuronetes/neuronetes/gateway/openai"
+)
+
+// Authenticator implements engine.Authenticator.
+type Authenticator struct {
+	// Dir holds the current tenants and credentials.
+	Dir *access.Holder
+	// HTTPClient fetches discovery documents and JWKS (default http.DefaultClient).
+	HTTPClient *http.Client
+
+	mu        sync.Mutex
+	verifiers map[verifierKey]*oidc.IDTokenVerifier
+}
+
+type verifierKey struct{ issuer, audience, jwks string }
+
+// SigningAlgs are the JWT algorithms accepted.
+var SigningAlgs = []string{oidc.RS256, oidc.RS384, oidc.RS512, oidc.ES256, oidc.ES384, oidc.ES512, oidc.PS256, oidc.PS384, oidc.PS512, oidc.EdDSA}
+
+// Credential returns the bearer token or x-api-key value of h, "" when none.
+func Credential(h http.Header) string {
+	if v := h.Get("Authorization"); v != "" {
+		if scheme, tok, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(tok)
+		}
+		return ""
+	}
+	return strings.TrimSpace(h.Get("X-Api-Key"))
+}
+
+func unauthorized(code, format string, args ...any) *openai.Error {
+	return openai.NewError(http.StatusUnauthorized, "invalid_request_error", code, "", format, args...)
+}
+
+// Authenticate maps the request's credential to a tenant.
+func (a *Authenticator) Authenticate(ctx context.Context, h http.Header) (*access.Tenant, *openai.Error) {
+	cred := Credential(h)
+	if cred == "" {
+		if h.Get("Authorization") != "" {
+			return nil, unauthorized("invalid_authorization", "the Authorization header must be \"Bearer <API key or token>\"")
+		}
+		return nil, unauthorized("missing_api_key", "no credential: send Authorization: Bearer <API key or token>, or x-api-key")
+	}
+	dir := a.Dir.Load()
+	if looksLikeJWT(cred) {
+		return a.oidcTenant(ctx, dir, cred)
+	}
+	if t, ok := dir.ByKey(cred); ok {
+		return t, nil
+	}
+	return nil, unauthorized("invalid_api_key", "invalid API key")
+}
+
+// looksLikeJWT reports whether s has the three dot-separated parts of a compact JWS whose
+// header is a JSON object.
+func looksLikeJWT(s string) bool {
+	return strings.Count(s, ".") == 2 && strings.HasPrefix(s, "eyJ")
+}
+
+// issuerOf reads the unverified "iss" claim to find the bindings that could verify the token.
+func issuerOf(token string) (string, error) {
+	parts := strings.Split(token, ".")
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", fmt.Errorf("token payload is not base64url: %w", err)
+	}
+	var c struct {
+		Iss string `json:"iss"`
+	}
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return "", fmt.Errorf("token payload is not JSON: %w", err)
+	}
+	return c.Iss, nil
+}
+
+// oidcTenant verifies the token against the bindings of its issuer; exactly one tenant must
+// accept it.
+func (a *Authenticator) oidcTenant(ctx context.Context, dir *access.Directory, token string) (*access.Tenant, *openai.Error) {
+	iss, err := issuerOf(token)
+	if err != nil {
+		return nil, unauthorized("invalid_token", "invalid token: %v", err)
+	}
+	var found *access.Tenant
+	var errs []error
+	anyVerified := false
+	verified := map[verifierKey]map[string]any{}
+	for _, b := range dir.OIDC {
+		if b.Issuer != iss {
+			continue
+		}
+		k := verifierKey{b.Issuer, b.Audience, b.JWKSURI}
+		claims, ok := verified[k]
+		if !ok {
+			claims, err = a.verify(ctx, k, token)
+			if err != nil {
+				errs = append(errs, err)
+				verified[k] = nil
+				continue
+			}
+			verified[k] = claims
+		}
+		anyVerified = anyVerified || claims != nil
+		if claims == nil || !claimMatches(claims, b) {
+			continue
+		}
+		if found != nil && found != b.Tenant {
+			return nil, unauthorized("ambiguous_token", "the token matches more than one tenant; set oidc[].claim to tell them apart")
+		}
+		found = b.Tenant
+	}
+	if found != nil {
+		return found, nil
+	}
+	// The most telling reason: an expired token (its signature and audience were good), then a
+	// token some binding verified whose claims no tenant accepts, then the verification errors
+	// (an audience mismatch last: other bindings of the issuer may expect other audiences).
+	for _, e := range errs {
+		var exp *oidc.TokenExpiredError
+		if errors.As(e, &exp) {
+			return nil, unauthorized("token_expired", "token expired at %s", exp.Expiry.UTC().Format("2006-01-02T15:04:05Z"))
+		}
+	}
+	if !anyVerified && len(errs) > 0 {
+		pick := errs[0]
+		for _, e := range errs {
+			if tokenProblem(e) != "wrong audience" {
+				pick = e
+				break
+			}
+		}
+		klog.FromContext(ctx).V(2).Info("Token rejected", "issuer", iss, "err", pick)
+		return nil, unauthorized("invalid_token", "invalid token: %s", tokenProblem(pick))
+	}
+	return nil, unauthorized("invalid_token", "token not accepted: no tenant trusts its issuer, audience and claims")
+}
+
+// tokenProblem is the part of a verification error safe to show (issuer and audience
+// mismatches, a bad signature), without key material.
+func tokenProblem(err error) string {
+	s := err.Error()
+	switch {
+	case strings.Contains(s, "expected audience"):
+		return "wrong audience"
+	case strings.Contains(s, "id token issued by a different provider"):
+		return "wrong issuer"
+	case strings.Contains(s, "signature"):
+		return "bad signature"
+	case strings.Contains(s, "before the nbf"), strings.Contains(s, "not valid yet"):
+		return "not valid yet"
+	}
+	return "verification failed"
+}
+
+func (a *Authenticator) verify(ctx context.Context, k verifierKey, token string) (map[string]any, error) {
+	v, err := a.verifier(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	if a.HTTPClient != nil {
+		ctx = oidc.ClientContext(ctx, a.HTTPClient)
+	}
+	idt, err := v.Verify(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	var claims map[string]any
+	if err := idt.Claims(&claims); err != nil {
+		return nil, fmt.Errorf("token claims: %w", err)
+	}
+	return claims, nil
+}
+
+// verifier returns the cached verifier of an issuer and audience. With a JWKS URI the keys are
+// fetched from it; otherwise discovery runs once (and again after a failure).
+func (a *Authenticator) verifier(ctx context.Context, k verifierKey) (*oidc.IDTokenVerifier, error) {
+	a.mu.Lock()
+	v := a.verifiers[k]
+	a.mu.Unlock()
+	if v != nil {
+		return v, nil
+	}
+	// The key set outlives the request that created it.
+	bg := context.WithoutCancel(ctx)
+	if a.HTTPClient != nil {
+		bg = oidc.ClientContext(bg, a.HTTPClient)
+	}
+	cfg := &oidc.Config{ClientID: k.audience, SupportedSigningAlgs: SigningAlgs}
+	if k.jwks != "" {
+		v = oidc.NewVerifier(k.issuer, oidc.NewRemoteKeySet(bg, k.jwks), cfg)
+	} else {
+		p, err := oidc.NewProvider(bg, k.issuer)
+		if err != nil {
+			return nil, fmt.Errorf("OIDC discovery for %s: %w", k.issuer, err)
+		}
+		v = p.Verifier(cfg)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.verifiers == nil {
+		a.verifiers = map[verifierKey]*oidc.IDTokenVerifier{}
+	}
+	a.verifiers[k] = v
+	return v, nil
+}
+
+// claimMatches checks a binding's claim: the claim's value (a string, or any element of an
+// array) must be one of the binding's values, or the tenant's name when none are listed.
+func claimMatches(claims map[string]any, b access.OIDCBinding) bool {
+	if b.Claim == "" {
+		return true
+	}
+	want := b.Values
+	if len(want) == 0 {
+		want = []string{b.Tenant.Name}
+	}
+	switch v := claims[b.Claim].(type) {
+	case string:
+		return slices.Contains(want, v)
+	case []any:
+		for _, e := range v {
+			if s, ok := e.(string); ok && slices.Contains(want, s) {
+				return true
+			}
+		}
+	}
+	return false
+}

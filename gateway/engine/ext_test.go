@@ -1,0 +1,246 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/neuronetes/neuronetes/gateway/access"
+	"github.com/neuronetes/neuronetes/gateway/route"
+	"github.com/neuronetes/neuronetes/gateway/stage"
+)
+
+func TestAccessAndBadInput(t *testing.T) {
+	b := newBackend(t)
+	h := newHarness(t, b)
+	restricted := tenant("r", access.Quota{})
+	tests := []struct {
+		name   string
+		t      *access.Tenant
+		hdr    map[string]string
+		body   string
+		status int
+		code   string
+	}{
+		{"malformed json", anyone, nil, `{"model":`, 400, "bad_request"},
+		{"missing model", anyone, nil, `{"messages":[{"role":"user","content":"x"}]}`, 400, "bad_request"},
+		{"wrong type", anyone, nil, `{"model":"m","messages":"hi"}`, 400, "bad_request"},
+		{"unknown model, wildcard tenant", anyone, nil, `{"model":"nope","messages":[{"role":"user","content":"x"}]}`, 404, "model_not_found"},
+		{"unknown model, restricted tenant", restricted, nil, `{"model":"nope","messages":[{"role":"user","content":"x"}]}`, 403, "forbidden_model"},
+		{"forbidden model", &access.Tenant{Name: "x", Namespace: "ns", Models: map[string]bool{"other": true}}, nil, chat(true, ""), 403, "forbidden_model"},
+		{"priority not allowed", tenant("p", access.Quota{}), map[string]string{HeaderPriority: "low"}, chat(true, ""), 403, "forbidden_priority"},
+		{"priority invalid", anyone, map[string]string{HeaderPriority: "urgent"}, chat(true, ""), 400, "bad_request"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := h.do(context.Background(), tt.t, tt.hdr, tt.body)
+			if s.err == nil || s.err.Status != tt.status || *s.err.Body.Code != tt.code {
+				t.Fatalf("got %v, want %d %s", s.err, tt.status, tt.code)
+			}
+		})
+	}
+	if b.count() != 0 {
+		t.Fatalf("%d bad requests reached the backend", b.count())
+	}
+	if s := h.do(context.Background(), tenant("p", access.Quota{}), map[string]string{HeaderPriority: "high"}, chat(true, "")); s.err != nil {
+		t.Fatalf("allowed priority: %v", s.err)
+	}
+}
+
+func TestNoEndpoint503(t *testing.T) {
+	h := newHarness(t)
+	s := h.do(context.Background(), anyone, nil, chat(true, ""))
+	if s.err == nil || s.err.Status != 503 || s.err.RetryAfter != time.Second {
+		t.Fatalf("err %v", s.err)
+	}
+	h.assertReleased(t)
+}
+
+// A tenant over its token rate gets 429 with Retry-After while another tenant is served.
+func TestQuotaPerTenant(t *testing.T) {
+	h := newHarness(t, newBackend(t))
+	q := access.Quota{TokensPerMinute: 60, TokenBurst: 40} // the request costs ~4 prompt + 8 max tokens
+	a, other := tenant("a", q), tenant("b", q)
+	for i := 0; i < 3; i++ {
+		if s := h.do(context.Background(), a, nil, chat(true, "")); s.err != nil {
+			t.Fatalf("request %d: %v", i, s.err)
+		}
+	}
+	// Usage corrected each charge to 7+3 tokens billed, leaving 40-30 = 10 (+ refill); the next
+	// charge of 12 does not fit.
+	s := h.do(context.Background(), a, nil, chat(true, ""))
+	if s.err == nil || s.err.Status != 429 || s.err.RetryAfter <= 0 || *s.err.Body.Code != "quota_tokens" {
+		t.Fatalf("over quota: %v", s.err)
+	}
+	if s := h.do(context.Background(), other, nil, chat(true, "")); s.err != nil {
+		t.Fatalf("other tenant: %v", s.err)
+	}
+}
+
+type blocker struct{}
+
+func (blocker) Name() string { return "block-word" }
+func (blocker) Check(_ context.Context, r *stage.Request) (stage.Decision, error) {
+	for i, m := range r.Body.Messages {
+		txt := m.Text()
+		if strings.Contains(txt, "forbidden") {
+			return stage.Decision{Action: stage.Block, Reason: "contains a forbidden word"}, nil
+		}
+		if strings.Contains(txt, "555-1234") {
+			_ = r.Body.SetMessageText(i, strings.ReplaceAll(txt, "555-1234", "[PHONE]"))
+			return stage.Decision{Action: stage.Redact}, nil
+		}
+	}
+	return stage.Decision{Action: stage.Flag, Reason: "seen"}, nil
+}
+
+// redactor replaces "SECRET" in responses even when it is split across chunks, holding back at
+// most len("SECRET")-1 bytes.
+type redactor struct{}
+
+func (redactor) Name() string { return "secret" }
+func (redactor) NewStream(context.Context, *stage.Request) stage.StreamFilter {
+	return &redactStream{held: map[int]string{}}
+}
+
+type redactStream struct{ held map[int]string }
+
+func (r *redactStream) Write(c int, s string) (string, error) {
+	s = strings.ReplaceAll(r.held[c]+s, "SECRET", "******")
+	keep := min(len("SECRET")-1, len(s))
+	r.held[c] = s[len(s)-keep:]
+	return s[:len(s)-keep], nil
+}
+func (r *redactStream) Close(c int) (string, error) { s := r.held[c]; delete(r.held, c); return s, nil }
+func (r *redactStream) Blocked() (string, bool)     { return "", false }
+
+type observer struct {
+	mu  sync.Mutex
+	out []stage.Outcome
+}
+
+func (o *observer) Observe(_ *stage.Request, out stage.Outcome) {
+	o.mu.Lock()
+	o.out = append(o.out, out)
+	o.mu.Unlock()
+}
+
+func TestStagesAndFilters(t *testing.T) {
+	b := newBackend(t)
+	h := newHarness(t, b)
+	obs := &observer{}
+	h.e.Ext.Stages = []stage.RequestStage{blocker{}}
+	h.e.Ext.Filters = []stage.ChunkFilter{redactor{}}
+	h.e.Ext.Observers = []stage.Observer{obs}
+
+	s := h.do(context.Background(), anyone, nil, `{"model":"m","stream":true,"messages":[{"role":"user","content":"a forbidden thing"}]}`)
+	if s.err == nil || s.err.Status != 400 || *s.err.Body.Code != "content_blocked" || b.count() != 0 {
+		t.Fatalf("block: %v (backend calls %d)", s.err, b.count())
+	}
+	s = h.do(context.Background(), anyone, nil, `{"model":"m","stream":true,"messages":[{"role":"user","content":"call 555-1234"}]}`)
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	msgs := b.last().body["messages"].([]any)
+	if got := msgs[0].(map[string]any)["content"]; got != "call [PHONE]" {
+		t.Fatalf("backend got %q, want the redacted message", got)
+	}
+	// The backend streams "the SEC" + "RET is" + "SECRET": every occurrence is masked.
+	b.set(func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i, p := range []string{"the SEC", "RET is ", "SECRET"} {
+			fin := ""
+			if i == 2 {
+				fin = "stop"
+			}
+			w.Write([]byte("data: " + chunkJSON(p, fin) + "\n\n"))
+		}
+		w.Write([]byte("data: [DONE]\n\n"))
+	})
+	s = h.do(context.Background(), anyone, nil, chat(true, ""))
+	if got := s.text(); got != "the ****** is ******" {
+		t.Fatalf("streamed %q", got)
+	}
+	b.set(streamTokens(1, 0))
+	b.set(func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		w.Write([]byte(`{"id":"x","object":"chat.completion","model":"m","extra":1,"choices":[{"index":0,"message":{"role":"assistant","content":"a SECRET b"},"finish_reason":"stop"}]}`))
+	})
+	s = h.do(context.Background(), anyone, nil, chat(false, ""))
+	if !strings.Contains(s.body, `"a ****** b"`) || !strings.Contains(s.body, `"extra":1`) {
+		t.Fatalf("whole response %s", s.body)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.out) != 4 || obs.out[0].Status != 400 || obs.out[2].TTFT <= 0 || obs.out[2].Pod != b.name || len(obs.out[3].Flags) != 1 {
+		t.Fatalf("outcomes %+v", obs.out)
+	}
+	if v := testutil.ToFloat64(h.e.Metrics.Stages.WithLabelValues("block-word", "redact")); v != 1 {
+		t.Fatalf("redact decisions %v", v)
+	}
+}
+
+// canary selects by session key; mirror copies every request to the shadow pool.
+type canary struct{ to route.PoolRef }
+
+func (c canary) Select(_ context.Context, r *stage.Request) (route.PoolRef, error) {
+	if strings.HasPrefix(r.SessionKey, "canary") {
+		return c.to, nil
+	}
+	return r.Candidates[0].Pool, nil
+}
+
+type mirror struct {
+	to   route.PoolRef
+	done chan stage.Outcome
+}
+
+func (m mirror) Shadows(_ context.Context, r *stage.Request) []stage.Shadow {
+	body := r.Body.Clone()
+	body.Set("tools", nil)
+	return []stage.Shadow{{Pool: m.to, Body: body, Done: func(o stage.Outcome) { m.done <- o }}}
+}
+
+func TestSelectorAndMirror(t *testing.T) {
+	stable, canaryB, shadowB := newBackend(t), newBackend(t), newBackend(t)
+	h := newHarness(t, stable)
+	mk := func(name string, b *backend) *route.Pool {
+		return &route.Pool{Ref: route.PoolRef{Namespace: "ns", Name: name}, Model: "m", AgentClass: name, Policy: route.DefaultPolicy(),
+			Endpoints: []route.Endpoint{{Pod: b.name, Addr: b.name}}}
+	}
+	canaryPool, shadowPool := mk("pool-canary", canaryB), mk("shadow", shadowB)
+	shadowPool.Model = "shadow-model"
+	h.e.Table.Store(route.NewSnapshot([]*route.Pool{h.pool, canaryPool, shadowPool}))
+	done := make(chan stage.Outcome, 4)
+	h.e.Ext.Selector = canary{canaryPool.Ref}
+	h.e.Ext.Mirrors = []stage.Mirror{mirror{shadowPool.Ref, done}}
+
+	s := h.do(context.Background(), anyone, map[string]string{"X-Session-Id": "canary-1"}, chat(true, `,"tools":[{"type":"function"}]`))
+	if s.err != nil || s.meta.Pool != "ns/pool-canary" || canaryB.count() != 1 {
+		t.Fatalf("canary: %v %+v", s.err, s.meta)
+	}
+	o := <-done
+	if !o.Shadow || o.Err != "" || o.Pod != shadowB.name {
+		t.Fatalf("shadow outcome %+v", o)
+	}
+	if _, has := shadowB.last().body["tools"]; has {
+		t.Fatal("shadow copy kept its tools")
+	}
+	if _, has := canaryB.last().body["tools"]; !has {
+		t.Fatal("the client's request lost its tools")
+	}
+	s = h.do(context.Background(), anyone, map[string]string{"X-Session-Id": "user-1"}, chat(true, ""))
+	if s.meta.Pool != "ns/pool" || stable.count() != 1 {
+		t.Fatalf("stable: %+v", s.meta)
+	}
+	<-done
+	raw, _ := json.Marshal(shadowB.last().body)
+	if shadowB.count() != 2 || !strings.Contains(string(raw), `"stream":true`) {
+		t.Fatalf("shadow calls %d body %s", shadowB.count(), raw)
+	}
+}

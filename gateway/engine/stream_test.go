@@ -1,0 +1,275 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/neuronetes/neuronetes/gateway/access"
+	"github.com/neuronetes/neuronetes/gateway/openai"
+	"github.com/neuronetes/neuronetes/gateway/route"
+)
+
+// The first chunk reaches the client while the backend has not generated the last token.
+func TestStreamFirstChunkBeforeLastToken(t *testing.T) {
+	b := newBackend(t)
+	release := make(chan struct{})
+	b.set(func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: %s\n\n", chunkJSON("first ", ""))
+		w.(http.Flusher).Flush()
+		<-release
+		fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", chunkJSON("last", "stop"))
+	})
+	h := newHarness(t, b)
+	done := make(chan *sink)
+	s := newSink()
+	go func() {
+		h.e.Handle(context.Background(), Inbound{Route: "chat", Header: http.Header{}, Body: []byte(chat(true, "")), Protocol: "http", Tenant: anyone}, s)
+		done <- s
+	}()
+	select {
+	case <-s.first:
+	case <-time.After(2 * time.Second):
+		t.Fatal("first chunk not delivered while the backend holds the last token")
+	}
+	close(release)
+	<-done
+	if s.text() != "first last" || !s.finished || s.meta.Pod != b.name {
+		t.Fatalf("text %q finished %v meta %+v", s.text(), s.finished, s.meta)
+	}
+	if n := testutil.CollectAndCount(h.e.Metrics.TTFT); n != 1 {
+		t.Fatalf("TTFT series %d", n)
+	}
+	h.assertReleased(t)
+}
+
+// A client that disconnects mid-stream cancels the backend request at once and releases every
+// counter: load, in-flight gauge, queued tokens, admission slot and the quota lease.
+func TestCancelReleasesEveryCounter(t *testing.T) {
+	b := newBackend(t)
+	backendDone := make(chan time.Time, 1)
+	b.set(func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; ; i++ {
+			fmt.Fprintf(w, "data: %s\n\n", chunkJSON("x ", ""))
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				backendDone <- time.Now()
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	})
+	h := newHarness(t, b)
+	tn := tenant("t", access.Quota{MaxConcurrent: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	s := newSink()
+	finished := make(chan struct{})
+	go func() {
+		h.e.Handle(ctx, Inbound{Route: "chat", Header: http.Header{"X-Session-Id": {"s1"}}, Body: []byte(chat(true, "")), Protocol: "http", Tenant: tn}, s)
+		close(finished)
+	}()
+	<-s.first
+	if h.e.Picker.Load.Total() != 1 || testutil.ToFloat64(h.e.Metrics.InFlight.WithLabelValues("ns/pool")) != 1 {
+		t.Fatal("request not counted while streaming")
+	}
+	cancelled := time.Now()
+	cancel()
+	select {
+	case at := <-backendDone:
+		if d := at.Sub(cancelled); d > time.Second {
+			t.Fatalf("backend saw the cancel after %v", d)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("backend request not cancelled within 1 s")
+	}
+	<-finished
+	h.assertReleased(t)
+	b.set(streamTokens(2, 0))
+	// The quota lease is back: a second request of the same tenant (cap 1) is admitted.
+	s2 := h.do(context.Background(), tn, nil, chat(false, ""))
+	if s2.err != nil && s2.err.Reason == "quota_concurrency" {
+		t.Fatalf("quota lease leaked: %v", s2.err)
+	}
+}
+
+// Before the first byte, a 503 (or 429, or a refused connection) is retried once on the next
+// candidate; after it, a failure ends the stream with an error event and is never retried.
+func TestRetryBeforeFirstByteOnly(t *testing.T) {
+	t.Run("503 then ok", func(t *testing.T) {
+		bad, good := newBackend(t), newBackend(t)
+		bad.set(func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+			http.Error(w, `{"error":{"message":"busy"}}`, http.StatusServiceUnavailable)
+		})
+		h := newHarness(t, bad, good)
+		// Pin the session to the failing pod so the first attempt goes there.
+		h.e.Pins.Pin(context.Background(), h.pool.Ref, affinityHash("s1"), bad.name, time.Minute)
+		s := h.do(context.Background(), anyone, map[string]string{"X-Session-Id": "s1"}, chat(true, ""))
+		if s.err != nil || s.meta.Pod != good.name || s.meta.Pin != PinRepinned || s.text() != "t0 t1 t2 " {
+			t.Fatalf("err %v meta %+v text %q", s.err, s.meta, s.text())
+		}
+		if bad.count() != 1 || good.count() != 1 {
+			t.Fatalf("attempts bad %d good %d", bad.count(), good.count())
+		}
+		if v := testutil.ToFloat64(h.e.Metrics.Retries.WithLabelValues("ns/pool", "503")); v != 1 {
+			t.Fatalf("retries %v", v)
+		}
+		h.assertReleased(t)
+	})
+	t.Run("connection refused then ok", func(t *testing.T) {
+		dead, good := newBackend(t), newBackend(t)
+		dead.srv.Close()
+		h := newHarness(t, dead, good)
+		h.e.Pins.Pin(context.Background(), h.pool.Ref, affinityHash("s1"), dead.name, time.Minute)
+		s := h.do(context.Background(), anyone, map[string]string{"X-Session-Id": "s1"}, chat(false, ""))
+		if s.err != nil || s.meta.Pod != good.name || !strings.Contains(s.body, "t0 t1 t2") {
+			t.Fatalf("err %v meta %+v body %q", s.err, s.meta, s.body)
+		}
+	})
+	t.Run("two failures", func(t *testing.T) {
+		a, b := newBackend(t), newBackend(t)
+		busy := func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+			w.Header().Set("Retry-After", "3")
+			http.Error(w, `{"error":{"message":"slow down"}}`, http.StatusTooManyRequests)
+		}
+		a.set(busy)
+		b.set(busy)
+		h := newHarness(t, a, b)
+		s := h.do(context.Background(), anyone, nil, chat(true, ""))
+		if s.err == nil || s.err.Status != 429 || s.err.RetryAfter != 3*time.Second || a.count()+b.count() != 2 {
+			t.Fatalf("err %v attempts %d", s.err, a.count()+b.count())
+		}
+	})
+	t.Run("mid-stream failure", func(t *testing.T) {
+		a, b := newBackend(t), newBackend(t)
+		broken := func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: %s\n\n", chunkJSON("partial ", ""))
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // drop the connection
+		}
+		a.set(broken)
+		b.set(broken)
+		h := newHarness(t, a, b)
+		s := h.do(context.Background(), anyone, nil, chat(true, ""))
+		if !s.started || s.err == nil || !s.errAfter || s.finished || a.count()+b.count() != 1 {
+			t.Fatalf("started %v err %v after %v finished %v attempts %d", s.started, s.err, s.errAfter, s.finished, a.count()+b.count())
+		}
+		if !strings.Contains(s.err.Body.Message, "backend stream failed") {
+			t.Fatalf("error event %q", s.err.Body.Message)
+		}
+		h.assertReleased(t)
+	})
+}
+
+// A stream that stops producing ends with an error event after the idle timeout, never a hang.
+func TestIdleTimeout(t *testing.T) {
+	b := newBackend(t)
+	b.set(func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: %s\n\n", chunkJSON("a ", ""))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	h := newHarness(t, b)
+	start := time.Now()
+	s := h.do(context.Background(), anyone, nil, chat(true, ""))
+	if s.err == nil || !s.errAfter || !strings.Contains(s.err.Body.Message, "idle") {
+		t.Fatalf("err %v", s.err)
+	}
+	if d := time.Since(start); d < time.Second || d > 3*time.Second {
+		t.Fatalf("ended after %v, want about the 1 s idle timeout", d)
+	}
+	h.assertReleased(t)
+}
+
+func TestFirstTokenTimeout(t *testing.T) {
+	b := newBackend(t)
+	b.set(func(w http.ResponseWriter, r *http.Request, _ map[string]any) { <-r.Context().Done() })
+	h := newHarness(t, b)
+	s := h.do(context.Background(), anyone, nil, chat(true, ""))
+	if s.err == nil || s.errAfter || s.err.Status != http.StatusGatewayTimeout || b.count() != 1 {
+		t.Fatalf("err %v after %v attempts %d", s.err, s.errAfter, b.count())
+	}
+}
+
+// Usage: passed through when the client asked and the backend gave it, synthesized when the
+// client asked and the backend gave none, and the gateway's own request for it is hidden.
+func TestUsage(t *testing.T) {
+	b := newBackend(t)
+	h := newHarness(t, b)
+	s := h.do(context.Background(), anyone, nil, chat(true, `,"stream_options":{"include_usage":true}`))
+	last := s.events[len(s.events)-1]
+	if !strings.Contains(last, `"completion_tokens":3`) {
+		t.Fatalf("last chunk %s", last)
+	}
+	if so := b.last().body["stream_options"].(map[string]any); so["include_usage"] != true {
+		t.Fatal("backend not asked for usage")
+	}
+	s = h.do(context.Background(), anyone, nil, chat(true, ""))
+	for _, e := range s.events {
+		if strings.Contains(e, `"usage"`) {
+			t.Fatalf("usage sent to a client that did not ask: %s", e)
+		}
+	}
+	b.set(func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: %s\n\ndata: %s\n\ndata: [DONE]\n\n", chunkJSON("a ", ""), chunkJSON("b", "stop"))
+	})
+	s = h.do(context.Background(), anyone, nil, chat(true, `,"stream_options":{"include_usage":true}`))
+	var u struct {
+		Usage openai.Usage `json:"usage"`
+	}
+	_ = json.Unmarshal([]byte(s.events[len(s.events)-1]), &u)
+	if u.Usage.CompletionTokens != 2 || u.Usage.PromptTokens == 0 {
+		t.Fatalf("synthesized usage %+v from %s", u, s.events[len(s.events)-1])
+	}
+	if v := testutil.ToFloat64(h.e.Metrics.Tokens.WithLabelValues("cls", "m", "output")); v != 3+3+2 {
+		t.Fatalf("output tokens %v, want 8", v)
+	}
+}
+
+// Two turns of a session land on the same pod; when that pod leaves the pool the session is
+// re-pinned to another.
+func TestAffinityHoldAndRepin(t *testing.T) {
+	bs := []*backend{newBackend(t), newBackend(t), newBackend(t)}
+	h := newHarness(t, bs...)
+	hdr := map[string]string{"X-Session-Id": "conv-9"}
+	s1 := h.do(context.Background(), anyone, hdr, chat(true, ""))
+	s2 := h.do(context.Background(), anyone, hdr, chat(true, ""))
+	if s1.meta.Pin != PinNew || s2.meta.Pin != PinHeld || s1.meta.Pod != s2.meta.Pod {
+		t.Fatalf("turns: %+v then %+v", s1.meta, s2.meta)
+	}
+	for _, b := range bs {
+		if b.name == s1.meta.Pod && b.last().header.Get("X-Conversation-Id") != "conv-9" {
+			t.Fatal("session key not forwarded as X-Conversation-Id")
+		}
+	}
+	// The pod leaves the pool.
+	p := *h.pool
+	p.Endpoints = nil
+	for _, e := range h.pool.Endpoints {
+		if e.Pod != s1.meta.Pod {
+			p.Endpoints = append(p.Endpoints, e)
+		}
+	}
+	h.e.Table.Store(route.NewSnapshot([]*route.Pool{&p}))
+	s3 := h.do(context.Background(), anyone, hdr, chat(true, ""))
+	s4 := h.do(context.Background(), anyone, hdr, chat(true, ""))
+	if s3.meta.Pin != PinRepinned || s3.meta.Pod == s1.meta.Pod || s4.meta.Pin != PinHeld || s4.meta.Pod != s3.meta.Pod {
+		t.Fatalf("after the pod left: %+v then %+v", s3.meta, s4.meta)
+	}
+	for _, r := range []string{"hit", "miss", "repin"} {
+		if testutil.ToFloat64(h.e.Metrics.Affinity.WithLabelValues("ns/pool", r)) == 0 {
+			t.Fatalf("affinity %s not counted", r)
+		}
+	}
+}

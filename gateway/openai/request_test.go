@@ -1,0 +1,95 @@
+package openai
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		route Route
+		body  string
+		param string
+		msg   string
+	}{
+		{RouteChat, `nope`, "", "not a JSON object"},
+		{RouteChat, `[1]`, "", "not a JSON object"},
+		{RouteChat, `{"messages":[{"role":"user","content":"x"}]}`, "model", "model"},
+		{RouteChat, `{"model":"m"}`, "messages", "messages"},
+		{RouteChat, `{"model":"m","messages":[{"content":"x"}]}`, "messages[0].role", "role"},
+		{RouteChat, `{"model":"m","messages":[{"role":"user"}],"max_tokens":-1}`, "max_tokens", "negative"},
+		{RouteChat, `{"model":"m","messages":[{"role":"user"}],"max_tokens":"ten"}`, "max_tokens", "invalid"},
+		{RouteCompletions, `{"model":"m"}`, "prompt", "prompt"},
+		{RouteCompletions, `{"model":"m","prompt":5}`, "prompt", "string"},
+	} {
+		_, err := Parse(tc.route, []byte(tc.body))
+		e, ok := err.(*Error)
+		if !ok || e.Status != 400 {
+			t.Fatalf("%s: %v", tc.body, err)
+		}
+		p := ""
+		if e.Body.Param != nil {
+			p = *e.Body.Param
+		}
+		if p != tc.param || !strings.Contains(e.Body.Message, tc.msg) {
+			t.Errorf("%s: param %q message %q; want %q containing %q", tc.body, p, e.Body.Message, tc.param, tc.msg)
+		}
+	}
+}
+
+func TestParseAndBody(t *testing.T) {
+	r, err := Parse(RouteChat, []byte(`{"model":"m","stream":true,"max_completion_tokens":9,"max_tokens":3,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{}},{"type":"text","text":"there"}]}],"tools":[1],"metadata":{"k":"v"},"user":"u"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.MaxTokens != 9 || r.Messages[1].Text() != "hi\nthere" || r.Metadata["k"] != "v" || r.User != "u" {
+		t.Fatalf("parsed %+v", r)
+	}
+	if got := r.PromptText(); got != "system: be brief\nuser: hi\nthere\n" {
+		t.Fatalf("prompt text %q", got)
+	}
+	b, _ := r.Body()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("spliced body %s: %v", b, err)
+	}
+	if m["stream_options"].(map[string]any)["include_usage"] != true || m["tools"] == nil {
+		t.Fatalf("body %s", b)
+	}
+	c := r.Clone()
+	_ = c.SetMessageText(0, "changed")
+	c.Set("tools", nil)
+	b2, _ := c.Body()
+	b1, _ := r.Body()
+	if !strings.Contains(string(b2), "changed") || strings.Contains(string(b2), "tools") || strings.Contains(string(b1), "changed") {
+		t.Fatalf("clone leaked: %s / %s", b1, b2)
+	}
+	r, _ = Parse(RouteChat, []byte(`{"model":"m","stream":true,"stream_options":{"include_usage":false,"x":1},"messages":[{"role":"user","content":"a"}]}`))
+	b, _ = r.Body()
+	if !strings.Contains(string(b), `"include_usage":true`) || !strings.Contains(string(b), `"x":1`) {
+		t.Fatalf("stream_options not merged: %s", b)
+	}
+	r, _ = Parse(RouteCompletions, []byte(`{"model":"m","prompt":["ab","cd"]}`))
+	if r.Prompt != "abcd" || r.PromptText() != "abcd" {
+		t.Fatalf("prompt %q", r.Prompt)
+	}
+	raw := []byte(`{"model":"m","messages":[{"role":"user","content":"a"}]}`)
+	r, _ = Parse(RouteChat, raw)
+	if b, _ := r.Body(); string(b) != string(raw) {
+		t.Fatal("an unchanged, unstreamed body is not forwarded as sent")
+	}
+}
+
+func TestReplaceContents(t *testing.T) {
+	d := []byte(`{"id":"x","choices":[{"index":0,"delta":{"content":"a","role":"assistant"},"logprobs":null,"finish_reason":null}],"system_fingerprint":"fp"}`)
+	c, _ := ParseChunk(d)
+	c.Choices[0].SetContent("b")
+	out, err := ReplaceContents(d, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `"content":"b"`) || !strings.Contains(string(out), `"system_fingerprint":"fp"`) || !strings.Contains(string(out), `"role":"assistant"`) {
+		t.Fatalf("%s", out)
+	}
+}

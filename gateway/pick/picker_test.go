@@ -1,0 +1,124 @@
+package pick
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/neuronetes/neuronetes/gateway/route"
+)
+
+func testPool(n int) *route.Pool {
+	p := &route.Pool{Ref: pool, Policy: route.DefaultPolicy()}
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("pod-%d", i)
+		p.Endpoints = append(p.Endpoints, route.Endpoint{Pod: name, Addr: name + ":8000", MetricsURL: "http://" + name + "/metrics"})
+	}
+	return p
+}
+
+func TestPickPrefersPrefixOwner(t *testing.T) {
+	p := testPool(4)
+	pk := &Picker{Load: NewLoad(), Prefix: NewPrefixIndex(8, 1000)}
+	blocks := pk.Prefix.Blocks(pool, strings.Repeat("conversation so far ", 20))
+	pk.Prefix.Record(blocks, "pod-2")
+	ep, ok := pk.Pick(p, Input{RingKey: "any", Blocks: blocks})
+	if !ok || ep.Pod != "pod-2" {
+		t.Fatalf("picked %v, want pod-2 (served the prefix)", ep.Pod)
+	}
+}
+
+func TestPickAvoidsLoadAndRespectsBound(t *testing.T) {
+	p := testPool(2)
+	pk := &Picker{Load: NewLoad(), Prefix: NewPrefixIndex(8, 1000)}
+	blocks := pk.Prefix.Blocks(pool, strings.Repeat("x", 64))
+	pk.Prefix.Record(blocks, "pod-0")
+	// pod-0 holds the prefix but 3 of 3 in-flight requests: bound = ceil(1.25*4/2) = 3, so it
+	// may not take a 4th.
+	for i := 0; i < 3; i++ {
+		pk.Load.Acquire(pool, "pod-0", 10)
+	}
+	if pk.UnderBound(p, "pod-0") {
+		t.Fatal("pod-0 under bound with 3 of 3 in flight")
+	}
+	ep, _ := pk.Pick(p, Input{RingKey: "k", Blocks: blocks})
+	if ep.Pod != "pod-1" {
+		t.Fatalf("picked %s, want pod-1 (pod-0 over its load bound)", ep.Pod)
+	}
+}
+
+func TestPickQueueAndKVScorers(t *testing.T) {
+	p := testPool(3)
+	sc := &Scraper{Interval: time.Second}
+	now := time.Now()
+	sc.Now = func() time.Time { return now }
+	sc.Set(p.Endpoints[0].MetricsURL, ServerMetrics{Waiting: 10, Running: 4, HasQueue: true, KVUsage: 0.9, HasKV: true, At: now})
+	sc.Set(p.Endpoints[1].MetricsURL, ServerMetrics{Waiting: 0, Running: 1, HasQueue: true, KVUsage: 0.1, HasKV: true, At: now})
+	// pod-2's sample is stale: treated as unknown (the mean), not as idle.
+	sc.Set(p.Endpoints[2].MetricsURL, ServerMetrics{Waiting: 0, Running: 0, HasQueue: true, KVUsage: 0, HasKV: true, At: now.Add(-time.Minute)})
+	pk := &Picker{Load: NewLoad(), Metrics: sc}
+	p.Policy.Weights = route.Weights{Queue: 2, KVCache: 1}
+	ep, _ := pk.Pick(p, Input{RingKey: "k"})
+	if ep.Pod != "pod-1" {
+		t.Fatalf("picked %s, want pod-1 (short queue, free KV cache)", ep.Pod)
+	}
+	if _, ok := sc.Get(p.Endpoints[2].MetricsURL); ok {
+		t.Fatal("stale sample served")
+	}
+}
+
+func TestPickExcludeAndHashTieBreak(t *testing.T) {
+	p := testPool(3)
+	pk := &Picker{Load: NewLoad()}
+	first, _ := pk.Pick(p, Input{RingKey: "session-7"})
+	again, _ := pk.Pick(p, Input{RingKey: "session-7"})
+	if first != again {
+		t.Fatalf("idle pool: same key picked %s then %s", first.Pod, again.Pod)
+	}
+	next, _ := pk.Pick(p, Input{RingKey: "session-7", Exclude: map[string]bool{first.Pod: true}})
+	if next.Pod == first.Pod {
+		t.Fatal("excluded pod picked")
+	}
+	if _, ok := pk.Pick(p, Input{Exclude: map[string]bool{"pod-0": true, "pod-1": true, "pod-2": true}}); ok {
+		t.Fatal("picked with every pod excluded")
+	}
+}
+
+func TestLoadLeaseRelease(t *testing.T) {
+	l := NewLoad()
+	a := l.Acquire(pool, "p", 100)
+	b := l.Acquire(pool, "p", 50)
+	if r, tok := l.Pod(pool, "p"); r != 2 || tok != 150 || l.Pool(pool) != 2 {
+		t.Fatalf("load %d/%d pool %d", r, tok, l.Pool(pool))
+	}
+	a.Release()
+	a.Release() // idempotent
+	b.Release()
+	if r, tok := l.Pod(pool, "p"); r != 0 || tok != 0 || l.Total() != 0 {
+		t.Fatalf("after release %d/%d total %d", r, tok, l.Total())
+	}
+}
+
+func TestParseServerMetrics(t *testing.T) {
+	in := `# HELP vllm:num_requests_waiting waiting
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model_name="a"} 3
+vllm:num_requests_waiting{model_name="b",engine="0"} 2
+vllm:num_requests_running{model_name="a"} 5 1700000000000
+vllm:kv_cache_usage_perc{model_name="a",note="has } brace"} 0.25
+vllm:gpu_cache_usage_perc{model_name="a"} 0.99
+other_metric 7
+`
+	m, err := ParseServerMetrics(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Waiting != 5 || m.Running != 5 || !m.HasQueue || m.KVUsage != 0.25 || !m.HasKV {
+		t.Fatalf("parsed %+v", m)
+	}
+	m, _ = ParseServerMetrics(strings.NewReader("vllm:gpu_cache_usage_perc 0.5\n"))
+	if m.HasKV || m.HasQueue {
+		t.Fatalf("deprecated name used: %+v", m)
+	}
+}

@@ -1,0 +1,46 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestEventReader(t *testing.T) {
+	in := ": comment\r\nevent: x\ndata: {\"a\":1}\n\ndata: line1\ndata:line2\n\n\n" + "data: " + strings.Repeat("y", 40000) + "\n\ndata: [DONE]\n\n"
+	n := 0
+	r := NewEventReader(strings.NewReader(in), func() { n++ })
+	want := []string{`{"a":1}`, "line1\nline2", strings.Repeat("y", 40000), "[DONE]"}
+	for i, w := range want {
+		got, err := r.Next()
+		if err != nil || string(got) != w {
+			t.Fatalf("event %d: %.40q %v", i, got, err)
+		}
+	}
+	if _, err := r.Next(); !errors.Is(err, io.EOF) || n != 4 {
+		t.Fatalf("end: %v after %d events", err, n)
+	}
+	r = NewEventReader(strings.NewReader("data: "+strings.Repeat("z", MaxEventBytes+10)+"\n\n"), nil)
+	if _, err := r.Next(); !errors.Is(err, ErrEventTooLarge) {
+		t.Fatalf("oversized event: %v", err)
+	}
+	r = NewEventReader(strings.NewReader("data: last"), nil)
+	if got, err := r.Next(); err != nil || string(got) != "last" {
+		t.Fatalf("unterminated last event: %q %v", got, err)
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&StatusError{Status: 503}, true}, {&StatusError{Status: 429}, true}, {&StatusError{Status: 500}, false},
+		{&StatusError{Status: 400}, false}, {&ConnError{Err: io.EOF}, true}, {ErrFirstTokenTimeout, false},
+	} {
+		if got := Retryable(tc.err); got != tc.want {
+			t.Errorf("Retryable(%v) = %v", tc.err, got)
+		}
+	}
+}
