@@ -46,7 +46,9 @@ func TestAutoscalerStateSurvivesRestart(t *testing.T) {
 	}
 	asArgs, _, _, _ := asControllerArgs(t, e, ns, s.ClientURL())
 	ctl := startController(t, e, ns, "neuronetes.local/sidecar:dev", "", append(asArgs, "--webhook=false")...)
-	e.Apply(t, ns, strings.Replace(asLagYAML, "  autoscaling: {}", "  autoscaling:\n    behavior: {scaleDown: {stabilizationWindow: 10m}}", 1))
+	// asLagYAML's pool with a 10-minute scale-down window and room above the lag's 3 replicas.
+	pool := strings.Replace(asLagYAML, "  autoscaling: {}", "  autoscaling:\n    behavior: {scaleDown: {stabilizationWindow: 10m}}", 1)
+	e.Apply(t, ns, strings.Replace(pool, "  maxReplicas: 3\n", "  maxReplicas: 6\n", 1))
 	for i := range 25 {
 		if _, err := js.Publish(ctx, "tasks", fmt.Appendf(nil, "task-%d", i)); err != nil {
 			t.Fatal(err)

@@ -318,6 +318,39 @@ spec:
 		})
 	})
 
+	t.Run("g_FirstAvailableSubrequestGetsItsRequestConfig", func(t *testing.T) {
+		h.use(t, "mock:dgxh100")
+		// The scheduler allocates the first alternative that fits, and the allocation result names
+		// the subrequest ("gpu/mig"); the config names the request ("gpu") and must reach it.
+		h.claimPod(t, "firstavail", `    requests:
+    - name: gpu
+      firstAvailable:
+      - name: mig
+        deviceClassName: mig-1g.10gb.neuronetes.io
+      - name: whole
+        deviceClassName: gpu.neuronetes.io
+    config:
+    - requests: ["gpu"]
+      opaque:
+        driver: gpu.neuronetes.io
+        parameters:
+          apiVersion: gpu.neuronetes.io/v1alpha1
+          kind: GpuConfig
+          sharing:
+            strategy: TimeSlicing
+            timeSlicing: {interval: Short}`)
+		defer h.deletePod(t, "firstavail")
+		e.WaitPodRunning(t, h.ns, "firstavail", 2*time.Minute)
+		c, err := e.Kube.ResourceV1().ResourceClaims(h.ns).Get(ctx, "firstavail", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := c.Status.Allocation.Devices.Results; len(r) != 1 || r[0].Request != "gpu/mig" || !strings.Contains(r[0].Device, "-mig-1g-10gb-") {
+			t.Fatalf("allocation %+v, want one 1g.10gb device for subrequest gpu/mig", r)
+		}
+		h.waitLogs(t, "firstavail", "NEURONETES_GPU_SHARING=TimeSlicing")
+	})
+
 	t.Run("d_NVLinkPairMatchAttribute", func(t *testing.T) {
 		h.use(t, "mock:nvlink-pairs")
 		// Occupy gpu-1 so that first-fit without the constraint would pick gpu-0 and gpu-2.

@@ -24,20 +24,26 @@ import (
 // gwProc is cmd/gateway run as a host process.
 type gwProc struct {
 	api, admin string
-	cmd        *exec.Cmd
-	exited     chan error
+	// key is the API key of the test's Tenant.
+	key    string
+	cmd    *exec.Cmd
+	exited chan error
 }
 
-// startGateway runs the gateway in cluster mode watching ns (no authentication).
+// gatewayAPIKey is the API key of the Tenant every gateway e2e test creates in its namespace.
+const gatewayAPIKey = "nn-e2e-guard-rollout-key"
+
+// startGateway runs the gateway in cluster mode watching ns, with authentication (requests carry
+// the API key of the Tenant that guardEnv creates).
 func startGateway(t *testing.T, e *Env, ns string, extra ...string) *gwProc {
 	t.Helper()
 	bin := e.HostBinary(t, "./cmd/gateway")
-	g := &gwProc{api: fmt.Sprintf("127.0.0.1:%d", freePort(t)), admin: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	g := &gwProc{api: fmt.Sprintf("127.0.0.1:%d", freePort(t)), admin: fmt.Sprintf("127.0.0.1:%d", freePort(t)), key: gatewayAPIKey}
 	logf, err := os.Create(filepath.Join(t.TempDir(), "gateway.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--kubeconfig", e.Kubeconfig, "--namespaces", ns, "--auth=none",
+	args := append([]string{"--kubeconfig", e.Kubeconfig, "--namespaces", ns, "--auth=required",
 		"--listen", g.api, "--admin-listen", g.admin, "-v=2"}, extra...)
 	g.cmd = exec.Command(bin, args...)
 	g.cmd.Stdout, g.cmd.Stderr = logf, logf
@@ -96,6 +102,7 @@ func (g *gwProc) chat(t *testing.T, model, session, content string, stream bool,
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequest(http.MethodPost, "http://"+g.api+"/v1/chat/completions", bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+g.key)
 	if session != "" {
 		req.Header.Set("X-Session-Id", session)
 	}
@@ -233,6 +240,20 @@ func guardEnv(t *testing.T, prefix string, gatewayArgs ...string) (*Env, string,
 	e := requireEnv(t)
 	ctrlInstallCRDs(t, e)
 	ns := e.Namespace(t, prefix)
+	e.Apply(t, ns, fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata:
+  name: e2e-keys
+  labels: {neuronetes.io/api-keys: "true"}
+stringData: {key1: %s}
+---
+apiVersion: neuronetes.io/v1alpha1
+kind: Tenant
+metadata: {name: e2e}
+spec:
+  apiKeys: [{secretName: e2e-keys}]
+  models: ["*"]
+`, gatewayAPIKey))
 	g := startGateway(t, e, ns, gatewayArgs...)
 	startController(t, e, ns, "neuronetes.local/no-sidecar:dev", "", "--rollout-gateway-metrics-urls=http://"+g.admin+"/metrics")
 	return e, ns, g
@@ -244,6 +265,10 @@ func guardEnv(t *testing.T, prefix string, gatewayArgs ...string) (*Env, string,
 // follows its failure policy (closed: 503, open: 200).
 func TestGuardrailsThroughGateway(t *testing.T) {
 	e, ns, g := guardEnv(t, "guard")
+	// The worked examples are accepted by the real API server (schema and CEL rules).
+	for _, f := range []string{"guardrails/guardrailpolicy.yaml", "rollout/agentrollout.yaml"} {
+		e.Kubectl(t, "apply", "--dry-run=server", "-n", ns, "-f", filepath.Join(e.Root, "deploy", "examples", f))
+	}
 	echo := e.Image(t, "echo-agent", "./e2e/cmd/echo-agent")
 	slow := slowWebhook(t)
 	e.Apply(t, ns, poolManifest("guarded", "guarded-model", echo, 1, "--chunk=3")+"---\n"+

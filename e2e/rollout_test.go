@@ -112,6 +112,7 @@ func (c *convTracker) driveUntil(timeout time.Duration, fresh int, done func() b
 			known = known[len(known)-30:]
 		}
 		c.round(known, fresh)
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

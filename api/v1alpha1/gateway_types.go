@@ -200,19 +200,25 @@ type AffinityPolicy struct {
 // scorer gives every candidate a score in [0,1]; the weighted sum decides. A weight of 0 turns a
 // scorer off.
 type ScoringPolicy struct {
-	// PrefixCache weighs the longest prompt prefix a pod served recently (default 3).
+	// Prefill weighs the pod's estimated prefill backlog for the request: the prompt tokens this
+	// gateway replica sent it that have no first token yet, plus this request's tokens the pod
+	// has not cached by the prefix index (default 4).
+	// +optional
+	Prefill *Decimal `json:"prefill,omitempty"`
+	// PrefixCache weighs the longest prompt prefix a pod served recently (default 1).
 	// +optional
 	PrefixCache *Decimal `json:"prefixCache,omitempty"`
-	// Queue weighs the pod's vllm:num_requests_waiting and running (default 2).
+	// Queue weighs the pod's vllm:num_requests_waiting and running (default 1).
 	// +optional
 	Queue *Decimal `json:"queue,omitempty"`
 	// KVCache weighs free KV cache, 1 - vllm:kv_cache_usage_perc (default 1).
 	// +optional
 	KVCache *Decimal `json:"kvCache,omitempty"`
-	// InFlight weighs the gateway's own in-flight requests and tokens to the pod (default 2).
+	// InFlight weighs the gateway's own in-flight requests and tokens to the pod (default 1).
 	// +optional
 	InFlight *Decimal `json:"inFlight,omitempty"`
-	// Hash weighs the pod's rank on the session key's consistent-hash ring (default 1).
+	// Hash weighs the pod's rank on the session key's consistent-hash ring, for requests with a
+	// session key (default 1).
 	// +optional
 	Hash *Decimal `json:"hash,omitempty"`
 }

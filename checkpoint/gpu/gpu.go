@@ -78,7 +78,7 @@ func support(devices []string, tool string) Support {
 	return s
 }
 
-// Hooks toggles CUDA state around CRIU operations.
+// Hooks suspends and resumes CUDA state around CRIU operations.
 type Hooks struct {
 	Support Support
 	Runner  Runner

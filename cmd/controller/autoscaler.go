@@ -87,6 +87,12 @@ func setupAutoscaler(mgr ctrl.Manager, a *autoscalerOptions, tokens *scaleapi.To
 	}
 	l := scaleloop.NewLoop(a.natsURL, prom, scaleloop.NewMetrics(crmetrics.Registry))
 	l.SyncPeriod = a.syncPeriod
+	if err := gatewayMetrics.apply(l, mgr); err != nil {
+		return err
+	}
+	if err := queueLag.apply(l, mgr); err != nil {
+		return err
+	}
 	l.State = &scaleloop.ConfigMapStore{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
 	if err := l.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("autoscaling controller: %w", err)

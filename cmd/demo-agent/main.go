@@ -12,13 +12,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/neuronetes/neuronetes/demoagent/engine"
@@ -27,7 +27,8 @@ import (
 
 func main() {
 	if err := run(); err != nil {
-		log.Fatalf("demo-agent: %v", err)
+		klog.Background().Error(err, "demo-agent failed")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 	}
 }
 
@@ -82,8 +83,24 @@ func parseFlags(args []string) (*options, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if o.eng.BlockSize < 1 {
-		return nil, fmt.Errorf("--block-size must be at least 1, got %d", o.eng.BlockSize)
+	for _, c := range []struct {
+		bad  bool
+		flag string
+		val  any
+	}{
+		{o.eng.Slots < 1, "--max-running", o.eng.Slots},
+		{!(o.eng.DecodeRate > 0), "--token-rate", o.eng.DecodeRate},
+		{!(o.eng.PrefillRate > 0), "--prefill-rate", o.eng.PrefillRate},
+		{o.eng.FirstTokenOverhead < 0, "--ttft-base", o.eng.FirstTokenOverhead},
+		{o.eng.BlockSize < 1, "--block-size", o.eng.BlockSize},
+		{o.eng.BlockSize >= 1 && o.kvTokens < o.eng.BlockSize, "--kv-cache-tokens (at least one block)", o.kvTokens},
+		{o.srv.DefaultMaxTokens < 1, "--default-max-tokens", o.srv.DefaultMaxTokens},
+		{o.srv.MaxBodyBytes < 1, "--max-body-bytes", o.srv.MaxBodyBytes},
+		{!(o.srv.FailRate >= 0 && o.srv.FailRate <= 1), "--fail-rate (0-1)", o.srv.FailRate},
+	} {
+		if c.bad {
+			return nil, fmt.Errorf("%s: bad value %v", c.flag, c.val)
+		}
 	}
 	o.eng.Blocks = o.kvTokens / o.eng.BlockSize
 	mode, err := server.ParseFailMode(o.failMode)
@@ -102,6 +119,9 @@ func parseFlags(args []string) (*options, error) {
 
 func run() error {
 	o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -116,13 +136,14 @@ func run() error {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	logger := klog.FromContext(ctx).WithName("demo-agent")
 	go eng.Run(ctx)
 
 	srv := &http.Server{Addr: o.listen, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	log.Printf("demo-agent listening on %s (model %s, %d slots, KV cache %d blocks of %d tokens, sidecar %q)",
-		o.listen, o.srv.Model, o.eng.Slots, o.eng.Blocks, o.eng.BlockSize, o.srv.SidecarURL)
+	logger.Info("Listening", "addr", o.listen, "model", o.srv.Model, "slots", o.eng.Slots, "kvBlocks", o.eng.Blocks,
+		"blockSize", o.eng.BlockSize, "sidecar", o.srv.SidecarURL)
 
 	go func() {
 		if o.weights != "" {
@@ -132,11 +153,11 @@ func run() error {
 				return
 			}
 			s.ObserveWeightsLoad(d)
-			log.Printf("weights loaded: %d bytes in %s (%.1f MiB/s)", n, d, float64(n)/(1<<20)/max(d.Seconds(), 1e-9))
+			logger.Info("Weights loaded", "bytes", n, "took", d, "MiBPerSecond", float64(n)/(1<<20)/max(d.Seconds(), 1e-9))
 		}
 		time.Sleep(o.readyDelay)
 		s.SetReady(true)
-		log.Printf("ready")
+		logger.Info("Ready")
 	}()
 
 	sig := make(chan os.Signal, 1)
@@ -148,7 +169,7 @@ func run() error {
 		}
 		return err
 	case got := <-sig:
-		log.Printf("%s: draining open requests for up to %s", got, o.drain)
+		logger.Info("Draining open requests", "signal", got.String(), "timeout", o.drain)
 		s.SetReady(false)
 		dctx, cancel := context.WithTimeout(context.Background(), o.drain)
 		defer cancel()

@@ -40,13 +40,15 @@ func TestParseFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--fail-mode=sometimes"}, "--fail-mode"},
-		{[]string{"--fail-rate=2"}, "fail rate"},
-		{[]string{"--max-running=0"}, "slots"},
+		{[]string{"--fail-rate=2"}, "--fail-rate"},
+		{[]string{"--max-running=0"}, "--max-running"},
 		{[]string{"--block-size=0"}, "--block-size"},
-		{[]string{"--kv-cache-tokens=8"}, "KV cache"},
-		{[]string{"--prefill-rate=0"}, "prefill rate"},
-		{[]string{"--token-rate=-1"}, "decode rate"},
-		{[]string{"--default-max-tokens=0"}, "default max tokens"},
+		{[]string{"--kv-cache-tokens=8"}, "--kv-cache-tokens"},
+		{[]string{"--prefill-rate=0"}, "--prefill-rate"},
+		{[]string{"--token-rate=-1"}, "--token-rate"},
+		{[]string{"--ttft-base=-1s"}, "--ttft-base"},
+		{[]string{"--default-max-tokens=0"}, "--default-max-tokens"},
+		{[]string{"--max-body-bytes=0"}, "--max-body-bytes"},
 	}
 	for _, tt := range tests {
 		_, err := parseFlags(tt.args)

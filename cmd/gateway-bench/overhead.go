@@ -95,6 +95,7 @@ func runOverhead(ctx context.Context, cols []column, agents group, cfg overheadC
 			if col.proxy != nil {
 				px0 = col.proxy.cpuSeconds()
 			}
+			n0, c0, e0 := len(stats[i].ttfts), stats[i].chunks, stats[i].elapsed
 			runWindow(ctx, col, cfg, cfg.window, stats[i])
 			if col.proxy != nil {
 				px := col.proxy.cpuSeconds() - px0
@@ -103,7 +104,7 @@ func runOverhead(ctx context.Context, cols []column, agents group, cfg overheadC
 			}
 			stats[i].allCPU += agents.cpu() + selfCPU() - cpu0
 			fmt.Fprintf(logw, "  round %d %-22s %6d requests  %8.0f chunks/s  load %s\n", round+1, col.name,
-				len(stats[i].ttfts), stats[i].throughput(), loadAvg())
+				len(stats[i].ttfts)-n0, float64(stats[i].chunks-c0)/(stats[i].elapsed-e0).Seconds(), loadAvg())
 		}
 	}
 	return stats

@@ -76,7 +76,7 @@ func assemble(ctx context.Context, o *options) (*gw, error) {
 		Admission: quota.NewAdmission(), Metrics: m, Pools: g.stats,
 		Upstream: proxy.NewUpstream(proxy.Timeouts{Connect: o.connectTimeout, FirstToken: o.firstTokenTimeout,
 			Idle: o.idleTimeout, Response: o.responseTimeout}),
-		Cfg: engine.Config{MaxResponseBytes: o.maxResponseBytes, ShadowParallel: o.shadowParallel}}
+		Cfg: engine.Config{MaxResponseBytes: o.maxResponseBytes, ShadowParallel: o.shadowParallel}, Replica: o.replica}
 	deps := extensionDeps{Registerer: g.reg, Static: o.static(), Redis: rc}
 	start := func() {}
 	if !o.static() {

@@ -44,6 +44,7 @@ type options struct {
 	maxInFlightPerEndpoint, queue int
 
 	drainDelay, shutdownTimeout time.Duration
+	replica                     string
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -82,13 +83,15 @@ func (o *options) register(fs *flag.FlagSet) {
 
 	def := route.DefaultPolicy()
 	fs.StringVar(&o.sessionKeys, "session-keys", keySourcesString(def.SessionKeys), "default session key sources in order: header:<name>, body:conversation_id, body:user, body:metadata.<key>")
-	fs.StringVar(&o.weights, "scorer-weights", "prefix=3,queue=2,kv=1,inflight=2,hash=1", "default scorer weights")
+	fs.StringVar(&o.weights, "scorer-weights", "prefill=4,prefix=1,queue=1,kv=1,inflight=1,hash=1", "default scorer weights")
 	fs.DurationVar(&o.pinTTL, "pin-ttl", def.PinTTL, "default session pin TTL, refreshed on use")
 	fs.Float64Var(&o.loadFactor, "load-factor", def.LoadFactor, "default ε of bounded-load consistent hashing")
 	fs.IntVar(&o.maxInFlightPerEndpoint, "max-inflight-per-endpoint", def.MaxInFlightPerEndpoint, "default in-flight requests per endpoint before requests queue")
 	fs.IntVar(&o.queue, "max-queue", def.MaxQueue, "default bound of queued requests per pool")
 	fs.DurationVar(&o.queueTimeout, "queue-timeout", def.QueueTimeout, "default longest queue wait")
 
+	host, _ := os.Hostname()
+	fs.StringVar(&o.replica, "replica-name", host, "this replica's name in the X-Neuronetes-Gateway response header (default: the host name, the pod's name in Kubernetes; empty sends none)")
 	fs.DurationVar(&o.drainDelay, "drain-delay", 5*time.Second, "after SIGTERM, how long /readyz fails before the listener closes")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 50*time.Second, "after the drain delay, how long open streams may run")
 }

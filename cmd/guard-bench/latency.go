@@ -61,7 +61,7 @@ func latencyBench(agentBin, gatewayBin, logDir string, requests int) ([]string, 
 	backends := []backend{
 		{name: "demo agent, model-server timing (prefill 20000 tok/s, first token +5ms, 1 output token)",
 			args: []string{"--ttft-base=5ms"}, gate: true,
-			n: func(size int) int { return max(20, requests*(1<<10)/size*2) }},
+			n: func(size int) int { return max(40, requests*(1<<10)/size*2) }},
 		{name: "instant backend (prefill 1e9 tok/s, no first-token delay): the gateway's own cost",
 			args: []string{"--prefill-rate=1000000000", "--ttft-base=0s"}, n: func(int) int { return requests }},
 	}

@@ -96,6 +96,11 @@ type Loop struct {
 	Prom *PromSource
 	// Lag reads NATS JetStream lag.
 	Lag *LagSource
+	// Queues reads Kafka and Redis Streams lag (queue_sources.go).
+	Queues *QueueLag
+	// Gateway, when set, supplies tokens-in-queue, concurrent sessions and TTFT as the gateway
+	// measures them (gateway_source.go).
+	Gateway *GatewaySource
 	// DefaultNATSURL is used for ToolBindings without queueConfig.url.
 	DefaultNATSURL string
 	// Now is the clock (default time.Now).
@@ -300,6 +305,9 @@ func (l *Loop) evaluate(ctx context.Context, pool *v1alpha1.AgentPool, st *poolS
 	if err != nil {
 		return scalepolicy.Decision{}, err
 	}
+	if l.Gateway != nil {
+		l.Gateway.Overlay(ctx, pool, samples)
+	}
 	obs := st.coll.Observe(now, samples, policy.Metrics)
 	for t, v := range obs.Metrics {
 		if v.Valid {
@@ -414,7 +422,7 @@ func (l *Loop) queueLag(ctx context.Context, pool *v1alpha1.AgentPool, bindings 
 		if url == "" {
 			url = l.DefaultNATSURL
 		}
-		n, err := l.Lag.Lag(ctx, url, q.QueueName)
+		n, err := l.providerLag(ctx, b, url)
 		if err != nil {
 			klog.FromContext(ctx).Info("Queue lag unavailable", "toolbinding", b.Name, "err", err)
 			return -1

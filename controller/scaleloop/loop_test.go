@@ -308,8 +308,9 @@ func TestLoopManualScaleOfAutoscaledPool(t *testing.T) {
 	}
 }
 
-// TestBindingProviderCondition: a queue ToolBinding whose provider has no lag source gets
-// ProviderServed=False saying so; a NATS one gets True; a non-queue binding gets none.
+// TestBindingProviderCondition: a queue ToolBinding whose provider has no lag source (sqs, which
+// the CRD now refuses, in objects stored before) gets ProviderServed=False saying so; nats, kafka
+// and redis get True; a non-queue binding gets none.
 func TestBindingProviderCondition(t *testing.T) {
 	mk := func(name, typ, provider string) *v1alpha1.ToolBinding {
 		b := &v1alpha1.ToolBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Generation: 1}, Spec: v1alpha1.ToolBindingSpec{Type: typ}}
@@ -324,8 +325,8 @@ func TestBindingProviderCondition(t *testing.T) {
 		name   string
 		status metav1.ConditionStatus
 		msg    string
-	}{{"k", metav1.ConditionFalse, "provider kafka is not served"}, {"s", metav1.ConditionFalse, "provider sqs is not served"},
-		{"r", metav1.ConditionFalse, "provider redis is not served"}, {"n", metav1.ConditionTrue, "reads the lag of nats"}, {"h", "", ""}} {
+	}{{"k", metav1.ConditionTrue, "reads the lag of kafka"}, {"s", metav1.ConditionFalse, "provider sqs is not served"},
+		{"r", metav1.ConditionTrue, "reads the lag of redis"}, {"n", metav1.ConditionTrue, "reads the lag of nats"}, {"h", "", ""}} {
 		key := types.NamespacedName{Namespace: "ns", Name: tc.name}
 		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -71,7 +72,8 @@ type ConfigMapStore struct {
 	// Reader reads them, bypassing the cache (ConfigMaps are not cached); nil means Client.
 	Reader client.Reader
 
-	rv map[types.NamespacedName]string
+	mu sync.Mutex
+	rv map[types.NamespacedName]string // the resourceVersion last read or written, per ConfigMap
 }
 
 // StateConfigMapName is the name of a pool's state ConfigMap.
@@ -118,7 +120,7 @@ func (s *ConfigMapStore) Save(ctx context.Context, pool *v1alpha1.AgentPool, st 
 	yes := true
 	cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "AgentPool",
 		Name: pool.Name, UID: pool.UID, BlockOwnerDeletion: &yes}}
-	rv, known := s.rv[key]
+	rv, known := s.version(key)
 	if !known {
 		if err := s.Client.Create(ctx, cm); err == nil {
 			s.remember(key, cm.ResourceVersion)
@@ -136,7 +138,7 @@ func (s *ConfigMapStore) Save(ctx context.Context, pool *v1alpha1.AgentPool, st 
 	cm.ResourceVersion = rv
 	if err := s.Client.Update(ctx, cm); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			delete(s.rv, key) // another writer (a newer leader) or a deletion: re-read before the next write
+			s.forget(key) // another writer (a newer leader) or a deletion: re-read before the next write
 		}
 		return fmt.Errorf("update configmap %s: %w", key, err)
 	}
@@ -151,7 +153,22 @@ func (s *ConfigMapStore) reader() client.Reader {
 	return s.Client
 }
 
+func (s *ConfigMapStore) version(key types.NamespacedName) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rv, ok := s.rv[key]
+	return rv, ok
+}
+
+func (s *ConfigMapStore) forget(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.rv, key)
+}
+
 func (s *ConfigMapStore) remember(key types.NamespacedName, rv string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.rv == nil {
 		s.rv = map[types.NamespacedName]string{}
 	}

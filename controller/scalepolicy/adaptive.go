@@ -52,9 +52,11 @@ const (
 	// the SLO after a dip.
 	initialMemory, minMemory, maxMemory = 20 * time.Minute, 2 * time.Minute, 40 * time.Minute
 	// exercisedRatio: the headroom and memory only shrink while the demand is
-	// at least this share of the remembered peak, where the pool's outcomes say
-	// something about the capacity it holds.
+	// at least this share of its usual level (usualQuantile of the need within
+	// the memory), where the pool's outcomes say something about the capacity
+	// it holds; in a dip they say nothing.
 	exercisedRatio = 0.7
+	usualQuantile  = 0.9
 	// settleTime is the least time between two raises: a raise shows in the
 	// first tokens only after new replicas start (about a minute) and the
 	// requests they serve are measured.
@@ -163,6 +165,24 @@ func (a *adapter) peak(from, to time.Time) float64 {
 	return p
 }
 
+// usual is the usualQuantile of the need of the bins within [from, to]: the
+// level the demand usually reaches there, which a dip stays under and a
+// single burst does not raise.
+func (a *adapter) usual(from, to time.Time) float64 {
+	lo, hi := binIndex(from), binIndex(to)
+	var vs []float64
+	for _, b := range a.st.Bins {
+		if b.Index >= lo && b.Index <= hi {
+			vs = append(vs, b.Need)
+		}
+	}
+	if len(vs) == 0 {
+		return 0
+	}
+	sort.Float64s(vs)
+	return vs[int(usualQuantile*float64(len(vs)-1))]
+}
+
 // at returns the bin of t, if it is in the history.
 func (a *adapter) at(t time.Time) (AdaptiveBin, bool) {
 	i := binIndex(t)
@@ -255,7 +275,7 @@ func (a *adapter) learn(now time.Time, dt float64, c TTFTCounts, need float64) {
 	period := adaptPeriod.Seconds()
 	unit := a.budget * st.Rate * period // one period's budget, in requests
 	st.Balance = math.Min(st.Balance+a.budget*total-miss, unit)
-	exercised := need >= exercisedRatio*a.peak(now.Add(-st.Memory), now)
+	exercised := need >= exercisedRatio*a.usual(now.Add(-st.Memory), now)
 	if miss > 0 || !a.margin(now) {
 		// LastMiss is the last time the pool had no margin.
 		st.LastMiss = now

@@ -168,12 +168,14 @@ func TestAdaptiveShrinksOnlyWithMarginWhileExercised(t *testing.T) {
 		wantShrink bool
 	}{
 		{"loaded, all first tokens within the margin", adaptStep{demand: 800, total: 20}, true},
-		{"in a dip (demand under 70% of the peak)", adaptStep{demand: 400, total: 20}, false},
+		{"in a dip (demand under 70% of its usual level)", adaptStep{demand: 400, total: 20}, false},
 		{"loaded, but over the budget at the margin", adaptStep{demand: 800, total: 20, miss: -1}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			steps := append(repeat(6, adaptStep{demand: 800, total: 20}), repeat(200, tc.tail)...) // 1000 s: within the memory
+			// 10 minutes loaded, then 500 s of the tail: the loaded bins stay the
+			// usual level of the 20-minute memory.
+			steps := append(repeat(120, adaptStep{demand: 800, total: 20}), repeat(100, tc.tail)...)
 			a, err := New(adaptivePolicy())
 			if err != nil {
 				t.Fatal(err)
@@ -181,7 +183,7 @@ func TestAdaptiveShrinksOnlyWithMarginWhileExercised(t *testing.T) {
 			cur := int32(8)
 			var before float64
 			for i, s := range steps {
-				if i == 6 {
+				if i == 122 { // the tail's first decisions, in the 10-minute margin window
 					before = a.Snapshot().Adaptive.Headroom
 				}
 				c := TTFTCounts{Total: s.total, WithinSLO: s.total, WithinMargin: s.total}
@@ -193,7 +195,7 @@ func TestAdaptiveShrinksOnlyWithMarginWhileExercised(t *testing.T) {
 			}
 			after := a.Snapshot().Adaptive.Headroom
 			if shrunk := after < before-1e-9; shrunk != tc.wantShrink {
-				t.Fatalf("headroom %.3f -> %.3f over 1000 s: shrink %v, want %v", before, after, shrunk, tc.wantShrink)
+				t.Fatalf("headroom %.3f -> %.3f over 500 s: shrink %v, want %v", before, after, shrunk, tc.wantShrink)
 			}
 		})
 	}

@@ -139,19 +139,21 @@ func (s *Server) readRequest(w http.ResponseWriter, r *http.Request, chat bool) 
 	return req
 }
 
-// prompt tokenizes the request, with the sidecar's stored turns first when there are any; it
-// stores the request's last message as the conversation's next turn.
+// prompt tokenizes the request, with the sidecar's stored turns first when there are any.
 func (s *Server) prompt(r *http.Request, req *completionRequest, chat bool, conv string) []uint64 {
 	if !chat {
 		return tokenize.Append(nil, req.promptText)
 	}
 	msgs := req.Messages
-	if s.sidecar != nil && conv != "" {
+	if s.remembers(chat, conv) {
 		msgs = append(s.sidecar.turns(r.Context(), conv), msgs...)
-		last := req.Messages[len(req.Messages)-1]
-		s.sidecar.appendTurn(r.Context(), conv, last.Role, last.text)
 	}
 	return renderChat(msgs)
+}
+
+// remembers reports whether the conversation's turns are kept in the sidecar.
+func (s *Server) remembers(chat bool, conv string) bool {
+	return s.sidecar != nil && conv != "" && chat
 }
 
 func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
@@ -185,6 +187,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 	defer seq.Abort() // frees the slot on every early return (no-op after Finish)
+	if s.remembers(chat, conv) {
+		last := req.Messages[len(req.Messages)-1]
+		s.sidecar.appendTurn(r.Context(), conv, last.Role, last.text)
+	}
 
 	out := s.newResponder(w, req, chat, gen)
 	if req.Stream {
@@ -198,7 +204,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	out.finish(usage{PromptTokens: len(prompt), CompletionTokens: gen.tokens, TotalTokens: len(prompt) + gen.tokens,
 		PromptTokensDetails: &promptDetails{CachedTokens: tm.CachedTokens}, ContextTokens: len(prompt)})
 	s.observeFinished(start, tm, gen, req.maxTokens())
-	if s.sidecar != nil && conv != "" && chat {
+	if s.remembers(chat, conv) {
 		s.sidecar.appendTurn(r.Context(), conv, "assistant", gen.text())
 	}
 }

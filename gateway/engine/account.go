@@ -41,6 +41,7 @@ func (r *request) markFirstToken() {
 	}
 	r.out.TTFT = max(r.e.now().Sub(r.start), 1)
 	r.dequeue()
+	r.lease.FirstToken()
 	s := r.out.TTFT.Seconds()
 	r.e.Metrics.TTFT.WithLabelValues(r.pool.AgentClass, r.modelLabel(), string(r.body.Route)).Observe(s)
 	r.e.Pools.ObserveTTFT(r.pool.Ref, r.out.Pod, s)

@@ -10,8 +10,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/neuronetes/neuronetes/gateway/openai"
+	"github.com/neuronetes/neuronetes/gateway/pick"
 	"github.com/neuronetes/neuronetes/gateway/proxy"
-	"github.com/neuronetes/neuronetes/gateway/route"
 )
 
 // errRetry marks a failure before anything reached the client that may be retried.
@@ -35,11 +35,12 @@ func (r *request) dispatch(ctx context.Context) *openai.Error {
 	exclude := map[string]bool{}
 	var last error
 	for attempt := 0; attempt < 2; attempt++ {
-		ep, pin, ok := r.choose(pinned, exclude, attempt)
+		ch, pin, ok := r.choose(pinned, exclude, attempt)
 		if !ok {
 			break
 		}
-		err := r.attempt(ctx, ep, pin, body)
+		ep := ch.Endpoint
+		err := r.attempt(ctx, ch, pin, body)
 		if err == nil {
 			return nil
 		}
@@ -63,16 +64,17 @@ func (r *request) dispatch(ctx context.Context) *openai.Error {
 
 // choose returns the pinned pod when it is routable, not excluded and under its load bound;
 // otherwise the picker's choice.
-func (r *request) choose(pinned string, exclude map[string]bool, attempt int) (route.Endpoint, string, bool) {
+func (r *request) choose(pinned string, exclude map[string]bool, attempt int) (pick.Choice, string, bool) {
 	p := r.e.Picker
+	in := r.pickInput(exclude)
 	if pinned != "" && !exclude[pinned] {
 		if ep, ok := r.pool.Endpoint(pinned); ok && p.UnderBound(r.pool, pinned) {
-			return ep, PinHeld, true
+			return pick.Choice{Endpoint: ep, Uncached: p.Uncached(in, pinned)}, PinHeld, true
 		}
 	}
-	ep, ok := p.Pick(r.pool, r.pickInput(exclude))
+	ep, ok := p.Pick(r.pool, in)
 	if !ok {
-		return route.Endpoint{}, "", false
+		return pick.Choice{}, "", false
 	}
 	switch {
 	case r.keyHash == "":
@@ -83,15 +85,17 @@ func (r *request) choose(pinned string, exclude map[string]bool, attempt int) (r
 	return ep, PinRepinned, true
 }
 
-// attempt sends the request to ep and relays the answer.
-func (r *request) attempt(ctx context.Context, ep route.Endpoint, pin string, body []byte) error {
+// attempt sends the request to the chosen endpoint and relays the answer.
+func (r *request) attempt(ctx context.Context, ch pick.Choice, pin string, body []byte) error {
 	e := r.e
+	ep := ch.Endpoint
 	maxTok := r.body.MaxTokens
 	if maxTok <= 0 {
 		maxTok = openai.DefaultMaxTokens
 	}
-	lease := e.Picker.Load.Acquire(r.pool.Ref, ep.Pod, r.promptTokens+maxTok)
+	lease := e.Picker.Load.Acquire(r.pool.Ref, ep.Pod, r.promptTokens+maxTok, ch.Uncached)
 	defer lease.Release()
+	r.lease = lease
 	poolLabel := r.pool.Ref.String()
 	e.Metrics.InFlight.WithLabelValues(poolLabel).Inc()
 	defer e.Metrics.InFlight.WithLabelValues(poolLabel).Dec()

@@ -42,6 +42,8 @@ const (
 	HeaderConversation = "X-Conversation-Id"
 	// HeaderSession carries the session key to the backend too.
 	HeaderSession = "X-Session-Id"
+	// HeaderGateway names the gateway replica that served the response.
+	HeaderGateway = "X-Neuronetes-Gateway"
 )
 
 // Pin results (the HeaderPin values and the affinity metric's "result" label, where "held" is
@@ -75,7 +77,7 @@ type Inbound struct {
 
 // Meta describes the response.
 type Meta struct {
-	RequestID, Pool, Pod, Pin string
+	RequestID, Pool, Pod, Pin, Gateway string
 }
 
 // Header writes the meta as response headers.
@@ -91,6 +93,9 @@ func (m Meta) Header(h http.Header) {
 	}
 	if m.Pin != "" {
 		h.Set(HeaderPin, m.Pin)
+	}
+	if m.Gateway != "" {
+		h.Set(HeaderGateway, m.Gateway)
 	}
 }
 
@@ -130,6 +135,8 @@ type Engine struct {
 	Pools     *metrics.PoolStats
 	Ext       stage.Extensions
 	Cfg       Config
+	// Replica names this gateway replica in responses (HeaderGateway); "" sends none.
+	Replica string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 

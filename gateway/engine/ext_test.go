@@ -244,3 +244,22 @@ func TestSelectorAndMirror(t *testing.T) {
 		t.Fatalf("shadow calls %d body %s", shadowB.count(), raw)
 	}
 }
+
+func TestCarriesToken(t *testing.T) {
+	for _, tc := range []struct {
+		data string
+		want bool
+	}{
+		{`{"choices":[{"delta":{"content":"a"}}]}`, true},
+		{`{"choices":[{"delta":{"content":""},"finish_reason":"stop"}]}`, false},
+		{`{"choices":[{"delta":{"role":"assistant"}}]}`, false},
+		{`{"choices":[{"text":" x","index":0}]}`, true},
+		{`{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}`, true},
+		{`{"choices":[{"delta":{"content":"\"quoted\""}}]}`, true},
+		{`{"choices":[{"delta":{"content":""}}],"note":"\"content\":\"x\""}`, false},
+	} {
+		if got := carriesToken([]byte(tc.data)); got != tc.want {
+			t.Errorf("carriesToken(%s) = %v", tc.data, got)
+		}
+	}
+}

@@ -41,11 +41,13 @@ type request struct {
 	out       stage.Outcome
 	started   bool
 	usage     usageState
+	// lease is the current attempt's share of its pod's load.
+	lease *pick.Lease
 }
 
 // Handle runs one request and writes its response to sink.
 func (e *Engine) Handle(ctx context.Context, in Inbound, sink Sink) {
-	r := &request{e: e, in: in, sink: sink, start: e.now(), meta: Meta{RequestID: e.newID()}}
+	r := &request{e: e, in: in, sink: sink, start: e.now(), meta: Meta{RequestID: e.newID(), Gateway: e.Replica}}
 	logger := klog.FromContext(ctx).WithValues("requestID", r.meta.RequestID)
 	ctx = klog.NewContext(ctx, logger)
 	if err := r.run(ctx); err != nil {
@@ -168,9 +170,10 @@ func (r *request) selectPool(ctx context.Context, pools []*route.Pool) *openai.E
 	if r.sreq.SessionKey != "" {
 		r.keyHash = affinity.KeyHash(r.sreq.SessionKey)
 	}
-	r.promptTokens = openai.EstimateTokens(r.body.PromptText())
-	if r.e.Picker.Prefix != nil && r.pool.Policy.Weights.PrefixCache > 0 {
-		r.blocks = r.e.Picker.Prefix.Blocks(r.pool.Ref, r.body.PromptText())
+	text := r.body.PromptText()
+	r.promptTokens = openai.EstimateTokens(text)
+	if w := r.pool.Policy.Weights; r.e.Picker.Prefix != nil && (w.PrefixCache > 0 || w.Prefill > 0) {
+		r.blocks = r.e.Picker.Prefix.Blocks(r.pool.Ref, text)
 	}
 	return nil
 }
@@ -315,11 +318,7 @@ func asAPIError(err error) *openai.Error {
 
 // pickInput is the picker's input for this request.
 func (r *request) pickInput(exclude map[string]bool) pick.Input {
-	key := r.sreq.SessionKey
-	if key == "" {
-		key = r.meta.RequestID
-	}
-	return pick.Input{RingKey: key, Blocks: r.blocks, Exclude: exclude}
+	return pick.Input{RingKey: r.sreq.SessionKey, Blocks: r.blocks, PromptTokens: r.promptTokens, Exclude: exclude}
 }
 
 // retryReason labels a retried failure.

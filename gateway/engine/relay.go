@@ -153,12 +153,27 @@ func (r *request) relayStream(ctx context.Context, x *proxy.Exchange) error {
 		if bytes.Equal(data, proxy.Done) {
 			return r.endStream(fc, lastID, lastModel, usageSent)
 		}
+		// Most chunks carry one token and nothing the gateway acts on: without filters they are
+		// scanned, not decoded. The first chunk (id, model), usage and error events are decoded.
+		if len(fc.fs) == 0 && lastID != "" && !bytes.Contains(data, keyUsage) && !bytes.Contains(data, keyError) {
+			if carriesToken(data) {
+				r.usage.chunks++
+				r.markFirstToken()
+			}
+			if err := r.send(data); err != nil {
+				return err
+			}
+			continue
+		}
 		c, perr := openai.ParseChunk(data)
 		if perr == nil {
 			if c.Error != nil {
 				return r.streamBroke(fmt.Errorf("backend error event: %s", c.Error.Message))
 			}
 			lastID, lastModel = c.ID, c.Model
+			if lastID == "" {
+				lastID = "-" // decoded once; chunks without an id need no more
+			}
 			changed, ferr := fc.filterChunk(c)
 			if ferr != nil {
 				return r.streamBroke(fmt.Errorf("response filter: %w", ferr))
@@ -307,3 +322,22 @@ func (c *clientGoneError) Unwrap() error { return c.err }
 func clientGone(err error) error { return &clientGoneError{err} }
 
 func ptr[T any](v T) *T { return &v }
+
+var (
+	keyUsage     = []byte(`"usage":`)
+	keyError     = []byte(`"error":`)
+	keyContent   = []byte(`"content":"`)
+	keyText      = []byte(`"text":"`)
+	keyToolCalls = []byte(`"tool_calls"`)
+)
+
+// carriesToken reports whether a chunk's JSON has a non-empty content or text string, or tool
+// calls. Keys inside string values are escaped (\"content\"), so they cannot match.
+func carriesToken(data []byte) bool {
+	for _, k := range [][]byte{keyContent, keyText} {
+		if i := bytes.Index(data, k); i >= 0 && i+len(k) < len(data) && data[i+len(k)] != '"' {
+			return true
+		}
+	}
+	return bytes.Contains(data, keyToolCalls)
+}

@@ -21,9 +21,21 @@ import (
 func (r *request) mirror(ctx context.Context) {
 	for _, m := range r.e.Ext.Mirrors {
 		for _, sh := range m.Shadows(ctx, r.sreq) {
+			// The copy is encoded here: the request's body is not safe to read from another
+			// goroutine while this one uses it.
+			body := sh.Body
+			if body == nil {
+				body = r.body
+			}
+			b, err := body.Body()
+			if err != nil {
+				klog.FromContext(ctx).Error(err, "Shadow copy not encoded", "pool", sh.Pool.String())
+				continue
+			}
+			c := shadowCopy{sh: sh, body: b, route: body.Route, stream: body.Stream, prompt: openai.EstimateTokens(body.PromptText())}
 			select {
 			case r.e.shadowSem <- struct{}{}:
-				go r.e.shadow(klog.NewContext(context.WithoutCancel(ctx), klog.FromContext(ctx)), r.sreq, sh)
+				go r.e.shadow(klog.NewContext(context.WithoutCancel(ctx), klog.FromContext(ctx)), r.sreq.ID, r.sreq.SessionKey, c)
 			default:
 				r.e.Metrics.Shadows.WithLabelValues(sh.Pool.String(), "dropped").Inc()
 			}
@@ -31,9 +43,19 @@ func (r *request) mirror(ctx context.Context) {
 	}
 }
 
+// shadowCopy is one encoded shadow request.
+type shadowCopy struct {
+	sh     stage.Shadow
+	body   []byte
+	route  openai.Route
+	stream bool
+	prompt int
+}
+
 // shadow sends one copy and discards its response.
-func (e *Engine) shadow(ctx context.Context, req *stage.Request, sh stage.Shadow) {
+func (e *Engine) shadow(ctx context.Context, id, sessionKey string, c shadowCopy) {
 	defer func() { <-e.shadowSem }()
+	sh := c.sh
 	start := e.now()
 	out := stage.Outcome{Pool: sh.Pool, Shadow: true}
 	defer func() {
@@ -52,35 +74,28 @@ func (e *Engine) shadow(ctx context.Context, req *stage.Request, sh stage.Shadow
 		out.Err = "shadow pool " + sh.Pool.String() + " has no ready endpoint"
 		return
 	}
-	body := sh.Body
-	if body == nil {
-		body = req.Body
-	}
-	b, err := body.Body()
-	if err != nil {
-		out.Err = err.Error()
-		return
-	}
-	ep, ok := e.Picker.Pick(pool, e.shadowInput(req))
+	prompt := c.prompt
+	ch, ok := e.Picker.Pick(pool, pick.Input{RingKey: sessionKey, PromptTokens: prompt})
 	if !ok {
 		out.Err = "no endpoint"
 		return
 	}
-	lease := e.Picker.Load.Acquire(pool.Ref, ep.Pod, openai.EstimateTokens(body.PromptText()))
+	ep := ch.Endpoint
+	lease := e.Picker.Load.Acquire(pool.Ref, ep.Pod, prompt, ch.Uncached)
 	defer lease.Release()
 	ctx, cancel := context.WithTimeout(ctx, e.Upstream.Timeouts().Response)
 	defer cancel()
 	h := make(map[string][]string)
 	h["Content-Type"] = []string{"application/json"}
-	h[HeaderRequestID] = []string{req.ID + "-shadow"}
-	x, err := e.Upstream.Send(ctx, ep.Addr, body.Route.Path(), b, h, body.Stream)
+	h[HeaderRequestID] = []string{id + "-shadow"}
+	x, err := e.Upstream.Send(ctx, ep.Addr, c.route.Path(), c.body, h, c.stream)
 	if err != nil {
 		out.Err = err.Error()
 		return
 	}
 	defer x.Close()
 	out.Pod, out.Status = ep.Pod, 200
-	if !body.Stream {
+	if !c.stream {
 		data, err := x.ReadAll(e.Cfg.MaxResponseBytes)
 		if err != nil {
 			out.Err = x.Err(err).Error()
@@ -101,6 +116,7 @@ func (e *Engine) shadow(ctx context.Context, req *stage.Request, sh stage.Shadow
 		}
 		if out.TTFT == 0 {
 			out.TTFT = max(e.now().Sub(start), time.Nanosecond)
+			lease.FirstToken()
 		}
 		if bytes.Equal(data, proxy.Done) {
 			return
@@ -136,13 +152,4 @@ func toolCalls(c *openai.Chunk) int {
 		}
 	}
 	return n
-}
-
-// shadowInput places a copy like a request without a pin.
-func (e *Engine) shadowInput(req *stage.Request) pick.Input {
-	key := req.SessionKey
-	if key == "" {
-		key = req.ID
-	}
-	return pick.Input{RingKey: key}
 }

@@ -122,7 +122,7 @@ func (s *grpcSink) header(m engine.Meta) error {
 	s.started = true
 	md := metadata.MD{}
 	for k, v := range map[string]string{"x-request-id": m.RequestID, "x-neuronetes-pool": m.Pool,
-		"x-neuronetes-pod": m.Pod, "x-neuronetes-pin": m.Pin} {
+		"x-neuronetes-pod": m.Pod, "x-neuronetes-pin": m.Pin, "x-neuronetes-gateway": m.Gateway} {
 		if v != "" {
 			md.Set(k, v)
 		}

@@ -81,6 +81,7 @@ type httpSink struct {
 	w            http.ResponseWriter
 	rc           *http.ResponseController
 	writeTimeout time.Duration
+	buf          []byte
 }
 
 var (
@@ -110,13 +111,8 @@ func (s *httpSink) Start(m engine.Meta) error {
 
 func (s *httpSink) Event(data []byte) error {
 	s.deadline()
-	if _, err := s.w.Write(sseData); err != nil {
-		return err
-	}
-	if _, err := s.w.Write(data); err != nil {
-		return err
-	}
-	if _, err := s.w.Write(sseEnd); err != nil {
+	s.buf = append(append(append(s.buf[:0], sseData...), data...), sseEnd...)
+	if _, err := s.w.Write(s.buf); err != nil {
 		return err
 	}
 	return s.rc.Flush()

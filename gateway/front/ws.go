@@ -28,6 +28,7 @@ type wsMeta struct {
 	Pool      string `json:"pool,omitempty"`
 	Pod       string `json:"pod,omitempty"`
 	Pin       string `json:"pin,omitempty"`
+	Gateway   string `json:"gateway,omitempty"`
 }
 
 // websocketHandler serves the upgrade.
@@ -107,7 +108,7 @@ func (s *wsSink) write(b []byte) error {
 }
 
 func (s *wsSink) meta(m engine.Meta) error {
-	b, _ := json.Marshal(wsMeta{Object: "neuronetes.meta", RequestID: m.RequestID, Pool: m.Pool, Pod: m.Pod, Pin: m.Pin})
+	b, _ := json.Marshal(wsMeta{Object: "neuronetes.meta", RequestID: m.RequestID, Pool: m.Pool, Pod: m.Pod, Pin: m.Pin, Gateway: m.Gateway})
 	return s.write(b)
 }
 

@@ -39,7 +39,7 @@ func apply(p *route.Policy, s *v1alpha1.RoutingPolicySpec) []error {
 			name string
 			v    *v1alpha1.Decimal
 			dst  *float64
-		}{{"prefixCache", sc.PrefixCache, &p.Weights.PrefixCache}, {"queue", sc.Queue, &p.Weights.Queue},
+		}{{"prefill", sc.Prefill, &p.Weights.Prefill}, {"prefixCache", sc.PrefixCache, &p.Weights.PrefixCache}, {"queue", sc.Queue, &p.Weights.Queue},
 			{"kvCache", sc.KVCache, &p.Weights.KVCache}, {"inFlight", sc.InFlight, &p.Weights.InFlight}, {"hash", sc.Hash, &p.Weights.Hash}} {
 			if w.v == nil {
 				continue

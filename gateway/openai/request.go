@@ -9,6 +9,7 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -64,10 +65,11 @@ type Request struct {
 	// Metadata is the "metadata" object (string values only).
 	Metadata map[string]string
 
-	// fields keeps every top-level field of the body as sent, for re-encoding.
+	// fields keeps every top-level field of the body as sent, for re-encoding; decoded from body
+	// on first use (most requests are forwarded as sent and never need it).
 	fields map[string]json.RawMessage
-	// raw is the body as sent; nil once the request was changed.
-	raw []byte
+	// body is the body as sent; raw is the same until the request is changed, then nil.
+	body, raw []byte
 	// promptParts records whether the completions prompt was an array.
 	promptParts bool
 }
@@ -89,16 +91,19 @@ type wire struct {
 // Parse decodes and validates a request body for route. Errors are *Error values with status
 // 400 that name the field.
 func Parse(route Route, body []byte) (*Request, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
-		return nil, BadRequest("", "request body is not a JSON object: %v", err)
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return nil, BadRequest("", "request body is not a JSON object")
 	}
 	var w wire
 	if err := json.Unmarshal(body, &w); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, BadRequest("", "request body is not a JSON object: %v", err)
+		}
 		return nil, BadRequest(fieldOf(err), "invalid request body: %v", err)
 	}
 	r := &Request{Route: route, Model: w.Model, Stream: w.Stream, Messages: w.Messages, User: w.User,
-		ConversationID: w.ConversationID, Metadata: w.Metadata, fields: fields, raw: body}
+		ConversationID: w.ConversationID, Metadata: w.Metadata, body: body, raw: body}
 	if w.StreamOptions != nil {
 		r.IncludeUsage = w.StreamOptions.IncludeUsage
 	}
@@ -222,9 +227,18 @@ func (r *Request) SetPrompt(text string) {
 	r.Prompt, r.promptParts, r.raw = text, false, nil
 }
 
+// loadFields decodes the top-level fields of the body once (Parse checked it is an object).
+func (r *Request) loadFields() {
+	if r.fields == nil {
+		r.fields = map[string]json.RawMessage{}
+		_ = json.Unmarshal(r.body, &r.fields)
+	}
+}
+
 // Set replaces (or with a nil value removes) a top-level field of the body; the gateway's typed
 // fields are not re-read, so Set is for fields the gateway does not route on (e.g. "tools").
 func (r *Request) Set(field string, value json.RawMessage) {
+	r.loadFields()
 	if value == nil {
 		delete(r.fields, field)
 	} else {
@@ -234,10 +248,14 @@ func (r *Request) Set(field string, value json.RawMessage) {
 }
 
 // Field returns a top-level field as sent (nil when absent).
-func (r *Request) Field(name string) json.RawMessage { return r.fields[name] }
+func (r *Request) Field(name string) json.RawMessage {
+	r.loadFields()
+	return r.fields[name]
+}
 
 // Clone returns a deep copy whose changes do not affect r.
 func (r *Request) Clone() *Request {
+	r.loadFields()
 	c := *r
 	c.fields = make(map[string]json.RawMessage, len(r.fields))
 	for k, v := range r.fields {
@@ -255,7 +273,7 @@ func (r *Request) Body() ([]byte, error) {
 		return r.raw, nil
 	}
 	if r.raw != nil && r.Stream {
-		if _, ok := r.fields["stream_options"]; !ok {
+		if !bytes.Contains(r.raw, []byte(`"stream_options"`)) {
 			// Splice the field in after the opening brace: no re-encoding of a large body.
 			i := bytes.IndexByte(r.raw, '{')
 			out := make([]byte, 0, len(r.raw)+40)
@@ -264,6 +282,7 @@ func (r *Request) Body() ([]byte, error) {
 			return append(out, r.raw[i+1:]...), nil
 		}
 	}
+	r.loadFields()
 	f := make(map[string]json.RawMessage, len(r.fields)+1)
 	for k, v := range r.fields {
 		f[k] = v

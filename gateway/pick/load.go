@@ -11,7 +11,8 @@ import (
 	"github.com/neuronetes/neuronetes/gateway/route"
 )
 
-// Load counts this replica's in-flight requests and tokens per pod and per pool.
+// Load counts this replica's in-flight requests and tokens per pod and per pool, and each pod's
+// prefill backlog: the uncached prompt tokens of its requests that have no first token yet.
 type Load struct {
 	mu    sync.Mutex
 	pods  map[podKey]*counts
@@ -24,7 +25,7 @@ type podKey struct {
 }
 
 type counts struct {
-	reqs, tokens int
+	reqs, tokens, prefill int
 }
 
 // NewLoad returns an empty tracker.
@@ -35,14 +36,17 @@ func NewLoad() *Load {
 // Lease is one request's share of a pod's load. Release is idempotent and safe to call from
 // any goroutine.
 type Lease struct {
-	l      *Load
-	k      podKey
-	tokens int
-	done   atomic.Bool
+	l       *Load
+	k       podKey
+	tokens  int
+	prefill int
+	first   atomic.Bool
+	done    atomic.Bool
 }
 
-// Acquire counts a request of tokens (estimated) on pod.
-func (l *Load) Acquire(pool route.PoolRef, pod string, tokens int) *Lease {
+// Acquire counts a request of tokens (estimated prompt and completion) on pod, prefill of which
+// (its uncached prompt tokens) are backlog until FirstToken.
+func (l *Load) Acquire(pool route.PoolRef, pod string, tokens, prefill int) *Lease {
 	k := podKey{pool, pod}
 	l.mu.Lock()
 	c := l.pods[k]
@@ -52,9 +56,22 @@ func (l *Load) Acquire(pool route.PoolRef, pod string, tokens int) *Lease {
 	}
 	c.reqs++
 	c.tokens += tokens
+	c.prefill += prefill
 	l.pools[pool]++
 	l.mu.Unlock()
-	return &Lease{l: l, k: k, tokens: tokens}
+	return &Lease{l: l, k: k, tokens: tokens, prefill: prefill}
+}
+
+// FirstToken ends the lease's prefill backlog (idempotent; Release ends it too).
+func (le *Lease) FirstToken() {
+	if le == nil || !le.first.CompareAndSwap(false, true) {
+		return
+	}
+	le.l.mu.Lock()
+	defer le.l.mu.Unlock()
+	if c := le.l.pods[le.k]; c != nil {
+		c.prefill -= le.prefill
+	}
 }
 
 // Pod returns the lease's pod.
@@ -65,6 +82,7 @@ func (le *Lease) Release() {
 	if le == nil || !le.done.CompareAndSwap(false, true) {
 		return
 	}
+	le.FirstToken()
 	l := le.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -80,14 +98,14 @@ func (le *Lease) Release() {
 	}
 }
 
-// Pod returns the in-flight requests and tokens of pod.
-func (l *Load) Pod(pool route.PoolRef, pod string) (reqs, tokens int) {
+// Pod returns the in-flight requests, tokens and prefill backlog of pod.
+func (l *Load) Pod(pool route.PoolRef, pod string) (reqs, tokens, prefill int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c := l.pods[podKey{pool, pod}]; c != nil {
-		return c.reqs, c.tokens
+		return c.reqs, c.tokens, c.prefill
 	}
-	return 0, 0
+	return 0, 0, 0
 }
 
 // Pool returns the in-flight requests of pool.

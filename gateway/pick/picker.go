@@ -11,6 +11,10 @@ import (
 // ringWalk is how many ring positions the hash scorer ranks; pods further away score 0.
 const ringWalk = 8
 
+// prefillFloor keeps the prefill scorer's ratio finite for idle pods and makes differences of a
+// few tokens, below any model server's block size, count for little.
+const prefillFloor = 64
+
 // Picker scores a pool's endpoints.
 type Picker struct {
 	// Load is this replica's in-flight tracker (required).
@@ -26,13 +30,39 @@ type Picker struct {
 
 // Input describes the request being placed.
 type Input struct {
-	// RingKey positions the request on the consistent-hash ring: the session key, or for requests
-	// without one any per-request value.
+	// RingKey positions the request on the consistent-hash ring: the session key. Without one
+	// ("") the hash scorer is off and ties go to the pod names' order.
 	RingKey string
 	// Blocks are the prompt's prefix blocks (PrefixIndex.Blocks).
 	Blocks []uint64
+	// PromptTokens is the prompt's estimated length in tokens.
+	PromptTokens int
 	// Exclude lists pods that must not be chosen (a failed first attempt).
 	Exclude map[string]bool
+}
+
+// Choice is a picked endpoint and the prompt tokens it likely has to prefill (not in its cache
+// by the prefix index).
+type Choice struct {
+	route.Endpoint
+	Uncached int
+}
+
+// uncached estimates the prompt tokens pod must prefill, given matched leading blocks of
+// blocks: the prompt's share beyond the matched blocks.
+func uncached(in Input, matched int) int {
+	if len(in.Blocks) == 0 || matched <= 0 {
+		return in.PromptTokens
+	}
+	return in.PromptTokens * (len(in.Blocks) - min(matched, len(in.Blocks))) / len(in.Blocks)
+}
+
+// Uncached estimates the prompt tokens pod would have to prefill for in.
+func (p *Picker) Uncached(in Input, pod string) int {
+	if p.Prefix == nil || len(in.Blocks) == 0 {
+		return in.PromptTokens
+	}
+	return uncached(in, p.Prefix.Match(in.Blocks)[pod])
 }
 
 // ring returns the pool's ring, rebuilt when its endpoints changed.
@@ -70,7 +100,7 @@ func sameNames(names []string, eps []route.Endpoint) bool {
 // UnderBound reports whether pod may take one more request under the pool's bounded-load limit.
 func (p *Picker) UnderBound(pool *route.Pool, pod string) bool {
 	n := len(pool.Endpoints)
-	reqs, _ := p.Load.Pod(pool.Ref, pod)
+	reqs, _, _ := p.Load.Pod(pool.Ref, pod)
 	return reqs+1 <= affinity.LoadBound(p.Load.Pool(pool.Ref), n, pool.Policy.LoadFactor)
 }
 
@@ -78,18 +108,20 @@ func (p *Picker) UnderBound(pool *route.Pool, pod string) bool {
 type candidate struct {
 	ep           route.Endpoint
 	reqs, tokens int
-	rank         int // position in the ring walk, -1 when not reached
-	prefix       int
-	srv          ServerMetrics
-	hasSrv       bool
-	score        float64
+	// backlog is the pod's pending prefill; uncached this request's share of it.
+	backlog, uncached int
+	rank              int // position in the ring walk, -1 when not reached
+	prefix            int
+	srv               ServerMetrics
+	hasSrv            bool
+	score             float64
 }
 
 // Pick returns the best endpoint of pool for in, or false when every endpoint is excluded.
-func (p *Picker) Pick(pool *route.Pool, in Input) (route.Endpoint, bool) {
+func (p *Picker) Pick(pool *route.Pool, in Input) (Choice, bool) {
 	cands, bound := p.candidates(pool, in)
 	if len(cands) == 0 {
-		return route.Endpoint{}, false
+		return Choice{}, false
 	}
 	p.score(pool.Policy.Weights, cands, len(in.Blocks), bound)
 	best := 0
@@ -98,7 +130,7 @@ func (p *Picker) Pick(pool *route.Pool, in Input) (route.Endpoint, bool) {
 			best = i
 		}
 	}
-	return cands[best].ep, true
+	return Choice{Endpoint: cands[best].ep, Uncached: cands[best].uncached}, true
 }
 
 func better(a, b candidate) bool {
@@ -133,12 +165,14 @@ func (p *Picker) candidates(pool *route.Pool, in Input) ([]candidate, int) {
 	}
 	bound := affinity.LoadBound(p.Load.Pool(pool.Ref), len(pool.Endpoints), pool.Policy.LoadFactor)
 	rank := map[string]int{}
-	ring := p.ring(pool)
-	for i, idx := range ring.Walk(in.RingKey, ringWalk) {
-		rank[ring.Names()[idx]] = i
+	if in.RingKey != "" && pool.Policy.Weights.Hash > 0 {
+		ring := p.ring(pool)
+		for i, idx := range ring.Walk(in.RingKey, ringWalk) {
+			rank[ring.Names()[idx]] = i
+		}
 	}
 	var matched map[string]int
-	if p.Prefix != nil && len(in.Blocks) > 0 && pool.Policy.Weights.PrefixCache > 0 {
+	if p.Prefix != nil && len(in.Blocks) > 0 {
 		matched = p.Prefix.Match(in.Blocks)
 	}
 	all := make([]candidate, 0, n)
@@ -147,8 +181,9 @@ func (p *Picker) candidates(pool *route.Pool, in Input) ([]candidate, int) {
 		if in.Exclude[e.Pod] {
 			continue
 		}
-		reqs, tokens := p.Load.Pod(pool.Ref, e.Pod)
-		c := candidate{ep: e, reqs: reqs, tokens: tokens, rank: -1, prefix: matched[e.Pod]}
+		reqs, tokens, backlog := p.Load.Pod(pool.Ref, e.Pod)
+		c := candidate{ep: e, reqs: reqs, tokens: tokens, backlog: backlog, rank: -1, prefix: matched[e.Pod],
+			uncached: uncached(in, matched[e.Pod])}
 		if r, ok := rank[e.Pod]; ok {
 			c.rank = r
 		}
@@ -188,9 +223,20 @@ func (p *Picker) score(w route.Weights, cands []candidate, blocks, bound int) {
 		}
 		return 1 - min(max(c.srv.KVUsage, 0), 1), true
 	}, kv)
+	minCost := -1
+	for _, c := range cands {
+		if cost := c.backlog + c.uncached; minCost < 0 || cost < minCost {
+			minCost = cost
+		}
+	}
 	for i := range cands {
 		c := &cands[i]
 		s := 0.0
+		if w.Prefill > 0 {
+			// The estimated prefill ahead of this request's first token on the pod, relative to the
+			// best pod's: 1 for the best, smaller as the backlog grows.
+			s += w.Prefill * float64(minCost+prefillFloor) / float64(c.backlog+c.uncached+prefillFloor)
+		}
 		if w.InFlight > 0 {
 			s += w.InFlight * (0.5*(1-min(ratio(float64(c.reqs), float64(bound)), 1)) + 0.5*(1-ratio(float64(c.tokens), float64(maxTok))))
 		}

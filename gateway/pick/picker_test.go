@@ -1,7 +1,10 @@
 package pick
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +40,7 @@ func TestPickAvoidsLoadAndRespectsBound(t *testing.T) {
 	// pod-0 holds the prefix but 3 of 3 in-flight requests: bound = ceil(1.25*4/2) = 3, so it
 	// may not take a 4th.
 	for i := 0; i < 3; i++ {
-		pk.Load.Acquire(pool, "pod-0", 10)
+		pk.Load.Acquire(pool, "pod-0", 10, 0)
 	}
 	if pk.UnderBound(p, "pod-0") {
 		t.Fatal("pod-0 under bound with 3 of 3 in flight")
@@ -73,6 +76,9 @@ func TestPickExcludeAndHashTieBreak(t *testing.T) {
 	pk := &Picker{Load: NewLoad()}
 	first, _ := pk.Pick(p, Input{RingKey: "session-7"})
 	again, _ := pk.Pick(p, Input{RingKey: "session-7"})
+	if noKey, _ := pk.Pick(p, Input{}); noKey.Pod != "pod-0" {
+		t.Fatalf("idle pool, no session key: picked %s, want the first by name (no hash noise)", noKey.Pod)
+	}
 	if first != again {
 		t.Fatalf("idle pool: same key picked %s then %s", first.Pod, again.Pod)
 	}
@@ -87,16 +93,21 @@ func TestPickExcludeAndHashTieBreak(t *testing.T) {
 
 func TestLoadLeaseRelease(t *testing.T) {
 	l := NewLoad()
-	a := l.Acquire(pool, "p", 100)
-	b := l.Acquire(pool, "p", 50)
-	if r, tok := l.Pod(pool, "p"); r != 2 || tok != 150 || l.Pool(pool) != 2 {
-		t.Fatalf("load %d/%d pool %d", r, tok, l.Pool(pool))
+	a := l.Acquire(pool, "p", 100, 60)
+	b := l.Acquire(pool, "p", 50, 30)
+	if r, tok, pre := l.Pod(pool, "p"); r != 2 || tok != 150 || pre != 90 || l.Pool(pool) != 2 {
+		t.Fatalf("load %d/%d/%d pool %d", r, tok, pre, l.Pool(pool))
+	}
+	a.FirstToken()
+	a.FirstToken() // idempotent
+	if _, _, pre := l.Pod(pool, "p"); pre != 30 {
+		t.Fatalf("prefill backlog after a's first token %d, want 30", pre)
 	}
 	a.Release()
 	a.Release() // idempotent
-	b.Release()
-	if r, tok := l.Pod(pool, "p"); r != 0 || tok != 0 || l.Total() != 0 {
-		t.Fatalf("after release %d/%d total %d", r, tok, l.Total())
+	b.Release() // ends b's backlog too
+	if r, tok, pre := l.Pod(pool, "p"); r != 0 || tok != 0 || pre != 0 || l.Total() != 0 {
+		t.Fatalf("after release %d/%d/%d total %d", r, tok, pre, l.Total())
 	}
 }
 
@@ -120,5 +131,56 @@ other_metric 7
 	m, _ = ParseServerMetrics(strings.NewReader("vllm:gpu_cache_usage_perc 0.5\n"))
 	if m.HasKV || m.HasQueue {
 		t.Fatalf("deprecated name used: %+v", m)
+	}
+}
+
+// The prefill scorer sends a request where its first token comes soonest by the gateway's
+// estimate: the pod's pending prefill plus the request's tokens it has not cached.
+func TestPickPrefillCost(t *testing.T) {
+	p := testPool(3)
+	p.Policy.Weights = route.Weights{Prefill: 1}
+	pk := &Picker{Load: NewLoad(), Prefix: NewPrefixIndex(8, 1000)}
+	prompt := strings.Repeat("abcdefgh", 100) // 100 blocks
+	in := Input{Blocks: pk.Prefix.Blocks(pool, prompt), PromptTokens: 1000}
+	// pod-0 cached 90% of the prompt but has 3000 tokens of prefill ahead; pod-1 nothing cached
+	// and 500 ahead; pod-2 nothing cached and 2000 ahead.
+	pk.Prefix.Record(in.Blocks[:90], "pod-0")
+	pk.Load.Acquire(pool, "pod-0", 0, 3000)
+	pk.Load.Acquire(pool, "pod-1", 0, 500)
+	pk.Load.Acquire(pool, "pod-2", 0, 2000)
+	p.Policy.LoadFactor = 10 // the bound plays no part here
+	ch, _ := pk.Pick(p, in)
+	if ch.Pod != "pod-1" || ch.Uncached != 1000 {
+		t.Fatalf("picked %s (uncached %d): want pod-1, 500+1000 < 3000+100", ch.Pod, ch.Uncached)
+	}
+	// Once pod-0's backlog clears, its cache wins: 0+100 against 500+1000.
+	pk.Load = NewLoad()
+	pk.Load.Acquire(pool, "pod-1", 0, 500)
+	ch, _ = pk.Pick(p, in)
+	if ch.Pod != "pod-0" || ch.Uncached != 100 {
+		t.Fatalf("picked %s (uncached %d): want pod-0 with 100 uncached", ch.Pod, ch.Uncached)
+	}
+	if u := pk.Uncached(in, "pod-2"); u != 1000 {
+		t.Fatalf("Uncached(pod-2) = %d", u)
+	}
+}
+
+// The scraper asks only for the three metrics it reads and keeps fresh samples per endpoint.
+func TestScraperScrapesTable(t *testing.T) {
+	var query string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		query = r.URL.RawQuery
+		fmt.Fprintln(w, "vllm:num_requests_waiting 2\nvllm:num_requests_running 3\nvllm:kv_cache_usage_perc 0.5")
+	}))
+	defer srv.Close()
+	p := &route.Pool{Ref: pool, Endpoints: []route.Endpoint{{Pod: "a", MetricsURL: srv.URL + "/metrics"}}}
+	sc := &Scraper{Table: route.NewTable(route.NewSnapshot([]*route.Pool{p})), Interval: time.Hour}
+	sc.scrapeAll(context.Background())
+	m, ok := sc.Get(srv.URL + "/metrics")
+	if !ok || m.Waiting != 2 || m.Running != 3 || m.KVUsage != 0.5 {
+		t.Fatalf("sample %+v %v", m, ok)
+	}
+	if !strings.Contains(query, "name[]=vllm:num_requests_waiting") || strings.Count(query, "name[]=") != 3 {
+		t.Fatalf("query %q", query)
 	}
 }

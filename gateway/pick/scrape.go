@@ -149,12 +149,21 @@ func (s *Scraper) scrapeAll(ctx context.Context) {
 	s.mu.Unlock()
 }
 
+// scrapeQuery asks the server for the three metrics only: Prometheus' client libraries (Go's
+// promhttp, Python's prometheus_client under vLLM) honour name[] and skip encoding the rest;
+// servers that do not answer with everything, which the parser skips.
+var scrapeQuery = "name[]=" + MetricWaiting + "&name[]=" + MetricRunning + "&name[]=" + MetricKVUsage
+
 func (s *Scraper) scrape(ctx context.Context, url string) (ServerMetrics, error) {
 	c := s.Client
 	if c == nil {
 		c = &http.Client{Timeout: time.Second}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+sep+scrapeQuery, nil)
 	if err != nil {
 		return ServerMetrics{}, fmt.Errorf("scrape %s: %w", url, err)
 	}

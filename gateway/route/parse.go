@@ -36,7 +36,7 @@ func ParseKeySources(s string) ([]KeySource, error) {
 	return out, nil
 }
 
-// ParseWeights parses "prefix=3,queue=2,kv=1,inflight=2,hash=1"; omitted scorers keep def's
+// ParseWeights parses "prefill=4,prefix=1,queue=1,kv=1,inflight=1,hash=1"; omitted scorers keep def's
 // weight.
 func ParseWeights(s string, def Weights) (Weights, error) {
 	w := def
@@ -51,6 +51,8 @@ func ParseWeights(s string, def Weights) (Weights, error) {
 			return w, fmt.Errorf("scorer weight %q: want <scorer>=<non-negative number>", part)
 		}
 		switch k {
+		case "prefill":
+			w.Prefill = f
 		case "prefix":
 			w.PrefixCache = f
 		case "queue":
@@ -62,7 +64,7 @@ func ParseWeights(s string, def Weights) (Weights, error) {
 		case "hash":
 			w.Hash = f
 		default:
-			return w, fmt.Errorf("scorer weight %q: scorer must be prefix, queue, kv, inflight or hash", part)
+			return w, fmt.Errorf("scorer weight %q: scorer must be prefill, prefix, queue, kv, inflight or hash", part)
 		}
 	}
 	return w, nil

@@ -19,7 +19,7 @@ func TestParseKeySources(t *testing.T) {
 
 func TestParseWeights(t *testing.T) {
 	w, err := ParseWeights("prefix=5,hash=0", DefaultPolicy().Weights)
-	if err != nil || w.PrefixCache != 5 || w.Hash != 0 || w.Queue != 2 {
+	if err != nil || w.PrefixCache != 5 || w.Hash != 0 || w.Queue != 1 || w.Prefill != 4 {
 		t.Fatalf("%+v %v", w, err)
 	}
 	for _, bad := range []string{"prefix", "prefix=-1", "speed=2", "queue=x"} {

@@ -43,7 +43,7 @@ func (k KeySource) String() string {
 
 // Weights of the pickers' scorers.
 type Weights struct {
-	PrefixCache, Queue, KVCache, InFlight, Hash float64
+	Prefill, PrefixCache, Queue, KVCache, InFlight, Hash float64
 }
 
 // Priority is a request priority class; larger is more important.
@@ -114,7 +114,7 @@ func DefaultPolicy() Policy {
 		SessionKeys: DefaultSessionKeys,
 		PinTTL:      30 * time.Minute,
 		LoadFactor:  0.25,
-		Weights:     Weights{PrefixCache: 3, Queue: 2, KVCache: 1, InFlight: 2, Hash: 1},
+		Weights:     Weights{Prefill: 4, PrefixCache: 1, Queue: 1, KVCache: 1, InFlight: 1, Hash: 1},
 		// vLLM's default max_num_seqs.
 		MaxInFlightPerEndpoint: 256,
 		MaxQueue:               1024,

@@ -144,13 +144,15 @@ type Shadow struct {
 	// Body is the copy's request; nil sends req.Body unchanged. A mirror that must prevent side
 	// effects (e.g. tool calls) changes its copy here.
 	Body *openai.Request
-	// Done, when set, receives the copy's outcome; the response itself is discarded.
+	// Done, when set, receives the copy's outcome, on the copy's own goroutine; the response
+	// itself is discarded.
 	Done func(Outcome)
 }
 
-// Mirror decides which requests are copied to other pools (shadow traffic). Copies run in the
-// background under their own deadline, never delay or change the client's response, and are
-// dropped when the gateway's shadow capacity is full.
+// Mirror decides which requests are copied to other pools (shadow traffic). Each copy is encoded
+// when Shadows returns, then sent in the background under the backend's response timeout; copies
+// never delay or change the client's response, and are dropped when the gateway's shadow capacity
+// is full.
 type Mirror interface {
 	// Shadows returns the copies to send for req (none for most requests).
 	Shadows(ctx context.Context, req *Request) []Shadow

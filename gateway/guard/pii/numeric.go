@@ -94,6 +94,8 @@ type window struct {
 	paren      bool     // first group is in parentheses
 	before     byte     // the separator byte just outside the window, or 0
 	after      byte
+	prevLen    int // digits of the group before the window (0: none)
+	nextLen    int // digits of the group after the window (0: none)
 }
 
 func makeWindow(text string, groups []group, g, h int) window {
@@ -116,9 +118,11 @@ func makeWindow(text string, groups []group, g, h int) window {
 	w.digits = d.String()
 	if g > 0 {
 		w.before = text[groups[g].start-1]
+		w.prevLen = groups[g-1].end - groups[g-1].start
 	}
 	if h < len(groups)-1 {
 		w.after = text[groups[h].end]
+		w.nextLen = groups[h+1].end - groups[h+1].start
 	}
 	return w
 }
@@ -184,6 +188,9 @@ func card(text string, w window) (Finding, bool) {
 	}
 	if len(w.lens) > 1 && !cardGrouping(w.lens) {
 		return Finding{}, false
+	}
+	if len(w.lens) > 1 && (w.before == w.seps[0][0] && w.prevLen == 4 || w.after == w.seps[0][0] && w.nextLen == 4) {
+		return Finding{}, false // four-digit groups go on: part of a longer grouped number (an IBAN, an account)
 	}
 	kind := cardKind(w.digits)
 	if kind == "" || !Luhn(w.digits) || allSame(w.digits) {

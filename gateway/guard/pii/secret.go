@@ -6,8 +6,8 @@ import (
 )
 
 // secretRec finds API keys and tokens of common providers by their documented literal prefixes
-// and shapes. Each prefix is located with strings.Index and the shape is checked by an anchored
-// expression on a bounded slice, so the cost is a few substring searches per request.
+// and shapes, in one pass over the text; a candidate's shape is checked by an anchored
+// expression on a bounded slice.
 type secretRec struct{}
 
 func (secretRec) entity() Entity { return APIKey }
@@ -52,22 +52,29 @@ var secretPatterns = []secretPattern{
 // keyLike reports whether c can continue a token (so a match must not stop inside a longer one).
 func keyLike(c byte) bool { return isAlnum(c) || c == '_' || c == '-' }
 
+// secretsByFirst indexes secretPatterns by the first byte of their prefix.
+var secretsByFirst = func() [256][]int {
+	var idx [256][]int
+	for i, p := range secretPatterns {
+		idx[p.prefix[0]] = append(idx[p.prefix[0]], i)
+	}
+	return idx
+}()
+
+// find scans text once: at every token start whose byte begins some provider prefix, the
+// prefixes are compared and a matching one's shape is checked on a bounded slice.
 func (secretRec) find(text string, out []Finding) []Finding {
-	for _, p := range secretPatterns {
-		for off := 0; ; {
-			k := strings.Index(text[off:], p.prefix)
-			if k < 0 {
-				break
-			}
-			i := off + k
-			off = i + len(p.prefix)
-			if i > 0 && keyLike(text[i-1]) {
+	for i := 0; i < len(text); i++ {
+		cands := secretsByFirst[text[i]]
+		if len(cands) == 0 || i > 0 && keyLike(text[i-1]) {
+			continue
+		}
+		for _, k := range cands {
+			p := secretPatterns[k]
+			if !strings.HasPrefix(text[i:], p.prefix) {
 				continue
 			}
-			hi := i + p.maxLen + 1
-			if hi > len(text) {
-				hi = len(text)
-			}
+			hi := min(len(text), i+p.maxLen+1)
 			loc := p.re.FindStringIndex(text[i:hi])
 			if loc == nil {
 				continue
@@ -77,7 +84,8 @@ func (secretRec) find(text string, out []Finding) []Finding {
 				continue // part of a longer identifier of another shape
 			}
 			out = append(out, Finding{Entity: APIKey, Start: i, End: end, Score: 1, Kind: p.kind})
-			off = end
+			i = end - 1
+			break
 		}
 	}
 	return out

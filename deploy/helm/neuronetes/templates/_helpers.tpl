@@ -79,3 +79,15 @@ imagePullSecrets:
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/* Gateway names: the API Service (also its DNS name) and the service account. */}}
+{{- define "neuronetes.gatewayService" -}}{{ include "neuronetes.fullname" . }}-gateway{{- end -}}
+{{- define "neuronetes.gatewaySA" -}}{{ include "neuronetes.fullname" . }}-gateway{{- end -}}
+
+{{/* Redis of the gateway's shared pins, session activity and quotas: gateway.redis.address, else
+the chart's Redis; empty when gateway.redis.enabled is false (each replica keeps its own). */}}
+{{- define "neuronetes.gatewayRedis" -}}
+{{- if .Values.gateway.redis.enabled -}}
+{{- default (include "neuronetes.redisAddress" .) .Values.gateway.redis.address -}}
+{{- end -}}
+{{- end -}}

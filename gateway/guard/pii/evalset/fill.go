@@ -234,8 +234,13 @@ func ssn(r *rand.Rand, valid bool) string {
 	return fmt.Sprintf("%03d%s%02d%s%04d", area, sep, 1+r.IntN(99), sep, 1+r.IntN(9999))
 }
 
+// nanp draws a NANP number: area code and exchange NXX, the area code not an N11 service code.
 func nanp(r *rand.Rand) (string, string, string) {
-	return strconv.Itoa(2+r.IntN(8)) + digits(r, 2), strconv.Itoa(2+r.IntN(8)) + digits(r, 2), digits(r, 4)
+	area := strconv.Itoa(2+r.IntN(8)) + digits(r, 2)
+	for area[1:] == "11" {
+		area = strconv.Itoa(2+r.IntN(8)) + digits(r, 2)
+	}
+	return area, strconv.Itoa(2+r.IntN(8)) + digits(r, 2), digits(r, 4)
 }
 
 func phone(r *rand.Rand) string {

@@ -1,0 +1,218 @@
+package scaleloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	v1alpha1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+)
+
+// The autoscaler reads the lag of every provider the dispatcher consumes (docs/dispatcher.md).
+func init() {
+	ServedProviders["kafka"] = true
+	ServedProviders["redis"] = true
+}
+
+// DispatchGroup is the consumer group the dispatcher uses for a dispatched binding that names
+// none (dispatcher/binding.DefaultGroup; the controller does not import the dispatcher).
+func DispatchGroup(b *v1alpha1.ToolBinding) string {
+	if q := b.Spec.QueueConfig; q != nil && q.ConsumerGroup != "" {
+		return q.ConsumerGroup
+	}
+	return "neuronetes-" + b.Namespace + "-" + b.Name
+}
+
+// NATSQueueName is the "<stream>/<consumer>" whose lag LagSource reads: the consumer named in
+// queueName, else consumerGroup, else the dispatcher's default group for a dispatched binding;
+// a lag-only binding without a consumer keeps "<stream>" (the stream's message count).
+func NATSQueueName(b *v1alpha1.ToolBinding) string {
+	q := b.Spec.QueueConfig
+	if strings.Contains(q.QueueName, "/") || (q.ConsumerGroup == "" && q.Dispatch == nil) {
+		return q.QueueName
+	}
+	return q.QueueName + "/" + DispatchGroup(b)
+}
+
+// QueueLag reads the lag of Kafka topics and Redis streams for a consumer group: messages not
+// yet acknowledged by it. A binding without a group is read as if consumed by the dispatcher's
+// default group (everything is lag until a consumer commits).
+type QueueLag struct {
+	// DefaultKafkaURL and DefaultRedisURL serve bindings without queueConfig.url.
+	DefaultKafkaURL, DefaultRedisURL string
+	// Timeout bounds one lookup (default 5 s).
+	Timeout time.Duration
+
+	mu    sync.Mutex
+	kafka map[string]*kgo.Client
+	redis map[string]*redis.Client
+}
+
+// providerLag reads the lag of b; natsURL is the URL resolved for NATS.
+func (l *Loop) providerLag(ctx context.Context, b *v1alpha1.ToolBinding, natsURL string) (int64, error) {
+	q := b.Spec.QueueConfig
+	switch q.Provider {
+	case "", "nats":
+		return l.Lag.Lag(ctx, natsURL, NATSQueueName(b))
+	case "kafka", "redis":
+		if l.Queues == nil {
+			return 0, fmt.Errorf("no %s lag source configured", q.Provider)
+		}
+		return l.Queues.Lag(ctx, b)
+	}
+	return 0, fmt.Errorf("provider %s has no lag source", q.Provider)
+}
+
+// Lag returns the lag of a kafka or redis binding.
+func (s *QueueLag) Lag(ctx context.Context, b *v1alpha1.ToolBinding) (int64, error) {
+	t := s.Timeout
+	if t <= 0 {
+		t = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, t)
+	defer cancel()
+	q := b.Spec.QueueConfig
+	switch q.Provider {
+	case "kafka":
+		url := q.URL
+		if url == "" {
+			url = s.DefaultKafkaURL
+		}
+		c, err := s.kafkaClient(url)
+		if err != nil {
+			return 0, err
+		}
+		return kafkaLag(ctx, kadm.NewClient(c), q.QueueName, DispatchGroup(b))
+	case "redis":
+		url := q.URL
+		if url == "" {
+			url = s.DefaultRedisURL
+		}
+		c, err := s.redisClient(url)
+		if err != nil {
+			return 0, err
+		}
+		return redisLag(ctx, c, q.QueueName, DispatchGroup(b))
+	}
+	return 0, fmt.Errorf("provider %s has no lag source", q.Provider)
+}
+
+func (s *QueueLag) kafkaClient(url string) (*kgo.Client, error) {
+	url = strings.TrimPrefix(url, "kafka://")
+	if url == "" {
+		return nil, errors.New("queueConfig.url: empty Kafka URL and no --kafka-url")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.kafka[url]; c != nil {
+		return c, nil
+	}
+	c, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(url, ",")...))
+	if err != nil {
+		return nil, fmt.Errorf("kafka %s: %w", url, err)
+	}
+	if s.kafka == nil {
+		s.kafka = map[string]*kgo.Client{}
+	}
+	s.kafka[url] = c
+	return c, nil
+}
+
+func (s *QueueLag) redisClient(url string) (*redis.Client, error) {
+	if url == "" {
+		return nil, errors.New("queueConfig.url: empty Redis URL and no --redis-queue-url")
+	}
+	if !strings.Contains(url, "://") {
+		url = "redis://" + url
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.redis[url]; c != nil {
+		return c, nil
+	}
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("queueConfig.url %q: %w", url, err)
+	}
+	c := redis.NewClient(o)
+	if s.redis == nil {
+		s.redis = map[string]*redis.Client{}
+	}
+	s.redis[url] = c
+	return c, nil
+}
+
+// Close closes the cached clients.
+func (s *QueueLag) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, c := range s.kafka {
+		c.Close()
+		delete(s.kafka, k)
+	}
+	for k, c := range s.redis {
+		_ = c.Close()
+		delete(s.redis, k)
+	}
+}
+
+// kafkaLag sums, per partition, the end offset minus the group's committed offset (the log
+// start when the group committed nothing).
+func kafkaLag(ctx context.Context, adm *kadm.Client, topic, group string) (int64, error) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("kafka %s end offsets: %w", topic, err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("kafka %s start offsets: %w", topic, err)
+	}
+	committed, err := adm.FetchOffsetsForTopics(ctx, group, topic)
+	if err != nil {
+		return 0, fmt.Errorf("kafka %s group %s offsets: %w", topic, group, err)
+	}
+	if len(ends[topic]) == 0 {
+		return 0, fmt.Errorf("kafka topic %s: no partitions", topic)
+	}
+	var lag int64
+	for part, end := range ends[topic] {
+		if end.Err != nil {
+			return 0, fmt.Errorf("kafka %s[%d]: %w", topic, part, end.Err)
+		}
+		from := starts[topic][part].Offset
+		if c, ok := committed.Lookup(topic, part); ok && c.Err == nil && c.At >= 0 {
+			from = max(from, c.At)
+		}
+		lag += max(end.Offset-from, 0)
+	}
+	return lag, nil
+}
+
+// redisLag is the group's undelivered entries plus its pending ones (XINFO GROUPS lag +
+// pending, Redis >= 7), or the stream length when the group does not exist yet.
+func redisLag(ctx context.Context, c *redis.Client, stream, group string) (int64, error) {
+	groups, err := c.XInfoGroups(ctx, stream).Result()
+	if err != nil && !strings.Contains(err.Error(), "no such key") {
+		return 0, fmt.Errorf("redis stream %s: %w", stream, err)
+	}
+	for _, g := range groups {
+		if g.Name == group {
+			if g.Lag < 0 {
+				return 0, fmt.Errorf("redis stream %s group %s: lag unknown (entries were deleted)", stream, group)
+			}
+			return g.Lag + g.Pending, nil
+		}
+	}
+	n, err := c.XLen(ctx, stream).Result()
+	if err != nil {
+		return 0, fmt.Errorf("redis stream %s: %w", stream, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,87 @@
+package helm_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestChartGateway renders the gateway: Deployment with its replicas, grace period and flags, the
+// API and headless admin Services, the PodDisruptionBudget and least-privilege RBAC.
+func TestChartGateway(t *testing.T) {
+	objs, err := render(t, nil, []string{`gateway={"replicas":3,"watchNamespaces":["agents","chat"],"tls":{"secretName":"gw-tls"},"terminationGracePeriodSeconds":90,"drainDelaySeconds":10}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep := find(objs, "Deployment", "nn-neuronetes-gateway")
+	if dep == nil {
+		t.Fatal("no gateway Deployment")
+	}
+	if r, _ := get(dep, "spec", "replicas").(float64); r != 3 {
+		t.Errorf("replicas %v", get(dep, "spec", "replicas"))
+	}
+	if g, _ := get(dep, "spec", "template", "spec", "terminationGracePeriodSeconds").(float64); g != 90 {
+		t.Errorf("grace %v", g)
+	}
+	a := args(container(dep, "gateway"))
+	for _, want := range []string{"--auth=required", "--namespaces=agents,chat", "--redis-addr=nn-neuronetes-redis.neuronetes-system.svc:6379",
+		"--drain-delay=10s", "--shutdown-timeout=75s", "--tls-cert-file=/etc/neuronetes/gateway-tls/tls.crt", "--quota-store-failure=open",
+		"--listen=:8080", "--admin-listen=:9090"} {
+		if !contains(a, want) {
+			t.Errorf("gateway args %v lack %s", a, want)
+		}
+	}
+	if p := get(container(dep, "gateway"), "readinessProbe", "httpGet", "path"); p != "/readyz" {
+		t.Errorf("readiness probe %v", p)
+	}
+	if svc := find(objs, "Service", "nn-neuronetes-gateway"); svc == nil || get(svc, "spec", "ports", 0, "targetPort") != "api" {
+		t.Error("no API Service on the api port")
+	}
+	if adm := find(objs, "Service", "nn-neuronetes-gateway-admin"); adm == nil || get(adm, "spec", "clusterIP") != "None" {
+		t.Error("no headless admin Service")
+	}
+	if pdb := find(objs, "PodDisruptionBudget", "nn-neuronetes-gateway"); pdb == nil {
+		t.Error("no PodDisruptionBudget")
+	}
+	cr := find(objs, "ClusterRole", "nn-neuronetes-gateway")
+	if cr == nil {
+		t.Fatal("no gateway ClusterRole")
+	}
+	for _, r := range cr["rules"].([]any) {
+		for _, v := range r.(map[string]any)["verbs"].([]any) {
+			if v != "get" && v != "list" && v != "watch" {
+				t.Errorf("gateway may %s: read-only expected", v)
+			}
+		}
+	}
+	if find(objs, "ServiceAccount", "nn-neuronetes-gateway") == nil {
+		t.Error("no gateway ServiceAccount")
+	}
+	ctrl := args(container(find(objs, "Deployment", "nn-neuronetes-controller"), "controller"))
+	if !contains(ctrl, "--gateway-pods=neuronetes-system/app.kubernetes.io/component=gateway,app.kubernetes.io/instance=nn") {
+		t.Errorf("controller args %v: the autoscaler does not read the gateway", ctrl)
+	}
+
+	objs, err = render(t, nil, []string{`gateway={"enabled":false}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if find(objs, "Deployment", "nn-neuronetes-gateway") != nil {
+		t.Error("gateway rendered while disabled")
+	}
+}
+
+func TestChartGatewayRefusals(t *testing.T) {
+	for _, tc := range []struct{ set, want string }{
+		{`gateway={"auth":"maybe"}`, "auth"},
+		{`gateway={"quotaStoreFailure":"sometimes"}`, "quotaStoreFailure"},
+		{`gateway={"defaults":{"scorerWeights":"speed=1"}}`, "scorerWeights"},
+		{`gateway={"defaults":{"sessionKeys":"cookie:x"}}`, "sessionKeys"},
+		{`gateway={"timeouts":{"idle":"soon"}}`, "idle"},
+		{`gateway={"terminationGracePeriodSeconds":5}`, "terminationGracePeriodSeconds"},
+	} {
+		_, err := render(t, nil, []string{tc.set})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %s", tc.set, err, tc.want)
+		}
+	}
+}

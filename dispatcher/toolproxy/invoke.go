@@ -1,0 +1,200 @@
+package toolproxy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
+)
+
+// MaxAnswerBytes bounds a tool's answer.
+const MaxAnswerBytes = 16 << 20
+
+// Invoker calls a tool.
+type Invoker interface {
+	Invoke(ctx context.Context, t *Tool, c Caller, idemKey string, args []byte) (Answer, error)
+}
+
+// Invokers dispatches on the tool type.
+type Invokers struct {
+	// HTTP client (default http.DefaultClient; the context bounds each call).
+	HTTP *http.Client
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+	descs map[string]protoreflect.MethodDescriptor
+}
+
+// Invoke implements Invoker.
+func (iv *Invokers) Invoke(ctx context.Context, t *Tool, c Caller, idemKey string, args []byte) (Answer, error) {
+	if t.Type == "grpc" {
+		return iv.invokeGRPC(ctx, t, args)
+	}
+	return iv.invokeHTTP(ctx, t, c, idemKey, args)
+}
+
+// invokeHTTP sends the arguments as the JSON body; the tool's status and body come back.
+func (iv *Invokers) invokeHTTP(ctx context.Context, t *Tool, c Caller, idemKey string, args []byte) (Answer, error) {
+	req, err := http.NewRequestWithContext(ctx, t.Method, t.Endpoint, bytes.NewReader(args))
+	if err != nil {
+		return Answer{}, fmt.Errorf("tool request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Neuronetes-Pool", c.Pool)
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	hc := iv.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return Answer{}, fmt.Errorf("tool %s: %w", t.Name, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
+	if err != nil {
+		return Answer{}, fmt.Errorf("tool %s answer: %w", t.Name, err)
+	}
+	if len(b) > MaxAnswerBytes {
+		return Answer{}, fmt.Errorf("tool %s answer over %d bytes", t.Name, MaxAnswerBytes)
+	}
+	return Answer{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: b}, nil
+}
+
+// invokeGRPC converts the JSON arguments to the method's request message (its descriptor is
+// read once by server reflection), calls the method and answers the response as JSON.
+func (iv *Invokers) invokeGRPC(ctx context.Context, t *Tool, args []byte) (Answer, error) {
+	conn, md, err := iv.method(ctx, t)
+	if err != nil {
+		return Answer{}, err
+	}
+	in := dynamicpb.NewMessage(md.Input())
+	if err := protojson.Unmarshal(args, in); err != nil {
+		return Answer{Status: http.StatusBadRequest, ContentType: "application/json",
+			Body: []byte(fmt.Sprintf(`{"error":%q}`, "arguments do not fit "+string(md.Input().FullName())+": "+err.Error()))}, nil
+	}
+	out := dynamicpb.NewMessage(md.Output())
+	if err := conn.Invoke(ctx, "/"+strings.TrimPrefix(t.Method, "/"), in, out); err != nil {
+		return Answer{}, fmt.Errorf("tool %s: %w", t.Name, err)
+	}
+	b, err := protojson.Marshal(out)
+	if err != nil {
+		return Answer{}, fmt.Errorf("tool %s answer: %w", t.Name, err)
+	}
+	return Answer{Status: http.StatusOK, ContentType: "application/json", Body: b}, nil
+}
+
+func (iv *Invokers) method(ctx context.Context, t *Tool) (*grpc.ClientConn, protoreflect.MethodDescriptor, error) {
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	if iv.conns == nil {
+		iv.conns, iv.descs = map[string]*grpc.ClientConn{}, map[string]protoreflect.MethodDescriptor{}
+	}
+	conn := iv.conns[t.Endpoint]
+	if conn == nil {
+		var err error
+		if conn, err = grpc.NewClient(t.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+			return nil, nil, fmt.Errorf("tool %s endpoint %s: %w", t.Name, t.Endpoint, err)
+		}
+		iv.conns[t.Endpoint] = conn
+	}
+	k := t.Endpoint + " " + t.Method
+	if md := iv.descs[k]; md != nil {
+		return conn, md, nil
+	}
+	md, err := resolveMethod(ctx, conn, t.Method)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tool %s: %w", t.Name, err)
+	}
+	iv.descs[k] = md
+	return conn, md, nil
+}
+
+// resolveMethod finds "pkg.Service/Method" through the server's reflection service.
+func resolveMethod(ctx context.Context, conn *grpc.ClientConn, method string) (protoreflect.MethodDescriptor, error) {
+	svc, name, ok := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	if !ok {
+		return nil, fmt.Errorf("method %q: want package.Service/Method", method)
+	}
+	st, err := rpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("server reflection: %w", err)
+	}
+	defer func() { _ = st.CloseSend() }()
+	files := map[string]*descriptorpb.FileDescriptorProto{}
+	ask := func(req *rpb.ServerReflectionRequest) error {
+		if err := st.Send(req); err != nil {
+			return err
+		}
+		resp, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		if e := resp.GetErrorResponse(); e != nil {
+			return fmt.Errorf("reflection: %s", e.GetErrorMessage())
+		}
+		for _, raw := range resp.GetFileDescriptorResponse().GetFileDescriptorProto() {
+			fd := &descriptorpb.FileDescriptorProto{}
+			if err := proto.Unmarshal(raw, fd); err != nil {
+				return err
+			}
+			files[fd.GetName()] = fd
+		}
+		return nil
+	}
+	if err := ask(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: svc}}); err != nil {
+		return nil, fmt.Errorf("service %s: %w", svc, err)
+	}
+	for missing := true; missing; {
+		missing = false
+		for _, fd := range files {
+			for _, dep := range fd.GetDependency() {
+				if _, ok := files[dep]; !ok {
+					missing = true
+					if err := ask(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_FileByFilename{FileByFilename: dep}}); err != nil {
+						return nil, fmt.Errorf("file %s: %w", dep, err)
+					}
+				}
+			}
+		}
+	}
+	set := &descriptorpb.FileDescriptorSet{}
+	for _, fd := range files {
+		set.File = append(set.File, fd)
+	}
+	reg, err := protodesc.NewFiles(set)
+	if err != nil {
+		return nil, fmt.Errorf("descriptors of %s: %w", svc, err)
+	}
+	d, err := reg.FindDescriptorByName(protoreflect.FullName(svc))
+	if err != nil {
+		return nil, fmt.Errorf("service %s: %w", svc, err)
+	}
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a service", svc)
+	}
+	md := sd.Methods().ByName(protoreflect.Name(name))
+	if md == nil {
+		return nil, fmt.Errorf("service %s has no method %s", svc, name)
+	}
+	if md.IsStreamingClient() || md.IsStreamingServer() {
+		return nil, fmt.Errorf("method %s is streaming: only unary methods are tools", method)
+	}
+	return md, nil
+}
