@@ -78,10 +78,15 @@ func (d *demo) image(ctx context.Context, spec images.Spec) (string, error) {
 	return images.BuildAndImport(ctx, spec, filepath.Join(p.Local, "images"), p.Binary("ctr"), p.ContainerdSocket())
 }
 
+// demoImages are the commands the demo runs: what hack/deploy-local.sh installs with
+// deploy/helm/values/local.yaml (its default IMAGES) and the agent of the demo's pool. Commands
+// that the chart does not install locally (the gateway, the dispatcher, CLIs) are not built.
+var demoImages = []string{"driver", "nodeagent", "controller", "sidecar", "demo-agent"}
+
 func (d *demo) buildImages(ctx context.Context) error {
-	specs, err := images.Commands(d.root)
-	if err != nil {
-		return err
+	var specs []images.Spec
+	for _, name := range demoImages {
+		specs = append(specs, images.CommandSpec(d.root, name))
 	}
 	specs = append(specs, images.Spec{Name: "smoke", MainPkg: "./e2e/cmd/smoke", Dir: d.root})
 	for _, spec := range specs {
