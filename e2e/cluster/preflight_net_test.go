@@ -114,7 +114,9 @@ func TestNetPreflightNamesTheMissingPiece(t *testing.T) {
 			h.lookPath = func(string) (string, error) { return "", errors.New("not found") }
 		}, want: "Debian package nftables"},
 		{name: "kernel without nftables", change: func(h *hostProbe) {
-			h.nft = func(...string) (string, error) { return "Error: Could not process rule: Operation not supported", errors.New("exit 1") }
+			h.nft = func(...string) (string, error) {
+				return "Error: Could not process rule: Operation not supported", errors.New("exit 1")
+			}
 		}, want: "CONFIG_NF_TABLES"},
 		{name: "another kube-proxy's table", change: func(h *hostProbe) {
 			h.nft = func(...string) (string, error) { return "table ip kube-proxy\ntable ip6 kube-proxy\n", nil }
