@@ -4,7 +4,9 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 ROOT := $(CURDIR)
 GO ?= go
-LOCALCLUSTER := $(GO) run ./e2e/cmd/localcluster
+# -trimpath: the same compile flags as the images (e2e/images), so `make run` compiles each
+# package once for the demo, localcluster and the images.
+LOCALCLUSTER := $(GO) run -trimpath ./e2e/cmd/localcluster
 UNIT_PKGS = $$($(GO) list ./... | grep -v '/e2e$$')
 E2E_TIMEOUT ?= 45m
 # Fuzzing budgets are execution counts (about 10 s each on the 2-core dev VM): a duration
@@ -96,5 +98,5 @@ generate: ## Regenerate deepcopy code and CRDs with controller-gen.
 	bash hack/deploy-local.sh --sync-crds
 
 run: deps ## The main job: build, start the local cluster, deploy NeuroNetes, run the demo.
-	bash hack/build-tools.sh all
-	$(GO) run ./e2e/cmd/demo
+	bash hack/build-tools.sh run
+	$(GO) run -trimpath ./e2e/cmd/demo

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -327,9 +328,15 @@ func deployDashboardMetrics(t *testing.T, e *Env, r *deployRelease) {
 	// 2 (a policy change starts the autoscaler's history afresh, so the idle pool shrinks at once).
 	e.Kubectl(t, "patch", "agentpool/mig-agents", "-n", ns, "--type=merge", "-p", `{"spec":{"minReplicas":2}}`)
 	fam := map[string]string{}
+	// The controller's metrics port through its Service's ClusterIP (kube-proxy serves the host too).
+	svc, err := e.Kube.CoreV1().Services(r.namespace).Get(context.Background(), r.name+"-neuronetes-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrlMetrics := fmt.Sprintf("http://%s/metrics", net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(deployCtrlMetrics)))
 	Eventually(t, time.Minute, "controller scale-down metric", func() (bool, error) {
 		clear(fam)
-		if err := scrape(fmt.Sprintf("http://127.0.0.1:%d/metrics", deployCtrlMetrics), fam); err != nil {
+		if err := scrape(ctrlMetrics, fam); err != nil {
 			return false, err
 		}
 		_, up := fam["neuronetes_scale_up_total"]

@@ -29,8 +29,8 @@ import (
 	"github.com/neuronetes/neuronetes/sidecar/redistest"
 )
 
-// Host ports of the e2e release (hostNetwork), apart from the defaults so that a controller, driver
-// or node agent started by another test or by `make deploy-local` does not collide.
+// Ports of the e2e release, apart from the defaults (the release's pods share the node with those of
+// other tests and of `make deploy-local`).
 const (
 	deployCtrlMetrics = 19402
 	deployDriverPort  = 19401

@@ -125,8 +125,6 @@ spec:
              "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2"]
       env:
         - {name: NODE_NAME, value: %[2]s}
-        - {name: KUBERNETES_SERVICE_HOST, value: "127.0.0.1"}
-        - {name: KUBERNETES_SERVICE_PORT, value: "6443"}
       securityContext: {privileged: true}
       volumeMounts: [{name: host, mountPath: %[6]s}]
   volumes:

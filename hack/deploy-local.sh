@@ -4,13 +4,21 @@
 #
 #   bash hack/deploy-local.sh                 build images, start host Redis, helm upgrade --install --wait
 #   bash hack/deploy-local.sh --sync-crds     only copy deploy/crds and deploy/deviceclasses into the chart
-#   bash hack/deploy-local.sh --uninstall     helm uninstall the release (and stop the Redis it started)
+#   bash hack/deploy-local.sh --uninstall     helm uninstall the release, delete the redis Service (and
+#                                             stop the Redis it started)
+#
+# The chart is installed with the values a real cluster uses (deploy/helm/values/local.yaml adds only
+# local images, mock NVML and no GPU node label). Redis for injected sidecars is a host redis-server on
+# the cluster bridge behind a Service `redis` (no selector; an EndpointSlice names the host address) in
+# the release namespace, so sidecars reach it as redis.<namespace>.svc.cluster.local:6379 through
+# CoreDNS and kube-proxy, as they would reach a Redis Service on a real cluster.
 #
 # Environment:
 #   RELEASE (neuronetes)  NAMESPACE (neuronetes-system)  HELM_TIMEOUT (5m)
 #   SKIP_IMAGES=1         do not rebuild/import the images (already in containerd)
 #   IMAGES                components to build (driver nodeagent controller sidecar demo-agent)
-#   REDIS_ADDR            Redis for injected sidecars (default 10.88.0.1:6379, started here if absent)
+#   REDIS_ADDR            the host Redis (IP:port on the bridge) behind the redis Service (default
+#                         10.88.0.1:6379, started here if absent)
 #   HELM_ARGS             extra helm arguments, e.g. "--set driver.nvml=mock:dgxh100 -f my.yaml"
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +47,30 @@ sync_crds() {
 	cp deploy/deviceclasses/compat/*.yaml "$CHART/files/deviceclasses/compat/"
 }
 
+# redis_service prints the Service `redis` and its EndpointSlice for the host Redis at $1:$2.
+redis_service() {
+	cat <<YAML
+apiVersion: v1
+kind: Service
+metadata:
+  name: redis
+  labels: {app.kubernetes.io/part-of: neuronetes, app.kubernetes.io/managed-by: deploy-local}
+spec:
+  ports: [{name: redis, port: 6379, protocol: TCP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: redis-host
+  labels:
+    kubernetes.io/service-name: redis
+    endpointslice.kubernetes.io/managed-by: deploy-local.neuronetes.io
+addressType: IPv4
+ports: [{name: redis, port: $2, protocol: TCP}]
+endpoints: [{addresses: ["$1"], conditions: {ready: true}}]
+YAML
+}
+
 case "${1:-}" in
 --sync-crds)
 	sync_crds
@@ -47,6 +79,8 @@ case "${1:-}" in
 	;;
 --uninstall)
 	"$HELM" uninstall "$RELEASE" -n "$NAMESPACE" --kubeconfig "$KUBECONFIG_FILE" --wait || true
+	"$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" -n "$NAMESPACE" delete service/redis endpointslice/redis-host \
+		--ignore-not-found >/dev/null 2>&1 || true
 	if [ -f "$REDIS_DIR/redis.pid" ]; then
 		kill "$(cat "$REDIS_DIR/redis.pid")" 2>/dev/null || true
 		rm -f "$REDIS_DIR/redis.pid"
@@ -61,7 +95,7 @@ case "${1:-}" in
 esac
 
 [ -x "$HELM" ] || bash hack/build-tools.sh helm
-if [ ! -f "$KUBECONFIG_FILE" ] || ! go run ./e2e/cmd/localcluster status >/dev/null 2>&1; then
+if [ ! -f "$KUBECONFIG_FILE" ] || ! go run -trimpath ./e2e/cmd/localcluster status >/dev/null 2>&1; then
 	echo "the local cluster is not running: run 'make cluster-up' first" >&2
 	exit 1
 fi
@@ -70,11 +104,16 @@ sync_crds
 if [ "${SKIP_IMAGES:-0}" != 1 ]; then
 	log "building and importing images: $IMAGES"
 	# shellcheck disable=SC2086
-	go run ./e2e/cmd/localcluster images $IMAGES
+	go run -trimpath ./e2e/cmd/localcluster images $IMAGES
 fi
 
-# Injected sidecars keep sessions in Redis; pods reach the host at the bridge gateway.
+# Injected sidecars keep sessions in Redis: the host's redis-server on the bridge, behind the Service
+# `redis` of the release namespace.
 redis_host=${REDIS_ADDR%:*} redis_port=${REDIS_ADDR##*:}
+if ! [[ $redis_host =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ && $redis_port =~ ^[0-9]+$ ]]; then
+	echo "REDIS_ADDR=$REDIS_ADDR: want IPv4:port of the host Redis (the redis Service's endpoint)" >&2
+	exit 2
+fi
 if ! (exec 3<>"/dev/tcp/$redis_host/$redis_port") 2>/dev/null; then
 	if [ "$REDIS_ADDR" = 10.88.0.1:6379 ] && command -v redis-server >/dev/null && ip -4 addr show | grep -q 'inet 10.88.0.1/'; then
 		mkdir -p "$REDIS_DIR"
@@ -85,6 +124,12 @@ if ! (exec 3<>"/dev/tcp/$redis_host/$redis_port") 2>/dev/null; then
 		log "warning: no Redis at $REDIS_ADDR; injected sidecars will not become ready (set REDIS_ADDR)"
 	fi
 fi
+
+"$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" create namespace "$NAMESPACE" --dry-run=client -o yaml |
+	"$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" apply -f - >/dev/null
+redis_service "$redis_host" "$redis_port" |
+	"$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" -n "$NAMESPACE" apply --server-side --force-conflicts -f - >/dev/null
+log "Service redis.$NAMESPACE.svc.cluster.local:6379 -> host Redis $REDIS_ADDR"
 
 # CRDs: helm installs crds/ only on first install; apply them so upgrades pick up schema changes.
 "$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" apply --server-side --force-conflicts -f deploy/crds/ >/dev/null
@@ -102,7 +147,7 @@ log "helm upgrade --install $RELEASE into $NAMESPACE"
 # shellcheck disable=SC2086
 "$HELM" upgrade --install "$RELEASE" "$CHART" --kubeconfig "$KUBECONFIG_FILE" \
 	--namespace "$NAMESPACE" --create-namespace \
-	-f deploy/helm/values/local.yaml --set "redis.address=$REDIS_ADDR" "${extra[@]}" ${HELM_ARGS:-} \
+	-f deploy/helm/values/local.yaml --set "redis.address=redis.$NAMESPACE.svc.cluster.local:6379" "${extra[@]}" ${HELM_ARGS:-} \
 	--wait --timeout "$HELM_TIMEOUT"
 "$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" -n "$NAMESPACE" get daemonset,deployment,pods -o wide
 log "ready: kubectl --kubeconfig .local/kubeconfig get resourceslices"

@@ -12,9 +12,11 @@ need=(
 	"redis-server:redis-server"
 	"fio:fio"
 	"conntrack:conntrack"
+	"nft:nftables"
 	"mount.nfs:nfs-common"
 )
-[ "${NEURONETES_SKIP_NFS:-1}" = 1 ] && unset 'need[7]'
+# nfs-common is the last entry.
+[ "${NEURONETES_SKIP_NFS:-1}" = 1 ] && unset 'need[-1]'
 
 missing=()
 for e in "${need[@]}"; do
@@ -34,5 +36,6 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # Debian starts redis-server as a service on install; the tests run their own.
+# Only the package's own instance is stopped (by its pid file), never another redis-server.
 if command -v service >/dev/null 2>&1; then service redis-server stop >/dev/null 2>&1 || true; fi
-pkill -x redis-server 2>/dev/null || true
+if [ -f /run/redis/redis-server.pid ]; then kill "$(cat /run/redis/redis-server.pid)" 2>/dev/null || true; fi

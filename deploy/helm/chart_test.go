@@ -136,12 +136,20 @@ func TestChartRender(t *testing.T) {
 			if priv, _ := get(drv, "securityContext", "privileged").(bool); priv == mock {
 				t.Errorf("driver privileged=%v with nvml mock=%v: privileged only for real NVML", priv, mock)
 			}
-			env := map[string]bool{}
-			for _, e := range get(drv, "env").([]any) {
-				env[e.(map[string]any)["name"].(string)] = true
-			}
-			if local := strings.Contains(vs.name, "local") || vs.name == "no-webhook"; env["KUBERNETES_SERVICE_HOST"] != local {
-				t.Errorf("KUBERNETES_SERVICE_HOST set=%v, want %v (apiServerOverride)", env["KUBERNETES_SERVICE_HOST"], local)
+			// Every set, the local cluster's included, reaches the apiserver the standard way: pods on
+			// the pod network with in-cluster config (the kubernetes Service), no override.
+			for _, w := range []object{dep, ds} {
+				if hn, _ := get(w, "spec", "template", "spec", "hostNetwork").(bool); hn {
+					t.Errorf("%s %s runs on the host network", w.kind(), get(w, "metadata", "name"))
+				}
+				for _, c := range get(w, "spec", "template", "spec", "containers").([]any) {
+					env, _ := c.(map[string]any)["env"].([]any)
+					for _, e := range env {
+						if n := e.(map[string]any)["name"]; n == "KUBERNETES_SERVICE_HOST" || n == "KUBERNETES_SERVICE_PORT" {
+							t.Errorf("%s container %s overrides %s", w.kind(), c.(map[string]any)["name"], n)
+						}
+					}
+				}
 			}
 			if sel, _ := get(ds, "spec", "template", "spec", "nodeSelector").(map[string]any); (sel["nvidia.com/gpu.present"] == "true") == mock {
 				t.Errorf("nodeSelector %v: GPU label expected only for real-GPU sets", sel)
@@ -216,8 +224,10 @@ func TestChartRefusesUnsafeCombinations(t *testing.T) {
 		{"mock NVML in production", []string{"values/production-example.yaml"}, []string{`driver={"nvml":"mock:dgxh100"}`}, "refused with profile=production"},
 		{"bundled redis without persistence in production", []string{"values/production-example.yaml"}, []string{`redis={"bundled":{"enabled":true,"persistence":{"enabled":false}}}`}, "redis.bundled.persistence.enabled=false"},
 		{"pull policy Never in production", []string{"values/production-example.yaml"}, []string{`image={"pullPolicy":"Never"}`}, "image.pullPolicy=Never"},
-		{"apiserver override in production", []string{"values/production-example.yaml"}, []string{`apiServerOverride={"host":"127.0.0.1","port":"6443"}`, `controller={"hostNetwork":true}`}, "apiServerOverride.host"},
-		{"apiserver override without hostNetwork", nil, []string{`apiServerOverride={"host":"127.0.0.1","port":"6443"}`}, "controller.hostNetwork=true"},
+		// The local cluster's former shortcuts are gone: pods reach the apiserver through the kubernetes Service.
+		{"apiserver override is no value", nil, []string{`apiServerOverride={"host":"127.0.0.1","port":"6443"}`}, "apiServerOverride"},
+		{"controller host network is no value", nil, []string{`controller={"hostNetwork":true}`}, "hostNetwork"},
+		{"node host network is no value", nil, []string{`node={"hostNetwork":true}`}, "hostNetwork"},
 		{"webhook without controller", nil, []string{`controller={"enabled":false}`}, "controller.enabled=true"},
 		{"two controllers without leader election", nil, []string{`controller={"replicas":2,"leaderElect":false}`}, "controller.leaderElect=true"},
 		{"servicemonitor without CRD", nil, []string{`monitoring={"serviceMonitor":{"enabled":true}}`}, "monitoring.coreos.com/v1"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,7 +31,7 @@ type Cluster struct {
 }
 
 // controlPlane lists the processes in start order.
-var controlPlane = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet"}
+var controlPlane = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet", "kube-proxy", "coredns"}
 
 // Up brings the local cluster up, or reuses the running one. It is
 // idempotent: processes already running are kept.
@@ -40,20 +41,7 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 		logf = func(string, ...any) {}
 	}
 	p := NewPaths(opts.Root)
-	running := 0
-	own := map[int]bool{}
-	ownPorts := map[string][]int{
-		"etcd": {EtcdPort, EtcdPeerPort}, "kube-apiserver": {APIServerPort}, "kube-scheduler": {SchedulerPort},
-		"kube-controller-manager": {ControllerManagerPort}, "kubelet": {KubeletPort, KubeletHealthzPort},
-	}
-	for _, n := range controlPlane {
-		if _, ok := runningPid(p, n); ok {
-			running++
-			for _, port := range ownPorts[n] {
-				own[port] = true
-			}
-		}
-	}
+	running, own := runningComponents(p)
 	if err := preflight(p, own); err != nil {
 		return nil, err
 	}
@@ -71,13 +59,14 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := writeKubeconfig(p.Kubeconfig, pk, "admin", apiServerURL()); err != nil {
 		return nil, err
 	}
-	if err := ensureBridge(); err != nil {
+	if err := prepareHostNetwork(); err != nil {
 		return nil, err
 	}
-	steps := []struct {
-		name string
-		fn   func() error
-	}{
+	// containerd reloads the CNI configuration when it changes.
+	if err := writeCNIConfig(p); err != nil {
+		return nil, err
+	}
+	if err := runSteps(logf, []step{
 		{"etcd", func() error { return startEtcd(p) }},
 		{"kube-apiserver", func() error { return startAPIServer(p, pk) }},
 		{"kube-controller-manager", func() error { return startControllerManager(p, pk) }},
@@ -85,13 +74,8 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 		{"containerd", func() error { return startContainerd(p) }},
 		{"pause image", func() error { return ensurePauseImage(ctx, p, opts.Root) }},
 		{"kubelet", func() error { return startKubelet(p, pk) }},
-	}
-	for _, s := range steps {
-		start := time.Now()
-		if err := s.fn(); err != nil {
-			return nil, fmt.Errorf("starting %s: %w", s.name, err)
-		}
-		logf("%-24s ready in %s", s.name, time.Since(start).Round(10*time.Millisecond))
+	}); err != nil {
+		return nil, err
 	}
 	cs, err := c.Clientset()
 	if err != nil {
@@ -101,6 +85,14 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	logf("node %s Ready", NodeName)
+	// kube-proxy reads its node's addresses, so it starts after the node
+	// registered; CoreDNS resolves the kubernetes Service.
+	if err := runSteps(logf, []step{
+		{"kube-proxy", func() error { return startKubeProxy(p, pk) }},
+		{"coredns", func() error { return startCoreDNS(ctx, p, pk, cs) }},
+	}); err != nil {
+		return nil, err
+	}
 	if opts.KwokNodes > 0 {
 		if err := startKwok(ctx, p, pk, cs, opts); err != nil {
 			return nil, fmt.Errorf("starting kwok: %w", err)
@@ -108,6 +100,46 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 		logf("%d kwok nodes registered", opts.KwokNodes)
 	}
 	return c, nil
+}
+
+// componentPorts are the ports each component listens on.
+var componentPorts = map[string][]int{
+	"etcd": {EtcdPort, EtcdPeerPort}, "kube-apiserver": {APIServerPort}, "kube-scheduler": {SchedulerPort},
+	"kube-controller-manager": {ControllerManagerPort}, "kubelet": {KubeletPort, KubeletHealthzPort},
+	"kube-proxy": {KubeProxyHealthzPort, KubeProxyMetricsPort}, "coredns": {DNSPort, CoreDNSReadyPort},
+}
+
+// runningComponents counts the cluster's running components and returns the
+// ports they hold, which preflight must not count as taken.
+func runningComponents(p Paths) (int, map[int]bool) {
+	running, own := 0, map[int]bool{}
+	for _, n := range controlPlane {
+		if _, ok := runningPid(p, n); ok {
+			running++
+			for _, port := range componentPorts[n] {
+				own[port] = true
+			}
+		}
+	}
+	return running, own
+}
+
+// step is one component start of Up.
+type step struct {
+	name string
+	fn   func() error
+}
+
+// runSteps runs the steps in order and logs how long each took.
+func runSteps(logf func(string, ...any), steps []step) error {
+	for _, s := range steps {
+		start := time.Now()
+		if err := s.fn(); err != nil {
+			return fmt.Errorf("starting %s: %w", s.name, err)
+		}
+		logf("%-24s ready in %s", s.name, time.Since(start).Round(10*time.Millisecond))
+	}
+	return nil
 }
 
 // ensurePauseImage builds the sandbox image and imports it when containerd
@@ -210,6 +242,8 @@ func Down(ctx context.Context, root string, logf func(string, ...any)) error {
 		_ = os.Remove(f)
 	}
 	stopKwok(p)
+	stopProcess(p, "coredns", 5*time.Second)
+	stopProcess(p, "kube-proxy", 5*time.Second)
 	stopProcess(p, "kubelet", 15*time.Second)
 	// Container processes and shims: kill the pod cgroups' processes, then
 	// the shims (they live in our tools directory).
@@ -245,7 +279,8 @@ func Down(ctx context.Context, root string, logf func(string, ...any)) error {
 }
 
 // Leftovers lists what a stopped cluster must not leave behind: its
-// processes, pod cgroups and the bridge.
+// processes (kube-proxy and CoreDNS included), pod cgroups, the bridge,
+// kube-proxy's nftables tables and the Service route.
 func Leftovers(root string) []string {
 	p := NewPaths(root)
 	var out []string
@@ -258,6 +293,16 @@ func Leftovers(root string) []string {
 	}
 	if _, err := os.Stat("/sys/class/net/" + BridgeName); err == nil {
 		out = append(out, "bridge "+BridgeName)
+	}
+	if b, err := exec.Command("nft", "list", "tables").Output(); err == nil {
+		for _, fam := range []string{"ip", "ip6"} {
+			if strings.Contains(string(b), "table "+fam+" "+kubeProxyTable+"\n") {
+				out = append(out, "nftables table "+fam+" "+kubeProxyTable)
+			}
+		}
+	}
+	if b, err := exec.Command("ip", "-4", "route", "show", ServiceCIDR).Output(); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		out = append(out, "route "+strings.TrimSpace(string(b)))
 	}
 	return out
 }

@@ -13,8 +13,10 @@ import (
 	"time"
 )
 
+// apiServerURL is where every client, on the host or in a pod, reaches the
+// apiserver; pods also reach it as the kubernetes Service.
 func apiServerURL() string {
-	return "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(APIServerPort))
+	return "https://" + net.JoinHostPort(NodeIP, strconv.Itoa(APIServerPort))
 }
 
 // componentCerts lists every certificate the cluster needs.
@@ -23,7 +25,7 @@ func componentCerts() []certSpec {
 	return []certSpec{
 		{name: "apiserver", cn: "kube-apiserver", server: true,
 			dns: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-			ips: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1"), net.ParseIP(NodeIP)}},
+			ips: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(KubernetesServiceIP), net.ParseIP(NodeIP)}},
 		{name: "apiserver-kubelet-client", cn: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}, client: true},
 		{name: "etcd-server", cn: "etcd", server: true, client: true, dns: []string{"localhost"}, ips: local},
 		{name: "admin", cn: "neuronetes-admin", orgs: []string{"system:masters"}, client: true},
@@ -33,6 +35,9 @@ func componentCerts() []certSpec {
 		{name: "kubelet-server", cn: NodeName, server: true, dns: []string{NodeName, "localhost"}, ips: []net.IP{net.ParseIP(NodeIP), net.ParseIP("127.0.0.1")}},
 		{name: "kwok", cn: "kwok-controller", orgs: []string{"system:masters"}, client: true},
 		{name: "front-proxy-client", cn: "front-proxy-client", client: true},
+		// kube-proxy's user has the built-in system:node-proxier binding.
+		{name: "kube-proxy", cn: "system:kube-proxy", client: true},
+		{name: "coredns", cn: coreDNSUser, client: true},
 	}
 }
 
@@ -59,9 +64,13 @@ func startAPIServer(p Paths, pk *pki) error {
 	if _, ok := runningPid(p, "kube-apiserver"); ok {
 		return nil
 	}
+	// The apiserver binds the bridge address and advertises it: the lease
+	// endpoint reconciler keeps it as the kubernetes Service's endpoint, so
+	// pods reach 10.96.0.1:443 through kube-proxy. Webhooks behind a Service
+	// are called at its ClusterIP, which kube-proxy also serves on the host.
 	_, err := startProcess(p, "kube-apiserver", nil, p.Binary("kube-apiserver"),
 		"--etcd-servers=http://127.0.0.1:"+strconv.Itoa(EtcdPort),
-		"--bind-address=127.0.0.1", "--advertise-address="+NodeIP,
+		"--bind-address="+NodeIP, "--advertise-address="+NodeIP,
 		"--secure-port="+strconv.Itoa(APIServerPort),
 		"--tls-cert-file="+pk.path("apiserver.crt"), "--tls-private-key-file="+pk.path("apiserver.key"),
 		"--client-ca-file="+pk.path("ca.crt"),
@@ -74,7 +83,6 @@ func startAPIServer(p Paths, pk *pki) error {
 		"--service-cluster-ip-range="+ServiceCIDR,
 		"--authorization-mode=Node,RBAC",
 		"--allow-privileged=true",
-		"--enable-aggregator-routing=true",
 		"--requestheader-client-ca-file="+pk.path("ca.crt"),
 		"--requestheader-allowed-names=front-proxy-client",
 		"--requestheader-username-headers=X-Remote-User",
@@ -82,7 +90,6 @@ func startAPIServer(p Paths, pk *pki) error {
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 		"--proxy-client-cert-file="+pk.path("front-proxy-client.crt"),
 		"--proxy-client-key-file="+pk.path("front-proxy-client.key"),
-		"--endpoint-reconciler-type=none",
 		"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
 		"--profiling=true", "--v=1")
 	if err != nil {

@@ -21,6 +21,11 @@ type hostState struct {
 	// DirsExisted records which of hostDirs were there before Up; Down
 	// removes the ones that were not.
 	DirsExisted map[string]bool `json:"dirsExisted"`
+	// Net is the nftables and route state before Up; Down compares the host
+	// against it. NetRecorded is false in a state file written before the
+	// cluster recorded it.
+	Net         hostNet `json:"net"`
+	NetRecorded bool    `json:"netRecorded"`
 }
 
 // watchedSysctls are the sysctls that the CNI bridge or kubelet may change.
@@ -31,6 +36,12 @@ var watchedSysctls = []string{
 	"net/bridge/bridge-nf-call-ip6tables",
 	"kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory",
 	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+	// kube-proxy is configured to leave these alone; they are watched so a
+	// change is undone all the same.
+	"net/ipv4/conf/all/route_localnet",
+	"net/netfilter/nf_conntrack_max",
+	"net/netfilter/nf_conntrack_tcp_timeout_established",
+	"net/netfilter/nf_conntrack_tcp_timeout_close_wait",
 }
 
 // hostDirs are the host directories the cluster and its node components
@@ -56,6 +67,11 @@ func recordHostState(p Paths) error {
 	for _, d := range hostDirs {
 		st.DirsExisted[d] = fileExists(d)
 	}
+	nst, err := snapshotNet()
+	if err != nil {
+		return err
+	}
+	st.Net, st.NetRecorded = nst, true
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
@@ -111,8 +127,43 @@ func ensureBridge() error {
 	return nil
 }
 
+// prepareHostNetwork creates the bridge, routes the Service range through
+// it and lets bridged pod traffic pass the netfilter hooks.
+func prepareHostNetwork() error {
+	if err := ensureBridge(); err != nil {
+		return err
+	}
+	if err := ensureServiceRoute(); err != nil {
+		return err
+	}
+	return ensureBridgeNetfilter()
+}
+
+// bridgeNFCall is the sysctl that sends bridged IPv4 traffic through the
+// netfilter hooks. kube-proxy needs it for a pod that calls a Service whose
+// endpoint is on the same bridge: the reply is bridged, and only conntrack
+// turns its source back into the ClusterIP. Down restores its old value.
+const bridgeNFCall = "net/bridge/bridge-nf-call-iptables"
+
+func ensureBridgeNetfilter() error {
+	b, err := os.ReadFile("/proc/sys/" + bridgeNFCall)
+	if err != nil {
+		return fmt.Errorf("reading %s (is br_netfilter loaded?): %w", bridgeNFCall, err)
+	}
+	if strings.TrimSpace(string(b)) == "1" {
+		return nil
+	}
+	if err := os.WriteFile("/proc/sys/"+bridgeNFCall, []byte("1"), 0o644); err != nil {
+		return fmt.Errorf("setting %s=1: %w", bridgeNFCall, err)
+	}
+	return nil
+}
+
 // writeCNIConfig writes the bridge network used by containerd's CRI plugin.
-// ipMasq stays off so the cluster never touches the host's iptables.
+// Pods route the pod range on the bridge and the Service range through the
+// node address, where kube-proxy translates ClusterIPs; they get no default
+// route, so nothing they send leaves the cluster's own addresses. ipMasq
+// stays off so the CNI plugin adds no NAT rule to the host.
 func writeCNIConfig(p Paths) error {
 	if err := os.MkdirAll(p.CNIConf, 0o755); err != nil {
 		return err
@@ -130,18 +181,21 @@ func writeCNIConfig(p Paths) error {
       "ipam": {
         "type": "host-local",
         "ranges": [[{"subnet": %q, "gateway": %q}]],
+        "routes": [{"dst": %q}],
         "dataDir": %q
       }
     },
     {"type": "loopback"}
   ]
 }
-`, BridgeName, PodCIDR, NodeIP, filepath.Join(p.Local, "cni", "ipam"))
+`, BridgeName, PodCIDR, NodeIP, ServiceCIDR, filepath.Join(p.Local, "cni", "ipam"))
 	return os.WriteFile(filepath.Join(p.CNIConf, "10-neuronetes.conflist"), []byte(conf), 0o644)
 }
 
-// restoreHost undoes what Up changed on the host: the bridge, leftover
-// network namespaces, sysctls, and directories it created.
+// restoreHost undoes what Up changed on the host: kube-proxy's nftables
+// tables, the Service route, the bridge, leftover network namespaces,
+// sysctls, and directories it created; then it compares the host's network
+// state with the one recorded before Up.
 func restoreHost(p Paths, logf func(string, ...any)) []error {
 	var errs []error
 	st, err := loadHostState(p)
@@ -164,6 +218,7 @@ func restoreHost(p Paths, logf func(string, ...any)) []error {
 			errs = append(errs, fmt.Errorf("removing netns %s: %w", path, err))
 		}
 	}
+	errs = append(errs, removeClusterNet(st, logf)...)
 	if out, err := exec.Command("ip", "link", "show", BridgeName).CombinedOutput(); err == nil {
 		if out2, err := exec.Command("ip", "link", "del", BridgeName).CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Errorf("deleting bridge %s: %v: %s", BridgeName, err, out2))
@@ -192,6 +247,16 @@ func restoreHost(p Paths, logf func(string, ...any)) []error {
 			if err := removeAllUnmounting(d); err != nil {
 				errs = append(errs, err)
 			}
+		}
+	}
+	if st != nil && st.NetRecorded {
+		now, err := snapshotNet()
+		if err != nil {
+			return append(errs, err)
+		}
+		if diff := diffNet(st.Net, now); len(diff) > 0 {
+			// The state file stays, so a second cluster-down compares again.
+			return append(errs, fmt.Errorf("the host differs from its state before cluster-up (%s): %s", statePath(p), strings.Join(diff, "; ")))
 		}
 	}
 	_ = os.Remove(statePath(p))

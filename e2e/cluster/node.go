@@ -60,9 +60,6 @@ func startContainerd(p Paths) error {
 	if err := os.WriteFile(cfg, []byte(containerdConfig(p)), 0o644); err != nil {
 		return fmt.Errorf("writing containerd config: %w", err)
 	}
-	if err := writeCNIConfig(p); err != nil {
-		return err
-	}
 	// The runc shim must be on PATH for containerd.
 	env := []string{"PATH=" + p.Bin + ":" + os.Getenv("PATH")}
 	if _, err := startProcess(p, "containerd", env, p.Binary("containerd"), "--config", cfg); err != nil {
@@ -81,6 +78,10 @@ func startContainerd(p Paths) error {
 	return fmt.Errorf("containerd did not create %s; last lines of its log:\n%s", p.ContainerdSocket(), logTail(p, "containerd", 20))
 }
 
+// kubeletConfig is the node's KubeletConfiguration. Pods' nameserver is
+// CoreDNS on the node address. makeIPTablesUtilChains is off: kube-proxy runs
+// in nftables mode, nothing here reads the iptables hint chains, and the host
+// keeps no iptables rules after cluster-down.
 func kubeletConfig(p Paths, pk *pki) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -107,8 +108,10 @@ enforceNodeAllocatable: []
 failSwapOn: false
 failCgroupV1: false
 podLogsDir: %s
-clusterDomain: cluster.local
+clusterDomain: %s
+clusterDNS: [%s]
 resolvConf: /etc/resolv.conf
+makeIPTablesUtilChains: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard:
@@ -123,7 +126,7 @@ syncFrequency: 10s
 fileCheckFrequency: 10s
 shutdownGracePeriod: 0s
 `, NodeIP, KubeletPort, KubeletHealthzPort, pk.path("ca.crt"), pk.path("kubelet-server.crt"), pk.path("kubelet-server.key"),
-		p.ContainerdSocket(), filepath.Join(p.Kubelet, "pod-logs"))
+		p.ContainerdSocket(), filepath.Join(p.Kubelet, "pod-logs"), ClusterDomain, NodeIP)
 }
 
 func startKubelet(p Paths, pk *pki) error {

@@ -1,10 +1,11 @@
 // Package cluster runs a real Kubernetes v1.37 cluster as local processes:
 // etcd, kube-apiserver, kube-scheduler, kube-controller-manager, one real
-// kubelet on containerd 2 with CDI and a CNI bridge, and optional kwok nodes.
-// All state lives under <root>/.local and every port binds to 127.0.0.1,
-// except the kubelet, which binds the node address on the cluster's own
-// bridge (nn0, 10.88.0.1) so the apiserver can reach it as the node's
-// InternalIP.
+// kubelet on containerd 2 with CDI and a CNI bridge, kube-proxy in nftables
+// mode, CoreDNS, and optional kwok nodes. All state lives under <root>/.local.
+// Every port binds to 127.0.0.1 except those pods must reach, which bind the
+// node address on the cluster's own bridge (nn0, 10.88.0.1): the apiserver
+// (the endpoint of the kubernetes Service), the kubelet (the node's
+// InternalIP) and CoreDNS (the pods' nameserver).
 package cluster
 
 import (
@@ -22,9 +23,24 @@ const (
 	NodeIP = "10.88.0.1"
 	// PodCIDR is the range the bridge's host-local IPAM hands out.
 	PodCIDR = "10.88.0.0/16"
-	// ServiceCIDR is the ClusterIP range; nothing routes it (no kube-proxy).
+	// ServiceCIDR is the ClusterIP range. kube-proxy serves it; the host
+	// routes it through the bridge so host clients use the node address.
 	ServiceCIDR = "10.96.0.0/16"
-	// APIServerPort is the apiserver's secure port on 127.0.0.1.
+	// KubernetesServiceIP is the ClusterIP of the kubernetes Service (the
+	// first address of ServiceCIDR), in the apiserver's certificate.
+	KubernetesServiceIP = "10.96.0.1"
+	// ClusterDomain is the DNS domain of Services and pods.
+	ClusterDomain = "cluster.local"
+	// DNSPort is CoreDNS's port on NodeIP (UDP and TCP); NodeIP is every
+	// pod's nameserver.
+	DNSPort = 53
+	// CoreDNSReadyPort is CoreDNS's readiness endpoint on 127.0.0.1.
+	CoreDNSReadyPort = 10055
+	// KubeProxyHealthzPort is kube-proxy's healthz port on 127.0.0.1.
+	KubeProxyHealthzPort = 10256
+	// KubeProxyMetricsPort is kube-proxy's metrics port on 127.0.0.1.
+	KubeProxyMetricsPort = 10249
+	// APIServerPort is the apiserver's secure port on NodeIP.
 	APIServerPort = 6443
 	// EtcdPort is etcd's client port on 127.0.0.1.
 	EtcdPort = 2379

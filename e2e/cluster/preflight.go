@@ -24,14 +24,16 @@ func (e *PreflightError) Error() string {
 var requiredCgroupControllers = []string{"cpu", "cpuacct", "cpuset", "memory", "pids", "devices", "freezer"}
 
 // preflight checks everything Up needs before it starts anything, so that a
-// broken environment gives a message naming the missing piece, never a hang.
+// broken environment gives a message naming the missing piece, never a hang:
+// root, binaries, runc and CNI plugins, cgroups, overlayfs, nftables,
+// conntrack, br_netfilter and free ports (53 on the bridge address included).
 // Ports held by this cluster's own running processes are not problems.
 func preflight(p Paths, ownPorts map[int]bool) error {
 	var problems []string
 	if os.Geteuid() != 0 {
 		problems = append(problems, "the local cluster needs root (kubelet, containerd, runc and the CNI bridge)")
 	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubelet", "kubectl", "containerd", "containerd-shim-runc-v2", "ctr"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubelet", "kubectl", "kube-proxy", "coredns", "containerd", "containerd-shim-runc-v2", "ctr"} {
 		if _, err := os.Stat(p.Binary(b)); err != nil {
 			problems = append(problems, fmt.Sprintf("binary %s is missing: run `make tools` (hack/build-tools.sh)", p.Binary(b)))
 		}
@@ -52,6 +54,7 @@ func preflight(p Paths, ownPorts map[int]bool) error {
 	if !filesystemSupported("overlay") {
 		problems = append(problems, "the overlay filesystem is not available (containerd's overlayfs snapshotter needs it; try `modprobe overlay`)")
 	}
+	problems = append(problems, netPreflight(realHost, ownPorts)...)
 	problems = append(problems, busyPorts(clusterPorts, ownPorts)...)
 	if len(problems) > 0 {
 		return &PreflightError{Problems: problems}
@@ -105,9 +108,12 @@ type portSpec struct {
 // clusterPorts are the addresses the cluster's processes listen on.
 var clusterPorts = []portSpec{
 	{"127.0.0.1", EtcdPort, "etcd"}, {"127.0.0.1", EtcdPeerPort, "etcd peer"},
-	{"127.0.0.1", APIServerPort, "kube-apiserver"}, {"127.0.0.1", SchedulerPort, "kube-scheduler"},
+	{"127.0.0.1", SchedulerPort, "kube-scheduler"},
 	{"127.0.0.1", ControllerManagerPort, "kube-controller-manager"}, {"127.0.0.1", KubeletHealthzPort, "kubelet healthz"},
-	{"0.0.0.0", KubeletPort, "kubelet"},
+	{"127.0.0.1", KubeProxyHealthzPort, "kube-proxy healthz"}, {"127.0.0.1", KubeProxyMetricsPort, "kube-proxy metrics"},
+	{"127.0.0.1", CoreDNSReadyPort, "CoreDNS readiness"},
+	// The bridge address may not exist yet: probe every address.
+	{"0.0.0.0", APIServerPort, "kube-apiserver"}, {"0.0.0.0", KubeletPort, "kubelet"},
 }
 
 // busyPorts returns a problem for each port that something other than this

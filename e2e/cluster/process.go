@@ -140,8 +140,12 @@ func logTail(p Paths, name string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// procsUnder lists live pids whose executable lives below dir.
+// procsUnder lists live pids whose executable lives below dir (resolved:
+// a worktree's .local/tools may be a link to a shared one).
 func procsUnder(dir string) []int {
+	if resolved, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = resolved
+	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil

@@ -241,7 +241,7 @@ spec:
   slo: {ttft: 500ms, tokensPerSecond: 50}
   costPerReplicaHour: 1.5
   sidecar:
-    redisAddr: 10.88.0.1:6379
+    redisAddr: redis.neuronetes-system.svc.cluster.local:6379
     keysSecretName: demo-sidecar-keys
   template:
     spec:
@@ -344,14 +344,16 @@ func (d *demo) conversation(ctx context.Context) error {
 			return fmt.Errorf("turn %d to %s: %w", i+1, p.Name, err)
 		}
 		var out struct {
-			Usage map[string]int `json:"usage"`
+			Usage struct {
+				ContextTokens int `json:"context_tokens"`
+			} `json:"usage"`
 		}
 		err = json.NewDecoder(resp.Body).Decode(&out)
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("turn %d to %s: status %s: %v", i+1, p.Name, resp.Status, err)
 		}
-		ctxTokens = append(ctxTokens, out.Usage["context_tokens"])
+		ctxTokens = append(ctxTokens, out.Usage.ContextTokens)
 	}
 	if ctxTokens[1] <= 5 {
 		return fmt.Errorf("replica %s did not see turn 1 (context %d tokens): the sidecar session was not shared", serving[1].Name, ctxTokens[1])

@@ -23,6 +23,9 @@ import (
 // demoNamespace holds the demo's workloads.
 const demoNamespace = "neuronetes-demo"
 
+// systemNamespace is where hack/deploy-local.sh installs the chart.
+const systemNamespace = "neuronetes-system"
+
 type demo struct {
 	root    string
 	start   time.Time
@@ -75,10 +78,15 @@ func (d *demo) image(ctx context.Context, spec images.Spec) (string, error) {
 	return images.BuildAndImport(ctx, spec, filepath.Join(p.Local, "images"), p.Binary("ctr"), p.ContainerdSocket())
 }
 
+// demoImages are the commands the demo runs: what hack/deploy-local.sh installs with
+// deploy/helm/values/local.yaml (its default IMAGES) and the agent of the demo's pool. Commands
+// that the chart does not install locally (the gateway, the dispatcher, CLIs) are not built.
+var demoImages = []string{"driver", "nodeagent", "controller", "sidecar", "demo-agent"}
+
 func (d *demo) buildImages(ctx context.Context) error {
-	specs, err := images.Commands(d.root)
-	if err != nil {
-		return err
+	var specs []images.Spec
+	for _, name := range demoImages {
+		specs = append(specs, images.CommandSpec(d.root, name))
 	}
 	specs = append(specs, images.Spec{Name: "smoke", MainPkg: "./e2e/cmd/smoke", Dir: d.root})
 	for _, spec := range specs {
@@ -197,7 +205,8 @@ func (d *demo) summary(ctx context.Context) error {
 		perDriver[s.Spec.Driver] += len(s.Spec.Devices)
 		counterSets += len(s.Spec.SharedCounters)
 	}
-	fmt.Printf("Devices advertised on %s: %d ResourceSlices, %d counter sets (one per MIG-capable GPU)\n", cluster.NodeName, len(slices.Items), counterSets)
+	fmt.Printf("Devices advertised on %s: %d ResourceSlices, %d counter sets (one per MIG-capable GPU); NVML backend %s\n",
+		cluster.NodeName, len(slices.Items), counterSets, d.nvmlBackend(ctx))
 	for _, drv := range sortedKeys(perDriver) {
 		fmt.Printf("  %-28s %d devices\n", drv, perDriver[drv])
 	}
@@ -224,7 +233,7 @@ func (d *demo) summary(ctx context.Context) error {
 	fmt.Println("Pods (NeuroNetes and the demo):")
 	others := 0
 	for _, p := range pods.Items {
-		if p.Namespace != demoNamespace && p.Namespace != "neuronetes-system" {
+		if p.Namespace != demoNamespace && p.Namespace != systemNamespace {
 			others++
 			continue
 		}
@@ -252,6 +261,25 @@ func (d *demo) summary(ctx context.Context) error {
 	fmt.Printf("  %s --kubeconfig .local/kubeconfig get nodes,resourceslices,pods -A\n", kubectl)
 	fmt.Println("Stop it with: make cluster-down")
 	return nil
+}
+
+// nvmlBackend returns the --nvml argument of the deployed driver (the mock
+// profile, such as mock:dgxa100 from deploy/helm/values/local.yaml).
+func (d *demo) nvmlBackend(ctx context.Context) string {
+	dss, err := d.kube.AppsV1().DaemonSets(systemNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	for _, ds := range dss.Items {
+		for _, c := range ds.Spec.Template.Spec.Containers {
+			for _, a := range c.Args {
+				if v, ok := strings.CutPrefix(a, "--nvml="); ok && c.Name == "driver" {
+					return v
+				}
+			}
+		}
+	}
+	return "unknown (no driver DaemonSet in " + systemNamespace + ")"
 }
 
 func sortedKeys(m map[string]int) []string {

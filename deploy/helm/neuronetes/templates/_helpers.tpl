@@ -70,16 +70,6 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
-{{/* Env for pods that reach the apiserver through apiServerOverride. */}}
-{{- define "neuronetes.apiServerEnv" -}}
-{{- if .Values.apiServerOverride.host }}
-- name: KUBERNETES_SERVICE_HOST
-  value: {{ .Values.apiServerOverride.host | quote }}
-- name: KUBERNETES_SERVICE_PORT
-  value: {{ .Values.apiServerOverride.port | toString | quote }}
-{{- end }}
-{{- end -}}
-
 {{/* imagePullSecrets block. */}}
 {{- define "neuronetes.pullSecrets" -}}
 {{- with .Values.image.pullSecrets }}
