@@ -183,7 +183,7 @@ func installRelease(t *testing.T, e *Env) *deployRelease {
 		time.Sleep(2 * time.Second)
 	}
 	e.Image(t, "driver", "./cmd/driver", images.WithCgo())
-	for _, c := range []string{"nodeagent", "controller", "sidecar", "demo-agent"} {
+	for _, c := range []string{"nodeagent", "controller", "gateway", "sidecar", "demo-agent"} {
 		e.Image(t, c, "./cmd/"+c)
 	}
 	if redistest.Binary() == "" {
@@ -240,7 +240,7 @@ func TestDeployLocal(t *testing.T) {
 				seen[cs.Name] = true
 			}
 		}
-		for _, c := range []string{"driver", "nodeagent", "controller"} {
+		for _, c := range []string{"driver", "nodeagent", "controller", "gateway"} {
 			if !seen[c] {
 				t.Errorf("no %s container in the release (have %v)", c, seen)
 			}

@@ -159,7 +159,7 @@ func installCompatRelease(t *testing.T, e *Env, helm string) {
 	ns := e.Namespace(t, "nn-compat")
 	args := []string{"upgrade", "--install", "nn-compat", "deploy/helm/neuronetes", "--kubeconfig", e.Kubeconfig, "--namespace", ns,
 		"-f", "deploy/helm/values/local.yaml", "--wait", "--timeout", "3m",
-		"--set", "controller.enabled=false", "--set", "webhook.enabled=false", "--set", "nodeagent.enabled=false",
+		"--set", "controller.enabled=false", "--set", "webhook.enabled=false", "--set", "nodeagent.enabled=false", "--set", "gateway.enabled=false",
 		"--set", "driver.compat=true", "--set", "driver.nvml=mock:dgxa100",
 		"--set", "driver.metricsPort=19431", "--set", "driver.metricsBindAddress=127.0.0.1",
 		"--set", "driver.sharing.nvidiaSMI=" + compatToolsDir + "/nvidia-smi",

@@ -8,7 +8,7 @@
 #                                             stop the Redis it started)
 #
 # The chart is installed with the values a real cluster uses (deploy/helm/values/local.yaml adds only
-# local images, mock NVML and no GPU node label). Redis for injected sidecars is a host redis-server on
+# local images, mock NVML, no GPU node label and a smaller gateway CPU request). Redis for injected sidecars is a host redis-server on
 # the cluster bridge behind a Service `redis` (no selector; an EndpointSlice names the host address) in
 # the release namespace, so sidecars reach it as redis.<namespace>.svc.cluster.local:6379 through
 # CoreDNS and kube-proxy, as they would reach a Redis Service on a real cluster.
@@ -16,7 +16,7 @@
 # Environment:
 #   RELEASE (neuronetes)  NAMESPACE (neuronetes-system)  HELM_TIMEOUT (5m)
 #   SKIP_IMAGES=1         do not rebuild/import the images (already in containerd)
-#   IMAGES                components to build (driver nodeagent controller sidecar demo-agent)
+#   IMAGES                components to build (driver nodeagent controller gateway sidecar demo-agent)
 #   REDIS_ADDR            the host Redis (IP:port on the bridge) behind the redis Service (default
 #                         10.88.0.1:6379, started here if absent)
 #   HELM_ARGS             extra helm arguments, e.g. "--set driver.nvml=mock:dgxh100 -f my.yaml"
@@ -26,7 +26,7 @@ ROOT=$PWD
 RELEASE=${RELEASE:-neuronetes}
 NAMESPACE=${NAMESPACE:-neuronetes-system}
 HELM_TIMEOUT=${HELM_TIMEOUT:-5m}
-IMAGES=${IMAGES:-driver nodeagent controller sidecar demo-agent}
+IMAGES=${IMAGES:-driver nodeagent controller gateway sidecar demo-agent}
 REDIS_ADDR=${REDIS_ADDR:-10.88.0.1:6379}
 CHART=deploy/helm/neuronetes
 KUBECONFIG_FILE=$ROOT/.local/kubeconfig

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	mrand "math/rand/v2"
 	"net"
@@ -317,48 +316,4 @@ spec:
 			reused, took.Round(10*time.Millisecond)))
 	}
 	return d.conversation(ctx)
-}
-
-// conversation sends turn 1 to one serving replica and turn 2 to another;
-// the second replica's context includes the first turn, kept by the
-// sidecars in Redis.
-func (d *demo) conversation(ctx context.Context) error {
-	pods, err := d.poolPods(ctx)
-	if err != nil {
-		return err
-	}
-	serving := pods["serving"]
-	if len(serving) < 2 {
-		return fmt.Errorf("need 2 serving pods for the conversation, have %d", len(serving))
-	}
-	conv := fmt.Sprintf("demo-%d", time.Now().UnixNano())
-	var ctxTokens []int
-	for i, text := range []string{"plan a three day trip to Lisbon", "and what should I pack"} {
-		p := serving[i]
-		body, _ := json.Marshal(map[string]any{"model": "demo", "max_tokens": 4, "messages": []map[string]string{{"role": "user", "content": text}}})
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+net.JoinHostPort(p.Status.PodIP, "8000")+"/v1/chat/completions", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Conversation-ID", conv)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return fmt.Errorf("turn %d to %s: %w", i+1, p.Name, err)
-		}
-		var out struct {
-			Usage struct {
-				ContextTokens int `json:"context_tokens"`
-			} `json:"usage"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&out)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("turn %d to %s: status %s: %v", i+1, p.Name, resp.Status, err)
-		}
-		ctxTokens = append(ctxTokens, out.Usage.ContextTokens)
-	}
-	if ctxTokens[1] <= 5 {
-		return fmt.Errorf("replica %s did not see turn 1 (context %d tokens): the sidecar session was not shared", serving[1].Name, ctxTokens[1])
-	}
-	d.results = append(d.results, fmt.Sprintf("conversation %s: turn 1 on %s (context %d tokens), turn 2 on %s (context %d tokens: turn 1 came from the sidecar's encrypted Redis session)",
-		conv, serving[0].Name, ctxTokens[0], serving[1].Name, ctxTokens[1]))
-	return nil
 }

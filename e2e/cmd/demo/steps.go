@@ -36,6 +36,9 @@ type demo struct {
 	results []string
 
 	weightsURL, weightsDigest string
+	// gatewayURL and conv are the gateway Service and the conversation of the demo, for the
+	// summary's curl.
+	gatewayURL, conv string
 }
 
 type step struct {
@@ -80,8 +83,8 @@ func (d *demo) image(ctx context.Context, spec images.Spec) (string, error) {
 
 // demoImages are the commands the demo runs: what hack/deploy-local.sh installs with
 // deploy/helm/values/local.yaml (its default IMAGES) and the agent of the demo's pool. Commands
-// that the chart does not install locally (the gateway, the dispatcher, CLIs) are not built.
-var demoImages = []string{"driver", "nodeagent", "controller", "sidecar", "demo-agent"}
+// that the chart does not install locally (the dispatcher, CLIs) are not built.
+var demoImages = []string{"driver", "nodeagent", "controller", "gateway", "sidecar", "demo-agent"}
 
 func (d *demo) buildImages(ctx context.Context) error {
 	var specs []images.Spec
@@ -251,6 +254,10 @@ func (d *demo) summary(ctx context.Context) error {
 	}
 	fmt.Println("Demo:")
 	for _, r := range d.results {
+		if strings.HasPrefix(r, "  ") {
+			fmt.Println("  " + r) // a detail of the result above
+			continue
+		}
 		fmt.Println("  - " + r)
 	}
 	kubectl := filepath.Join(d.c.Paths.Bin, "kubectl")
@@ -259,6 +266,12 @@ func (d *demo) summary(ctx context.Context) error {
 	}
 	fmt.Printf("\nThe cluster stays up (%s). Look around with:\n", time.Since(d.start).Round(time.Second))
 	fmt.Printf("  %s --kubeconfig .local/kubeconfig get nodes,resourceslices,pods -A\n", kubectl)
+	if d.gatewayURL != "" {
+		fmt.Println("Continue the conversation through the gateway (paste in the repository root; streamed, on the same pod):")
+		for _, l := range curlLines(kubectl, ".local/kubeconfig", d.gatewayURL, d.conv, "and how do I get there from the airport") {
+			fmt.Println("  " + l)
+		}
+	}
 	fmt.Println("Stop it with: make cluster-down")
 	return nil
 }
