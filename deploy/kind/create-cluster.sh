@@ -7,13 +7,13 @@
 #   deploy/kind/create-cluster.sh --delete   delete the cluster
 #
 # Environment: CLUSTER (neuronetes), NVML_PROFILE (mock:dgxa100), KIND_NODE_IMAGE (kind's default),
-# NAMESPACE (neuronetes-system), COMPONENTS (driver nodeagent controller sidecar demo-agent).
+# NAMESPACE (neuronetes-system), COMPONENTS (driver nodeagent controller sidecar gateway dispatcher demo-agent: every image the chart deploys, and the demo agent).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CLUSTER=${CLUSTER:-neuronetes}
 NVML_PROFILE=${NVML_PROFILE:-mock:dgxa100}
 NAMESPACE=${NAMESPACE:-neuronetes-system}
-COMPONENTS=${COMPONENTS:-driver nodeagent controller sidecar demo-agent}
+COMPONENTS=${COMPONENTS:-driver nodeagent controller sidecar gateway dispatcher demo-agent}
 
 if [ "${1:-}" = --delete ]; then
 	exec kind delete cluster --name "$CLUSTER"
