@@ -201,12 +201,15 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	}
 	seq.Finish(gen.outputIDs())
 	tm := seq.Timing()
-	out.finish(usage{PromptTokens: len(prompt), CompletionTokens: gen.tokens, TotalTokens: len(prompt) + gen.tokens,
-		PromptTokensDetails: &promptDetails{CachedTokens: tm.CachedTokens}, ContextTokens: len(prompt)})
-	s.observeFinished(start, tm, gen, req.maxTokens())
+	// The answer is stored before the response ends: a client that sends the next turn once it
+	// has the last chunk ([DONE]) finds this one in the session, and a client that closes its
+	// connection at [DONE] cannot cancel the store.
 	if s.remembers(chat, conv) {
 		s.sidecar.appendTurn(r.Context(), conv, "assistant", gen.text())
 	}
+	out.finish(usage{PromptTokens: len(prompt), CompletionTokens: gen.tokens, TotalTokens: len(prompt) + gen.tokens,
+		PromptTokensDetails: &promptDetails{CachedTokens: tm.CachedTokens}, ContextTokens: len(prompt)})
+	s.observeFinished(start, tm, gen, req.maxTokens())
 }
 
 // generate writes the tokens as they come due. It returns false when the request ended early:

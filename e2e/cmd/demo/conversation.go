@@ -49,15 +49,16 @@ func (d *demo) conversation(ctx context.Context) error {
 	if t2.pod != t1.pod || t2.pin != "held" {
 		return fmt.Errorf("turn 2 went to %s (pin %q) after turn 1 on %s: the session's pin did not hold", t2.pod, t2.pin, t1.pod)
 	}
-	if t2.reply.Usage.ContextTokens <= t1.reply.Usage.ContextTokens {
-		return fmt.Errorf("turn 2 on %s did not see turn 1 (context %d tokens, turn 1 had %d): the sidecar session was not read",
-			t2.pod, t2.reply.Usage.ContextTokens, t1.reply.Usage.ContextTokens)
+	// Turn 2's prompt is turn 1's (question), turn 1's answer and its own message.
+	if u1, u2 := t1.reply.Usage, t2.reply.Usage; u2.ContextTokens <= u1.ContextTokens+u1.CompletionTokens {
+		return fmt.Errorf("turn 2 on %s did not see turn 1's question and answer (context %d tokens; turn 1 had %d plus %d answered): the sidecar session was not read",
+			t2.pod, u2.ContextTokens, u1.ContextTokens, u1.CompletionTokens)
 	}
 	d.results = append(d.results,
 		fmt.Sprintf("conversation %s through the gateway, streamed (SSE), session key = conversation id:", d.conv),
 		fmt.Sprintf("  turn 1 served by %s via %s: pin %s, %d chunks, first after %s, context %d tokens",
 			t1.pod, t1.replica, t1.pin, t1.reply.Chunks, t1.ttft.Round(time.Millisecond), t1.reply.Usage.ContextTokens),
-		fmt.Sprintf("  turn 2 served by %s via %s: pin %s, %d chunks, first after %s, context %d tokens (turn 1 from the sidecar's encrypted Redis session; %d of them in the pod's prefix cache)",
+		fmt.Sprintf("  turn 2 served by %s via %s: pin %s, %d chunks, first after %s, context %d tokens (turn 1's question and answer from the sidecar's encrypted Redis session; %d of them in the pod's prefix cache)",
 			t2.pod, t2.replica, t2.pin, t2.reply.Chunks, t2.ttft.Round(time.Millisecond), t2.reply.Usage.ContextTokens, t2.reply.Usage.cached()))
 	return d.autoscalerSource(ctx, g)
 }
