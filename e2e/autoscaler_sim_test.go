@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -128,8 +127,10 @@ spec:
 `, simMaxReplicas, simPrefill, simSlots, simPrefill*slo.Seconds()/2)
 }
 
-// replayed is one request's outcome: its raw TTFT as the client saw it, or an error.
+// replayed is one request's outcome: when it was sent (since the replay's start), and its raw
+// TTFT as the client saw it, or an error.
 type replayed struct {
+	sent time.Duration
 	ttft time.Duration
 	err  error
 }
@@ -143,9 +144,24 @@ func replay(g *gwProc, tr scalesim.Trace) []replayed {
 	var wg sync.WaitGroup
 	for i, r := range tr.Requests {
 		time.Sleep(time.Until(start.Add(time.Duration(r.Arrival * float64(time.Second)))))
-		wg.Go(func() { out[i] = sendTimed(hc, g.api, r) })
+		wg.Go(func() {
+			sent := time.Since(start)
+			out[i] = sendTimed(hc, g.api, r)
+			out[i].sent = sent
+		})
 	}
 	wg.Wait()
+	return out
+}
+
+// asSent is tr with each request arriving when the replay sent it, so the simulator sees the
+// arrivals the pool saw (the sender runs on the same busy cores as the cluster).
+func asSent(tr scalesim.Trace, results []replayed) scalesim.Trace {
+	out := scalesim.Trace{Name: tr.Name, Requests: append([]scalesim.Request(nil), tr.Requests...)}
+	for i := range out.Requests {
+		out.Requests[i].Arrival = results[i].sent.Seconds()
+	}
+	sort.SliceStable(out.Requests, func(i, j int) bool { return out.Requests[i].Arrival < out.Requests[j].Arrival })
 	return out
 }
 
@@ -177,57 +193,6 @@ func sendTimed(hc *http.Client, api string, r scalesim.Request) replayed {
 	return replayed{ttft: first}
 }
 
-// poolRecorder samples, every second, spec.replicas and the pool's pods that exist (starting,
-// serving or terminating: what costs, as the simulator counts replicas), and notes when each pod
-// was created and became Ready.
-type poolRecorder struct {
-	replicas, pods []float64
-	created, ready map[string]time.Time
-}
-
-func recordPool(ctx context.Context, e *Env, ns, pool string) *poolRecorder {
-	rec := &poolRecorder{created: map[string]time.Time{}, ready: map[string]time.Time{}}
-	for tick := time.NewTicker(time.Second); ctx.Err() == nil; <-tick.C {
-		u, err := e.Dynamic.Resource(ctrlPoolGVR).Namespace(ns).Get(ctx, pool, metav1.GetOptions{})
-		if err == nil {
-			spec, _ := u.Object["spec"].(map[string]any)
-			n, _ := spec["replicas"].(int64)
-			rec.replicas = append(rec.replicas, float64(n))
-		}
-		pods, err := e.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: nnv1.PoolLabel + "=" + pool})
-		if err != nil {
-			continue
-		}
-		rec.pods = append(rec.pods, float64(len(pods.Items)))
-		for _, p := range pods.Items {
-			rec.created[p.Name] = p.CreationTimestamp.Time
-			for _, c := range p.Status.Conditions {
-				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-					if _, seen := rec.ready[p.Name]; !seen {
-						rec.ready[p.Name] = c.LastTransitionTime.Time
-					}
-				}
-			}
-		}
-	}
-	return rec
-}
-
-// coldStart is the median time from a pod's creation to its Ready condition.
-func (r *poolRecorder) coldStart() (time.Duration, int) {
-	var ds []time.Duration
-	for name, rd := range r.ready {
-		if c, ok := r.created[name]; ok && rd.After(c) {
-			ds = append(ds, rd.Sub(c))
-		}
-	}
-	if len(ds) == 0 {
-		return 0, 0
-	}
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	return ds[len(ds)/2], len(ds)
-}
-
 // TestAutoscalerMatchesSimulator replays six minutes of a trace through the gateway into demo
 // agents scaled by the controller's adaptive loop, then simulates the same requests under the
 // same AgentPool spec (converted by the controller's own PolicyFromAgentPool) with the measured
@@ -236,6 +201,7 @@ func (r *poolRecorder) coldStart() (time.Duration, int) {
 // 35%, and the most pods at once within one replica.
 func TestAutoscalerMatchesSimulator(t *testing.T) {
 	e := requireEnv(t)
+	requireNoOtherController(t, e)
 	ctrlInstallCRDs(t, e)
 	ns := e.Namespace(t, "as-sim")
 	tr := simTrace(t)
@@ -256,6 +222,10 @@ func TestAutoscalerMatchesSimulator(t *testing.T) {
 		r := sendTimed(&http.Client{Timeout: 30 * time.Second}, g.api, scalesim.Request{In: 10, Out: 1})
 		return r.err == nil, r.err
 	})
+	// The pods' metric names and TTFT buckets, as the controller reads them; the gateway
+	// forwards each request at once to the pod with the least prefill ahead.
+	m.Sessions, m.TTFTBuckets = serverModel(t, e, ns, "sim")
+	m.Routing = scalesim.RouteLeastPrefill
 
 	ctx, cancel := context.WithCancel(context.Background())
 	recDone := make(chan *poolRecorder, 1)
@@ -276,9 +246,10 @@ func TestAutoscalerMatchesSimulator(t *testing.T) {
 	live := float64(within) / float64(len(results))
 	cold, n := rec.coldStart()
 	if n == 0 {
-		t.Fatal("no pool pod was seen becoming Ready")
+		t.Fatal("no pool pod was seen starting and becoming Ready")
 	}
 	m.ColdStart = cold
+	sent := asSent(tr, results)
 
 	var pool nnv1.AgentPool
 	var class nnv1.AgentClass
@@ -293,28 +264,30 @@ func TestAutoscalerMatchesSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim := scalesim.Run(tr, m, &scalesim.Decider{Label: "neuronetes", Every: simSync, Policy: policy}, 1)
+	simDecider := &changeLog{Decider: &scalesim.Decider{Label: "neuronetes", Every: simSync, Policy: policy}}
+	sim := scalesim.Run(sent, m, simDecider, 1)
 	var simPeak float64
 	for _, p := range sim.Series {
 		simPeak = math.Max(simPeak, p.Replicas)
 	}
 	// The live pods over the trace's duration, as the simulator counts its replica-seconds.
-	livePods := rec.pods[:min(len(rec.pods), int(math.Ceil(tr.Duration())))]
-	var liveSec, livePeak float64
-	for _, r := range livePods {
-		liveSec += r
-		livePeak = math.Max(livePeak, r)
-	}
-	t.Logf("%s: %d requests (%d failed), TTFT SLO %s, cold start %s (median of %d pods)", tr.Name, len(results), failed, slo, cold.Round(10*time.Millisecond), n)
+	livePods, liveSec, livePeak := perSecond(rec.podAt, rec.pods, math.Ceil(tr.Duration()))
+	liveReplicas, _, _ := perSecond(rec.replicaAt, rec.replicas, math.Ceil(tr.Duration()))
+	t.Logf("%s: %d requests (%d failed), sent over %.1f s, TTFT SLO %s, cold start %s (decision to Ready, median of %d pods); model %+v",
+		tr.Name, len(results), failed, sent.Duration(), slo, cold, n, m)
 	t.Logf("live: %.2f%% within the SLO, %.0f replica-s, at most %.0f pods; simulated: %.2f%%, %.0f replica-s, at most %.0f",
 		100*live, liveSec, livePeak, 100*sim.Attainment(), sim.ReplicaSeconds, simPeak)
 	t.Logf("live pods per 10 s: %v", every10(livePods))
-	t.Logf("live spec.replicas per 10 s: %v", every10(rec.replicas))
+	t.Logf("live spec.replicas per 10 s: %v", every10(liveReplicas))
 	var simCurve []float64
 	for _, p := range sim.Series {
 		simCurve = append(simCurve, p.Replicas)
 	}
 	t.Logf("simulated replicas per 10 s: %v", simCurve)
+	logPoolChanges(t, e, ns, "sim")
+	for _, c := range simDecider.changes {
+		t.Logf("simulated change: %s", c)
+	}
 	if d := math.Abs(live - sim.Attainment()); d > simAttainmentTolerance {
 		t.Errorf("attainment: live %.2f%%, simulated %.2f%%: %.2f points apart, tolerance %.0f", 100*live, 100*sim.Attainment(), 100*d, 100*simAttainmentTolerance)
 	}
@@ -326,6 +299,36 @@ func TestAutoscalerMatchesSimulator(t *testing.T) {
 	}
 }
 
+// changeLog records the simulated decisions that changed the replica count.
+type changeLog struct {
+	*scalesim.Decider
+	changes []string
+}
+
+// Decide implements scalesim.Policy.
+func (c *changeLog) Decide(v scalesim.View) int {
+	n := c.Decider.Decide(v)
+	if d := c.Last(); d.Changed() {
+		c.changes = append(c.changes, fmt.Sprintf("t=%.0fs %s", v.Now(), d.Message))
+	}
+	return n
+}
+
+// logPoolChanges logs the pool's ScaledUp and ScaledDown Events (the live decisions).
+func logPoolChanges(t *testing.T, e *Env, ns, pool string) {
+	evs, err := e.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Logf("events: %v", err)
+		return
+	}
+	sort.Slice(evs.Items, func(i, j int) bool { return evs.Items[i].LastTimestamp.Before(&evs.Items[j].LastTimestamp) })
+	for _, ev := range evs.Items {
+		if ev.InvolvedObject.Kind == "AgentPool" && ev.InvolvedObject.Name == pool && (ev.Reason == "ScaledUp" || ev.Reason == "ScaledDown") {
+			t.Logf("live change %s: %s", ev.LastTimestamp.Format(time.TimeOnly), ev.Message)
+		}
+	}
+}
+
 // every10 keeps one sample in ten.
 func every10(v []float64) []float64 {
 	var out []float64
@@ -333,4 +336,23 @@ func every10(v []float64) []float64 {
 		out = append(out, v[i])
 	}
 	return out
+}
+
+// requireNoOtherController fails the test when a NeuroNetes controller is deployed in the cluster
+// (make run / make deploy-local leave the release installed): it reconciles and autoscales
+// AgentPools in every namespace, so the test's pool would have two autoscalers and two pod
+// reconcilers, and the live curve would be theirs, not the loop's under test.
+func requireNoOtherController(t *testing.T, e *Env) {
+	t.Helper()
+	deps, err := e.Kube.AppsV1().Deployments("").List(context.Background(),
+		metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=neuronetes,app.kubernetes.io/component=controller"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range deps.Items {
+		if d.Spec.Replicas == nil || *d.Spec.Replicas > 0 {
+			t.Fatalf("NeuroNetes controller %s/%s is deployed and would also autoscale this test's pool; "+
+				"uninstall it first (bash hack/deploy-local.sh --uninstall)", d.Namespace, d.Name)
+		}
+	}
 }

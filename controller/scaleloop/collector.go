@@ -212,12 +212,12 @@ func (a *avg) add(v float64) {
 }
 
 // TTFTCounts counts the first tokens of h (nil: none) against the SLO and
-// against scalepolicy.AdaptiveMarginRatio x the SLO, for the adaptive policy.
-// Both TTFTs are raw, as the pods' histograms record them.
+// against scalepolicy.AdaptiveMarginRatio x the SLO, for the adaptive policy
+// (scalepolicy.HistogramTTFTCounts, which the simulator shares). Both TTFTs
+// are raw, as the pods' histograms record them.
 func TTFTCounts(h *Histogram, slo time.Duration) scalepolicy.TTFTCounts {
-	if h == nil || h.Count <= 0 {
+	if h == nil {
 		return scalepolicy.TTFTCounts{}
 	}
-	return scalepolicy.TTFTCounts{Total: h.Count, WithinSLO: h.CountAtOrBelow(slo.Seconds()),
-		WithinMargin: h.CountAtOrBelow(scalepolicy.AdaptiveMarginRatio * slo.Seconds())}
+	return scalepolicy.HistogramTTFTCounts(h.Bounds, h.Counts, h.Count, slo)
 }

@@ -12,6 +12,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/neuronetes/neuronetes/controller/scalepolicy"
 )
 
 // PodSample is what one scrape of one pod yields: gauges as they are, counters
@@ -195,23 +197,10 @@ func (h *Histogram) Quantile(q float64) (float64, bool) {
 // CountAtOrBelow estimates how many observations were at or below x, with
 // linear interpolation within the bucket that holds x (PromQL's
 // histogram_fraction times the count); beyond the last finite bound, every
-// observation up to that bound counts and none of the +Inf bucket does.
+// observation up to that bound counts and none of the +Inf bucket does. The
+// arithmetic is scalepolicy.CountAtOrBelow, which the simulator shares.
 func (h *Histogram) CountAtOrBelow(x float64) float64 {
-	prevBound, prevCount := 0.0, 0.0
-	for i, b := range h.Bounds {
-		c := h.Counts[i]
-		if x < b {
-			if math.IsInf(b, 1) {
-				return prevCount
-			}
-			if x <= prevBound {
-				return prevCount
-			}
-			return prevCount + (c-prevCount)*(x-prevBound)/(b-prevBound)
-		}
-		prevBound, prevCount = b, c
-	}
-	return prevCount
+	return scalepolicy.CountAtOrBelow(h.Bounds, h.Counts, x)
 }
 
 // Scraper fetches /metrics from pods.

@@ -32,6 +32,17 @@ type Model struct {
 	// arriving before it are not counted and neither are replica-seconds. It
 	// gives reactive policies the history a long-running pool would have.
 	Warmup time.Duration
+	// Routing is where a request waits for a replica (default RoutePool).
+	Routing Routing
+	// Sessions is what the concurrent-sessions metric counts, which depends on
+	// the metric names the pool's servers export (default SessionsRunning).
+	Sessions Sessions
+	// TTFTBuckets are the finite upper bounds (seconds, increasing) of the TTFT
+	// histogram the pool's servers export. The adaptive policy's first-token
+	// counts are then interpolated within them, as the controller interpolates
+	// the scraped histogram (scalepolicy.HistogramTTFTCounts). Empty: exact
+	// counts, as a histogram with bounds at the SLO and at the margin gives.
+	TTFTBuckets []float64
 }
 
 type state int
@@ -57,16 +68,17 @@ type replica struct {
 	readyAt float64
 	prefill *job
 	decodes []float64
+	queue   []job // the replica's own waiting requests (RouteLeastPrefill)
 }
 
-func (r *replica) busy() bool { return r.prefill != nil || len(r.decodes) > 0 }
+func (r *replica) busy() bool { return r.prefill != nil || len(r.decodes) > 0 || len(r.queue) > 0 }
 
 // sample is the pool state at one second.
 type sample struct {
 	waiting, waitingTokens, running float64 // waitingTokens: prompt tokens of queued requests
 	ready, target, total, warm      float64
 	arrivals, promptTokens, genTok  float64 // promptTokens: of the requests arriving
-	prefilled                       float64 // prompt tokens prefilled, as a server's counter counts them
+	prefilled                       float64 // prompt tokens of the prefills that ended, as a server's counter counts them
 }
 
 // cluster is the simulated pool.
@@ -219,7 +231,6 @@ func (c *cluster) step(dt float64) {
 		c.cur.promptTokens += float64(r.In)
 		c.next++
 	}
-	kept := c.reps[:0]
 	for _, r := range c.reps {
 		if r.readyAt <= end {
 			switch r.st {
@@ -229,6 +240,12 @@ func (c *cluster) step(dt float64) {
 				r.st = warm
 			}
 		}
+	}
+	if c.m.Routing == RouteLeastPrefill {
+		c.route()
+	}
+	kept := c.reps[:0]
+	for _, r := range c.reps {
 		if r.st == serving || r.st == draining {
 			c.work(r, end, dt)
 		}
@@ -246,7 +263,8 @@ func (c *cluster) step(dt float64) {
 }
 
 // work runs one replica for dt: decodes progress, then the prefill engine
-// takes prompts from the shared queue while a slot is free.
+// takes prompts from its queue (the pool's, or its own under
+// RouteLeastPrefill) while a slot is free.
 func (c *cluster) work(r *replica, end, dt float64) {
 	dec := c.m.DecodeTPS * dt
 	kept := r.decodes[:0]
@@ -258,22 +276,31 @@ func (c *cluster) work(r *replica, end, dt float64) {
 	}
 	r.decodes = kept
 	budget := c.m.PrefillTPS * dt
+	q := &c.queue
+	if c.m.Routing == RouteLeastPrefill {
+		// A pod finishes what it accepted, draining or not.
+		q = &r.queue
+	} else if r.st != serving {
+		q = &[]job{}
+	}
 	for budget > 0 {
 		if r.prefill == nil {
-			if r.st != serving || len(c.queue) == 0 || len(r.decodes)+1 > c.m.Slots {
+			if len(*q) == 0 || len(r.decodes)+1 > c.m.Slots {
 				return
 			}
-			j := c.queue[0]
-			c.queue = c.queue[1:]
+			j := (*q)[0]
+			*q = (*q)[1:]
 			r.prefill = &j
 		}
 		use := math.Min(budget, r.prefill.remaining)
 		r.prefill.remaining -= use
-		c.cur.prefilled += use
 		budget -= use
 		if r.prefill.remaining <= 1e-9 {
 			done := end - budget/c.m.PrefillTPS
 			p := r.prefill
+			// A server counts a prompt's tokens when its prefill ends, with its
+			// first token (vllm:prompt_tokens_total, neuronetes_tokens_total).
+			c.cur.prefilled += float64(p.in)
 			ttft := done - p.arrival
 			eval := p.arrival >= c.m.Warmup.Seconds()
 			c.ttfts = append(c.ttfts, ttftEvent{done, ttft, float64(p.in) / c.m.PrefillTPS, eval})
@@ -302,6 +329,10 @@ func (c *cluster) record() {
 		s.waitingTokens += j.remaining
 	}
 	for _, r := range c.reps {
+		for _, j := range r.queue {
+			s.waiting++
+			s.waitingTokens += j.remaining
+		}
 		if r.prefill != nil {
 			s.running++
 		}

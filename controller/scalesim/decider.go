@@ -32,8 +32,7 @@ func Metrics(v View, specs []scalepolicy.MetricSpec, sloOn bool) map[scalepolicy
 		case scalepolicy.QueueDepth:
 			out[s.Type] = scalepolicy.MetricValue{Value: v.Waiting(w) / ready, Valid: true}
 		case scalepolicy.ConcurrentSessions:
-			// Running sequences, as vllm:num_requests_running gives them in the cluster.
-			out[s.Type] = scalepolicy.MetricValue{Value: v.Running(w) / ready, Valid: true}
+			out[s.Type] = scalepolicy.MetricValue{Value: v.Sessions(w) / ready, Valid: true}
 		case InFlight:
 			out[s.Type] = scalepolicy.MetricValue{Value: v.Concurrency(w) / ready, Valid: true}
 		case scalepolicy.TokensPerSecond:

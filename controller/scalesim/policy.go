@@ -2,6 +2,7 @@ package scalesim
 
 import (
 	"math"
+	"sort"
 	"time"
 
 	"github.com/neuronetes/neuronetes/controller/scalepolicy"
@@ -32,6 +33,15 @@ func (v View) Concurrency(w float64) float64 {
 // decoding) over w seconds.
 func (v View) Running(w float64) float64 {
 	return v.c.avg(w, func(s sample) float64 { return s.running })
+}
+
+// Sessions is the pool-wide average of the concurrent-sessions metric over w
+// seconds: running sequences, or no conversations (Model.Sessions).
+func (v View) Sessions(w float64) float64 {
+	if v.c.m.Sessions == SessionsConversations {
+		return 0
+	}
+	return v.Running(w)
 }
 
 // Waiting is the pool-wide average of waiting requests over w seconds.
@@ -98,11 +108,25 @@ func (v View) PrefillQuantile(q, w float64) (float64, bool) {
 func (v View) SLOCounts(w float64) (within, total int) { return v.c.sloCounts(w) }
 
 // TTFTCounts counts the first tokens of the last w seconds against the SLO
-// and against scalepolicy.AdaptiveMarginRatio x the SLO.
+// and against scalepolicy.AdaptiveMarginRatio x the SLO: exactly, or, with
+// Model.TTFTBuckets, through a histogram of those bounds as the controller
+// counts a scraped one.
 func (v View) TTFTCounts(w float64) scalepolicy.TTFTCounts {
 	slo := v.c.m.SLO.Seconds()
+	es := v.c.recentTTFTs(w)
+	if bounds := v.c.m.TTFTBuckets; len(bounds) > 0 {
+		cum := make([]float64, len(bounds)+1)
+		for _, e := range es {
+			// Prometheus buckets count an observation at or below each bound.
+			for i := sort.SearchFloat64s(bounds, e.ttft); i < len(cum); i++ {
+				cum[i]++
+			}
+		}
+		return scalepolicy.HistogramTTFTCounts(append(bounds[:len(bounds):len(bounds)], math.Inf(1)), cum,
+			float64(len(es)), v.c.m.SLO)
+	}
 	var out scalepolicy.TTFTCounts
-	for _, e := range v.c.recentTTFTs(w) {
+	for _, e := range es {
 		out.Total++
 		if e.ttft <= slo+1e-9 {
 			out.WithinSLO++
