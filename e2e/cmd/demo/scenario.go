@@ -219,6 +219,9 @@ func (d *demo) poolPods(ctx context.Context) (map[string][]corev1.Pod, error) {
 // measures how fast the warm pods serve, then has a conversation across two
 // replicas through their sidecars.
 func (d *demo) agentPool(ctx context.Context) error {
+	if err := d.dropStalePool(ctx); err != nil {
+		return err
+	}
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		return err
