@@ -143,6 +143,25 @@ if [ "$owner" != absent ] && [ "$owner" != "$RELEASE" ]; then
 	extra+=(--set deviceClasses.create=false)
 fi
 
+# helm upgrade rolls pods only when their template changes, and the local images keep one tag
+# (:dev): each workload's pods carry a digest of the image tarballs they run, so a rebuilt binary
+# rolls them and an unchanged one does not (the tarballs are reproducible).
+image_digest() {
+	local n f sums=""
+	for n in "$@"; do
+		f=$ROOT/.local/images/$n.tar
+		[ -f "$f" ] || return 0
+		sums+=$(sha256sum "$f" | cut -d' ' -f1)
+	done
+	printf '%s' "$sums" | sha256sum | cut -c1-16
+}
+for pair in controller:controller node:driver,nodeagent gateway:gateway dispatcher:dispatcher; do
+	key=${pair%%:*} names=${pair#*:}
+	# shellcheck disable=SC2086
+	d=$(image_digest ${names//,/ })
+	[ -n "$d" ] && extra+=(--set-string "$key.podAnnotations.neuronetes\.io/image-digest=$d")
+done
+
 log "helm upgrade --install $RELEASE into $NAMESPACE"
 # shellcheck disable=SC2086
 "$HELM" upgrade --install "$RELEASE" "$CHART" --kubeconfig "$KUBECONFIG_FILE" \
