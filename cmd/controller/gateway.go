@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -40,6 +41,8 @@ func (o gatewayMetricsOptions) apply(l *scaleloop.Loop, mgr ctrl.Manager) error 
 	if o.port <= 0 || o.port > 65535 {
 		return fmt.Errorf("--gateway-admin-port %d: not a port", o.port)
 	}
-	l.Gateway = &scaleloop.GatewaySource{Client: mgr.GetClient(), Namespace: ns, Selector: s, Port: o.port}
+	// The manager's cache holds pool pods only: the gateway pods are listed from the API,
+	// at most every 5 s.
+	l.Gateway = &scaleloop.GatewaySource{Client: mgr.GetAPIReader(), ListTTL: 5 * time.Second, Namespace: ns, Selector: s, Port: o.port}
 	return nil
 }

@@ -28,8 +28,14 @@ import (
 // /pools/<namespace>/<pool>/metrics on its admin port; the source sums the replicas (sessions
 // counted in the shared Redis table are the same on every replica and are taken once).
 type GatewaySource struct {
-	// Client lists the gateway pods.
+	// Client lists the gateway pods. It must see them: the controller's cache holds pool pods only,
+	// so the command passes the manager's API reader.
 	Client client.Reader
+	// ListTTL reuses the last list of gateway pods for this long (0: list on every read), so the
+	// apiserver sees one list per period however many pools read the gateway.
+	ListTTL time.Duration
+	// Now is the clock of ListTTL (default time.Now).
+	Now func() time.Time
 	// Namespace and Selector find the gateway pods.
 	Namespace string
 	Selector  labels.Selector
@@ -37,6 +43,29 @@ type GatewaySource struct {
 	Port int
 	// HTTP does the scrapes (default: 3 s timeout).
 	HTTP *http.Client
+
+	mu       sync.Mutex
+	pods     []corev1.Pod
+	listedAt time.Time
+}
+
+// gatewayPods lists the gateway pods, or returns the list made within ListTTL.
+func (g *GatewaySource) gatewayPods(ctx context.Context) ([]corev1.Pod, error) {
+	now := time.Now
+	if g.Now != nil {
+		now = g.Now
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ListTTL > 0 && !g.listedAt.IsZero() && now().Sub(g.listedAt) < g.ListTTL {
+		return g.pods, nil
+	}
+	var pods corev1.PodList
+	if err := g.Client.List(ctx, &pods, client.InNamespace(g.Namespace), client.MatchingLabelsSelector{Selector: g.Selector}); err != nil {
+		return nil, fmt.Errorf("list gateway pods: %w", err)
+	}
+	g.pods, g.listedAt = pods.Items, now()
+	return g.pods, nil
 }
 
 // gatewaySample is one pod's view summed over gateway replicas.
@@ -77,16 +106,16 @@ func (g *GatewaySource) Overlay(ctx context.Context, pool *v1alpha1.AgentPool, s
 
 // read scrapes every ready gateway replica and sums their views of pool.
 func (g *GatewaySource) read(ctx context.Context, pool *v1alpha1.AgentPool) (map[string]*gatewaySample, float64, error) {
-	var pods corev1.PodList
-	if err := g.Client.List(ctx, &pods, client.InNamespace(g.Namespace), client.MatchingLabelsSelector{Selector: g.Selector}); err != nil {
-		return nil, 0, fmt.Errorf("list gateway pods: %w", err)
+	pods, err := g.gatewayPods(ctx)
+	if err != nil {
+		return nil, 0, err
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	out := map[string]*gatewaySample{}
 	unrouted, answered := 0.0, 0
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for i := range pods {
+		p := &pods[i]
 		if p.Status.PodIP == "" || !podReady(p) || !p.DeletionTimestamp.IsZero() {
 			continue
 		}

@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
@@ -106,5 +108,45 @@ func TestGatewaySourceReplicaLocalAndFailure(t *testing.T) {
 	src.Overlay(context.Background(), &v1alpha1.AgentPool{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "ns"}}, samples)
 	if samples["a"].Sessions != 1 {
 		t.Fatalf("failed read changed the samples: %+v", samples["a"])
+	}
+}
+
+// countingReader counts the lists that reach the reader it wraps.
+type countingReader struct {
+	client.Reader
+	lists int
+}
+
+func (c *countingReader) List(ctx context.Context, l client.ObjectList, opts ...client.ListOption) error {
+	c.lists++
+	return c.Reader.List(ctx, l, opts...)
+}
+
+func TestGatewaySourceListTTL(t *testing.T) {
+	port := replica(t, "127.0.0.1", 0, head+`neuronetes_concurrent_sessions{pod="a",scope="replica"} 2
+`)
+	r := &countingReader{Reader: fake.NewClientBuilder().WithObjects(gwPod("gw-1", "127.0.0.1", true)).Build()}
+	now := time.Unix(1000, 0)
+	src := &GatewaySource{Client: r, ListTTL: 5 * time.Second, Now: func() time.Time { return now },
+		Namespace: "sys", Selector: labels.SelectorFromSet(labels.Set{"app": "gw"}), Port: port}
+	pool := &v1alpha1.AgentPool{ObjectMeta: metav1.ObjectMeta{Name: "chat", Namespace: "ns"}}
+	for _, tc := range []struct {
+		advance   time.Duration
+		wantLists int
+	}{
+		{0, 1},               // the first read lists
+		{4 * time.Second, 1}, // within the TTL: the same list
+		{time.Second, 2},     // 5 s after the list: listed again
+		{0, 2},
+	} {
+		now = now.Add(tc.advance)
+		samples := map[string]PodSample{"a": {}}
+		src.Overlay(context.Background(), pool, samples)
+		if samples["a"].Sessions != 2 {
+			t.Fatalf("after %v: sessions %v, want 2 from the gateway", tc.advance, samples["a"].Sessions)
+		}
+		if r.lists != tc.wantLists {
+			t.Fatalf("after %v: %d lists, want %d", tc.advance, r.lists, tc.wantLists)
+		}
 	}
 }
