@@ -27,6 +27,13 @@ func (g *gweEnv) killReplica(t *testing.T) {
 		}
 		pins[s] = r.header.Get("X-Neuronetes-Pod")
 	}
+	// The example RoutingPolicy admits 8 requests per endpoint per replica (32 in flight in all)
+	// and queues 64 per replica, so 200 concurrent streams need the agents' own limit (64 running
+	// each) as the gateway's: raise it for this drill. The informers of both replicas apply a
+	// policy change within a second; the in-flight count below (over 32) shows it took effect.
+	g.e.Kubectl(t, "-n", g.ns, "patch", "routingpolicy", "chat", "--type=merge", "-p",
+		`{"spec":{"admission":{"maxInFlightPerEndpoint":64,"maxQueue":256,"queueTimeout":"60s"}}}`)
+	time.Sleep(3 * time.Second)
 	reps := g.replicas(t)
 	if len(reps) != 2 {
 		t.Fatalf("%d gateway replicas", len(reps))

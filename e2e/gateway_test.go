@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -126,17 +127,24 @@ spec:
 apiVersion: v1
 kind: Secret
 metadata:
-  name: e2e-keys
+  name: e2e-keys-metered
   labels: {neuronetes.io/api-keys: "true"}
 stringData:
-  metered: ` + gweKeyMetered + `
-  load: ` + gweKeyLoad + `
+  key: ` + gweKeyMetered + `
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: e2e-keys-load
+  labels: {neuronetes.io/api-keys: "true"}
+stringData:
+  key: ` + gweKeyLoad + `
 ---
 apiVersion: neuronetes.io/v1alpha1
 kind: Tenant
 metadata: {name: metered}
 spec:
-  apiKeys: [{secretName: e2e-keys}]
+  apiKeys: [{secretName: e2e-keys-metered}]
   models: [demo-llm]
   quota: {tokensPerMinute: 600}
 ---
@@ -144,7 +152,7 @@ apiVersion: neuronetes.io/v1alpha1
 kind: Tenant
 metadata: {name: load}
 spec:
-  apiKeys: [{secretName: e2e-keys}]
+  apiKeys: [{secretName: e2e-keys-load}]
   models: ["*"]
 `
 
@@ -323,7 +331,10 @@ func (g *gweEnv) sendErr(ctx context.Context, hc *http.Client, key, session stri
 	return r, sc.Err()
 }
 
-// gweMetric sums the samples of name at url whose labels include want.
+// errMetricAbsent: the endpoint exports no series of the metric with the wanted labels.
+var errMetricAbsent = errors.New("no such series")
+
+// gweMetric sums the samples of name at url whose labels include want (errMetricAbsent when none).
 func gweMetric(url, name string, want map[string]string) (float64, error) {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -352,7 +363,7 @@ func gweMetric(url, name string, want map[string]string) (float64, error) {
 		}
 	}
 	if !found {
-		return 0, fmt.Errorf("%s%v not found at %s", name, want, url)
+		return 0, fmt.Errorf("%s%v at %s: %w", name, want, url, errMetricAbsent)
 	}
 	return sum, nil
 }

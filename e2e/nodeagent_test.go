@@ -267,7 +267,8 @@ spec:
 	e.WaitPodRunning(t, na.ns, "demo", 2*time.Minute)
 	Eventually(t, 30*time.Second, "demo agent log of its weights", func() (bool, error) {
 		logs, err := e.KubectlErr("logs", "-n", na.ns, "demo")
-		return strings.Contains(logs, fmt.Sprintf("weights loaded: %d bytes", size)), fmt.Errorf("logs: %q (%v)", logs, err)
+		loaded := strings.Contains(logs, `"Weights loaded"`) && strings.Contains(logs, fmt.Sprintf(" bytes=%d ", size))
+		return loaded, fmt.Errorf("logs: %q (%v)", logs, err)
 	})
 	// While the pod runs, the entry is pinned (never evicted).
 	Eventually(t, 30*time.Second, "entry pinned by the demo pod", func() (bool, error) {
