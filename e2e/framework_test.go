@@ -102,8 +102,31 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
+	if err := noReleaseInstalled(ctx, e); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
 	env = e
 	return m.Run()
+}
+
+// noReleaseInstalled refuses a cluster that already runs a NeuroNetes controller (make run and
+// make deploy-local leave their release installed, and the cluster keeps it across cluster-down):
+// it reconciles and autoscales AgentPools in every namespace, so the tests' pools would have two
+// controllers and the tests would measure both.
+func noReleaseInstalled(ctx context.Context, e *Env) error {
+	deps, err := e.Kube.AppsV1().Deployments("").List(ctx,
+		metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=neuronetes,app.kubernetes.io/component=controller"})
+	if err != nil {
+		return fmt.Errorf("listing NeuroNetes controllers: %w", err)
+	}
+	for _, d := range deps.Items {
+		if d.Spec.Replicas == nil || *d.Spec.Replicas > 0 {
+			return fmt.Errorf("NeuroNetes controller %s/%s is installed in the local cluster and would also reconcile "+
+				"the tests' pools: uninstall it first (bash hack/deploy-local.sh --uninstall)", d.Namespace, d.Name)
+		}
+	}
+	return nil
 }
 
 func newEnv(root string, c *cluster.Cluster) (*Env, error) {
