@@ -103,14 +103,24 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	if err := noReleaseInstalled(ctx, e); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
-		return 1
+		// make run leaves its release installed, and the cluster keeps it across cluster-down.
+		logf("%v: uninstalling it (bash hack/deploy-local.sh --uninstall)", err)
+		cmd := exec.CommandContext(ctx, "bash", "hack/deploy-local.sh", "--uninstall")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: uninstalling the local release: %v\n%s", err, out)
+			return 1
+		}
+		if err := noReleaseInstalled(ctx, e); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: %v; uninstall it first\n", err)
+			return 1
+		}
 	}
 	env = e
 	return m.Run()
 }
 
-// noReleaseInstalled refuses a cluster that already runs a NeuroNetes controller (make run and
+// noReleaseInstalled reports a NeuroNetes controller already deployed in the cluster (make run and
 // make deploy-local leave their release installed, and the cluster keeps it across cluster-down):
 // it reconciles and autoscales AgentPools in every namespace, so the tests' pools would have two
 // controllers and the tests would measure both.
@@ -123,7 +133,7 @@ func noReleaseInstalled(ctx context.Context, e *Env) error {
 	for _, d := range deps.Items {
 		if d.Spec.Replicas == nil || *d.Spec.Replicas > 0 {
 			return fmt.Errorf("NeuroNetes controller %s/%s is installed in the local cluster and would also reconcile "+
-				"the tests' pools: uninstall it first (bash hack/deploy-local.sh --uninstall)", d.Namespace, d.Name)
+				"the tests' pools", d.Namespace, d.Name)
 		}
 	}
 	return nil
