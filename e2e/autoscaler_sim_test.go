@@ -344,15 +344,7 @@ func every10(v []float64) []float64 {
 // reconcilers, and the live curve would be theirs, not the loop's under test.
 func requireNoOtherController(t *testing.T, e *Env) {
 	t.Helper()
-	deps, err := e.Kube.AppsV1().Deployments("").List(context.Background(),
-		metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=neuronetes,app.kubernetes.io/component=controller"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range deps.Items {
-		if d.Spec.Replicas == nil || *d.Spec.Replicas > 0 {
-			t.Fatalf("NeuroNetes controller %s/%s is deployed and would also autoscale this test's pool; "+
-				"uninstall it first (bash hack/deploy-local.sh --uninstall)", d.Namespace, d.Name)
-		}
+	if err := noReleaseInstalled(context.Background(), e); err != nil {
+		t.Fatalf("%v; uninstall it first (bash hack/deploy-local.sh --uninstall)", err)
 	}
 }
