@@ -67,6 +67,9 @@ func TestLagSource(t *testing.T) {
 	if n != 10 {
 		t.Fatalf("fetched %d, want 10", n)
 	}
+	// The server updates a consumer's pending count asynchronously after
+	// publishes and acks; wait until it settles before reading it through LagSource.
+	waitConsumerSettled(ctx, t, cons, 146)
 	var l LagSource
 	defer l.Close()
 	tests := []struct {
@@ -88,5 +91,26 @@ func TestLagSource(t *testing.T) {
 				t.Fatalf("got %d, %v; want %d (error %v)", got, err, tc.want, tc.wantErr)
 			}
 		})
+	}
+}
+
+// waitConsumerSettled waits up to 5 s for the consumer's pending plus
+// ack-pending count to reach want, and fails if it does not or goes above it.
+func waitConsumerSettled(ctx context.Context, t *testing.T, cons jetstream.Consumer, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatalf("consumer info: %v", err)
+		}
+		got := int64(info.NumPending) + int64(info.NumAckPending)
+		if got == want {
+			return
+		}
+		if got > want || time.Now().After(deadline) {
+			t.Fatalf("consumer pending+ack-pending = %d, want %d", got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
