@@ -227,6 +227,16 @@ func (g *gweEnv) deploy(t *testing.T, helm string) {
 	}
 	g.addr = net.JoinHostPort(svc.Spec.ClusterIP, "80")
 	g.base = "http://" + g.addr
+	// Ready pods and endpoints do not mean kube-proxy has programmed the ClusterIP yet: wait
+	// until the Service path itself answers (any HTTP status; this request carries no key).
+	Eventually(t, time.Minute, "the gateway Service answers at "+g.addr, func() (bool, error) {
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(g.base + "/v1/models")
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return true, nil
+	})
 	t.Cleanup(func() {
 		if t.Failed() {
 			logs, _ := g.e.KubectlErr("-n", g.ns, "logs", "-l", "app.kubernetes.io/component=gateway", "--tail=300", "--prefix")
