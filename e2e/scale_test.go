@@ -107,7 +107,7 @@ func TestScaleSmallRun(t *testing.T) {
 	var out strings.Builder
 	v := scale.WriteComparison(&out, results[0], results)
 	t.Log(out.String())
-	t.Log(v)
+	t.Logf("not judged here (a smoke run at a few nodes; make bench-scale judges the scale benchmark): %s", v)
 	if want := 8 * 10; results[1].DevicesPerNode != want {
 		t.Errorf("mig-selected devices per node %d, want %d", results[1].DevicesPerNode, want)
 	}
