@@ -234,7 +234,13 @@ func smiLines(t *testing.T, e *Env, ns, pod, container string, want int) []strin
 	var lines []string
 	Eventually(t, time.Minute, fmt.Sprintf("nvidia-smi -L of %s/%s/%s", ns, pod, container), func() (bool, error) {
 		out, err := e.KubectlErr("-n", ns, "logs", pod, "-c", container)
-		lines = strings.Split(strings.TrimRight(out, "\n"), "\n")
+		// A running container may not have printed yet: its log is empty, which is no line.
+		lines = nil
+		for _, l := range strings.Split(out, "\n") {
+			if strings.TrimSpace(l) != "" {
+				lines = append(lines, l)
+			}
+		}
 		return err == nil && len(lines) >= want, fmt.Errorf("logs %q: %v", out, err)
 	})
 	return lines
