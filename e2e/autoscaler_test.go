@@ -65,6 +65,34 @@ func asControllerArgs(t *testing.T, e *Env, ns, natsURL string) (args []string, 
 	return args, webhookAddr, token, hc
 }
 
+// waitEvents waits up to timeout until the pool's Events ("Reason: message") contain every one
+// of wants, and returns them joined by newlines; on a timeout it reports the missing ones. The
+// controller records an Event after the write it describes, through an asynchronous
+// broadcaster, so a test that saw the write may list the Events before it arrives.
+func waitEvents(t *testing.T, e *Env, ns, pool string, timeout time.Duration, wants ...string) string {
+	t.Helper()
+	var evs string
+	var missing []string
+	deadline := time.Now().Add(timeout)
+	for {
+		evs = strings.Join(asEvents(t, e, ns, pool), "\n")
+		missing = missing[:0]
+		for _, want := range wants {
+			if !strings.Contains(evs, want) {
+				missing = append(missing, want)
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if len(missing) > 0 {
+		t.Errorf("after %s the Events of pool %s lack %q:\n%s", timeout, pool, missing, evs)
+	}
+	return evs
+}
+
 // asEvents returns "Reason: message" of the pool's Events.
 func asEvents(t *testing.T, e *Env, ns, pool string) []string {
 	l, err := e.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pool})
@@ -199,12 +227,7 @@ func TestAutoscalerScalesPoolOnLoad(t *testing.T) {
 	if d := time.Since(idle); d < 20*time.Second {
 		t.Errorf("scaled down %s after the load stopped, before the 20s stabilization window", d)
 	}
-	evs := strings.Join(asEvents(t, e, ns, "demo"), "\n")
-	for _, want := range []string{"ScaledUp: 1 -> ", "ScaledDown: ", "queue-depth", "from warm 1"} {
-		if !strings.Contains(evs, want) {
-			t.Errorf("events lack %q:\n%s", want, evs)
-		}
-	}
+	evs := waitEvents(t, e, ns, "demo", 30*time.Second, "ScaledUp: 1 -> ", "ScaledDown: ", "queue-depth", "from warm 1")
 	t.Logf("events:\n%s", evs)
 
 	// POST /v1/scale over TLS to the controller's scale webhook with the bearer token overrides
@@ -314,7 +337,5 @@ func TestAutoscalerScalesPoolOnNATSLag(t *testing.T) {
 	waitPool(t, e, ns, "workers", procLogs(ctl), 30*time.Second, "back to 1 on an empty queue", func() (bool, error) {
 		return asReplicas(t, e, ns, "workers") == 1, fmt.Errorf("spec.replicas %d", asReplicas(t, e, ns, "workers"))
 	})
-	if evs := strings.Join(asEvents(t, e, ns, "workers"), "\n"); !strings.Contains(evs, "QueueLag") {
-		t.Errorf("events lack the QueueLag reason:\n%s", evs)
-	}
+	waitEvents(t, e, ns, "workers", 30*time.Second, "QueueLag")
 }
