@@ -25,6 +25,7 @@ import (
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 	nnwebhook "github.com/neuronetes/neuronetes/controller/webhook"
+	"github.com/neuronetes/neuronetes/e2e/kube"
 )
 
 // asControllerArgs are the flags that run the shipped controller's autoscaling loop with a short
@@ -72,23 +73,18 @@ func asControllerArgs(t *testing.T, e *Env, ns, natsURL string) (args []string, 
 func waitEvents(t *testing.T, e *Env, ns, pool string, timeout time.Duration, wants ...string) string {
 	t.Helper()
 	var evs string
-	var missing []string
-	deadline := time.Now().Add(timeout)
-	for {
+	err := kube.WaitFor(context.Background(), timeout, "the Events of pool "+pool, func() (bool, error) {
 		evs = strings.Join(asEvents(t, e, ns, pool), "\n")
-		missing = missing[:0]
+		var missing []string
 		for _, want := range wants {
 			if !strings.Contains(evs, want) {
 				missing = append(missing, want)
 			}
 		}
-		if len(missing) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	if len(missing) > 0 {
-		t.Errorf("after %s the Events of pool %s lack %q:\n%s", timeout, pool, missing, evs)
+		return len(missing) == 0, fmt.Errorf("lacking %q in:\n%s", missing, evs)
+	})
+	if err != nil {
+		t.Error(err)
 	}
 	return evs
 }
