@@ -86,13 +86,6 @@ func TestAutoscalerStateSurvivesRestart(t *testing.T) {
 	ctl.kill()
 	e.Kubectl(t, "-n", ns, "scale", "agentpool/workers", "--replicas=5")
 	ctl.start()
-	waitPool(t, e, ns, "workers", logs, 30*time.Second, "the manual scale to 5 replaced by the decision", func() (bool, error) {
-		evs, err := e.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=workers,reason=ManualScaleOverridden"})
-		if err != nil {
-			return false, err
-		}
-		n := asReplicas(t, e, ns, "workers")
-		return len(evs.Items) > 0 && n == 3, fmt.Errorf("spec.replicas %d, %d ManualScaleOverridden events", n, len(evs.Items))
-	})
+	waitManualScaleReplaced(t, e, ns, "workers", logs, 3, 30*time.Second, "the manual scale to 5 replaced by the decision")
 	t.Logf("[e2e] autoscaler state restored after two restarts; the 10-minute window held 3 replicas on an empty queue")
 }

@@ -213,16 +213,8 @@ func deployExamples(t *testing.T, e *Env, r *deployRelease) {
 	// kubectl scale of the autoscaled pool: the autoscaler re-decides at once and puts its own count
 	// back (the idle pool's floor, 4), saying so in a ManualScaleOverridden Event.
 	e.Kubectl(t, "scale", "agentpool/mig-agents", "-n", ns, "--replicas", "6")
-	waitPool(t, e, ns, "mig-agents", logs, 30*time.Second, "the autoscaler to replace a kubectl scale to 6 by its decision", func() (bool, error) {
-		evs, err := e.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=mig-agents,reason=ManualScaleOverridden"})
-		if err != nil {
-			return false, err
-		}
-		n := asReplicas(t, e, ns, "mig-agents")
-		return len(evs.Items) > 0 && n == 4, fmt.Errorf("spec.replicas %d, %d ManualScaleOverridden events", n, len(evs.Items))
-	})
-	evs, _ := e.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=mig-agents,reason=ManualScaleOverridden"})
-	t.Logf("[e2e] kubectl scale of an autoscaled pool: %s", evs.Items[0].Message)
+	msg := waitManualScaleReplaced(t, e, ns, "mig-agents", logs, 4, 30*time.Second, "the autoscaler to replace a kubectl scale to 6 by its decision")
+	t.Logf("[e2e] kubectl scale of an autoscaled pool: %s", msg)
 }
 
 // hasContainer reports whether the pod has a container or init container (a native sidecar) name.

@@ -45,6 +45,26 @@ func waitPool(t testing.TB, e *Env, ns, pool string, logs ctrlLogs, timeout time
 	}
 }
 
+// waitManualScaleReplaced waits until the autoscaler has replaced a spec.replicas written outside
+// it: the pool is back at want replicas and has a ManualScaleOverridden Event, whose message it
+// returns. On a timeout it fails the test with the pool's diagnosis.
+func waitManualScaleReplaced(t *testing.T, e *Env, ns, pool string, logs ctrlLogs, want int64, timeout time.Duration, what string) string {
+	t.Helper()
+	var msg string
+	waitPool(t, e, ns, pool, logs, timeout, what, func() (bool, error) {
+		evs, err := e.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pool + ",reason=ManualScaleOverridden"})
+		if err != nil {
+			return false, err
+		}
+		if len(evs.Items) > 0 {
+			msg = evs.Items[0].Message
+		}
+		n := asReplicas(t, e, ns, pool)
+		return len(evs.Items) > 0 && n == want, fmt.Errorf("spec.replicas %d, %d ManualScaleOverridden events", n, len(evs.Items))
+	})
+	return msg
+}
+
 // waitPoolReady waits until the pool has at least want ready serving replicas.
 func waitPoolReady(t testing.TB, e *Env, ns, name string, logs ctrlLogs, want int64, timeout time.Duration) {
 	t.Helper()
