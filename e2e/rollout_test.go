@@ -40,10 +40,15 @@ type convTracker struct {
 	next  int
 	// flips lists conversations that changed pool (must stay empty, except after a rollback for
 	// conversations that were on the canary).
-	flips []string
+	flips []flip
 	codes map[int]int
 	tools int // tool calls the client received
 }
+
+// flip is a conversation served by another pool than the one that served its first turn.
+type flip struct{ conv, from, to string }
+
+func (f flip) String() string { return fmt.Sprintf("%s: %s -> %s", f.conv, f.from, f.to) }
 
 func newTracker(t *testing.T, g *gwProc, model string, extra map[string]any) *convTracker {
 	return &convTracker{t: t, g: g, model: model, extra: extra, pool: map[string]string{}, codes: map[int]int{}}
@@ -82,7 +87,7 @@ func (c *convTracker) round(convs []string, fresh int) []string {
 					}
 				}
 			} else if prev != pool {
-				c.flips = append(c.flips, fmt.Sprintf("%s: %s -> %s", conv, prev, pool))
+				c.flips = append(c.flips, flip{conv: conv, from: prev, to: pool})
 			}
 		}(conv)
 	}
@@ -100,10 +105,16 @@ func (c *convTracker) known() []string {
 	return out
 }
 
-// driveUntil runs rounds (the known conversations plus fresh new ones) until done.
-func (c *convTracker) driveUntil(timeout time.Duration, fresh int, done func() bool) {
+// driveUntil runs rounds (the known conversations plus fresh new ones) until done, and returns
+// the index in flips where the last round's flips start. Flips before it happened before done
+// held: every request of a round was answered before done was read. The last round's may have
+// been routed after the change done waits for; the caller decides which of them it allows.
+func (c *convTracker) driveUntil(timeout time.Duration, fresh int, done func() bool) int {
 	deadline := time.Now().Add(timeout)
-	for !done() {
+	if done() {
+		return len(c.flips)
+	}
+	for {
 		if time.Now().After(deadline) {
 			c.t.Fatalf("not done after %s; responses by status %v", timeout, c.codes)
 		}
@@ -111,7 +122,11 @@ func (c *convTracker) driveUntil(timeout time.Duration, fresh int, done func() b
 		if len(known) > 30 {
 			known = known[len(known)-30:]
 		}
+		last := len(c.flips)
 		c.round(known, fresh)
+		if done() {
+			return last
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
@@ -136,10 +151,18 @@ spec:
 	guardPoolReady(t, e, ns, "stable", 1)
 	guardPoolReady(t, e, ns, "canary", 1)
 	tr := newTracker(t, g, "chat", nil)
-	tr.driveUntil(4*time.Minute, 4, func() bool { return rolloutStatus(t, e, ns, "chat")["phase"] == "RolledBack" })
-	if len(tr.flips) > 0 {
-		t.Fatalf("conversations changed variant before the rollback: %v", tr.flips)
+	last := tr.driveUntil(4*time.Minute, 4, func() bool { return rolloutStatus(t, e, ns, "chat")["phase"] == "RolledBack" })
+	if last > 0 {
+		t.Fatalf("conversations changed variant before the rollback: %v", tr.flips[:last])
 	}
+	// In the round during which the rollback landed, the gateway moves canary conversations to
+	// stable once it sees it; any other change is a defect.
+	for _, f := range tr.flips[last:] {
+		if !strings.HasSuffix(f.from, "/canary") || !strings.HasSuffix(f.to, "/stable") {
+			t.Fatalf("conversation changed variant in the round of the rollback, not from canary to stable: %v", f)
+		}
+	}
+	t.Logf("%d canary conversations moved to stable in the round of the rollback", len(tr.flips)-last)
 	st := rolloutStatus(t, e, ns, "chat")
 	if w, _ := st["canaryWeight"].(int64); w != 0 {
 		t.Fatalf("canary weight after rollback: %v", st)
