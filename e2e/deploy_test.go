@@ -251,6 +251,8 @@ func TestDeployLocal(t *testing.T) {
 		})
 	})
 	t.Run("DriverGPUAndMIGPods", func(t *testing.T) { deployDriverScenarios(t, e) })
+	t.Run("RBACAllowlist", func(t *testing.T) { deployRBACAllowlist(t, e, r) })
+	t.Run("AdmissionPolicies", func(t *testing.T) { deployAdmissionPolicies(t, e, r) })
 	examplesOK := t.Run("Examples", func(t *testing.T) { deployExamples(t, e, r) })
 	t.Run("DashboardMetrics", func(t *testing.T) {
 		if !examplesOK {

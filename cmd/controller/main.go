@@ -47,6 +47,7 @@ type options struct {
 	webhookURL                string
 	webhookService            string
 	webhookConfigName         string
+	webhookConfigExternal     bool
 	webhookCertSecret         string
 	sidecarImage, sidecarPull string
 	sidecarRedis, sidecarArgs string
@@ -75,6 +76,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.webhookURL, "webhook-url", "", "register the webhook by URL, e.g. https://127.0.0.1:9443 (host process mode; certs are generated)")
 	flag.StringVar(&o.webhookService, "webhook-service", "", "register the webhook by Service namespace/name (in-cluster mode; caBundle from ca.crt)")
 	flag.StringVar(&o.webhookConfigName, "webhook-config-name", nnwebhook.ConfigName, "name of the MutatingWebhookConfiguration to keep")
+	flag.BoolVar(&o.webhookConfigExternal, "webhook-config-external", false, "the MutatingWebhookConfiguration is created and owned by the installer (the Helm chart): only set its caBundle, never create it or rewrite its selectors")
 	flag.StringVar(&o.webhookCertSecret, "webhook-cert-secret", "", "namespace/name of a Secret holding the CA and serving pair shared by every replica: created when missing, renewed by the leader before expiry, copied into --webhook-cert-dir and reloaded (empty: each process generates its own pair into --webhook-cert-dir)")
 	flag.StringVar(&o.sidecarImage, "sidecar-image", nnwebhook.DefaultSidecarImage, "image of the injected sidecar")
 	flag.StringVar(&o.sidecarPull, "sidecar-pull-policy", string(corev1.PullNever), "imagePullPolicy of the injected sidecar")
@@ -251,7 +253,7 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, o *options, res *corev1
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
-	target.ConfigName, target.Namespace = o.webhookConfigName, o.namespace
+	target.ConfigName, target.Namespace, target.External = o.webhookConfigName, o.namespace, o.webhookConfigExternal
 	if err := nnwebhook.Register(ctx, c, target, ca); err != nil {
 		return err
 	}

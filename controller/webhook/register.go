@@ -27,6 +27,10 @@ type Target struct {
 	ConfigName string
 	// Namespace, when set, limits injection to pods of that namespace.
 	Namespace string
+	// External says the configuration is created and owned by its installer (the Helm chart):
+	// Register then only sets the caBundle of this package's webhooks in it, never creates it
+	// and never rewrites its selectors, so the controller needs no create right.
+	External bool
 }
 
 // Register creates or updates the MutatingWebhookConfiguration. Two webhooks share one endpoint:
@@ -34,6 +38,9 @@ type Target struct {
 // cannot express "either label". Failure policy is Fail, scoped by those selectors: an opted-in
 // pod is never created without its sidecar, and no other pod depends on the webhook.
 func Register(ctx context.Context, c client.Client, t Target, caBundle []byte) error {
+	if t.External {
+		return patchCABundle(ctx, c, configName(t), caBundle)
+	}
 	cc := admissionregv1.WebhookClientConfig{CABundle: caBundle}
 	switch {
 	case t.URL != "":
@@ -75,22 +82,55 @@ func Register(ctx context.Context, c client.Client, t Target, caBundle []byte) e
 			}},
 		}
 	}
-	name := t.ConfigName
-	if name == "" {
-		name = ConfigName
-	}
+	name := configName(t)
 	cfg := &admissionregv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	_, err := controllerutil.CreateOrUpdate(ctx, c, cfg, func() error {
 		cfg.Webhooks = []admissionregv1.MutatingWebhook{
-			mk("agentclass.sidecar.neuronetes.io", metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+			mk(webhookNames[0], metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 				Key: nnv1.AgentClassLabel, Operator: metav1.LabelSelectorOpExists,
 			}}}),
-			mk("optin.sidecar.neuronetes.io", metav1.LabelSelector{MatchLabels: map[string]string{nnv1.InjectSidecarLabel: "true"}}),
+			mk(webhookNames[1], metav1.LabelSelector{MatchLabels: map[string]string{nnv1.InjectSidecarLabel: "true"}}),
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("mutatingwebhookconfiguration %s: %w", name, err)
+	}
+	return nil
+}
+
+// webhookNames are the webhooks Register keeps in the configuration.
+var webhookNames = []string{"agentclass.sidecar.neuronetes.io", "optin.sidecar.neuronetes.io"}
+
+func configName(t Target) string {
+	if t.ConfigName == "" {
+		return ConfigName
+	}
+	return t.ConfigName
+}
+
+// patchCABundle sets caBundle on this package's webhooks of an existing configuration. A missing
+// configuration, or one without those webhooks, is an error naming what the installer must create.
+func patchCABundle(ctx context.Context, c client.Client, name string, caBundle []byte) error {
+	cfg := &admissionregv1.MutatingWebhookConfiguration{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, cfg); err != nil {
+		return fmt.Errorf("mutatingwebhookconfiguration %s (created by the chart when the controller runs with --webhook-config-external): %w", name, err)
+	}
+	before := cfg.DeepCopy()
+	found := 0
+	for i := range cfg.Webhooks {
+		for _, n := range webhookNames {
+			if cfg.Webhooks[i].Name == n {
+				cfg.Webhooks[i].ClientConfig.CABundle = caBundle
+				found++
+			}
+		}
+	}
+	if found != len(webhookNames) {
+		return fmt.Errorf("mutatingwebhookconfiguration %s has %d of the webhooks %v", name, found, webhookNames)
+	}
+	if err := c.Patch(ctx, cfg, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("mutatingwebhookconfiguration %s: caBundle: %w", name, err)
 	}
 	return nil
 }

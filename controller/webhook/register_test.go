@@ -2,11 +2,14 @@ package webhook
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
@@ -59,6 +62,62 @@ func TestRegister(t *testing.T) {
 					t.Errorf("webhook %s: policy %v ca %q selector %v", w.Name, *w.FailurePolicy, w.ClientConfig.CABundle, w.ObjectSelector)
 				}
 				tt.check(t, w)
+			}
+		})
+	}
+}
+
+// TestRegisterExternal: with an installer-owned configuration Register sets only caBundle, keeps
+// the installer's selectors, and never creates a missing configuration.
+func TestRegisterExternal(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := admissionregv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	target := Target{ServiceNamespace: "sys", ServiceName: "ctl", ConfigName: "c", External: true}
+	sel := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system"}}}}
+	own := func(names ...string) *admissionregv1.MutatingWebhookConfiguration {
+		cfg := &admissionregv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "c"}}
+		for _, n := range names {
+			cfg.Webhooks = append(cfg.Webhooks, admissionregv1.MutatingWebhook{Name: n, NamespaceSelector: sel})
+		}
+		return cfg
+	}
+	tests := []struct {
+		name    string
+		objs    []client.Object
+		wantErr string
+	}{
+		{"missing configuration is not created", nil, "not found"},
+		{"configuration lacking a webhook", []client.Object{own(webhookNames[0])}, "has 1 of the webhooks"},
+		{"chart-owned configuration", []client.Object{own(webhookNames...)}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(s).WithObjects(tt.objs...).Build()
+			err := Register(context.Background(), c, target, []byte("ca"))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Register err = %v, want %q", err, tt.wantErr)
+				}
+				var cfg admissionregv1.MutatingWebhookConfiguration
+				if gerr := c.Get(context.Background(), types.NamespacedName{Name: "c"}, &cfg); len(tt.objs) == 0 && gerr == nil {
+					t.Fatalf("Register created the configuration: %+v", cfg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cfg admissionregv1.MutatingWebhookConfiguration
+			if err := c.Get(context.Background(), types.NamespacedName{Name: "c"}, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range cfg.Webhooks {
+				if string(w.ClientConfig.CABundle) != "ca" || w.NamespaceSelector == nil || w.NamespaceSelector.MatchExpressions[0].Values[0] != "kube-system" {
+					t.Errorf("webhook %s: ca %q selector %v (want the installer's)", w.Name, w.ClientConfig.CABundle, w.NamespaceSelector)
+				}
 			}
 		})
 	}

@@ -47,9 +47,13 @@ func TestChartGateway(t *testing.T) {
 	if pdb := find(objs, "PodDisruptionBudget", "nn-neuronetes-gateway"); pdb == nil {
 		t.Error("no PodDisruptionBudget")
 	}
-	cr := find(objs, "ClusterRole", "nn-neuronetes-gateway")
+	// watchNamespaces agents,chat: the gateway's rights are Roles there, no ClusterRole.
+	if find(objs, "ClusterRole", "nn-neuronetes-gateway") != nil {
+		t.Error("gateway ClusterRole rendered with watchNamespaces")
+	}
+	cr := find(objs, "Role", "nn-neuronetes-gateway")
 	if cr == nil {
-		t.Fatal("no gateway ClusterRole")
+		t.Fatal("no gateway Role")
 	}
 	for _, r := range cr["rules"].([]any) {
 		for _, v := range r.(map[string]any)["verbs"].([]any) {

@@ -1,0 +1,213 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	authzv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// rbacAllowlist is the checked-in list of every right each ServiceAccount of the chart may hold,
+// one "<account> <scope> <group>/<resource>[/<names>] <verb>" or "<account> <scope> url:<path>
+// <verb>" per line. <account> is the ServiceAccount name less the release's fullname prefix,
+// <scope> is "tenant" (a namespace the release watches) or "system" (kube-system).
+const rbacAllowlist = "testdata/rbac-allowlist.txt"
+
+// nodeNameExtra is the user-info extra a pod-bound ServiceAccount token carries for its node.
+const nodeNameExtra = "authentication.kubernetes.io/node-name"
+
+// impersonate returns a clientset acting as user, with the given extras.
+func impersonate(t *testing.T, e *Env, user string, extra map[string][]string) kubernetes.Interface {
+	t.Helper()
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Extra: extra}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// releaseAccounts maps the short name of each ServiceAccount of the release to its username.
+func releaseAccounts(t *testing.T, e *Env, r *deployRelease) map[string]string {
+	t.Helper()
+	l, err := e.Kube.CoreV1().ServiceAccounts(r.namespace).List(context.Background(),
+		metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + r.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, sa := range l.Items {
+		short := strings.TrimPrefix(strings.TrimPrefix(sa.Name, r.name+"-neuronetes"), r.name)
+		out[strings.TrimPrefix(short, "-")] = "system:serviceaccount:" + r.namespace + ":" + sa.Name
+	}
+	if len(out) == 0 {
+		t.Fatalf("no ServiceAccounts of release %s in %s", r.name, r.namespace)
+	}
+	return out
+}
+
+// rightsOf lists what user may do in ns (SelfSubjectRulesReview, as `kubectl auth can-i --list`
+// prints it), one right per verb, sorted.
+func rightsOf(t *testing.T, e *Env, r *deployRelease, user, account, scope, ns string) []string {
+	t.Helper()
+	rev, err := impersonate(t, e, user, nil).AuthorizationV1().SelfSubjectRulesReviews().Create(context.Background(),
+		&authzv1.SelfSubjectRulesReview{Spec: authzv1.SelfSubjectRulesReviewSpec{Namespace: ns}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("rules of %s in %s: %v", user, ns, err)
+	}
+	set := map[string]bool{}
+	for _, rule := range rev.Status.ResourceRules {
+		for _, g := range rule.APIGroups {
+			for _, res := range rule.Resources {
+				name := g + "/" + res
+				if len(rule.ResourceNames) > 0 {
+					names := append([]string(nil), rule.ResourceNames...)
+					sort.Strings(names)
+					name += "/" + strings.Join(names, ",")
+				}
+				for _, v := range rule.Verbs {
+					set[fmt.Sprintf("%s %s %s %s", account, scope, name, v)] = true
+				}
+			}
+		}
+	}
+	for _, rule := range rev.Status.NonResourceRules {
+		for _, u := range rule.NonResourceURLs {
+			for _, v := range rule.Verbs {
+				set[fmt.Sprintf("%s %s url:%s %s", account, scope, u, v)] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for k := range set {
+		k = strings.NewReplacer(r.namespace, "<release-namespace>", r.exampleNS, "<tenant-namespace>").Replace(k)
+		out = append(out, strings.ReplaceAll(k, r.name, "<release>"))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// deployRBACAllowlist prints every right of every ServiceAccount of the release and fails on one
+// that the checked-in allowlist lacks. NEURONETES_RBAC_ALLOWLIST_WRITE=1 rewrites the allowlist
+// from what the cluster grants (review the diff: every new line is a new right).
+func deployRBACAllowlist(t *testing.T, e *Env, r *deployRelease) {
+	var got []string
+	for account, user := range releaseAccounts(t, e, r) {
+		for _, sc := range []struct{ scope, ns string }{{"tenant", r.exampleNS}, {"system", "kube-system"}} {
+			got = append(got, rightsOf(t, e, r, user, account, sc.scope, sc.ns)...)
+		}
+	}
+	sort.Strings(got)
+	t.Logf("[e2e] rights of the release's ServiceAccounts (kubectl auth can-i --list --as system:serviceaccount:%s:<account> -n <ns>):\n%s",
+		r.namespace, strings.Join(got, "\n"))
+	path := filepath.Join(e.Root, "e2e", rbacAllowlist)
+	if os.Getenv("NEURONETES_RBAC_ALLOWLIST_WRITE") == "1" {
+		head := "# Every right the chart's ServiceAccounts may hold (e2e TestDeployLocal/RBACAllowlist).\n" +
+			"# <account> <scope: tenant namespace | kube-system> <group>/<resource>[/<names>] <verb>\n"
+		if err := os.WriteFile(path, []byte(head+strings.Join(got, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("allowlist: %v", err)
+	}
+	allowed := map[string]bool{}
+	for _, l := range strings.Split(string(raw), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			allowed[l] = true
+		}
+	}
+	for _, g := range got {
+		if !allowed[g] {
+			t.Errorf("right outside %s: %s", rbacAllowlist, g)
+		}
+	}
+}
+
+// deployAdmissionPolicies tries, as the release's own ServiceAccounts, the writes their RBAC
+// allows but the chart's ValidatingAdmissionPolicies refuse, and checks the victims are unchanged.
+func deployAdmissionPolicies(t *testing.T, e *Env, r *deployRelease) {
+	ctx := context.Background()
+	accounts := releaseAccounts(t, e, r)
+	t.Run("ControllerWritesKubeSystemConfigMap", func(t *testing.T) {
+		victim, err := e.Kube.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "nn-e2e-victim-"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Kube.CoreV1().ConfigMaps("kube-system").Delete(ctx, victim.Name, metav1.DeleteOptions{}) })
+		ctl := impersonate(t, e, accounts["controller"], nil)
+		mod := victim.DeepCopy()
+		mod.Data["k"] = "attacker"
+		_, err = ctl.CoreV1().ConfigMaps("kube-system").Update(ctx, mod, metav1.UpdateOptions{})
+		wantRefused(t, err, "may not write configmaps in the system namespace")
+		_, err = ctl.CoreV1().ConfigMaps(r.exampleNS).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "not-autoscaler-state"}}, metav1.CreateOptions{})
+		wantRefused(t, err, "only ConfigMaps named autoscaler-state.<pool>")
+		now, err := e.Kube.CoreV1().ConfigMaps("kube-system").Get(ctx, victim.Name, metav1.GetOptions{})
+		if err != nil || now.Data["k"] != "v" {
+			t.Fatalf("victim ConfigMap changed: %v %v", now.Data, err)
+		}
+	})
+	t.Run("ControllerCreatesUnlabelledPod", func(t *testing.T) {
+		ctl := impersonate(t, e, accounts["controller"], nil)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nn-e2e-not-a-pool-pod"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		_, err := ctl.CoreV1().Pods(r.exampleNS).Create(ctx, pod, metav1.CreateOptions{})
+		wantRefused(t, err, "labelled neuronetes.io/pool")
+	})
+	t.Run("NodeAccountPatchesAnotherNode", func(t *testing.T) {
+		patch := []byte(`{"metadata":{"labels":{"nn-e2e-attack":"1"}}}`)
+		for _, tc := range []struct {
+			what  string
+			extra map[string][]string
+			want  string
+		}{
+			{"a token bound to another node", map[string][]string{nodeNameExtra: {"some-other-node"}}, "may not patch node"},
+			{"a token bound to no node", nil, "pod-bound token that names its node"},
+		} {
+			node := impersonate(t, e, accounts["node"], tc.extra)
+			_, err := node.CoreV1().Nodes().Patch(ctx, e.NodeName, types.MergePatchType, patch, metav1.PatchOptions{})
+			wantRefused(t, err, tc.want)
+		}
+		n, err := e.Kube.CoreV1().Nodes().Get(ctx, e.NodeName, metav1.GetOptions{})
+		if err != nil || n.Labels["nn-e2e-attack"] != "" {
+			t.Fatalf("node %s was labelled: %v %v", e.NodeName, n.Labels, err)
+		}
+		slices, err := impersonate(t, e, accounts["node"], map[string][]string{nodeNameExtra: {"some-other-node"}}).
+			ResourceV1().ResourceSlices().List(ctx, nodeSlices(e))
+		if err != nil || len(slices.Items) == 0 {
+			t.Fatalf("the node account cannot list the node's ResourceSlices: %v", err)
+		}
+		err = impersonate(t, e, accounts["node"], map[string][]string{nodeNameExtra: {"some-other-node"}}).
+			ResourceV1().ResourceSlices().Delete(ctx, slices.Items[0].Name, metav1.DeleteOptions{})
+		wantRefused(t, err, "only the ResourceSlices of its own node")
+		if _, err := e.Kube.ResourceV1().ResourceSlices().Get(ctx, slices.Items[0].Name, metav1.GetOptions{}); err != nil {
+			t.Fatalf("ResourceSlice %s is gone: %v", slices.Items[0].Name, err)
+		}
+	})
+}
+
+// wantRefused fails unless err is a refusal whose message contains want.
+func wantRefused(t *testing.T, err error, want string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("write allowed; want refused with %q", want)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v; want a refusal containing %q", err, want)
+	}
+}
