@@ -140,9 +140,9 @@ spec:
 	if err := json.Unmarshal(raw, &audit); err != nil || len(audit.Entries) != 4 {
 		t.Fatalf("audit: %v %s", err, raw)
 	}
-	for i, want := range []string{"unknown_caller", "not_an_agent_pod", "not_an_agent_pod"} {
-		if a := audit.Entries[i]; a.Outcome != "refused_auth" || a.Error != want || a.Pool != "" {
-			t.Errorf("audit entry %d %+v, want refused_auth %s without a pool", i, a, want)
+	for i, want := range []struct{ code, pod string }{{"unknown_caller", ""}, {"not_an_agent_pod", ns + "/spoof"}, {"not_an_agent_pod", other + "/spoof"}} {
+		if a := audit.Entries[i]; a.Outcome != "refused_auth" || a.Error != want.code || a.Pool != "" || a.Pod != want.pod {
+			t.Errorf("audit entry %d %+v, want refused_auth %s of pod %q without a pool", i, a, want.code, want.pod)
 		}
 	}
 	if a := audit.Entries[3]; a.Outcome != "ok" || a.Pool != "callers" || a.Pod != pod.Name {

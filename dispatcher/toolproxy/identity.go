@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Caller is who calls a tool: a pod of an AgentPool.
@@ -33,7 +35,9 @@ const (
 type CallerError struct {
 	Status int
 	Code   string
-	Err    error
+	// Pod is the authenticated pod that was refused, namespace/name (audited), if the token named one.
+	Pod string
+	Err error
 }
 
 func (e *CallerError) Error() string { return e.Err.Error() }
@@ -45,8 +49,8 @@ func unauthenticated(format string, args ...any) error {
 	return &CallerError{Status: http.StatusUnauthorized, Code: CodeUnknownCaller, Err: fmt.Errorf(format, args...)}
 }
 
-func notAgentPod(format string, args ...any) error {
-	return &CallerError{Status: http.StatusForbidden, Code: CodeNotAgentPod, Err: fmt.Errorf(format, args...)}
+func notAgentPod(pod *corev1.Pod, format string, args ...any) error {
+	return &CallerError{Status: http.StatusForbidden, Code: CodeNotAgentPod, Pod: pod.Namespace + "/" + pod.Name, Err: fmt.Errorf(format, args...)}
 }
 
 // StaticIdentity maps source IPs to callers (static mode without Kubernetes, tests). It trusts
@@ -71,7 +75,7 @@ func (s StaticIdentity) Identify(r *http.Request) (Caller, error) {
 func refuseCaller(c *call, err error) {
 	ce := &CallerError{Status: http.StatusUnauthorized, Code: CodeUnknownCaller, Err: err}
 	errors.As(err, &ce)
-	c.entry.Outcome, c.entry.Error = OutcomeRefusedAuth, ce.Code
+	c.entry.Outcome, c.entry.Error, c.entry.Pod = OutcomeRefusedAuth, ce.Code, ce.Pod
 	switch ce.Status {
 	case http.StatusUnauthorized:
 		c.w.Header().Set("WWW-Authenticate", `Bearer realm="neuronetes-toolproxy"`)

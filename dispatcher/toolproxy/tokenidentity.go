@@ -97,8 +97,8 @@ func (ti *TokenIdentity) init() {
 // Identify implements Identity.
 func (ti *TokenIdentity) Identify(r *http.Request) (Caller, error) {
 	ti.once.Do(ti.init)
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if tok = strings.TrimSpace(tok); !ok || tok == "" {
+	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if tok = strings.TrimSpace(tok); !strings.EqualFold(scheme, "Bearer") || tok == "" {
 		return Caller{}, unauthenticated("no credential: send the pod's projected ServiceAccount token (audience %s, the file $%s) as Authorization: Bearer <token>",
 			ti.Audience, v1alpha1.ToolTokenFileEnv)
 	}
@@ -196,7 +196,7 @@ func (ti *TokenIdentity) verify(ctx context.Context, tok string) (Caller, error)
 		return Caller{}, unauthenticated("pod %s/%s does not run as the token's ServiceAccount %s", ns, podName, sa)
 	}
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return Caller{}, notAgentPod("pod %s/%s has terminated", ns, podName)
+		return Caller{}, notAgentPod(&pod, "pod %s/%s has terminated", ns, podName)
 	}
 	pool, err := ti.controllingPool(ctx, &pod)
 	if err != nil {
@@ -209,17 +209,17 @@ func (ti *TokenIdentity) verify(ctx context.Context, tok string) (Caller, error)
 func (ti *TokenIdentity) controllingPool(ctx context.Context, pod *corev1.Pod) (string, error) {
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil || ref.Kind != "AgentPool" || groupOf(ref.APIVersion) != v1alpha1.GroupVersion.Group {
-		return "", notAgentPod("pod %s/%s is not controlled by an AgentPool (a %s label does not make it one)", pod.Namespace, pod.Name, v1alpha1.PoolLabel)
+		return "", notAgentPod(pod, "pod %s/%s is not controlled by an AgentPool (a %s label does not make it one)", pod.Namespace, pod.Name, v1alpha1.PoolLabel)
 	}
 	var pool v1alpha1.AgentPool
 	switch err := ti.Reader.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, &pool); {
 	case apierrors.IsNotFound(err):
-		return "", notAgentPod("pod %s/%s names AgentPool %s as its controller, which does not exist", pod.Namespace, pod.Name, ref.Name)
+		return "", notAgentPod(pod, "pod %s/%s names AgentPool %s as its controller, which does not exist", pod.Namespace, pod.Name, ref.Name)
 	case err != nil:
 		return "", &CallerError{Status: http.StatusServiceUnavailable, Code: CodeIdentityUnavailable, Err: fmt.Errorf("get agentpool %s/%s: %w", pod.Namespace, ref.Name, err)}
 	}
 	if pool.UID != ref.UID {
-		return "", notAgentPod("pod %s/%s names an earlier AgentPool %s as its controller", pod.Namespace, pod.Name, ref.Name)
+		return "", notAgentPod(pod, "pod %s/%s names an earlier AgentPool %s as its controller", pod.Namespace, pod.Name, ref.Name)
 	}
 	return pool.Name, nil
 }

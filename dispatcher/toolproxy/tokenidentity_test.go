@@ -244,6 +244,9 @@ func TestTokenIdentity(t *testing.T) {
 			}
 			es := fx.audit.Entries()
 			e := es[len(es)-1]
+			if tc.code == CodeNotAgentPod && !strings.HasPrefix(e.Pod, "ns/") {
+				t.Errorf("audit entry of a refused pod names pod %q, want ns/<name>", e.Pod)
+			}
 			if e.Pool != tc.pool || (tc.status == 401 || tc.code == CodeNotAgentPod) != (e.Outcome == OutcomeRefusedAuth && e.Error == tc.code) {
 				t.Fatalf("audit entry %+v", e)
 			}
