@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -47,8 +47,9 @@ func (a *app) startKube(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, toolproxy.PodIPIndex, toolproxy.IndexPodIP); err != nil {
-		return fmt.Errorf("pod index: %w", err)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
 	}
 	rec := &binding.Reconciler{Client: mgr.GetClient(), Manager: a.manager, Tools: a.tools}
 	if err := rec.SetupWithManager(mgr); err != nil {
@@ -56,7 +57,8 @@ func (a *app) startKube(ctx context.Context) error {
 	}
 	a.manager.ReadyReplicas = rec.ReadyReplicas
 	a.reporter.Client = mgr.GetClient()
-	a.proxy.Identity = toolproxy.PodIPIdentity{Client: mgr.GetClient()}
+	// Callers are verified by their pod's projected token, the pod and its controller read live.
+	a.proxy.Identity = &toolproxy.TokenIdentity{Reviews: cs.AuthenticationV1().TokenReviews(), Reader: mgr.GetAPIReader()}
 	a.proxy.AgentClass = func(ns, pool string) string {
 		var p v1alpha1.AgentPool
 		if err := mgr.GetClient().Get(context.Background(), types.NamespacedName{Namespace: ns, Name: pool}, &p); err != nil {

@@ -50,7 +50,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.staticBindings, "static-bindings", "", "static mode (no Kubernetes): a YAML file of ToolBindings to serve")
 	fs.StringVar(&o.staticModel, "static-model", "", "static mode: the model requested for the queue bindings' pool")
 	fs.IntVar(&o.staticReady, "static-pool-replicas", 1, "static mode: ready replicas assumed for the pool (sets the in-flight limit with prefetchCount)")
-	fs.StringVar(&o.toolCallers, "tool-callers", "", "static mode: tool callers as ip=namespace/pool,... (Kubernetes mode identifies callers by pod address)")
+	fs.StringVar(&o.toolCallers, "tool-callers", "", "static mode: tool callers as ip=namespace/pool,... (Kubernetes mode verifies the pod's projected token instead)")
 }
 
 func (o *options) validate() error {

@@ -111,6 +111,7 @@ func buildPod(pool *nnv1.AgentPool, name string, state warmpool.State, b podBuil
 	if b.warmNodeLabel != "" {
 		addPreferredNode(pod, b.warmNodeLabel)
 	}
+	addToolToken(pod)
 	return pod, nil
 }
 

@@ -8,7 +8,8 @@ import (
 
 // TestChartDispatcher renders the dispatcher: Deployment with 2 replicas by default, its flags,
 // the gateway Service as its target, the API-key Secret in its environment, the tool and
-// headless admin Services, the PodDisruptionBudget and RBAC that writes only ToolBinding status.
+// headless admin Services, the PodDisruptionBudget and RBAC that writes only ToolBinding status
+// and verifies tool callers (TokenReviews, pods get).
 func TestChartDispatcher(t *testing.T) {
 	objs, err := render(t, nil, []string{`dispatcher={"gatewayAPIKeySecret":{"name":"dispatch-key","key":"k"},"watchNamespaces":["agents"],"defaults":{"natsURL":"nats://nats.queues:4222","kafkaURL":"kafka-0.kafka:9092"}}`})
 	if err != nil {
@@ -46,16 +47,26 @@ func TestChartDispatcher(t *testing.T) {
 	if cr == nil {
 		t.Fatal("no dispatcher ClusterRole")
 	}
+	reviews := false
 	for _, r := range cr["rules"].([]any) {
 		rule := r.(map[string]any)
+		res := toJSON(rule["resources"])
 		for _, v := range rule["verbs"].([]any) {
-			if v != "get" && v != "list" && v != "watch" && toJSON(rule["resources"]) != `["toolbindings/status"]` {
+			switch {
+			case res == `["tokenreviews"]` && v == "create":
+				reviews = true
+			case res == `["pods"]` && v != "get":
+				t.Errorf("dispatcher may %s pods: it only reads the pod a caller's token is bound to", v)
+			case v != "get" && v != "list" && v != "watch" && res != `["toolbindings/status"]`:
 				t.Errorf("dispatcher may %s %v: only ToolBinding status is written", v, rule["resources"])
 			}
 		}
 		if strings.Contains(toJSON(rule["resources"]), "secrets") {
 			t.Error("the dispatcher reads Secrets")
 		}
+	}
+	if !reviews {
+		t.Error("the dispatcher may not create TokenReviews: it cannot verify tool callers")
 	}
 	// Without a gateway to send through, the dispatcher is not rendered and the notes say why.
 	objs, err = render(t, nil, []string{`gateway={"enabled":false}`})

@@ -17,7 +17,7 @@ type Entry struct {
 	Tool       string      `json:"tool"`
 	Binding    string      `json:"binding,omitempty"`
 	Pool       string      `json:"pool,omitempty"`
-	Pod        string      `json:"pod,omitempty"`
+	Pod        string      `json:"pod,omitempty"` // the caller's; namespace/name of a refused authenticated pod
 	Outcome    string      `json:"outcome"`
 	Status     int         `json:"status"`
 	DurationMs float64     `json:"durationMs"`

@@ -1,15 +1,12 @@
 package toolproxy
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	v1alpha1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 )
 
 // Caller is who calls a tool: a pod of an AgentPool.
@@ -19,61 +16,73 @@ type Caller struct {
 
 // Identity names the caller of a request.
 type Identity interface {
+	// Identify returns the caller, or an error; a *CallerError says how the proxy answers it
+	// (any other error is a 401 unknown_caller).
 	Identify(r *http.Request) (Caller, error)
 }
 
-// PodIPIndex is the field index of pods by status.podIP that PodIPIdentity reads.
-const PodIPIndex = "status.podIP"
+// Error codes of a refused caller.
+const (
+	// CodeUnknownCaller (401): no credential, or one that does not authenticate.
+	CodeUnknownCaller = "unknown_caller"
+	// CodeNotAgentPod (403): an authenticated pod that no AgentPool controls.
+	CodeNotAgentPod = "not_an_agent_pod"
+	// CodeIdentityUnavailable (503): the apiserver could not be asked.
+	CodeIdentityUnavailable = "identity_unavailable"
+)
 
-// IndexPodIP is the indexer function to register for PodIPIndex.
-func IndexPodIP(o client.Object) []string {
-	p, ok := o.(*corev1.Pod)
-	if !ok || p.Status.PodIP == "" || p.Spec.HostNetwork {
-		return nil
-	}
-	return []string{p.Status.PodIP}
+// CallerError is a refused identification: the HTTP status and error code the proxy answers.
+type CallerError struct {
+	Status int
+	Code   string
+	// Pod is the authenticated pod that was refused, namespace/name (audited), if the token named one.
+	Pod string
+	Err error
 }
 
-// PodIPIdentity identifies the caller by the request's source address: the running,
-// non-host-network pod with that IP and the neuronetes.io/pool label (the network address of a
-// pod is assigned by the cluster, not claimed by the caller).
-type PodIPIdentity struct {
-	// Client reads pods from a cache with PodIPIndex.
-	Client client.Client
+func (e *CallerError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *CallerError) Unwrap() error { return e.Err }
+
+func unauthenticated(format string, args ...any) error {
+	return &CallerError{Status: http.StatusUnauthorized, Code: CodeUnknownCaller, Err: fmt.Errorf(format, args...)}
 }
 
-// Identify implements Identity.
-func (p PodIPIdentity) Identify(r *http.Request) (Caller, error) {
-	ip, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return Caller{}, fmt.Errorf("caller address %q: %w", r.RemoteAddr, err)
-	}
-	var l corev1.PodList
-	if err := p.Client.List(context.Background(), &l, client.MatchingFields{PodIPIndex: ip}); err != nil {
-		return Caller{}, fmt.Errorf("pods by IP: %w", err)
-	}
-	for _, pod := range l.Items {
-		if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
-			continue
-		}
-		if pool := pod.Labels[v1alpha1.PoolLabel]; pool != "" {
-			return Caller{Namespace: pod.Namespace, Pool: pool, Pod: pod.Name}, nil
-		}
-	}
-	return Caller{}, fmt.Errorf("no running AgentPool pod has the caller's address %s", ip)
+func notAgentPod(pod *corev1.Pod, format string, args ...any) error {
+	return &CallerError{Status: http.StatusForbidden, Code: CodeNotAgentPod, Pod: pod.Namespace + "/" + pod.Name, Err: fmt.Errorf(format, args...)}
 }
 
-// StaticIdentity maps source IPs to callers (static mode, tests).
+// StaticIdentity maps source IPs to callers (static mode without Kubernetes, tests). It trusts
+// the network: use it only where nothing but the configured callers can reach the proxy.
 type StaticIdentity map[string]Caller
 
 // Identify implements Identity.
 func (s StaticIdentity) Identify(r *http.Request) (Caller, error) {
 	ip, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return Caller{}, fmt.Errorf("caller address %q: %w", r.RemoteAddr, err)
+		return Caller{}, unauthenticated("caller address %q: %w", r.RemoteAddr, err)
 	}
 	if c, ok := s[ip]; ok {
 		return c, nil
 	}
-	return Caller{}, fmt.Errorf("no caller is configured for address %s", ip)
+	return Caller{}, unauthenticated("no caller is configured for address %s", ip)
+}
+
+// refuseCaller answers a call whose caller Identify refused: the status and code of a
+// *CallerError (else 401 unknown_caller), a Bearer challenge with a 401, an audit entry whose
+// error is the code.
+func refuseCaller(c *call, err error) {
+	ce := &CallerError{Status: http.StatusUnauthorized, Code: CodeUnknownCaller, Err: err}
+	errors.As(err, &ce)
+	c.entry.Outcome, c.entry.Error, c.entry.Pod = OutcomeRefusedAuth, ce.Code, ce.Pod
+	switch ce.Status {
+	case http.StatusUnauthorized:
+		c.w.Header().Set("WWW-Authenticate", `Bearer realm="neuronetes-toolproxy"`)
+	case http.StatusServiceUnavailable:
+		c.entry.Outcome = OutcomeError
+		c.apiError(ce.Status, ce.Code, "", "the caller cannot be identified now: %v", err)
+		return
+	}
+	c.apiError(ce.Status, ce.Code, "", "the caller is not a pod of an AgentPool: %v", err)
 }

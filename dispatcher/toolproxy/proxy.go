@@ -17,6 +17,10 @@ import (
 	"github.com/neuronetes/neuronetes/dispatcher/metrics"
 )
 
+// UnknownToolLabel is the metrics' tool_name of a call to a tool that the registry does not
+// serve to the caller (the path names any string).
+const UnknownToolLabel = "unknown"
+
 // MaxArgumentBytes bounds a call's arguments.
 const MaxArgumentBytes = 1 << 20
 
@@ -97,9 +101,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	caller, err := p.Identity.Identify(r)
 	if err != nil {
-		c.entry.Outcome = OutcomeRefusedAuth
-		c.entry.Error = "unknown_caller"
-		c.apiError(http.StatusUnauthorized, "unknown_caller", "", "the caller is not a pod of an AgentPool: %v", err)
+		refuseCaller(c, err)
 		return
 	}
 	c.entry.Pool, c.entry.Pod = caller.Pool, caller.Pod
@@ -222,13 +224,18 @@ func (p *Proxy) finish(c *call) {
 		p.Audit.Record(c.entry)
 	}
 	if p.Metrics != nil {
-		p.Metrics.ToolCalls.WithLabelValues(c.entry.Tool, c.entry.Pool, c.entry.Outcome).Inc()
-		if c.entry.Outcome == OutcomeOK || c.entry.Outcome == OutcomeToolError || c.entry.Outcome == OutcomeTimeout || c.entry.Outcome == OutcomeError {
+		// The tool_name label is a tool the registry serves to the caller, never the raw path.
+		tool := UnknownToolLabel
+		if c.entry.Binding != "" {
+			tool = c.entry.Tool
+		}
+		p.Metrics.ToolCalls.WithLabelValues(tool, c.entry.Pool, c.entry.Outcome).Inc()
+		if c.entry.Binding != "" && (c.entry.Outcome == OutcomeOK || c.entry.Outcome == OutcomeToolError || c.entry.Outcome == OutcomeTimeout || c.entry.Outcome == OutcomeError) {
 			class := ""
 			if p.AgentClass != nil {
 				class = p.AgentClass(c.entry.Namespace, c.entry.Pool)
 			}
-			p.Metrics.ToolLatency.WithLabelValues(c.entry.Tool, class).Observe(d.Seconds())
+			p.Metrics.ToolLatency.WithLabelValues(tool, class).Observe(d.Seconds())
 		}
 	}
 }

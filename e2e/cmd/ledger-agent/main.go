@@ -4,7 +4,8 @@
 // which dispatcher replica, so that a test can count how often each message was processed.
 // A request cancelled before its latency ran out is aborted and not recorded, as a model
 // server aborts a request whose client went away. POST /call makes a tool call through the
-// dispatcher's tool proxy from the pod (its address identifies the pool).
+// dispatcher's tool proxy from the pod, with the pod's projected token ($NEURONETES_TOOL_TOKEN_FILE)
+// as its credential.
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -75,6 +77,7 @@ func main() {
 			URL       string          `json:"url"`
 			Arguments json.RawMessage `json:"arguments"`
 			Key       string          `json:"idempotency_key"`
+			NoToken   bool            `json:"no_token"` // call without the pod's token (attack tests)
 		}
 		if err := json.NewDecoder(r.Body).Decode(&c); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -82,6 +85,15 @@ func main() {
 		}
 		req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, c.URL, bytes.NewReader(c.Arguments))
 		req.Header.Set("Content-Type", "application/json")
+		// The pod's credential for the tool proxy: read at each call, as the kubelet rotates it.
+		if f := os.Getenv("NEURONETES_TOOL_TOKEN_FILE"); f != "" && !c.NoToken {
+			tok, err := os.ReadFile(f)
+			if err != nil {
+				http.Error(w, "tool token: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+			req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+		}
 		if c.Key != "" {
 			req.Header.Set("Idempotency-Key", c.Key)
 		}
