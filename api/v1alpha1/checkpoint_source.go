@@ -47,8 +47,8 @@ const RestoreFromField = "metadata.annotations[" + RestoreFromAnnotation + "]"
 // ParseRestoreFrom splits a RestoreFromAnnotation value ("<agent>" or "<agent>/<id>") of a pod
 // in namespace and checks it with ValidateRestoreSource.
 func ParseRestoreFrom(namespace, v string) (agent, id string, err error) {
-	agent, id, _ = strings.Cut(v, "/")
-	if agent == "" {
+	agent, id, slash := strings.Cut(v, "/")
+	if agent == "" || slash && id == "" {
 		return "", "", fmt.Errorf("%s: %q: want <agent> or <agent>/<checkpoint id>", RestoreFromField, v)
 	}
 	if strings.Contains(id, "/") {

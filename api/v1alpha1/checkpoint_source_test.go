@@ -20,6 +20,7 @@ var restoreFromCases = []struct {
 	{"empty agent", "team-a", "/team-a.ck", false},
 	{"bad agent", "team-a", "../chat", false},
 	{"dot-dot id", "team-a", "chat/team-a..x", false},
+	{"empty id", "team-a", "chat/", false},
 }
 
 func TestParseRestoreFrom(t *testing.T) {
