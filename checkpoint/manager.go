@@ -41,9 +41,10 @@ type Manager struct {
 
 // CheckpointRequest names a process and where its checkpoint goes.
 type CheckpointRequest struct {
-	Pid   int
-	Agent string
-	ID    string
+	Pid int
+	// Key is the namespace and agent the checkpoint is stored under.
+	Key store.Key
+	ID  string
 	// LeaveRunning keeps the process running after the dump.
 	LeaveRunning bool
 	Dump         criu.DumpOptions
@@ -61,7 +62,7 @@ func (m *Manager) tree(pid int) []int {
 // Checkpoint suspends GPU state (if any), dumps the tree with CRIU, resumes
 // GPU state when leaving it running, and stores the images.
 func (m *Manager) Checkpoint(ctx context.Context, req CheckpointRequest) (*store.Manifest, error) {
-	logger := klog.FromContext(ctx).WithValues("agent", req.Agent, "id", req.ID, "pid", req.Pid)
+	logger := klog.FromContext(ctx).WithValues("key", req.Key.String(), "id", req.ID, "pid", req.Pid)
 	dir, err := os.MkdirTemp(m.WorkDir, "dump-")
 	if err != nil {
 		return nil, fmt.Errorf("work dir: %w", err)
@@ -109,7 +110,7 @@ func (m *Manager) Checkpoint(ctx context.Context, req CheckpointRequest) (*store
 	for k, v := range req.Labels {
 		labels[k] = v
 	}
-	man, err := m.Store.Put(ctx, req.Agent, req.ID, images, labels, req.Progress)
+	man, err := m.Store.Put(ctx, req.Key, req.ID, images, labels, req.Progress)
 	if err != nil {
 		return nil, fmt.Errorf("store checkpoint: %w", err)
 	}
@@ -119,9 +120,11 @@ func (m *Manager) Checkpoint(ctx context.Context, req CheckpointRequest) (*store
 
 // RestoreRequest names a stored checkpoint to restore.
 type RestoreRequest struct {
-	Agent, ID string
-	Restore   criu.RestoreOptions
-	Progress  store.ProgressFunc
+	// Key is the namespace and agent the checkpoint is stored under.
+	Key      store.Key
+	ID       string
+	Restore  criu.RestoreOptions
+	Progress store.ProgressFunc
 	// MappedCheck selects how files the tree had mapped privately (model
 	// weights mapped from the node's model cache) are checked before CRIU
 	// maps them again; see MappedCheckIdentity.
@@ -139,10 +142,10 @@ func (m *Manager) Restore(ctx context.Context, req RestoreRequest) (*criu.Restor
 		return nil, fmt.Errorf("work dir: %w", err)
 	}
 	images := filepath.Join(dir, "images")
-	man, err := m.Store.Get(ctx, req.Agent, req.ID, images, req.Progress)
+	man, err := m.Store.Get(ctx, req.Key, req.ID, images, req.Progress)
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("fetch checkpoint %s/%s: %w", req.Agent, req.ID, err)
+		return nil, fmt.Errorf("fetch checkpoint %s/%s: %w", req.Key, req.ID, err)
 	}
 	suspended, err := parsePids(man.Labels[labelGPUPids])
 	if err == nil && len(suspended) > 0 && m.GPU == nil {
@@ -150,11 +153,11 @@ func (m *Manager) Restore(ctx context.Context, req RestoreRequest) (*criu.Restor
 	}
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("checkpoint %s/%s: %w", req.Agent, req.ID, err)
+		return nil, fmt.Errorf("checkpoint %s/%s: %w", req.Key, req.ID, err)
 	}
 	if err := CheckMappedFiles(images, req.MappedCheck); err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("checkpoint %s/%s: %w", req.Agent, req.ID, err)
+		return nil, fmt.Errorf("checkpoint %s/%s: %w", req.Key, req.ID, err)
 	}
 	opts := req.Restore
 	opts.LogDir = dir
@@ -173,7 +176,7 @@ func (m *Manager) Restore(ctx context.Context, req RestoreRequest) (*criu.Restor
 			return nil, errors.Join(err, r.Kill())
 		}
 	}
-	klog.FromContext(ctx).Info("Restored process", "agent", req.Agent, "id", req.ID, "pid", r.Pid)
+	klog.FromContext(ctx).Info("Restored process", "key", req.Key.String(), "id", req.ID, "pid", r.Pid)
 	return r, nil
 }
 

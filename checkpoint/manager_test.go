@@ -114,7 +114,7 @@ func TestGPUToggleOrder(t *testing.T) {
 			ctx := context.Background()
 			var ev events
 			d, _ := store.NewDir(t.TempDir())
-			st, _ := store.New(d, store.Options{})
+			st, _ := store.New(d, store.Options{Signer: testSigner(t)})
 			cuda := &fakeCUDA{ev: &ev, gpu: tc.gpu, suspended: map[int]bool{}, fail: map[int]bool{}}
 			for _, p := range tc.fail {
 				cuda.fail[p] = true
@@ -127,7 +127,7 @@ func TestGPUToggleOrder(t *testing.T) {
 			m := &Manager{CRIU: &fakeCRIU{ev: &ev, dumpErr: tc.dumpErr}, Store: st, GPU: hooks, WorkDir: t.TempDir(),
 				Tree: func(pid int) []int { return []int{pid, 11, 12} }}
 			wantErr := tc.dumpErr != nil || len(tc.fail) > 0
-			_, err := m.Checkpoint(ctx, CheckpointRequest{Pid: 10, Agent: "a", ID: "c1", LeaveRunning: tc.leaveRunning})
+			_, err := m.Checkpoint(ctx, CheckpointRequest{Pid: 10, Key: testKey("a"), ID: "c1", LeaveRunning: tc.leaveRunning})
 			if (err != nil) != wantErr {
 				t.Fatalf("Checkpoint err = %v, want error %v", err, wantErr)
 			}
@@ -137,7 +137,7 @@ func TestGPUToggleOrder(t *testing.T) {
 				for _, p := range tc.gpu {
 					cuda.suspended[p] = true
 				}
-				r, err := m.Restore(ctx, RestoreRequest{Agent: "a", ID: "c1"})
+				r, err := m.Restore(ctx, RestoreRequest{Key: testKey("a"), ID: "c1"})
 				if err != nil {
 					t.Fatalf("Restore: %v", err)
 				}
@@ -161,16 +161,16 @@ func TestRestoreWithoutGPUHooksRefused(t *testing.T) {
 	ctx := context.Background()
 	var ev events
 	d, _ := store.NewDir(t.TempDir())
-	st, _ := store.New(d, store.Options{})
+	st, _ := store.New(d, store.Options{Signer: testSigner(t)})
 	cuda := &fakeCUDA{ev: &ev, gpu: []int{11}, suspended: map[int]bool{}, fail: map[int]bool{}}
 	hooks := &gpu.Hooks{Support: gpu.Support{Tool: "/usr/bin/cuda-checkpoint", Devices: []string{"/dev/nvidia0"}}, Runner: cuda, UsesGPU: cuda.usesGPU}
 	m := &Manager{CRIU: &fakeCRIU{ev: &ev}, Store: st, GPU: hooks, WorkDir: t.TempDir(), Tree: func(pid int) []int { return []int{pid, 11} }}
-	if _, err := m.Checkpoint(ctx, CheckpointRequest{Pid: 10, Agent: "a", ID: "c1"}); err != nil {
+	if _, err := m.Checkpoint(ctx, CheckpointRequest{Pid: 10, Key: testKey("a"), ID: "c1"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range []*gpu.Hooks{nil, {Support: gpu.Support{Reason: "no /dev/nvidia* devices"}, Runner: cuda}} {
 		m2 := &Manager{CRIU: &fakeCRIU{ev: &ev}, Store: st, GPU: h, WorkDir: t.TempDir(), Tree: m.Tree}
-		if r, err := m2.Restore(ctx, RestoreRequest{Agent: "a", ID: "c1"}); err == nil {
+		if r, err := m2.Restore(ctx, RestoreRequest{Key: testKey("a"), ID: "c1"}); err == nil {
 			_ = r.Kill()
 			t.Fatalf("restore with GPU hooks %+v succeeded; the CUDA state would stay suspended", h)
 		}
@@ -259,7 +259,7 @@ func TestProcessCheckpointStoreRestore(t *testing.T) {
 			dir := t.TempDir()
 			root := t.TempDir()
 			d, _ := store.NewDir(root)
-			st, err := store.New(d, store.Options{Compression: tc.comp})
+			st, err := store.New(d, store.Options{Compression: tc.comp, Signer: testSigner(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -284,7 +284,7 @@ func TestProcessCheckpointStoreRestore(t *testing.T) {
 			if _, err := stateproc.WaitCounter(dir, 10, 30*time.Second); err != nil {
 				t.Fatal(err)
 			}
-			man, err := m.Checkpoint(ctx, CheckpointRequest{Pid: pid, Agent: "stateproc", ID: "ck1"})
+			man, err := m.Checkpoint(ctx, CheckpointRequest{Pid: pid, Key: testKey("stateproc"), ID: "ck1"})
 			if err != nil {
 				t.Fatalf("Checkpoint: %v", err)
 			}
@@ -309,7 +309,7 @@ func TestProcessCheckpointStoreRestore(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r, err := m.Restore(ctx, RestoreRequest{Agent: "stateproc", ID: "ck1"})
+				r, err := m.Restore(ctx, RestoreRequest{Key: testKey("stateproc"), ID: "ck1"})
 				if err == nil {
 					_ = r.Kill()
 					t.Fatal("Restore with a changed weights file succeeded")
@@ -337,7 +337,7 @@ func TestProcessCheckpointStoreRestore(t *testing.T) {
 				if err := os.WriteFile(p, b, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				r, err := m.Restore(ctx, RestoreRequest{Agent: "stateproc", ID: "ck1"})
+				r, err := m.Restore(ctx, RestoreRequest{Key: testKey("stateproc"), ID: "ck1"})
 				if err == nil {
 					_ = r.Kill()
 					t.Fatal("Restore of a corrupt checkpoint succeeded")
@@ -351,7 +351,7 @@ func TestProcessCheckpointStoreRestore(t *testing.T) {
 				t.Logf("corruption error: %v", err)
 				return
 			}
-			r, err := m.Restore(ctx, RestoreRequest{Agent: "stateproc", ID: "ck1"})
+			r, err := m.Restore(ctx, RestoreRequest{Key: testKey("stateproc"), ID: "ck1"})
 			if err != nil {
 				t.Fatalf("Restore: %v", err)
 			}

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
@@ -18,7 +20,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/checkpoint/container"
@@ -155,11 +156,11 @@ func TestCheckpointDemoAgentRestoreIntoWarmPod(t *testing.T) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	mgr, err := ctrl.NewManager(e.Config, snapshotManagerOptions(scheme))
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine, err := snapshot.NewEngine(ctx, snapshot.Config{ContainerdSocket: sock, StoreDir: t.TempDir(), WorkDir: t.TempDir()})
+	engine, err := snapshot.NewEngine(ctx, snapshot.Config{ContainerdSocket: sock, StoreDir: t.TempDir(), WorkDir: t.TempDir(), SigningKeyFile: writeSigningKey(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,6 +224,21 @@ func TestCheckpointDemoAgentRestoreIntoWarmPod(t *testing.T) {
 		t.Errorf("restored agent's counters did not continue: %v after %v", after, served)
 	}
 	t.Logf("served %v; restored %v; after one more turn %v", served, restored, after)
+}
+
+// writeSigningKey writes a random manifest signing key (what the chart's Secret holds) and
+// returns its path.
+func writeSigningKey(t *testing.T) string {
+	t.Helper()
+	key := make([]byte, 48)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "signing-key")
+	if err := os.WriteFile(p, []byte(hex.EncodeToString(key)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // removeRestored deletes containers restored into the warm pod's host container.

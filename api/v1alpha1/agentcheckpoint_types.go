@@ -20,7 +20,9 @@ const (
 const (
 	// RestoreFromAnnotation, set by the controller on a warm pod it creates for an AgentClass,
 	// names the checkpoint agent key to restore from ("<agent>" for the latest checkpoint, or
-	// "<agent>/<id>"). The controller then creates an AgentCheckpoint with operation Restore that
+	// "<agent>/<id>" with an id of the pod's own namespace, "<namespace>.<name>"; see
+	// ParseRestoreFrom: the agent is always looked up in the pod's namespace, and a value
+	// naming another namespace's checkpoint is refused). The controller then creates an AgentCheckpoint with operation Restore that
 	// targets the pod once it is Running; the pod must not be marked warm-ready before that
 	// AgentCheckpoint Succeeded (on failure the pod is cold-started as usual).
 	RestoreFromAnnotation = "checkpoint.neuronetes.io/restore-from"
@@ -54,9 +56,10 @@ type CheckpointRetention struct {
 type AgentCheckpointSpec struct {
 	// Operation is Checkpoint or Restore.
 	Operation AgentCheckpointOperation `json:"operation"`
-	// Agent is the store key that groups checkpoints for dedup, retention and "latest"
-	// (normally the AgentClass name). Defaults to the source pod's
-	// neuronetes.io/agentclass label, else the pod name.
+	// Agent is the store key that groups checkpoints for retention and "latest" within this
+	// AgentCheckpoint's namespace (normally the AgentClass name; the same name in another
+	// namespace is another key). Defaults to the source pod's neuronetes.io/agentclass label,
+	// else the pod name.
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9._-]*$`
 	// +optional
 	Agent string `json:"agent,omitempty"`
@@ -71,7 +74,10 @@ type AgentCheckpointSpec struct {
 	// restored process tree.
 	// +optional
 	Target *ContainerRef `json:"target,omitempty"`
-	// CheckpointID selects the checkpoint to restore; empty means the agent's latest.
+	// CheckpointID selects the checkpoint to restore; empty means the agent's latest (the one
+	// the store wrote last). It must be a checkpoint of this namespace: the ids the node agent
+	// writes are "<namespace>.<name of the Checkpoint AgentCheckpoint>", and an id naming
+	// another namespace is refused by admission and by the node agent.
 	// +optional
 	CheckpointID string `json:"checkpointID,omitempty"`
 	// Retention is applied to the agent key after a successful checkpoint.

@@ -99,10 +99,10 @@ type CheckpointOptions struct {
 	Progress       store.ProgressFunc
 }
 
-// Checkpoint dumps the container id with runc/CRIU and stores it as agent/ckID.
-func (e *Engine) Checkpoint(ctx context.Context, id, agent, ckID string, o CheckpointOptions) (*store.Manifest, error) {
+// Checkpoint dumps the container id with runc/CRIU and stores it as k/ckID.
+func (e *Engine) Checkpoint(ctx context.Context, id string, k store.Key, ckID string, o CheckpointOptions) (*store.Manifest, error) {
 	ctx = nsCtx(ctx)
-	logger := klog.FromContext(ctx).WithValues("container", id, "agent", agent, "id", ckID)
+	logger := klog.FromContext(ctx).WithValues("container", id, "key", k.String(), "id", ckID)
 	c, err := e.Client.LoadContainer(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("load container %s: %w", id, err)
@@ -173,7 +173,7 @@ func (e *Engine) Checkpoint(ctx context.Context, id, agent, ckID string, o Check
 	for k, v := range o.Labels {
 		labels[k] = v
 	}
-	m, err := e.Store.Put(ctx, agent, ckID, dir, labels, o.Progress)
+	m, err := e.Store.Put(ctx, k, ckID, dir, labels, o.Progress)
 	if err != nil {
 		return nil, fmt.Errorf("store container checkpoint: %w", err)
 	}

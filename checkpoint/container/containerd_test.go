@@ -214,9 +214,9 @@ func TestContainerCheckpointRestoreIntoHost(t *testing.T) {
 	host := startContainer(t, ctx, c, "nn-ckpt-host", runc, rootfs, netns(t, fmt.Sprint("nn-ckpt-b-", os.Getpid())), hostDir, hostEnv)
 
 	d, _ := store.NewDir(t.TempDir())
-	st, _ := store.New(d, store.Options{})
+	st, _ := store.New(d, store.Options{Signer: testSigner(t)})
 	e := &Engine{Client: c, Store: st, WorkDir: t.TempDir(), RuncBinary: runc}
-	m, err := e.Checkpoint(ctx, "nn-ckpt-src", "agent", "ck1", CheckpointOptions{})
+	m, err := e.Checkpoint(ctx, "nn-ckpt-src", testKey("agent"), "ck1", CheckpointOptions{})
 	if err != nil {
 		t.Fatalf("Checkpoint: %v", err)
 	}
@@ -224,7 +224,7 @@ func TestContainerCheckpointRestoreIntoHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, err := e.Restore(ctx, "nn-ckpt-host", "agent", "ck1", RestoreOptions{})
+	name, err := e.Restore(ctx, "nn-ckpt-host", testKey("agent"), "ck1", RestoreOptions{})
 	if err != nil {
 		t.Fatalf("Restore: %v", err)
 	}

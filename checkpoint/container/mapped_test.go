@@ -56,9 +56,9 @@ func TestContainerMappedWeights(t *testing.T) {
 			startContainer(t, ctx, c, hostID, runc, rootfs, netns(t, fmt.Sprintf("nn-mapped-b%d-%d", i, os.Getpid())), hostDir, hostEnv)
 
 			d, _ := store.NewDir(t.TempDir())
-			st, _ := store.New(d, store.Options{})
+			st, _ := store.New(d, store.Options{Signer: testSigner(t)})
 			e := &Engine{Client: c, Store: st, WorkDir: t.TempDir(), RuncBinary: runc}
-			m, err := e.Checkpoint(ctx, src, "agent", "ck1", CheckpointOptions{})
+			m, err := e.Checkpoint(ctx, src, testKey("agent"), "ck1", CheckpointOptions{})
 			if err != nil {
 				t.Fatalf("Checkpoint: %v", err)
 			}
@@ -78,7 +78,7 @@ func TestContainerMappedWeights(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			name, err := e.Restore(ctx, hostID, "agent", "ck1", RestoreOptions{Name: fmt.Sprintf("nn-mapped-restored-%d", i)})
+			name, err := e.Restore(ctx, hostID, testKey("agent"), "ck1", RestoreOptions{Name: fmt.Sprintf("nn-mapped-restored-%d", i)})
 			if tc.change {
 				if err == nil {
 					_ = e.Remove(context.Background(), name)

@@ -32,22 +32,22 @@ type RestoreOptions struct {
 	MappedCheck checkpoint.MappedCheck
 }
 
-// Restore fetches (and verifies) checkpoint agent/ckID, then creates a new
+// Restore fetches (and verifies) checkpoint k/ckID, then creates a new
 // container from the checkpoint's image inside the namespaces of the
 // running container hostID, and restores the task into it. It returns the
 // new container's ID. On failure nothing is left running: the new task and
 // container are deleted.
-func (e *Engine) Restore(ctx context.Context, hostID, agent, ckID string, o RestoreOptions) (string, error) {
+func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID string, o RestoreOptions) (string, error) {
 	ctx = nsCtx(ctx)
-	logger := klog.FromContext(ctx).WithValues("host", hostID, "agent", agent, "id", ckID)
+	logger := klog.FromContext(ctx).WithValues("host", hostID, "key", k.String(), "id", ckID)
 	dir, err := os.MkdirTemp(e.WorkDir, "ctr-restore-")
 	if err != nil {
 		return "", fmt.Errorf("work dir: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	start := time.Now()
-	if _, err := e.Store.Get(ctx, agent, ckID, dir, o.Progress); err != nil {
-		return "", fmt.Errorf("fetch checkpoint %s/%s: %w", agent, ckID, err)
+	if _, err := e.Store.Get(ctx, k, ckID, dir, o.Progress); err != nil {
+		return "", fmt.Errorf("fetch checkpoint %s/%s: %w", k, ckID, err)
 	}
 	var meta Meta
 	b, err := os.ReadFile(filepath.Join(dir, metaFile))
@@ -55,11 +55,11 @@ func (e *Engine) Restore(ctx context.Context, hostID, agent, ckID string, o Rest
 		err = json.Unmarshal(b, &meta)
 	}
 	if err != nil {
-		return "", fmt.Errorf("checkpoint %s/%s %s: %w", agent, ckID, metaFile, err)
+		return "", fmt.Errorf("checkpoint %s/%s %s: %w", k, ckID, metaFile, err)
 	}
 	var spec specs.Spec
 	if err := json.Unmarshal(meta.Spec, &spec); err != nil {
-		return "", fmt.Errorf("checkpoint %s/%s spec: %w", agent, ckID, err)
+		return "", fmt.Errorf("checkpoint %s/%s spec: %w", k, ckID, err)
 	}
 	host, err := e.Client.LoadContainer(ctx, hostID)
 	if err != nil {
@@ -77,7 +77,7 @@ func (e *Engine) Restore(ctx context.Context, hostID, agent, ckID string, o Rest
 		return "", err
 	}
 	if err := checkpoint.CheckMappedFilesIn(dir, o.MappedCheck, bindResolver(spec.Mounts)); err != nil {
-		return "", fmt.Errorf("checkpoint %s/%s: %w", agent, ckID, err)
+		return "", fmt.Errorf("checkpoint %s/%s: %w", k, ckID, err)
 	}
 	runtimeOpts := &options.Options{}
 	if e.RuncBinary != "" {
@@ -85,7 +85,7 @@ func (e *Engine) Restore(ctx context.Context, hostID, agent, ckID string, o Rest
 	}
 	copts := []containerd.NewContainerOpts{
 		containerd.WithRuntime("io.containerd.runc.v2", runtimeOpts),
-		containerd.WithContainerLabels(map[string]string{LabelRestoredFrom: agent + "/" + ckID, LabelHost: hostID}),
+		containerd.WithContainerLabels(map[string]string{LabelRestoredFrom: k.String() + "/" + ckID, LabelHost: hostID}),
 	}
 	if meta.Image != "" {
 		img, err := e.Client.GetImage(ctx, meta.Image)
@@ -95,7 +95,7 @@ func (e *Engine) Restore(ctx context.Context, hostID, agent, ckID string, o Rest
 		copts = append(copts, containerd.WithImage(img), containerd.WithSnapshotter(meta.Snapshotter),
 			containerd.WithNewSnapshot(name+"-rootfs", img))
 	} else if !filepath.IsAbs(spec.Root.Path) {
-		return "", fmt.Errorf("checkpoint %s/%s has neither an image nor an absolute rootfs path", agent, ckID)
+		return "", fmt.Errorf("checkpoint %s/%s has neither an image nor an absolute rootfs path", k, ckID)
 	}
 	// A container without image keeps the spec's absolute rootfs path.
 	copts = append(copts, containerd.WithSpec(&spec))

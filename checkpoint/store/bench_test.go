@@ -13,18 +13,18 @@ func BenchmarkGet(b *testing.B) {
 	ctx := context.Background()
 	root := b.TempDir()
 	d, _ := NewDir(filepath.Join(root, "store"))
-	s, _ := New(d, Options{})
+	s, _ := New(d, Options{Signer: testSigner(b)})
 	src := filepath.Join(root, "src")
 	_ = os.MkdirAll(src, 0o755)
 	_ = os.WriteFile(filepath.Join(src, "pages-1.img"), randBytes(256<<20, 1), 0o600)
-	if _, err := s.Put(ctx, "bench", "ck", src, nil, nil); err != nil {
+	if _, err := s.Put(ctx, key("bench"), "ck", src, nil, nil); err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(256 << 20)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		dst := filepath.Join(root, "dst")
-		if _, err := s.Get(ctx, "bench", "ck", dst, nil); err != nil {
+		if _, err := s.Get(ctx, key("bench"), "ck", dst, nil); err != nil {
 			b.Fatal(err)
 		}
 		_ = os.RemoveAll(dst)

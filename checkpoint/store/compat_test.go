@@ -24,7 +24,7 @@ func TestChunksOfOtherBoundariesStayReadable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := New(d, Options{Compression: comp})
+			s, err := New(d, Options{Compression: comp, Signer: testSigner(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,17 +39,17 @@ func TestChunksOfOtherBoundariesStayReadable(t *testing.T) {
 				if comp == CompressionZstd {
 					body = s.enc.EncodeAll(chunk, nil)
 				}
-				if err := s.b.Put(ctx, chunkKey(ref.SHA256, comp), bytes.NewReader(body), int64(len(body))); err != nil {
+				if err := s.b.Put(ctx, mustChunkKey(t, testNS, ref.SHA256, comp), bytes.NewReader(body), int64(len(body))); err != nil {
 					t.Fatal(err)
 				}
 				f.Chunks = append(f.Chunks, ref)
 			}
-			m := &Manifest{Agent: "a", ID: "old", Created: time.Now().UTC(), Compression: comp, Files: []File{f}, TotalBytes: f.Size}
+			m := &Manifest{Version: ManifestVersion, Key: key("a"), ID: "old", Created: time.Now().UTC(), Compression: comp, Files: []File{f}, TotalBytes: f.Size}
 			if err := rewriteManifest(ctx, s, m); err != nil {
 				t.Fatal(err)
 			}
 			dst := filepath.Join(t.TempDir(), "images")
-			if _, err := s.Get(ctx, "a", "old", dst, nil); err != nil {
+			if _, err := s.Get(ctx, key("a"), "old", dst, nil); err != nil {
 				t.Fatalf("Get of a checkpoint with %d chunks of 288 KiB: %v", len(f.Chunks), err)
 			}
 			got, err := os.ReadFile(filepath.Join(dst, "pages-1.img"))

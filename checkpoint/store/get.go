@@ -16,13 +16,14 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Get downloads checkpoint agent/id into dstDir (created if needed) and
-// verifies every chunk and every file against the manifest. On any error,
+// Get downloads checkpoint k/id into dstDir (created if needed) after
+// verifying its manifest (Manifest), and verifies every chunk and every file
+// against the manifest. On any error,
 // including corruption (wrapping ErrCorrupt), the files Get created are
 // removed, so a caller that restores only after Get succeeds never starts
 // from partial or damaged images.
-func (s *Store) Get(ctx context.Context, agent, id, dstDir string, fn ProgressFunc) (*Manifest, error) {
-	m, err := s.Manifest(ctx, agent, id)
+func (s *Store) Get(ctx context.Context, k Key, id, dstDir string, fn ProgressFunc) (*Manifest, error) {
+	m, err := s.Manifest(ctx, k, id)
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +33,7 @@ func (s *Store) Get(ctx context.Context, agent, id, dstDir string, fn ProgressFu
 		}
 		return nil, err
 	}
-	klog.FromContext(ctx).V(2).Info("Checkpoint fetched", "agent", agent, "id", id, "dir", dstDir, "bytes", m.TotalBytes)
+	klog.FromContext(ctx).V(2).Info("Checkpoint fetched", "namespace", k.Namespace, "agent", k.Agent, "id", id, "dir", dstDir, "bytes", m.TotalBytes)
 	return m, nil
 }
 
@@ -68,7 +69,7 @@ func (s *Store) fetch(ctx context.Context, m *Manifest, dstDir string, fn Progre
 			g.Go(func() error {
 				buf := chunkBufs.Get().(*[]byte)
 				defer chunkBufs.Put(buf)
-				data, err := s.readChunk(gctx, c, m.Compression, (*buf)[:0])
+				data, err := s.readChunk(gctx, m.Namespace, c, m.Compression, (*buf)[:0])
 				if err != nil {
 					return fmt.Errorf("file %s at offset %d: %w", f.Path, off0, err)
 				}
@@ -114,10 +115,13 @@ var chunkBufs = sync.Pool{New: func() any {
 	return &b
 }}
 
-// readChunk fetches, decompresses and verifies one chunk, using buf's
-// capacity when it suffices.
-func (s *Store) readChunk(ctx context.Context, c ChunkRef, comp Compression, buf []byte) ([]byte, error) {
-	key := chunkKey(c.SHA256, comp)
+// readChunk fetches, decompresses and verifies one chunk of namespace,
+// using buf's capacity when it suffices.
+func (s *Store) readChunk(ctx context.Context, namespace string, c ChunkRef, comp Compression, buf []byte) ([]byte, error) {
+	key, err := chunkKey(namespace, c.SHA256, comp)
+	if err != nil {
+		return nil, err
+	}
 	rc, err := s.b.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("chunk %s: %w", c.SHA256, err)

@@ -34,13 +34,14 @@ type PruneResult struct {
 // loses its chunks.
 var ChunkGrace = 10 * time.Minute
 
-// Prune applies r to agent's checkpoints and then garbage-collects chunks no
-// manifest of any agent references.
-func (s *Store) Prune(ctx context.Context, agent string, r Retention, now time.Time) (PruneResult, error) {
+// Prune applies r to k's checkpoints (List's order: the newest is the one
+// stored last) and then garbage-collects the chunks of k's namespace that no
+// manifest of that namespace references.
+func (s *Store) Prune(ctx context.Context, k Key, r Retention, now time.Time) (PruneResult, error) {
 	var res PruneResult
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ms, err := s.List(ctx, agent)
+	ms, err := s.List(ctx, k)
 	if err != nil {
 		return res, err
 	}
@@ -51,44 +52,51 @@ func (s *Store) Prune(ctx context.Context, agent string, r Retention, now time.T
 		if newest || !(tooMany || tooOld) {
 			continue
 		}
-		if err := s.b.Delete(ctx, manifestKey(agent, m.ID)); err != nil {
-			return res, fmt.Errorf("delete checkpoint %s/%s: %w", agent, m.ID, err)
+		if err := s.b.Delete(ctx, manifestKey(k, m.ID)); err != nil {
+			return res, fmt.Errorf("delete checkpoint %s/%s: %w", k, m.ID, err)
 		}
 		res.Deleted = append(res.Deleted, m.ID)
 	}
-	n, b, err := s.gc(ctx, now)
+	n, b, err := s.gc(ctx, k.Namespace, now)
 	res.Chunks, res.Bytes = n, b
 	if err != nil {
 		return res, err
 	}
-	klog.FromContext(ctx).V(2).Info("Pruned checkpoints", "agent", agent, "deleted", res.Deleted, "chunks", n, "bytes", b)
+	klog.FromContext(ctx).V(2).Info("Pruned checkpoints", "namespace", k.Namespace, "agent", k.Agent, "deleted", res.Deleted, "chunks", n, "bytes", b)
 	return res, nil
 }
 
-// gc deletes chunks that no manifest references and that are older than
-// ChunkGrace.
-func (s *Store) gc(ctx context.Context, now time.Time) (int, int64, error) {
-	objs, err := s.b.List(ctx, "manifests/")
+// gc deletes chunks of namespace that no manifest of namespace references
+// and that are older than ChunkGrace. A manifest that does not verify stops
+// the collection (its chunks might be live).
+func (s *Store) gc(ctx context.Context, namespace string, now time.Time) (int, int64, error) {
+	prefix := layoutPrefix + namespace + "/manifests/"
+	objs, err := s.b.List(ctx, prefix)
 	if err != nil {
 		return 0, 0, err
 	}
 	live := map[string]bool{}
 	for _, o := range objs {
-		parts := strings.Split(strings.TrimSuffix(o.Key, ".json"), "/")
-		if len(parts) != 3 {
+		agent, name, ok := strings.Cut(strings.TrimPrefix(o.Key, prefix), "/")
+		id, isJSON := strings.CutSuffix(name, ".json")
+		if !ok || !isJSON || strings.Contains(id, "/") {
 			continue
 		}
-		m, err := s.Manifest(ctx, parts[1], parts[2])
+		m, err := s.Manifest(ctx, Key{Namespace: namespace, Agent: agent}, id)
 		if err != nil {
 			return 0, 0, fmt.Errorf("gc: %w", err)
 		}
 		for _, f := range m.Files {
 			for _, c := range f.Chunks {
-				live[chunkKey(c.SHA256, m.Compression)] = true
+				key, err := chunkKey(namespace, c.SHA256, m.Compression)
+				if err != nil {
+					return 0, 0, fmt.Errorf("gc: %w", err)
+				}
+				live[key] = true
 			}
 		}
 	}
-	chunks, err := s.b.List(ctx, "chunks/")
+	chunks, err := s.b.List(ctx, chunkDir(namespace))
 	if err != nil {
 		return 0, 0, err
 	}

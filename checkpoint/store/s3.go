@@ -21,8 +21,10 @@ type S3Config struct {
 	Prefix string
 	// AccessKey and SecretKey are static credentials.
 	AccessKey, SecretKey string
-	// Secure selects https.
-	Secure bool
+	// Insecure selects plain http. The zero value is https: checkpoint images hold process
+	// memory, and the signed manifest only detects tampering, it does not hide the bytes.
+	// Only a loopback test store (the local minio) should set it.
+	Insecure bool
 	// Region defaults to us-east-1.
 	Region string
 }
@@ -47,7 +49,7 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 	}
 	c, err := minio.New(cfg.Endpoint, &minio.Options{
 		Creds:  credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
-		Secure: cfg.Secure,
+		Secure: !cfg.Insecure,
 		Region: region,
 	})
 	if err != nil {

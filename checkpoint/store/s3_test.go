@@ -39,7 +39,7 @@ func startMinio(t *testing.T) S3Config {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	cfg := S3Config{Endpoint: addr, Bucket: "checkpoints", Prefix: "nn/", AccessKey: "nntest", SecretKey: "nntest-secret"}
+	cfg := S3Config{Endpoint: addr, Bucket: "checkpoints", Prefix: "nn/", AccessKey: "nntest", SecretKey: "nntest-secret", Insecure: true}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -62,7 +62,7 @@ func TestS3RoundTripCompressedDedupCorrupt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(b, Options{})
+	s, err := New(b, Options{Signer: testSigner(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestS3RoundTripCompressedDedupCorrupt(t *testing.T) {
 	// Half-compressible pages, like real memory.
 	pages := append(randBytes(6<<20, 11), make([]byte, 6<<20)...)
 	writeImages(t, src, pages)
-	m, err := s.Put(ctx, "agent-s3", "ck1", src, nil, nil)
+	m, err := s.Put(ctx, key("agent-s3"), "ck1", src, nil, nil)
 	if err != nil {
 		t.Fatalf("Put: %v", err)
 	}
@@ -82,29 +82,29 @@ func TestS3RoundTripCompressedDedupCorrupt(t *testing.T) {
 	}
 	var last Progress
 	dst := t.TempDir()
-	if _, err := s.Get(ctx, "agent-s3", "ck1", dst, func(p Progress) { last = p }); err != nil {
+	if _, err := s.Get(ctx, key("agent-s3"), "ck1", dst, func(p Progress) { last = p }); err != nil {
 		t.Fatalf("Get: %v", err)
 	}
 	sameTree(t, src, dst)
 	if last.Done != m.TotalBytes {
 		t.Errorf("download progress ended at %d of %d", last.Done, m.TotalBytes)
 	}
-	m2, err := s.Put(ctx, "agent-s3", "ck2", src, nil, nil)
+	m2, err := s.Put(ctx, key("agent-s3"), "ck2", src, nil, nil)
 	if err != nil || m2.NewBytes != 0 {
 		t.Errorf("re-checkpoint: new bytes %d, err %v; want 0, nil", m2.NewBytes, err)
 	}
 	// Overwrite one chunk object with garbage of the right shape.
-	key := chunkKey(m.Files[0].Chunks[0].SHA256, m.Compression)
+	victim := mustChunkKey(t, testNS, m.Files[0].Chunks[0].SHA256, m.Compression)
 	for _, f := range m.Files {
 		if f.Path == "pages-1.img" {
-			key = chunkKey(f.Chunks[0].SHA256, m.Compression)
+			victim = mustChunkKey(t, testNS, f.Chunks[0].SHA256, m.Compression)
 		}
 	}
 	junk := s.enc.EncodeAll([]byte("not the chunk"), nil)
-	if err := b.Put(ctx, key, bytesReader(junk), int64(len(junk))); err != nil {
+	if err := b.Put(ctx, victim, bytesReader(junk), int64(len(junk))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Get(ctx, "agent-s3", "ck1", t.TempDir(), nil); !errors.Is(err, ErrCorrupt) {
+	if _, err := s.Get(ctx, key("agent-s3"), "ck1", t.TempDir(), nil); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("Get with a replaced chunk: %v, want ErrCorrupt", err)
 	}
 	if _, err := b.Get(ctx, "chunks/none"); !errors.Is(err, ErrNotFound) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -52,6 +51,8 @@ type Options struct {
 	// pass also catches a manifest whose chunk list disagrees with its file
 	// digests, at the cost of hashing the image twice.
 	VerifyFiles bool
+	// Signer signs every manifest Put writes and verifies every manifest read; required.
+	Signer *Signer
 }
 
 // Store is the checkpoint image store over one Backend.
@@ -61,6 +62,7 @@ type Store struct {
 	par  int
 	// verifyFiles: see Options.VerifyFiles.
 	verifyFiles bool
+	signer      *Signer
 	enc         *zstd.Encoder
 	dec         *zstd.Decoder
 	// mu serializes Put against Prune in this process.
@@ -69,7 +71,10 @@ type Store struct {
 
 // New returns a store over b.
 func New(b Backend, opts Options) (*Store, error) {
-	s := &Store{b: b, comp: opts.Compression, par: opts.Parallel, verifyFiles: opts.VerifyFiles}
+	if opts.Signer == nil {
+		return nil, fmt.Errorf("checkpoint store: Options.Signer is required (manifests are signed)")
+	}
+	s := &Store{b: b, comp: opts.Compression, par: opts.Parallel, verifyFiles: opts.VerifyFiles, signer: opts.Signer}
 	if s.comp == "" {
 		s.comp = CompressionNone
 		if b.Remote() {
@@ -114,11 +119,12 @@ func (p *progress) add(done, newBytes int64) {
 	p.fn(p.p)
 }
 
-// Put stores every regular file under srcDir as checkpoint agent/id and
-// returns its manifest. Chunks already in the store are not uploaded again.
-// The manifest is written last, so a failed Put leaves no visible checkpoint.
-func (s *Store) Put(ctx context.Context, agent, id, srcDir string, labels map[string]string, fn ProgressFunc) (*Manifest, error) {
-	if err := ValidateName("agent", agent); err != nil {
+// Put stores every regular file under srcDir as checkpoint k/id and
+// returns its manifest. Chunks already stored for k's namespace are not
+// uploaded again. The signed manifest is written last, so a failed Put
+// leaves no visible checkpoint.
+func (s *Store) Put(ctx context.Context, k Key, id, srcDir string, labels map[string]string, fn ProgressFunc) (*Manifest, error) {
+	if err := k.Validate(); err != nil {
 		return nil, err
 	}
 	if err := ValidateName("id", id); err != nil {
@@ -127,7 +133,7 @@ func (s *Store) Put(ctx context.Context, agent, id, srcDir string, labels map[st
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	logger := klog.FromContext(ctx)
-	m := &Manifest{Agent: agent, ID: id, Created: time.Now().UTC(), Compression: s.comp, Labels: labels}
+	m := &Manifest{Version: ManifestVersion, Key: k, ID: id, Created: time.Now().UTC(), Compression: s.comp, Labels: labels}
 	err := filepath.WalkDir(srcDir, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -154,7 +160,7 @@ func (s *Store) Put(ctx context.Context, agent, id, srcDir string, labels map[st
 	var newBytes, stored atomic.Int64
 	for i := range m.Files {
 		f := &m.Files[i]
-		if err := s.putFile(gctx, g, filepath.Join(srcDir, filepath.FromSlash(f.Path)), f, &inflight, &newBytes, &stored, pr); err != nil {
+		if err := s.putFile(gctx, g, k.Namespace, filepath.Join(srcDir, filepath.FromSlash(f.Path)), f, &inflight, &newBytes, &stored, pr); err != nil {
 			_ = g.Wait()
 			return nil, err
 		}
@@ -163,19 +169,22 @@ func (s *Store) Put(ctx context.Context, agent, id, srcDir string, labels map[st
 		return nil, err
 	}
 	m.NewBytes, m.StoredBytes = newBytes.Load(), stored.Load()
-	b, err := json.MarshalIndent(m, "", " ")
+	if err := m.validate(k, id); err != nil {
+		return nil, fmt.Errorf("manifest of %s/%s: %w", k, id, err)
+	}
+	b, err := s.signer.seal(m)
 	if err != nil {
-		return nil, fmt.Errorf("encode manifest: %w", err)
+		return nil, err
 	}
-	if err := s.b.Put(ctx, manifestKey(agent, id), bytes.NewReader(b), int64(len(b))); err != nil {
-		return nil, fmt.Errorf("write manifest %s/%s: %w", agent, id, err)
+	if err := s.b.Put(ctx, manifestKey(k, id), bytes.NewReader(b), int64(len(b))); err != nil {
+		return nil, fmt.Errorf("write manifest %s/%s: %w", k, id, err)
 	}
-	logger.V(2).Info("Checkpoint stored", "agent", agent, "id", id, "files", len(m.Files), "totalBytes", m.TotalBytes, "newBytes", m.NewBytes, "storedBytes", m.StoredBytes)
+	logger.V(2).Info("Checkpoint stored", "namespace", k.Namespace, "agent", k.Agent, "id", id, "files", len(m.Files), "totalBytes", m.TotalBytes, "newBytes", m.NewBytes, "storedBytes", m.StoredBytes)
 	return m, nil
 }
 
 // putFile chunks one file, hashing it whole, and schedules chunk uploads on g.
-func (s *Store) putFile(ctx context.Context, g *errgroup.Group, path string, f *File, inflight *sync.Map, newBytes, stored *atomic.Int64, pr *progress) error {
+func (s *Store) putFile(ctx context.Context, g *errgroup.Group, namespace, path string, f *File, inflight *sync.Map, newBytes, stored *atomic.Int64, pr *progress) error {
 	fh, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("open %q: %w", path, err)
@@ -199,8 +208,11 @@ func (s *Store) putFile(ctx context.Context, g *errgroup.Group, path string, f *
 			continue
 		}
 		data := append([]byte(nil), chunk...) // the chunker reuses its buffer
+		key, err := chunkKey(namespace, ref.SHA256, s.comp)
+		if err != nil {
+			return err
+		}
 		g.Go(func() error {
-			key := chunkKey(ref.SHA256, s.comp)
 			ok, err := s.b.Exists(ctx, key)
 			if err != nil {
 				return fmt.Errorf("stat chunk %s: %w", ref.SHA256, err)
@@ -229,47 +241,95 @@ func (s *Store) putFile(ctx context.Context, g *errgroup.Group, path string, f *
 	return nil
 }
 
-// Manifest reads the manifest of agent/id.
-func (s *Store) Manifest(ctx context.Context, agent, id string) (*Manifest, error) {
-	rc, err := s.b.Get(ctx, manifestKey(agent, id))
+// Manifest reads and verifies the manifest of k/id (signature, then every field). A
+// checkpoint only present in the version 1 layout is refused with ErrUnsupportedVersion.
+func (s *Store) Manifest(ctx context.Context, k Key, id string) (*Manifest, error) {
+	if err := k.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ValidateName("id", id); err != nil {
+		return nil, err
+	}
+	rc, err := s.b.Get(ctx, manifestKey(k, id))
+	if errors.Is(err, ErrNotFound) {
+		if ok, _ := s.b.Exists(ctx, legacyManifestKey(k.Agent, id)); ok {
+			return nil, fmt.Errorf("checkpoint %s/%s exists only as an unsigned version 1 manifest (%s), which names no namespace and is not restored; take a new checkpoint: %w",
+				k, id, legacyManifestKey(k.Agent, id), ErrUnsupportedVersion)
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s/%s: %w", agent, id, err)
+		return nil, fmt.Errorf("checkpoint %s/%s: %w", k, id, err)
 	}
 	defer rc.Close()
-	var m Manifest
-	if err := json.NewDecoder(rc).Decode(&m); err != nil {
-		return nil, fmt.Errorf("checkpoint %s/%s manifest: %w: %v", agent, id, ErrCorrupt, err)
+	raw, err := io.ReadAll(io.LimitReader(rc, maxManifestBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s/%s manifest: %w", k, id, err)
 	}
-	return &m, nil
+	if len(raw) > maxManifestBytes {
+		return nil, fmt.Errorf("checkpoint %s/%s manifest over %d bytes: %w", k, id, maxManifestBytes, ErrCorrupt)
+	}
+	return s.signer.open(raw, k, id)
 }
 
-// List returns the manifests of agent, oldest first.
-func (s *Store) List(ctx context.Context, agent string) ([]*Manifest, error) {
-	objs, err := s.b.List(ctx, "manifests/"+agent+"/")
+// maxManifestBytes bounds a manifest read (a 100 GiB image of 4 KiB-average chunks is under
+// this).
+const maxManifestBytes = 256 << 20
+
+// List returns the manifests of k in the order the backend stored them, oldest first: by the
+// backend's own modification time of the manifest object (the filesystem's, or the S3
+// server's LastModified), ties broken by Created and then ID. No field a manifest claims
+// decides which is the latest.
+func (s *Store) List(ctx context.Context, k Key) ([]*Manifest, error) {
+	if err := k.Validate(); err != nil {
+		return nil, err
+	}
+	objs, err := s.b.List(ctx, manifestDir(k))
 	if err != nil {
 		return nil, err
 	}
-	var out []*Manifest
+	type entry struct {
+		m       *Manifest
+		written time.Time
+	}
+	var es []entry
 	for _, o := range objs {
-		id := strings.TrimSuffix(o.Key[strings.LastIndex(o.Key, "/")+1:], ".json")
-		m, err := s.Manifest(ctx, agent, id)
+		name := strings.TrimPrefix(o.Key, manifestDir(k))
+		id, ok := strings.CutSuffix(name, ".json")
+		if !ok || strings.Contains(id, "/") {
+			continue
+		}
+		m, err := s.Manifest(ctx, k, id)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, m)
+		es = append(es, entry{m, o.ModTime})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	sort.Slice(es, func(i, j int) bool {
+		a, b := es[i], es[j]
+		if !a.written.Equal(b.written) {
+			return a.written.Before(b.written)
+		}
+		if !a.m.Created.Equal(b.m.Created) {
+			return a.m.Created.Before(b.m.Created)
+		}
+		return a.m.ID < b.m.ID
+	})
+	out := make([]*Manifest, len(es))
+	for i, e := range es {
+		out[i] = e.m
+	}
 	return out, nil
 }
 
-// Latest returns the newest checkpoint of agent, wrapping ErrNotFound if none.
-func (s *Store) Latest(ctx context.Context, agent string) (*Manifest, error) {
-	ms, err := s.List(ctx, agent)
+// Latest returns the checkpoint of k the backend stored last (List's order), wrapping
+// ErrNotFound if none.
+func (s *Store) Latest(ctx context.Context, k Key) (*Manifest, error) {
+	ms, err := s.List(ctx, k)
 	if err != nil {
 		return nil, err
 	}
 	if len(ms) == 0 {
-		return nil, fmt.Errorf("no checkpoint for agent %q: %w", agent, ErrNotFound)
+		return nil, fmt.Errorf("no checkpoint for %s: %w", k, ErrNotFound)
 	}
 	return ms[len(ms)-1], nil
 }

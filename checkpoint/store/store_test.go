@@ -66,7 +66,7 @@ func newDirStore(t *testing.T, comp Compression) (*Store, *Dir) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(d, Options{Compression: comp})
+	s, err := New(d, Options{Compression: comp, Signer: testSigner(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestRoundTripDedupAndProgress(t *testing.T) {
 			writeImages(t, src, pages)
 			var last Progress
 			calls := 0
-			m, err := s.Put(ctx, "agent-a", "ck1", src, map[string]string{"pod": "p"}, func(p Progress) {
+			m, err := s.Put(ctx, key("agent-a"), "ck1", src, map[string]string{"pod": "p"}, func(p Progress) {
 				if p.Done < last.Done {
 					t.Errorf("progress went backwards: %d after %d", p.Done, last.Done)
 				}
@@ -108,13 +108,13 @@ func TestRoundTripDedupAndProgress(t *testing.T) {
 				}
 			}
 			dst := t.TempDir()
-			if _, err := s.Get(ctx, "agent-a", "ck1", dst, nil); err != nil {
+			if _, err := s.Get(ctx, key("agent-a"), "ck1", dst, nil); err != nil {
 				t.Fatalf("Get: %v", err)
 			}
 			sameTree(t, src, dst)
 
 			// Unchanged re-checkpoint stores nothing new.
-			m2, err := s.Put(ctx, "agent-a", "ck2", src, nil, nil)
+			m2, err := s.Put(ctx, key("agent-a"), "ck2", src, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,14 +124,14 @@ func TestRoundTripDedupAndProgress(t *testing.T) {
 			// A 4 KiB page changed in the middle adds about one chunk.
 			copy(pages[10<<20:], randBytes(4096, 4))
 			writeImages(t, src, pages)
-			m3, err := s.Put(ctx, "agent-a", "ck3", src, nil, nil)
+			m3, err := s.Put(ctx, key("agent-a"), "ck3", src, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if m3.NewBytes == 0 || m3.NewBytes > 2*MaxChunk {
 				t.Errorf("one changed page stored %d new bytes, want (0, %d]", m3.NewBytes, 2*MaxChunk)
 			}
-			latest, err := s.Latest(ctx, "agent-a")
+			latest, err := s.Latest(ctx, key("agent-a"))
 			if err != nil || latest.ID != "ck3" {
 				t.Errorf("Latest = %v, %v; want ck3", latest, err)
 			}
@@ -155,7 +155,7 @@ func TestCorruptChunkDetected(t *testing.T) {
 			s, d := newDirStore(t, tc.comp)
 			src := t.TempDir()
 			writeImages(t, src, randBytes(8<<20, 5))
-			m, err := s.Put(ctx, "agent-b", "ck", src, nil, nil)
+			m, err := s.Put(ctx, key("agent-b"), "ck", src, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +165,7 @@ func TestCorruptChunkDetected(t *testing.T) {
 					big = f
 				}
 			}
-			victim := filepath.Join(d.Root, chunkKey(big.Chunks[1].SHA256, m.Compression))
+			victim := filepath.Join(d.Root, mustChunkKey(t, testNS, big.Chunks[1].SHA256, m.Compression))
 			data, err := os.ReadFile(victim)
 			if err != nil {
 				t.Fatal(err)
@@ -174,7 +174,7 @@ func TestCorruptChunkDetected(t *testing.T) {
 				t.Fatal(err)
 			}
 			dst := t.TempDir()
-			_, err = s.Get(ctx, "agent-b", "ck", dst, nil)
+			_, err = s.Get(ctx, key("agent-b"), "ck", dst, nil)
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("Get of corrupt chunk: err = %v, want ErrCorrupt", err)
 			}
@@ -216,7 +216,7 @@ func TestRetention(t *testing.T) {
 				_ = os.WriteFile(filepath.Join(src, "shared"), randBytes(1<<20, 77), 0o600)
 				_ = os.WriteFile(filepath.Join(src, "own"), randBytes(1<<20, uint64(i+100)), 0o600)
 				id := "ck" + string(rune('0'+i))
-				m, err := s.Put(ctx, "agent-c", id, src, nil, nil)
+				m, err := s.Put(ctx, key("agent-c"), id, src, nil, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -230,7 +230,7 @@ func TestRetention(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			res, err := s.Prune(ctx, "agent-c", tc.r, time.Now())
+			res, err := s.Prune(ctx, key("agent-c"), tc.r, time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -249,9 +249,9 @@ func TestRetention(t *testing.T) {
 			if res.Chunks != want {
 				t.Errorf("gc removed %d chunks, want %d (the unique ones of deleted checkpoints)", res.Chunks, want)
 			}
-			ms, _ := s.List(ctx, "agent-c")
+			ms, _ := s.List(ctx, key("agent-c"))
 			for _, m := range ms {
-				if _, err := s.Get(ctx, "agent-c", m.ID, t.TempDir(), nil); err != nil {
+				if _, err := s.Get(ctx, key("agent-c"), m.ID, t.TempDir(), nil); err != nil {
 					t.Errorf("kept checkpoint %s no longer restores: %v", m.ID, err)
 				}
 			}
@@ -271,10 +271,10 @@ func TestVerifyFilesCatchesManifestMismatch(t *testing.T) {
 		t.Run(fmt.Sprint("verify=", tc.verify), func(t *testing.T) {
 			ctx := context.Background()
 			d, _ := NewDir(t.TempDir())
-			s, _ := New(d, Options{VerifyFiles: tc.verify})
+			s, _ := New(d, Options{VerifyFiles: tc.verify, Signer: testSigner(t)})
 			src := t.TempDir()
 			writeImages(t, src, randBytes(2<<20, 8))
-			m, err := s.Put(ctx, "agent-v", "ck", src, nil, nil)
+			m, err := s.Put(ctx, key("agent-v"), "ck", src, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -282,7 +282,7 @@ func TestVerifyFilesCatchesManifestMismatch(t *testing.T) {
 			if err := rewriteManifest(ctx, s, m); err != nil {
 				t.Fatal(err)
 			}
-			_, err = s.Get(ctx, "agent-v", "ck", t.TempDir(), nil)
+			_, err = s.Get(ctx, key("agent-v"), "ck", t.TempDir(), nil)
 			if tc.wantErr != errors.Is(err, ErrCorrupt) {
 				t.Errorf("Get err = %v, want corrupt=%v", err, tc.wantErr)
 			}

@@ -25,6 +25,7 @@ type snapshotFlags struct {
 	workDir       *string
 	runc          *string
 	maxConcurrent *int
+	signingKey    *string
 }
 
 func registerSnapshotFlags(fs *flag.FlagSet) *snapshotFlags {
@@ -35,10 +36,11 @@ func registerSnapshotFlags(fs *flag.FlagSet) *snapshotFlags {
 		s3Endpoint:    fs.String("checkpoint-s3-endpoint", "", "host:port of an S3-compatible checkpoint store (credentials in env NEURONETES_CHECKPOINT_S3_ACCESS_KEY/_SECRET_KEY)"),
 		s3Bucket:      fs.String("checkpoint-s3-bucket", "neuronetes-checkpoints", "bucket of the S3 checkpoint store"),
 		s3Prefix:      fs.String("checkpoint-s3-prefix", "", "key prefix in the S3 checkpoint store"),
-		s3Secure:      fs.Bool("checkpoint-s3-secure", false, "use https for the S3 checkpoint store"),
+		s3Secure:      fs.Bool("checkpoint-s3-secure", true, "use https for the S3 checkpoint store; =false (plain http) only for a local test store"),
 		workDir:       fs.String("checkpoint-work-dir", "", "staging directory for CRIU images (default /dev/shm/neuronetes-checkpoint)"),
 		runc:          fs.String("runc-binary", "", "runc used for restored containers, e.g. hack/criu/runc-criu.sh"),
 		maxConcurrent: fs.Int("checkpoint-max-concurrent", 2, "checkpoint/restore operations at once on this node"),
+		signingKey:    fs.String("checkpoint-signing-key-file", "/etc/neuronetes/checkpoint-signing/key", "file with the key (at least 32 bytes) that signs and verifies checkpoint manifests; the same on every node agent, readable by nothing else"),
 	}
 }
 
@@ -47,10 +49,10 @@ func setupSnapshot(ctx context.Context, mgr ctrl.Manager, f *snapshotFlags, node
 	if !*f.enabled {
 		return nil
 	}
-	cfg := snapshot.Config{ContainerdSocket: *f.containerd, StoreDir: *f.storeDir, WorkDir: *f.workDir, RuncBinary: *f.runc}
+	cfg := snapshot.Config{ContainerdSocket: *f.containerd, StoreDir: *f.storeDir, WorkDir: *f.workDir, RuncBinary: *f.runc, SigningKeyFile: *f.signingKey}
 	if *f.s3Endpoint != "" {
 		cfg.S3 = &store.S3Config{
-			Endpoint: *f.s3Endpoint, Bucket: *f.s3Bucket, Prefix: *f.s3Prefix, Secure: *f.s3Secure,
+			Endpoint: *f.s3Endpoint, Bucket: *f.s3Bucket, Prefix: *f.s3Prefix, Insecure: !*f.s3Secure,
 			AccessKey: os.Getenv("NEURONETES_CHECKPOINT_S3_ACCESS_KEY"), SecretKey: os.Getenv("NEURONETES_CHECKPOINT_S3_SECRET_KEY"),
 		}
 	}

@@ -390,12 +390,39 @@ func TestClassReconciler(t *testing.T) {
 	}
 }
 
+// TestReconcileWarmRestoreRefusesForeignSource: a class whose template names another
+// namespace's checkpoint gets no Restore AgentCheckpoint (the controller's rights never read
+// another namespace's images); its warm pods cold-start and count as warm.
+func TestReconcileWarmRestoreRefusesForeignSource(t *testing.T) {
+	for _, from := range []string{"demo/victim.ck-1", "victim/demo/victim.ck-1", "demo/ck-1"} {
+		t.Run(from, func(t *testing.T) {
+			class := testClass(nil)
+			class.Spec.Template.Annotations = map[string]string{nnv1.RestoreFromAnnotation: from}
+			h := newHarness(t, class, testPool(2))
+			h.r.Checkpoints = true
+			h.reconcile()
+			h.pods()
+			h.reconcile()
+			var cks nnv1.AgentCheckpointList
+			if err := h.c.List(context.Background(), &cks); err != nil {
+				t.Fatal(err)
+			}
+			if len(cks.Items) != 0 {
+				t.Fatalf("agentcheckpoints = %+v, want none for restore-from %q", cks.Items, from)
+			}
+			if st := h.pool().Status; st.WarmReplicas != 2 {
+				t.Errorf("warmReplicas = %d, want 2 (cold-started)", st.WarmReplicas)
+			}
+		})
+	}
+}
+
 // TestReconcileWarmRestore checks the warm-pool restore contract: warm pods of a class whose
 // template asks for a restore get a Restore AgentCheckpoint and count as warm only once it
 // finished; serving pods are not restored.
 func TestReconcileWarmRestore(t *testing.T) {
 	class := testClass(nil)
-	class.Spec.Template.Annotations = map[string]string{nnv1.RestoreFromAnnotation: "demo/ck-1"}
+	class.Spec.Template.Annotations = map[string]string{nnv1.RestoreFromAnnotation: "demo/ns.ck-1"}
 	h := newHarness(t, class, testPool(2))
 	h.r.Checkpoints = true
 	h.reconcile()
@@ -409,7 +436,7 @@ func TestReconcileWarmRestore(t *testing.T) {
 		t.Fatalf("agentcheckpoints = %d, want one per warm pod (%v)", len(cks.Items), got)
 	}
 	for _, ck := range cks.Items {
-		if ck.Spec.Operation != nnv1.RestoreOperation || ck.Spec.Agent != "demo" || ck.Spec.CheckpointID != "ck-1" ||
+		if ck.Spec.Operation != nnv1.RestoreOperation || ck.Spec.Agent != "demo" || ck.Spec.CheckpointID != "ns.ck-1" ||
 			!contains(got["warm"], ck.Spec.Target.Pod) || ck.Labels[nnv1.PoolLabel] != "pool" {
 			t.Errorf("agentcheckpoint = %+v", ck.Spec)
 		}

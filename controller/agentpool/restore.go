@@ -3,12 +3,12 @@ package agentpool
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -25,9 +25,15 @@ import (
 func restoreName(pod string) string { return pod + "-restore" }
 
 // restoreState reports whether a pod awaits a restore: needs is true when the pod asks for one,
-// done when its AgentCheckpoint has finished.
+// done when its AgentCheckpoint has finished. A restore-from that nnv1.ParseRestoreFrom refuses
+// (another namespace's checkpoint, a malformed value) asks for nothing: the pod cold-starts.
 func (r *Reconciler) restoreState(ctx context.Context, p *corev1.Pod) (needs, done bool, err error) {
-	if !r.Checkpoints || p.Annotations[nnv1.RestoreFromAnnotation] == "" || podState(p) != warmpool.Warm {
+	from := p.Annotations[nnv1.RestoreFromAnnotation]
+	if !r.Checkpoints || from == "" || podState(p) != warmpool.Warm {
+		return false, true, nil
+	}
+	if _, _, err := nnv1.ParseRestoreFrom(p.Namespace, from); err != nil {
+		klog.FromContext(ctx).Error(err, "Not restoring warm pod", "pod", klog.KObj(p))
 		return false, true, nil
 	}
 	var ck nnv1.AgentCheckpoint
@@ -47,8 +53,10 @@ func (r *Reconciler) ensureRestore(ctx context.Context, pool *nnv1.AgentPool, p 
 	if p.Status.Phase != corev1.PodRunning {
 		return nil
 	}
-	from := p.Annotations[nnv1.RestoreFromAnnotation]
-	agent, id, _ := strings.Cut(from, "/")
+	agent, id, err := nnv1.ParseRestoreFrom(p.Namespace, p.Annotations[nnv1.RestoreFromAnnotation])
+	if err != nil {
+		return fmt.Errorf("pod %s: %w", p.Name, err)
+	}
 	ck := &nnv1.AgentCheckpoint{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: restoreName(p.Name), Namespace: p.Namespace,

@@ -23,6 +23,9 @@ type Config struct {
 	WorkDir string
 	// RuncBinary is the runc for restored containers, e.g. hack/criu/runc-criu.sh.
 	RuncBinary string
+	// SigningKeyFile holds the key that signs and verifies every manifest (store.LoadSigner);
+	// required. Every node agent of a cluster reads the same key, and nothing else does.
+	SigningKeyFile string
 }
 
 // ContainerdEngine is the Engine over containerd and the image store.
@@ -32,8 +35,14 @@ type ContainerdEngine struct {
 
 // NewEngine connects to containerd and opens the store described by cfg.
 func NewEngine(ctx context.Context, cfg Config) (*ContainerdEngine, error) {
+	if cfg.SigningKeyFile == "" {
+		return nil, fmt.Errorf("checkpoint config: SigningKeyFile is required (manifests are signed)")
+	}
+	signer, err := store.LoadSigner(cfg.SigningKeyFile)
+	if err != nil {
+		return nil, err
+	}
 	var b store.Backend
-	var err error
 	switch {
 	case cfg.S3 != nil:
 		b, err = store.NewS3(ctx, *cfg.S3)
@@ -45,7 +54,7 @@ func NewEngine(ctx context.Context, cfg Config) (*ContainerdEngine, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.New(b, store.Options{})
+	st, err := store.New(b, store.Options{Signer: signer})
 	if err != nil {
 		return nil, err
 	}
@@ -63,8 +72,11 @@ func NewEngine(ctx context.Context, cfg Config) (*ContainerdEngine, error) {
 }
 
 // Checkpoint implements Engine.
-func (e *ContainerdEngine) Checkpoint(ctx context.Context, c Container, agent, id string, leaveRunning bool, p store.ProgressFunc) (*store.Manifest, error) {
-	return e.C.Checkpoint(ctx, c.ID, agent, id, container.CheckpointOptions{
+func (e *ContainerdEngine) Checkpoint(ctx context.Context, c Container, k store.Key, id string, leaveRunning bool, p store.ProgressFunc) (*store.Manifest, error) {
+	if k.Namespace != c.Namespace {
+		return nil, fmt.Errorf("checkpoint of pod %s/%s under namespace %q: a checkpoint belongs to its pod's namespace", c.Namespace, c.Pod, k.Namespace)
+	}
+	return e.C.Checkpoint(ctx, c.ID, k, id, container.CheckpointOptions{
 		LeaveRunning: leaveRunning,
 		Labels:       map[string]string{"namespace": c.Namespace, "pod": c.Pod, "containerName": c.Name},
 		Progress:     p,
@@ -73,19 +85,22 @@ func (e *ContainerdEngine) Checkpoint(ctx context.Context, c Container, agent, i
 
 // Restore implements Engine: the checkpoint is restored into a new
 // container that joins the target container's pod namespaces.
-func (e *ContainerdEngine) Restore(ctx context.Context, c Container, agent, id string, p store.ProgressFunc) error {
-	_, err := e.C.Restore(ctx, c.ID, agent, id, container.RestoreOptions{Progress: p})
+func (e *ContainerdEngine) Restore(ctx context.Context, c Container, k store.Key, id string, p store.ProgressFunc) error {
+	if k.Namespace != c.Namespace {
+		return fmt.Errorf("restore of %s/%s into pod %s/%s: a pod restores only its own namespace's checkpoints", k, id, c.Namespace, c.Pod)
+	}
+	_, err := e.C.Restore(ctx, c.ID, k, id, container.RestoreOptions{Progress: p})
 	return err
 }
 
 // Latest implements Engine.
-func (e *ContainerdEngine) Latest(ctx context.Context, agent string) (*store.Manifest, error) {
-	return e.C.Store.Latest(ctx, agent)
+func (e *ContainerdEngine) Latest(ctx context.Context, k store.Key) (*store.Manifest, error) {
+	return e.C.Store.Latest(ctx, k)
 }
 
 // Prune implements Engine.
-func (e *ContainerdEngine) Prune(ctx context.Context, agent string, r store.Retention) (store.PruneResult, error) {
-	return e.C.Store.Prune(ctx, agent, r, time.Now())
+func (e *ContainerdEngine) Prune(ctx context.Context, k store.Key, r store.Retention) (store.PruneResult, error) {
+	return e.C.Store.Prune(ctx, k, r, time.Now())
 }
 
 // GC removes restored containers whose warm pod's host container is gone.

@@ -38,7 +38,7 @@ func (r *Reconciler) progressReporter(ctx context.Context, ac *v1alpha1.AgentChe
 	}
 }
 
-func (r *Reconciler) checkpoint(ctx context.Context, ac *v1alpha1.AgentCheckpoint, c Container, agent string) error {
+func (r *Reconciler) checkpoint(ctx context.Context, ac *v1alpha1.AgentCheckpoint, c Container, agent store.Key) error {
 	id := CheckpointID(ac)
 	m, err := r.Engine.Checkpoint(ctx, c, agent, id, ac.Spec.LeaveRunning, r.progressReporter(ctx, ac))
 	if err != nil {
@@ -60,7 +60,7 @@ func (r *Reconciler) checkpoint(ctx context.Context, ac *v1alpha1.AgentCheckpoin
 	return r.succeed(ctx, ac, id, m)
 }
 
-func (r *Reconciler) restore(ctx context.Context, ac *v1alpha1.AgentCheckpoint, c Container, agent string) error {
+func (r *Reconciler) restore(ctx context.Context, ac *v1alpha1.AgentCheckpoint, c Container, agent store.Key) error {
 	id := ac.Spec.CheckpointID
 	if id == "" {
 		m, err := r.Engine.Latest(ctx, agent)

@@ -39,14 +39,14 @@ type Container struct {
 // Engine does the node-level work; checkpoint/container provides the
 // containerd implementation.
 type Engine interface {
-	// Checkpoint dumps c and stores it as agent/id.
-	Checkpoint(ctx context.Context, c Container, agent, id string, leaveRunning bool, progress store.ProgressFunc) (*store.Manifest, error)
-	// Restore replaces c's process tree with the stored checkpoint agent/id.
-	Restore(ctx context.Context, c Container, agent, id string, progress store.ProgressFunc) error
-	// Latest returns the newest checkpoint of agent.
-	Latest(ctx context.Context, agent string) (*store.Manifest, error)
-	// Prune applies a retention policy to agent.
-	Prune(ctx context.Context, agent string, r store.Retention) (store.PruneResult, error)
+	// Checkpoint dumps c and stores it as k/id.
+	Checkpoint(ctx context.Context, c Container, k store.Key, id string, leaveRunning bool, progress store.ProgressFunc) (*store.Manifest, error)
+	// Restore replaces c's process tree with the stored checkpoint k/id.
+	Restore(ctx context.Context, c Container, k store.Key, id string, progress store.ProgressFunc) error
+	// Latest returns the checkpoint of k stored last.
+	Latest(ctx context.Context, k store.Key) (*store.Manifest, error)
+	// Prune applies a retention policy to k.
+	Prune(ctx context.Context, k store.Key, r store.Retention) (store.PruneResult, error)
 }
 
 // Reconciler handles AgentCheckpoints for one node.
@@ -112,7 +112,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 
 // CheckpointID is the store id of the checkpoint an AgentCheckpoint writes.
 func CheckpointID(ac *v1alpha1.AgentCheckpoint) string {
-	return ac.Namespace + "." + ac.Name
+	return v1alpha1.CheckpointIDFor(ac.Namespace, ac.Name)
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -144,6 +144,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if r.isInflight(ac.UID) || r.isFinished(ac.UID) {
 		return reconcile.Result{}, nil
+	}
+	if ac.Spec.Operation == v1alpha1.RestoreOperation {
+		// Admission refuses these too; the node agent does not rely on it.
+		if err := v1alpha1.ValidateRestoreSource("spec.agent", "spec.checkpointID", ac.Namespace, ac.Spec.Agent, ac.Spec.CheckpointID); err != nil {
+			return reconcile.Result{}, r.fail(ctx, &ac, "RestoreSourceRefused", err)
+		}
 	}
 	if ac.Status.Phase == v1alpha1.AgentCheckpointRunning {
 		var live v1alpha1.AgentCheckpoint
@@ -242,14 +248,16 @@ func findContainer(pod *corev1.Pod, name string) (Container, bool, error) {
 	return c, false, fmt.Errorf("pod %s has no container %q", pod.Name, name)
 }
 
-func agentKey(ac *v1alpha1.AgentCheckpoint, pod *corev1.Pod) string {
+// agentKey is the store key of a request: always the AgentCheckpoint's own namespace, and
+// spec.agent, else the pod's AgentClass label, else the pod name.
+func agentKey(ac *v1alpha1.AgentCheckpoint, pod *corev1.Pod) store.Key {
+	k := store.Key{Namespace: ac.Namespace, Agent: pod.Name}
 	if ac.Spec.Agent != "" {
-		return ac.Spec.Agent
+		k.Agent = ac.Spec.Agent
+	} else if v := pod.Labels[v1alpha1.AgentClassLabel]; v != "" {
+		k.Agent = v
 	}
-	if v := pod.Labels[v1alpha1.AgentClassLabel]; v != "" {
-		return v
-	}
-	return pod.Name
+	return k
 }
 
 func (r *Reconciler) isInflight(uid types.UID) bool {

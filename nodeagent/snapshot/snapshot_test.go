@@ -32,30 +32,30 @@ type fakeEngine struct {
 	reports []store.Progress
 }
 
-func (f *fakeEngine) Checkpoint(_ context.Context, c Container, agent, id string, _ bool, p store.ProgressFunc) (*store.Manifest, error) {
-	f.calls = append(f.calls, call{"checkpoint", c.ID, agent, id})
+func (f *fakeEngine) Checkpoint(_ context.Context, c Container, k store.Key, id string, _ bool, p store.ProgressFunc) (*store.Manifest, error) {
+	f.calls = append(f.calls, call{"checkpoint", c.ID, k.String(), id})
 	if f.err != nil {
 		return nil, f.err
 	}
 	for _, d := range []int64{0, 50, 100} {
 		p(store.Progress{Phase: "upload", Done: d, Total: 100})
 	}
-	return &store.Manifest{Agent: agent, ID: id, TotalBytes: 100, NewBytes: 7}, nil
+	return &store.Manifest{Key: k, ID: id, TotalBytes: 100, NewBytes: 7}, nil
 }
 
-func (f *fakeEngine) Restore(_ context.Context, c Container, agent, id string, _ store.ProgressFunc) error {
-	f.calls = append(f.calls, call{"restore", c.ID, agent, id})
+func (f *fakeEngine) Restore(_ context.Context, c Container, k store.Key, id string, _ store.ProgressFunc) error {
+	f.calls = append(f.calls, call{"restore", c.ID, k.String(), id})
 	return f.err
 }
 
-func (f *fakeEngine) Latest(_ context.Context, agent string) (*store.Manifest, error) {
+func (f *fakeEngine) Latest(_ context.Context, _ store.Key) (*store.Manifest, error) {
 	if f.latest == nil {
 		return nil, store.ErrNotFound
 	}
 	return f.latest, nil
 }
 
-func (f *fakeEngine) Prune(_ context.Context, _ string, r store.Retention) (store.PruneResult, error) {
+func (f *fakeEngine) Prune(_ context.Context, _ store.Key, r store.Retention) (store.PruneResult, error) {
 	f.pruned = &r
 	return store.PruneResult{Deleted: []string{"old"}}, nil
 }
@@ -93,7 +93,7 @@ func TestReconcile(t *testing.T) {
 			spec:       v1alpha1.AgentCheckpointSpec{Operation: v1alpha1.CheckpointOperation, Source: ref, Retention: &v1alpha1.CheckpointRetention{KeepLast: 3}},
 			pod:        pod("p", "node-a", true),
 			wantPhase:  v1alpha1.AgentCheckpointSucceeded,
-			wantCalls:  []call{{"checkpoint", "abc123", "chat", "ns.req"}},
+			wantCalls:  []call{{"checkpoint", "abc123", "ns/chat", "ns.req"}},
 			wantEvents: []string{"Normal Started", "Normal Checkpointed", "Normal Pruned"},
 		},
 		{
@@ -115,7 +115,7 @@ func TestReconcile(t *testing.T) {
 			pod:        pod("p", "node-a", true),
 			engineErr:  errors.New("criu dump: boom"),
 			wantPhase:  v1alpha1.AgentCheckpointFailed,
-			wantCalls:  []call{{"checkpoint", "abc123", "explicit", "ns.req"}},
+			wantCalls:  []call{{"checkpoint", "abc123", "ns/explicit", "ns.req"}},
 			wantEvents: []string{"Normal Started", "Warning CheckpointFailed"},
 			wantMsg:    "CheckpointFailed: criu dump: boom",
 		},
@@ -125,8 +125,24 @@ func TestReconcile(t *testing.T) {
 			pod:        pod("p", "node-a", true),
 			latest:     &store.Manifest{ID: "ns.ck7"},
 			wantPhase:  v1alpha1.AgentCheckpointSucceeded,
-			wantCalls:  []call{{"restore", "abc123", "chat", "ns.ck7"}},
+			wantCalls:  []call{{"restore", "abc123", "ns/chat", "ns.ck7"}},
 			wantEvents: []string{"Normal Started", "Normal Restored"},
+		},
+		{
+			name:       "restore of own checkpoint id",
+			spec:       v1alpha1.AgentCheckpointSpec{Operation: v1alpha1.RestoreOperation, Target: ref, Agent: "chat", CheckpointID: "ns.ck3"},
+			pod:        pod("p", "node-a", true),
+			wantPhase:  v1alpha1.AgentCheckpointSucceeded,
+			wantCalls:  []call{{"restore", "abc123", "ns/chat", "ns.ck3"}},
+			wantEvents: []string{"Normal Started", "Normal Restored"},
+		},
+		{
+			name:       "restore of another namespace's checkpoint is refused",
+			spec:       v1alpha1.AgentCheckpointSpec{Operation: v1alpha1.RestoreOperation, Target: ref, Agent: "chat", CheckpointID: "victim.ck3"},
+			pod:        pod("p", "node-a", true),
+			wantPhase:  v1alpha1.AgentCheckpointFailed,
+			wantEvents: []string{"Warning RestoreSourceRefused"},
+			wantMsg:    `spec.checkpointID: checkpoint id "victim.ck3" is not a checkpoint of namespace "ns"`,
 		},
 		{
 			name:       "restore without any checkpoint",

@@ -193,7 +193,7 @@ func reCheckpoint(ctx context.Context, c *criu.Client, work string, mib, reps in
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.New(d, store.Options{})
+	st, err := store.New(d, store.Options{Signer: benchSigner()})
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +205,7 @@ func reCheckpoint(ctx context.Context, c *criu.Client, work string, mib, reps in
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	var out []float64
 	for i := 0; i <= reps; i++ {
-		man, err := m.Checkpoint(ctx, checkpoint.CheckpointRequest{Pid: cmd.Process.Pid, Agent: "bench", ID: fmt.Sprint("ck", i), LeaveRunning: true})
+		man, err := m.Checkpoint(ctx, checkpoint.CheckpointRequest{Pid: cmd.Process.Pid, Key: benchKey, ID: fmt.Sprint("ck", i), LeaveRunning: true})
 		if err != nil {
 			return nil, err
 		}

@@ -137,7 +137,7 @@ func measureVariant(ctx context.Context, c *criu.Client, cfg config, weights, ke
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	st, err := store.New(d, store.Options{})
+	st, err := store.New(d, store.Options{Signer: benchSigner()})
 	if err != nil {
 		return nil, 0, nil, err
 	}
@@ -161,7 +161,7 @@ func measureVariant(ctx context.Context, c *criu.Client, cfg config, weights, ke
 		}
 		cold = append(cold, time.Since(start))
 		if i == 0 {
-			man, err := m.Checkpoint(ctx, checkpoint.CheckpointRequest{Pid: cmd.Process.Pid, Agent: "bench", ID: "ready"})
+			man, err := m.Checkpoint(ctx, checkpoint.CheckpointRequest{Pid: cmd.Process.Pid, Key: benchKey, ID: "ready"})
 			if err != nil {
 				_ = cmd.Process.Kill()
 				_ = cmd.Wait()
@@ -217,7 +217,7 @@ func restoreOnce(ctx context.Context, st *store.Store, c *criu.Client, work, pro
 	}
 	images := filepath.Join(rdir, "images")
 	start := time.Now()
-	if _, err := st.Get(ctx, "bench", "ready", images, nil); err != nil {
+	if _, err := st.Get(ctx, benchKey, "ready", images, nil); err != nil {
 		return t, err
 	}
 	t.fetch = time.Since(start)

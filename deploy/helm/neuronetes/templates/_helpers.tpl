@@ -91,3 +91,8 @@ the chart's Redis; empty when gateway.redis.enabled is false (each replica keeps
 {{- default (include "neuronetes.redisAddress" .) .Values.gateway.redis.address -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The Secret holding the checkpoint manifest signing key (key "key"). */}}
+{{- define "neuronetes.checkpointSigningSecret" -}}
+{{- .Values.nodeagent.checkpoint.signingKeySecret | default (printf "%s-checkpoint-signing" (include "neuronetes.fullname" .)) -}}
+{{- end -}}
