@@ -101,3 +101,36 @@ func TestChartNodePrivileges(t *testing.T) {
 		})
 	}
 }
+
+// TestChartImageDigests: image.digests pins a component by digest (the sidecar through the
+// controller's --sidecar-image, with or without sidecar.repository); the others keep the tag, and a
+// malformed digest or unknown component is refused by the schema.
+func TestChartImageDigests(t *testing.T) {
+	dig := "sha256:" + strings.Repeat("ab", 32)
+	objs, err := render(t, nil, []string{`image.digests={"gateway":"` + dig + `","sidecar":"` + dig + `"}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := container(find(objs, "Deployment", "nn-neuronetes-gateway"), "gateway")["image"]; got != "neuronetes.local/gateway@"+dig {
+		t.Errorf("gateway image %v, want the digest", got)
+	}
+	ctrl := container(find(objs, "Deployment", "nn-neuronetes-controller"), "controller")
+	if got := ctrl["image"]; got != "neuronetes.local/controller:dev" {
+		t.Errorf("controller image %v, want the tag", got)
+	}
+	if !contains(args(ctrl), "--sidecar-image=neuronetes.local/sidecar@"+dig) {
+		t.Errorf("controller args %v: want the sidecar digest", args(ctrl))
+	}
+	objs, err = render(t, nil, []string{`sidecar.repository="registry.example.com/nn/sidecar"`, `image.digests={"sidecar":"` + dig + `"}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !contains(args(container(find(objs, "Deployment", "nn-neuronetes-controller"), "controller")), "--sidecar-image=registry.example.com/nn/sidecar@"+dig) {
+		t.Error("sidecar.repository with a digest does not pin the digest")
+	}
+	for _, bad := range []string{`image.digests={"gateway":"sha256:abc"}`, `image.digests={"gatway":"` + dig + `"}`, `image.digests={"gateway":"latest"}`} {
+		if _, err := render(t, nil, []string{bad}); err == nil || !strings.Contains(err.Error(), "digests") {
+			t.Errorf("%s: want a schema error naming image.digests, got %v", bad, err)
+		}
+	}
+}
