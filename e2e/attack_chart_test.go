@@ -122,6 +122,9 @@ func TestAttackControllerOutageBlocksAgentPods(t *testing.T) {
 
 	ctl.kill()
 	before := poolPods(t, e, ns, "restricted")["serving"]
+	if len(before) != 1 {
+		t.Fatalf("serving pods before the outage %v, want 1", podNames(before))
+	}
 	if err := e.Kube.CoreV1().Pods(ns).Delete(ctx, before[0].Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +149,7 @@ func TestAttackControllerOutageBlocksAgentPods(t *testing.T) {
 	back := time.Now()
 	waitPool(t, e, ns, "restricted", procLogs(ctl), controllerComebackBound, "the deleted pool pod back and Ready", func() (bool, error) {
 		p := poolPods(t, e, ns, "restricted")["serving"]
-		return readyCount(p) == 1 && p[0].Name != before[0].Name, fmt.Errorf("serving %v (ready %d)", podNames(p), readyCount(p))
+		return readyCount(p) == 1 && p[0].UID != before[0].UID, fmt.Errorf("serving %v (ready %d)", podNames(p), readyCount(p))
 	})
 	t.Logf("pool pod created again and Ready %s after the controller came back", time.Since(back).Round(100*time.Millisecond))
 }
