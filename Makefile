@@ -20,7 +20,7 @@ fuzzbudget = $(if $(FUZZTIME),$(FUZZTIME),$(1))
 TESTSUMMARY = $(GO) run ./hack/testsummary
 
 .PHONY: all build tools deps test-deps lint unit e2e test bench bench-autoscale bench-scale bench-gateway \
-	cluster-up cluster-down cluster-status images run generate proto deploy-local help fuzz
+	cluster-up cluster-down cluster-status images nvidia-images run generate proto deploy-local help fuzz
 
 all: build
 
@@ -85,6 +85,9 @@ cluster-status: ## Exit 0 when the local cluster runs.
 
 images: ## Build every cmd/ image and import it into the local containerd.
 	$(LOCALCLUSTER) images
+
+nvidia-images: ## Import the nvidia-smi stand-in under the image names of NVIDIA's GPU quickstart specs (docs/driver.md).
+	$(LOCALCLUSTER) nvidia-images
 
 deploy-local: cluster-up ## Install the Helm chart into the local cluster with locally built images.
 	bash hack/deploy-local.sh

@@ -17,9 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilptr "k8s.io/utils/ptr"
 
@@ -28,9 +25,6 @@ import (
 	"github.com/neuronetes/neuronetes/internal/testreq"
 )
 
-// nvidiaImageNames are the images NVIDIA's GPU specs run; the test image is imported under each.
-var nvidiaImageNames = []string{"docker.io/library/ubuntu:22.04", "docker.io/library/ubuntu:24.04", "nvcr.io/nvidia/cuda:12.2.0-base-ubuntu22.04"}
-
 // compatPluginDir is the driver's plugin directory in compatibility mode.
 const compatPluginDir = "/var/lib/kubelet/plugins/" + model.CompatDriverName
 
@@ -38,8 +32,8 @@ const compatPluginDir = "/var/lib/kubelet/plugins/" + model.CompatDriverName
 // the plugin directory, which the driver's container mounts at the same path.
 const compatToolsDir = compatPluginDir + "/e2e-tools"
 
-// importNVSMIImage builds e2e/cmd/nvsmi (nvidia-smi -L from the CDI device descriptions, and
-// /bin/bash running busybox's shell) and imports it under NVIDIA's image names, once per run.
+// importNVSMIImage imports the nvidia-smi stand-in under NVIDIA's image names
+// (images.ImportNVSMI, also `make nvidia-images`), once per run.
 func importNVSMIImage(t *testing.T, e *Env) {
 	t.Helper()
 	e.mu.Lock()
@@ -47,39 +41,16 @@ func importNVSMIImage(t *testing.T, e *Env) {
 	if _, ok := e.images["nvsmi"]; ok {
 		return
 	}
-	if out, err := exec.Command("file", "-L", "/bin/busybox").CombinedOutput(); err != nil || !strings.Contains(string(out), "statically linked") {
-		testreq.Tool(t, "busybox-static", "/bin/busybox is not a static busybox (%s %v): apt-get install busybox-static (hack/test-deps.d/20-driver.sh)", out, err)
+	if err := images.CheckBusybox(); err != nil {
+		testreq.Tool(t, "busybox-static", "%v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	p := e.Cluster.Paths
-	work := filepath.Join(p.Local, "images")
-	spec := images.Spec{Name: "nvsmi", MainPkg: "./e2e/cmd/nvsmi", Dir: e.Root}
-	bin, err := images.BuildBinary(ctx, spec, filepath.Join(work, "bin"))
-	if err != nil {
+	if err := images.ImportNVSMI(ctx, e.Root, filepath.Join(p.Local, "images"), p.Binary("ctr"), p.ContainerdSocket()); err != nil {
 		t.Fatal(err)
 	}
-	spec.Files = map[string]string{"/usr/bin/nvidia-smi": bin, "/bin/bash": bin, "/bin/sh": "/bin/busybox", "/bin/busybox": "/bin/busybox"}
-	img, err := images.Image(spec, bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	refs := map[name.Reference]v1.Image{}
-	for _, n := range nvidiaImageNames {
-		tag, err := name.NewTag(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		refs[tag] = img
-	}
-	tarPath := filepath.Join(work, "nvsmi.tar")
-	if err := tarball.MultiRefWriteToFile(tarPath, refs); err != nil {
-		t.Fatalf("writing %s: %v", tarPath, err)
-	}
-	if err := images.Import(ctx, p.Binary("ctr"), p.ContainerdSocket(), tarPath); err != nil {
-		t.Fatal(err)
-	}
-	e.images["nvsmi"] = nvidiaImageNames[0]
+	e.images["nvsmi"] = images.NVIDIAImageNames[0]
 }
 
 // installStandIns builds e2e/cmd/gputools (static, it runs in the driver's container) as

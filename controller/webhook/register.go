@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -14,6 +15,11 @@ import (
 
 // ConfigName is the MutatingWebhookConfiguration the controller keeps.
 const ConfigName = "neuronetes-sidecar-injector"
+
+// SystemNamespaces are never sent to the webhook (its namespace selector excludes them), whatever
+// labels their pods carry: a fail-closed webhook that is down must not block the cluster's own pods.
+// deploy/helm/neuronetes/templates/webhook-config.yaml lists the same names.
+var SystemNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
 
 // Target says how the apiserver reaches the webhook: by URL (a host process) or by Service.
 type Target struct {
@@ -59,9 +65,11 @@ func Register(ctx context.Context, c client.Client, t Target, caBundle []byte) e
 	none := admissionregv1.SideEffectClassNone
 	timeout := int32(5)
 	reinvoke := admissionregv1.NeverReinvocationPolicy
-	var nsSel *metav1.LabelSelector
+	nsSel := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: SystemNamespaces,
+	}}}
 	if t.Namespace != "" {
-		nsSel = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": t.Namespace}}
+		nsSel.MatchLabels = map[string]string{corev1.LabelMetadataName: t.Namespace}
 	}
 	mk := func(name string, sel metav1.LabelSelector) admissionregv1.MutatingWebhook {
 		return admissionregv1.MutatingWebhook{

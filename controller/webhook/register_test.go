@@ -7,6 +7,7 @@ import (
 
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,7 +31,7 @@ func TestRegister(t *testing.T) {
 			}
 		}},
 		{"service mode", Target{ServiceNamespace: "sys", ServiceName: "ctl", ConfigName: "c"}, false, func(t *testing.T, w admissionregv1.MutatingWebhook) {
-			if w.ClientConfig.Service.Name != "ctl" || *w.ClientConfig.Service.Port != 443 || *w.ClientConfig.Service.Path != Path || w.NamespaceSelector != nil {
+			if w.ClientConfig.Service.Name != "ctl" || *w.ClientConfig.Service.Port != 443 || *w.ClientConfig.Service.Path != Path || w.NamespaceSelector.MatchLabels != nil {
 				t.Errorf("webhook = %+v", w)
 			}
 		}},
@@ -58,6 +59,9 @@ func TestRegister(t *testing.T) {
 				t.Fatalf("webhooks = %d, want 2", len(cfg.Webhooks))
 			}
 			for _, w := range cfg.Webhooks {
+				if !excludesSystemNamespaces(w.NamespaceSelector) {
+					t.Errorf("webhook %s: namespace selector %v does not exclude %v", w.Name, w.NamespaceSelector, SystemNamespaces)
+				}
 				if *w.FailurePolicy != admissionregv1.Fail || string(w.ClientConfig.CABundle) != "ca2" || w.ObjectSelector == nil {
 					t.Errorf("webhook %s: policy %v ca %q selector %v", w.Name, *w.FailurePolicy, w.ClientConfig.CABundle, w.ObjectSelector)
 				}
@@ -121,4 +125,26 @@ func TestRegisterExternal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// excludesSystemNamespaces reports whether sel rejects a namespace of every SystemNamespaces name
+// (labelled as the apiserver labels it) and admits an ordinary one.
+func excludesSystemNamespaces(sel *metav1.LabelSelector) bool {
+	if sel == nil {
+		return false
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return false
+	}
+	for _, ns := range []string{"kube-system", "kube-public", "kube-node-lease"} {
+		if s.Matches(labels.Set{"kubernetes.io/metadata.name": ns}) {
+			return false
+		}
+	}
+	allowed := "ns1"
+	if sel.MatchLabels == nil {
+		allowed = "team-a"
+	}
+	return s.Matches(labels.Set{"kubernetes.io/metadata.name": allowed})
 }

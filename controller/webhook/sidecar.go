@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -172,7 +173,8 @@ func (i *Injector) Mutate(pod *corev1.Pod, cfg *nnv1.SidecarConfig) (bool, error
 			}},
 			{Name: "NEURONETES_AGENT_CLASS", Value: pod.Labels[nnv1.AgentClassLabel]},
 		},
-		VolumeMounts: []corev1.VolumeMount{runMount},
+		VolumeMounts:    []corev1.VolumeMount{runMount},
+		SecurityContext: sidecarSecurityContext(),
 	}
 	sc.Env = append(sc.Env, goMaxProcsEnv(i.GoMaxProcs)...)
 	res := DefaultSidecarResources()
@@ -218,4 +220,23 @@ func setEnv(env []corev1.EnvVar, name, value string) []corev1.EnvVar {
 		}
 	}
 	return append(env, corev1.EnvVar{Name: name, Value: value})
+}
+
+// SidecarUID is the user the injected sidecar runs as (distroless' nonroot; the sidecar image's
+// USER): set in the container, so the pod's own securityContext does not decide it.
+const SidecarUID = 65532
+
+// sidecarSecurityContext meets Pod Security "restricted" on its own, so an agent pod is as
+// restricted as its own containers: non-root, read-only root filesystem (the sidecar writes only
+// to the run volume), no privilege escalation, no capabilities, the runtime's seccomp profile.
+func sidecarSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsNonRoot:             ptr.To(true),
+		RunAsUser:                ptr.To[int64](SidecarUID),
+		RunAsGroup:               ptr.To[int64](SidecarUID),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
 }

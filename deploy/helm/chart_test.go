@@ -231,10 +231,8 @@ func TestChartRefusesUnsafeCombinations(t *testing.T) {
 		{"webhook without controller", nil, []string{`controller={"enabled":false}`}, "controller.enabled=true"},
 		{"two controllers without leader election", nil, []string{`controller={"replicas":2,"leaderElect":false}`}, "controller.leaderElect=true"},
 		{"servicemonitor without CRD", nil, []string{`monitoring={"serviceMonitor":{"enabled":true}}`}, "monitoring.coreos.com/v1"},
-		{"mlock unprivileged", nil, []string{`nodeagent={"mlockBudget":"8Gi","privileged":false}`}, "nodeagent.privileged=true"},
 		{"scale webhook without token", nil, []string{`autoscaler={"scaleWebhook":{"enabled":true}}`}, "autoscaler.scaleWebhook.tokenSecret"},
 		{"scale webhook without the webhook's TLS", nil, []string{`autoscaler={"scaleWebhook":{"enabled":true,"tokenSecret":"t"}}`, "webhook.enabled=false"}, "needs webhook.enabled=true"},
-		{"checkpoint unprivileged", nil, []string{`nodeagent={"checkpoint":{"enabled":true},"privileged":false}`}, "nodeagent.checkpoint.enabled=true needs"},
 		// values.schema.json
 		{"unknown NVML backend", nil, []string{`driver={"nvml":"mock:nope"}`}, "nvml"},
 		{"bad pull policy", nil, []string{`image={"pullPolicy":"Sometimes"}`}, "pullPolicy"},

@@ -29,9 +29,13 @@ func Commands(root string) ([]Spec, error) {
 	return out, nil
 }
 
+// RestrictedSecurityContext is a container securityContext (YAML flow) that meets Pod Security
+// "restricted" with the images of this package (their USER is non-root but for root images).
+const RestrictedSecurityContext = `{runAsNonRoot: true, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: ["ALL"]}, seccompProfile: {type: RuntimeDefault}}`
+
 // SmokePod is the manifest of the pod named smoke that runs the smoke image ref
 // on node with SMOKE_GREETING set to greeting; the image prints the greeting
-// and "neuronetes smoke pod running".
+// and "neuronetes smoke pod running". It meets Pod Security "restricted".
 func SmokePod(node, ref, greeting string) string {
 	return fmt.Sprintf(`
 apiVersion: v1
@@ -45,8 +49,9 @@ spec:
   - name: smoke
     image: %s
     imagePullPolicy: Never
+    securityContext: %s
     env:
     - name: SMOKE_GREETING
       value: %s
-`, node, ref, greeting)
+`, node, ref, RestrictedSecurityContext, greeting)
 }

@@ -26,6 +26,27 @@ import (
 // Registry is the fake registry host of every locally built image.
 const Registry = "neuronetes.local"
 
+// CABundle is where Go's crypto/x509 (and most TLS stacks) look for the system roots on Linux; every
+// image carries the build host's bundle there, so HTTPS to S3, OIDC issuers or model URLs works from
+// images that have no other file system.
+const CABundle = "/etc/ssl/certs/ca-certificates.crt"
+
+// NonRootUser is the image USER of every image but those in rootImages (distroless' nonroot).
+const NonRootUser = "65532:65532"
+
+// rootImages run as root: the driver and the node agent own root-owned host directories (kubelet
+// plugin dirs, CDI specs, the weights cache), and the nvidia-smi stand-in replaces NVIDIA's sample
+// images, which run as root.
+var rootImages = map[string]bool{"driver": true, "nodeagent": true, "nvsmi": true}
+
+// User returns the image USER of the component name.
+func User(name string) string {
+	if rootImages[name] {
+		return "0:0"
+	}
+	return NonRootUser
+}
+
 // Ref returns the image reference for a component name.
 func Ref(component string) string { return Registry + "/" + component + ":dev" }
 
@@ -88,9 +109,12 @@ func BuildBinary(ctx context.Context, spec Spec, outDir string) (string, error) 
 }
 
 // Image assembles a single-layer image holding the binary at /<name> (its
-// entrypoint) plus spec.Files.
+// entrypoint), the host's CA bundle at CABundle, plus spec.Files; it runs as User(spec.Name).
 func Image(spec Spec, binary string) (v1.Image, error) {
-	files := map[string]string{"/" + spec.Name: binary}
+	if _, err := os.Stat(CABundle); err != nil {
+		return nil, fmt.Errorf("CA bundle for the image: %w (install ca-certificates)", err)
+	}
+	files := map[string]string{"/" + spec.Name: binary, CABundle: CABundle}
 	for k, v := range spec.Files {
 		files[k] = v
 	}
@@ -111,6 +135,7 @@ func Image(spec Spec, binary string) (v1.Image, error) {
 	cfg.Config.Entrypoint = []string{"/" + spec.Name}
 	cfg.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	cfg.Config.WorkingDir = "/"
+	cfg.Config.User = User(spec.Name)
 	cfg.Created = v1.Time{Time: time.Unix(0, 0)}
 	return mutate.ConfigFile(img, cfg)
 }

@@ -88,10 +88,11 @@ spec:
   - name: app
     image: %[3]s
     imagePullPolicy: Never
+    securityContext: %[4]s
     resources:
       claims:
       - name: gpu
-`, name, class, images.Ref("smoke"))); err != nil {
+`, name, class, images.Ref("smoke"), images.RestrictedSecurityContext)); err != nil {
 			return err
 		}
 		if err := d.waitPodRunning(ctx, demoNamespace, name, 120*time.Second); err != nil {
@@ -258,6 +259,7 @@ spec:
         readinessProbe:
           httpGet: {path: /readyz, port: 8000}
           periodSeconds: 1
+        securityContext: %s
 ---
 apiVersion: neuronetes.io/v1alpha1
 kind: AgentPool
@@ -277,7 +279,7 @@ spec:
     - type: ttft-p95
       target: "500ms"
       averagingWindow: 1m
-`, base64.StdEncoding.EncodeToString(key), images.Ref("demo-agent"))); err != nil {
+`, base64.StdEncoding.EncodeToString(key), images.Ref("demo-agent"), images.RestrictedSecurityContext)); err != nil {
 		return err
 	}
 	// A pool left at 4 by an earlier run first drains back to 2.

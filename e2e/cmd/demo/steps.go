@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -103,10 +105,22 @@ func (d *demo) buildImages(ctx context.Context) error {
 	return nil
 }
 
+// restrictedLabels make a namespace enforce Pod Security "restricted": the demo's pods (agents with
+// the injected sidecar, the smoke and GPU pods) meet it, so a regression fails `make run`.
+var restrictedLabels = map[string]string{
+	"pod-security.kubernetes.io/enforce":         "restricted",
+	"pod-security.kubernetes.io/enforce-version": "latest",
+}
+
+// ensureNamespace creates ns enforcing restricted, or labels it so when an earlier run created it.
 func (d *demo) ensureNamespace(ctx context.Context, ns string) error {
-	_, err := d.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+	_, err := d.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: restrictedLabels}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": restrictedLabels}})
+		_, err = d.kube.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", ns, err)
 	}
 	return waitFor(ctx, 30*time.Second, "default service account in "+ns, func() (bool, error) {
 		_, err := d.kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})

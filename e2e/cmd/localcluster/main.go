@@ -5,6 +5,7 @@
 //	localcluster down                  stop everything and restore the host
 //	localcluster status                exit 0 when running
 //	localcluster images [names...]     build cmd/<name> images and import them
+//	localcluster nvidia-images         import the nvidia-smi stand-in under NVIDIA's image names
 package main
 
 import (
@@ -76,13 +77,19 @@ func main() {
 			}
 			logf("image %s imported in %s", ref, time.Since(start).Round(100*time.Millisecond))
 		}
+	case "nvidia-images":
+		p := cluster.NewPaths(abs)
+		if err := images.ImportNVSMI(ctx, abs, filepath.Join(p.Local, "images"), p.Binary("ctr"), p.ContainerdSocket()); err != nil {
+			fail(err)
+		}
+		logf("nvidia-smi stand-in imported as %v", images.NVIDIAImageNames)
 	default:
 		usage()
 	}
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status|images [--root DIR] [--kwok-nodes N] [names...]")
+	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status|images|nvidia-images [--root DIR] [--kwok-nodes N] [names...]")
 	os.Exit(2)
 }
 

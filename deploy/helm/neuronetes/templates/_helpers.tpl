@@ -31,15 +31,26 @@ app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
-{{/* Image reference of a component; pass (dict "ctx" $ "name" "driver"). */}}
+{{/* Image reference of a component; pass (dict "ctx" $ "name" "driver"): <registry>/<name>:<tag>,
+or <registry>/<name>@<digest> when image.digests names the component. */}}
 {{- define "neuronetes.image" -}}
-{{- printf "%s/%s:%s" (trimSuffix "/" .ctx.Values.image.registry) .name (toString .ctx.Values.image.tag) -}}
+{{- $repo := printf "%s/%s" (trimSuffix "/" .ctx.Values.image.registry) .name -}}
+{{- include "neuronetes.imageRef" (dict "ctx" .ctx "repo" $repo "name" .name) -}}
+{{- end -}}
+
+{{/* <repo>@<digest> when image.digests[name] is set, else <repo>:<image.tag>. */}}
+{{- define "neuronetes.imageRef" -}}
+{{- with index (.ctx.Values.image.digests | default dict) .name -}}
+{{- printf "%s@%s" $.repo . -}}
+{{- else -}}
+{{- printf "%s:%s" .repo (toString .ctx.Values.image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Image of the injected sidecar. */}}
 {{- define "neuronetes.sidecarImage" -}}
 {{- if .Values.sidecar.repository -}}
-{{- printf "%s:%s" .Values.sidecar.repository (toString .Values.image.tag) -}}
+{{- include "neuronetes.imageRef" (dict "ctx" . "repo" .Values.sidecar.repository "name" "sidecar") -}}
 {{- else -}}
 {{- include "neuronetes.image" (dict "ctx" . "name" "sidecar") -}}
 {{- end -}}

@@ -1,0 +1,136 @@
+package helm_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	psapi "k8s.io/pod-security-admission/api"
+	"k8s.io/pod-security-admission/policy"
+)
+
+// podSpec decodes the pod template of a rendered workload.
+func podSpec(t *testing.T, o object) corev1.PodSpec {
+	t.Helper()
+	raw, err := json.Marshal(get(o, "spec", "template", "spec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec corev1.PodSpec
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		t.Fatalf("%s %s pod template: %v", o.kind(), o.name(), err)
+	}
+	return spec
+}
+
+// TestChartWorkloadsMeetRestricted: in every value set, the gateway, controller, dispatcher and
+// bundled Redis pods pass Pod Security "restricted" and run with a read-only root filesystem;
+// Redis, which calls no API, mounts no service account token.
+func TestChartWorkloadsMeetRestricted(t *testing.T) {
+	eval, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restricted := psapi.LevelVersion{Level: psapi.LevelRestricted, Version: psapi.LatestVersion()}
+	sets := append([]valueSet{{name: "dispatcher-and-bundled-redis", set: []string{`dispatcher.enabled=true`}}}, valueSets...)
+	for _, vs := range sets {
+		t.Run(vs.name, func(t *testing.T) {
+			objs, err := render(t, vs.files, vs.set, vs.extra...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := 0
+			for _, o := range objs {
+				if o.kind() != "Deployment" && o.kind() != "StatefulSet" {
+					continue
+				}
+				seen++
+				spec := podSpec(t, o)
+				meta := metav1.ObjectMeta{Name: o.name()}
+				if res := policy.AggregateCheckResults(eval.EvaluatePod(restricted, &meta, &spec)); !res.Allowed {
+					t.Errorf("%s %s violates restricted: %s", o.kind(), o.name(), res.ForbiddenDetail())
+				}
+				for _, c := range append(spec.InitContainers, spec.Containers...) {
+					if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+						t.Errorf("%s %s container %s: root filesystem not read-only", o.kind(), o.name(), c.Name)
+					}
+				}
+				if strings.HasSuffix(o.name(), "-redis") && (spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken) {
+					t.Errorf("Redis mounts a service account token")
+				}
+			}
+			if seen == 0 {
+				t.Fatal("no Deployment or StatefulSet rendered")
+			}
+		})
+	}
+}
+
+// TestChartNodePrivileges: the node DaemonSet's containers are privileged only for the feature that
+// needs it: the driver for real NVML, the node agent for CRIU checkpoints or mlock (or when forced).
+func TestChartNodePrivileges(t *testing.T) {
+	cases := []struct {
+		name              string
+		set               []string
+		driver, nodeagent bool
+	}{
+		{"real NVML, weights cache only", nil, true, false},
+		{"mock NVML", []string{`driver.nvml="mock:dgxa100"`}, false, false},
+		{"checkpoints", []string{`nodeagent.checkpoint.enabled=true`}, true, true},
+		{"mlock", []string{`nodeagent.mlockBudget="8Gi"`}, true, true},
+		{"forced", []string{`nodeagent.privileged=true`}, true, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := render(t, nil, tc.set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds := find(objs, "DaemonSet", "nn-neuronetes-node")
+			for name, want := range map[string]bool{"driver": tc.driver, "nodeagent": tc.nodeagent} {
+				c := container(ds, name)
+				if got, _ := get(c, "securityContext", "privileged").(bool); got != want {
+					t.Errorf("%s privileged = %v, want %v", name, got, want)
+				}
+				if !want && get(c, "securityContext", "allowPrivilegeEscalation") != false {
+					t.Errorf("%s unprivileged but may escalate: %v", name, get(c, "securityContext"))
+				}
+			}
+		})
+	}
+}
+
+// TestChartImageDigests: image.digests pins a component by digest (the sidecar through the
+// controller's --sidecar-image, with or without sidecar.repository); the others keep the tag, and a
+// malformed digest or unknown component is refused by the schema.
+func TestChartImageDigests(t *testing.T) {
+	dig := "sha256:" + strings.Repeat("ab", 32)
+	objs, err := render(t, nil, []string{`image.digests={"gateway":"` + dig + `","sidecar":"` + dig + `"}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := container(find(objs, "Deployment", "nn-neuronetes-gateway"), "gateway")["image"]; got != "neuronetes.local/gateway@"+dig {
+		t.Errorf("gateway image %v, want the digest", got)
+	}
+	ctrl := container(find(objs, "Deployment", "nn-neuronetes-controller"), "controller")
+	if got := ctrl["image"]; got != "neuronetes.local/controller:dev" {
+		t.Errorf("controller image %v, want the tag", got)
+	}
+	if !contains(args(ctrl), "--sidecar-image=neuronetes.local/sidecar@"+dig) {
+		t.Errorf("controller args %v: want the sidecar digest", args(ctrl))
+	}
+	objs, err = render(t, nil, []string{`sidecar.repository="registry.example.com/nn/sidecar"`, `image.digests={"sidecar":"` + dig + `"}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !contains(args(container(find(objs, "Deployment", "nn-neuronetes-controller"), "controller")), "--sidecar-image=registry.example.com/nn/sidecar@"+dig) {
+		t.Error("sidecar.repository with a digest does not pin the digest")
+	}
+	for _, bad := range []string{`image.digests={"gateway":"sha256:abc"}`, `image.digests={"gatway":"` + dig + `"}`, `image.digests={"gateway":"latest"}`} {
+		if _, err := render(t, nil, []string{bad}); err == nil || !strings.Contains(err.Error(), "digests") {
+			t.Errorf("%s: want a schema error naming image.digests, got %v", bad, err)
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package images
+
+import (
+	"archive/tar"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestImageCarriesCABundleAndUser: every image holds the CA bundle at the path Go reads, and runs
+// non-root unless it must own root-owned host directories.
+func TestImageCarriesCABundleAndUser(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "bin")
+	if err := os.WriteFile(bin, []byte("#!/bin/true\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, user string }{
+		{"gateway", NonRootUser}, {"sidecar", NonRootUser}, {"demo-agent", NonRootUser},
+		{"driver", "0:0"}, {"nodeagent", "0:0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			img, err := Image(Spec{Name: tc.name}, bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := img.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Config.User != tc.user {
+				t.Errorf("USER = %q, want %q", cfg.Config.User, tc.user)
+			}
+			layers, err := img.Layers()
+			if err != nil || len(layers) != 1 {
+				t.Fatalf("layers %d, %v", len(layers), err)
+			}
+			rc, err := layers[0].Uncompressed()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rc.Close()
+			want, _ := os.ReadFile(CABundle)
+			tr := tar.NewReader(rc)
+			for {
+				h, err := tr.Next()
+				if err == io.EOF {
+					t.Fatalf("no %s in the image", CABundle)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if "/"+h.Name == CABundle {
+					got, _ := io.ReadAll(tr)
+					if len(got) == 0 || string(got) != string(want) {
+						t.Errorf("%s holds %d bytes, want the host's %d", CABundle, len(got), len(want))
+					}
+					return
+				}
+			}
+		})
+	}
+}
