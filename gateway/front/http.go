@@ -75,7 +75,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
 }
 
-// httpSink writes SSE for streamed responses and JSON otherwise. The server's serve.Stream
+// httpSink writes SSE for streamed responses and JSON otherwise. The server's serving.Stream
 // policy bounds each write: a client that stops reading is dropped after WriteTimeout, while a
 // slow one holds the backend back through the bounded buffers.
 type httpSink struct {

@@ -21,7 +21,7 @@ import (
 	gatewayv1 "github.com/neuronetes/neuronetes/gateway/api/v1"
 	"github.com/neuronetes/neuronetes/gateway/engine"
 	"github.com/neuronetes/neuronetes/gateway/openai"
-	"github.com/neuronetes/neuronetes/internal/serve"
+	"github.com/neuronetes/neuronetes/internal/serving"
 )
 
 // Server serves the API.
@@ -31,7 +31,7 @@ type Server struct {
 	// MaxBodyBytes bounds a request body (default 8 MiB); larger ones get 413.
 	MaxBodyBytes int64
 	// WriteTimeout bounds each write and flush to a client (default 30 s): the stall timeout of
-	// the server's serve.Stream policy and of each WebSocket message.
+	// the server's serving.Stream policy and of each WebSocket message.
 	WriteTimeout time.Duration
 	// WebSocketOrigins are the Origin host patterns accepted on WebSocket upgrades besides the
 	// request's own host (path.Match syntax); clients that send no Origin are always accepted.
@@ -128,7 +128,7 @@ func (s *Server) authenticated(h http.Handler) http.Handler {
 
 // HTTPServer returns an http.Server for the handler: HTTP/1.1 and cleartext HTTP/2 (prior
 // knowledge, as gRPC clients use) without TLS; HTTP/1.1 and HTTP/2 by ALPN with tlsConfig. Its
-// timeouts are serve.Stream's with WriteTimeout as the stall timeout: token streams run as long
+// timeouts are serving.Stream's with WriteTimeout as the stall timeout: token streams run as long
 // as the client keeps reading them.
 func (s *Server) HTTPServer(addr string, tlsConfig *tls.Config) *http.Server {
 	p := &http.Protocols{}
@@ -138,7 +138,7 @@ func (s *Server) HTTPServer(addr string, tlsConfig *tls.Config) *http.Server {
 	} else {
 		p.SetUnencryptedHTTP2(true)
 	}
-	srv := serve.Stream(s.WriteTimeout).Server(addr, s.handler)
+	srv := serving.Stream(s.WriteTimeout).Server(addr, s.handler)
 	srv.Protocols, srv.TLSConfig = p, tlsConfig
 	return srv
 }

@@ -1,4 +1,4 @@
-// Package serve is the one place NeuroNetes servers get their connection policy: every HTTP
+// Package serving is the one place NeuroNetes servers get their connection policy: every HTTP
 // server is built by Policy.Server (header, body, write and idle timeouts, a header size limit,
 // HTTP/2 stream and ping limits), every gRPC server takes GRPCPolicy.ServerOptions (keepalive
 // enforcement, idle connection close, a stream limit), and endpoints that must stay private
@@ -14,7 +14,7 @@
 // expires, even between writes). ReadTimeout bounds the request only: the server stops applying
 // it once the body has been read, so a long wait or stream afterwards keeps its context.
 // Hijacked connections (WebSockets) leave with no deadline set; their handler owns them.
-package serve
+package serving
 
 import (
 	"bufio"
@@ -50,6 +50,14 @@ type Policy struct {
 func Admin() Policy {
 	return Policy{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
 		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10, MaxConcurrentStreams: 100, PingTimeout: 30 * time.Second}
+}
+
+// Local is the policy of servers for the pod's own containers (the sidecar's API on loopback):
+// Admin's bounds, with keep-alive connections kept 10 minutes between an agent's turns.
+func Local() Policy {
+	p := Admin()
+	p.IdleTimeout = 10 * time.Minute
+	return p
 }
 
 // Stream is the policy of API servers whose responses stream or wait long: stall is the longest

@@ -1,4 +1,4 @@
-package serve
+package serving
 
 import (
 	"net/http"
