@@ -69,6 +69,9 @@ func (s *Server) Init() {
 		s.WebSocketRecheck = time.Minute
 	}
 	s.wsCtx, s.wsCancel = context.WithCancel(context.Background())
+	// Served through ServeHTTP on the API port's HTTP/2 server: its connection policy (stream
+	// limit, pings, idle close) is HTTPServer's serving.Stream, not gRPC's keepalive options,
+	// which only gRPC's own transport applies.
 	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(int(s.MaxBodyBytes)))
 	gatewayv1.RegisterInferenceServer(s.grpc, &grpcService{s: s})
 
@@ -131,6 +134,11 @@ func (s *Server) authenticated(h http.Handler) http.Handler {
 // timeouts are serving.Stream's with WriteTimeout as the stall timeout: token streams run as long
 // as the client keeps reading them.
 func (s *Server) HTTPServer(addr string, tlsConfig *tls.Config) *http.Server {
+	return s.httpServer(addr, tlsConfig, s.handler)
+}
+
+// httpServer is HTTPServer for any handler h.
+func (s *Server) httpServer(addr string, tlsConfig *tls.Config, h http.Handler) *http.Server {
 	p := &http.Protocols{}
 	p.SetHTTP1(true)
 	if tlsConfig != nil {
@@ -138,7 +146,7 @@ func (s *Server) HTTPServer(addr string, tlsConfig *tls.Config) *http.Server {
 	} else {
 		p.SetUnencryptedHTTP2(true)
 	}
-	srv := serving.Stream(s.WriteTimeout).Server(addr, s.handler)
+	srv := serving.Stream(s.WriteTimeout).Server(addr, h)
 	srv.Protocols, srv.TLSConfig = p, tlsConfig
 	return srv
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -146,4 +148,43 @@ func TestWebSocketCredentialAndIdle(t *testing.T) {
 
 func asClose(err error, ce *websocket.CloseError) bool {
 	return errors.As(err, ce)
+}
+
+// TestAPIServerPolicy checks that the API port takes serving.Stream with WriteTimeout as its
+// stall timeout: a stream that outlasts WriteTimeout while the client reads is not cut.
+func TestAPIServerPolicy(t *testing.T) {
+	s := &Server{WriteTimeout: 40 * time.Millisecond}
+	s.Init()
+	// A token stream of 200 ms with 10 ms between events, five times WriteTimeout.
+	hs := s.httpServer("", nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sink := &httpSink{w: w, rc: http.NewResponseController(w)}
+		for i := range 20 {
+			if err := sink.Event(fmt.Appendf(nil, `{"i":%d}`, i)); err != nil {
+				t.Errorf("event %d: %v", i, err)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		_ = sink.Finish()
+	}))
+	if hs.ReadHeaderTimeout != 10*time.Second || hs.ReadTimeout <= 0 || hs.IdleTimeout <= 0 || hs.MaxHeaderBytes != 64<<10 ||
+		hs.HTTP2 == nil || hs.HTTP2.MaxConcurrentStreams != 100 {
+		t.Fatalf("API server limits: header %v read %v idle %v max header %d http2 %+v", hs.ReadHeaderTimeout, hs.ReadTimeout,
+			hs.IdleTimeout, hs.MaxHeaderBytes, hs.HTTP2)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hs.Serve(l)
+	defer hs.Close()
+	resp, err := http.Get("http://" + l.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if !strings.HasSuffix(string(b), "data: [DONE]\n\n") || strings.Count(string(b), "data: ") != 21 {
+		t.Fatalf("stream cut: %q", b)
+	}
 }
