@@ -222,3 +222,48 @@ func TestStreamHijackClearsDeadlines(t *testing.T) {
 		t.Fatal("no read on the hijacked connection")
 	}
 }
+
+// TestStreamHTTP2 runs the stall rule over cleartext HTTP/2: a stream that outlasts the stall
+// timeout (with pauses between writes longer than it) is not reset while the client reads.
+func TestStreamHTTP2(t *testing.T) {
+	const stall = 100 * time.Millisecond
+	errc := make(chan error, 1)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Stream(stall).Server("", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		for range 4 {
+			if _, err := io.WriteString(w, "chunk\n"); err != nil {
+				errc <- err
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				errc <- err
+				return
+			}
+			time.Sleep(2 * stall)
+		}
+		errc <- nil
+	}))
+	s.Protocols = &http.Protocols{}
+	s.Protocols.SetUnencryptedHTTP2(true)
+	go func() { _ = s.Serve(l) }()
+	defer s.Close()
+	tr := &http.Transport{Protocols: &http.Protocols{}}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get("http://" + l.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.ProtoMajor != 2 || err != nil || strings.Count(string(b), "chunk") != 4 {
+		t.Fatalf("HTTP/%d stream: %q, %v", resp.ProtoMajor, b, err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("handler write: %v", err)
+	}
+}
