@@ -117,10 +117,16 @@ func run() error {
 			profiles = append(profiles, p)
 		}
 	}
+	var debugGuard func(http.Handler) http.Handler
 	if *debugAddr != "" {
 		if err := serving.RequireLoopback(*debugAddr); err != nil {
 			return fmt.Errorf("--debug-addr: %w", err)
 		}
+		g, err := serving.RequireBearer(*debugToken)
+		if err != nil {
+			return fmt.Errorf("--debug-token-file (required with --debug-addr): %w", err)
+		}
+		debugGuard = g
 	}
 	if *migDemand && (len(profiles) > 0 || mode != slices.MIGDynamic) {
 		return fmt.Errorf("--mig-demand: needs --mig-mode=dynamic and no --mig-profiles (the demand selects the profiles)")
@@ -191,11 +197,7 @@ func run() error {
 		serve(ctx, *metricsAddr, mux)
 	}
 	if *debugAddr != "" {
-		h, err := serving.RequireBearer(*debugToken, d.DebugHandler())
-		if err != nil {
-			return fmt.Errorf("--debug-token-file (required with --debug-addr): %w", err)
-		}
-		serve(ctx, *debugAddr, h)
+		serve(ctx, *debugAddr, debugGuard(d.DebugHandler()))
 	}
 	<-ctx.Done()
 	logger.Info("Shutting down")

@@ -45,17 +45,21 @@ func readToken(path string) ([]byte, error) {
 	return b, nil
 }
 
-// RequireBearer wraps h so that only requests with "Authorization: Bearer <token>" reach it,
-// the token being the content of tokenFile. The file is read now (an unreadable or short token
-// is an error) and again on each request, so a rotated Secret takes effect without a restart;
-// while it cannot be read every request is refused.
-func RequireBearer(tokenFile string, h http.Handler) (http.Handler, error) {
+// RequireBearer returns a middleware that lets only requests with "Authorization: Bearer
+// <token>" reach the handler it wraps, the token being the content of tokenFile. The file is
+// read now (an unreadable or short token is an error) and again on each request, so a rotated
+// Secret takes effect without a restart; while it cannot be read every request is refused.
+func RequireBearer(tokenFile string) (func(http.Handler) http.Handler, error) {
 	if tokenFile == "" {
 		return nil, errors.New("no token file given")
 	}
 	if _, err := readToken(tokenFile); err != nil {
 		return nil, err
 	}
+	return func(h http.Handler) http.Handler { return bearer(tokenFile, h) }, nil
+}
+
+func bearer(tokenFile string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		want, err := readToken(tokenFile)
 		if err != nil {
@@ -69,5 +73,5 @@ func RequireBearer(tokenFile string, h http.Handler) (http.Handler, error) {
 			return
 		}
 		h.ServeHTTP(w, r)
-	}), nil
+	})
 }

@@ -40,14 +40,15 @@ func TestRequireBearer(t *testing.T) {
 	short := filepath.Join(dir, "short")
 	_ = os.WriteFile(short, []byte("abc"), 0o600)
 	for _, f := range []string{"", short, filepath.Join(dir, "missing")} {
-		if _, err := RequireBearer(f, http.NotFoundHandler()); err == nil {
+		if _, err := RequireBearer(f); err == nil {
 			t.Errorf("RequireBearer(%q) accepted", f)
 		}
 	}
-	h, err := RequireBearer(tokenFile, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	guard, err := RequireBearer(tokenFile)
 	if err != nil {
 		t.Fatal(err)
 	}
+	h := guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	for _, tc := range []struct {
 		name, auth string
 		want       int
