@@ -150,3 +150,21 @@ func (w *stallWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 // Unwrap returns the server's ResponseWriter (for http.ResponseController).
 func (w *stallWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Bound applies the policy's ReadTimeout and WriteTimeout to each request of h from inside the
+// handler, for servers whose http.Server NeuroNetes does not build (controller-runtime's webhook
+// and metrics servers set only header and idle timeouts): the request body must arrive within
+// ReadTimeout and the response be written within WriteTimeout of the handler's start.
+func (p Policy) Bound(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		now := time.Now()
+		if p.ReadTimeout > 0 {
+			_ = rc.SetReadDeadline(now.Add(p.ReadTimeout))
+		}
+		if p.WriteTimeout > 0 {
+			_ = rc.SetWriteDeadline(now.Add(p.WriteTimeout))
+		}
+		h.ServeHTTP(w, r)
+	})
+}

@@ -267,3 +267,58 @@ func TestStreamHTTP2(t *testing.T) {
 		t.Fatalf("handler write: %v", err)
 	}
 }
+
+// TestBound sends a body at one byte per 50 ms, 400 ms in all, past a 150 ms ReadTimeout.
+func TestBound(t *testing.T) {
+	p := Admin()
+	p.ReadTimeout, p.WriteTimeout = 150*time.Millisecond, 150*time.Millisecond
+	cases := []struct {
+		name    string
+		bound   bool
+		wantErr bool
+	}{
+		{"slow body, bound: cut", true, true},
+		{"slow body, unbound: read", false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			errc := make(chan error, 1)
+			var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, err := io.ReadAll(r.Body)
+				errc <- err
+			})
+			if tc.bound {
+				h = p.Bound(h)
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := &http.Server{Handler: h, ReadHeaderTimeout: time.Second}
+			go func() { _ = s.Serve(l) }()
+			defer s.Close()
+			c, err := net.Dial("tcp", l.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_, _ = io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n\r\n")
+			go func() {
+				for range 8 {
+					time.Sleep(50 * time.Millisecond)
+					if _, err := io.WriteString(c, "x"); err != nil {
+						return
+					}
+				}
+			}()
+			select {
+			case err := <-errc:
+				if (err != nil) != tc.wantErr {
+					t.Fatalf("body read error %v, want error: %v", err, tc.wantErr)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("handler still reading after 5 s")
+			}
+		})
+	}
+}
