@@ -4,8 +4,12 @@
 // enforcement, idle connection close, a stream limit), and endpoints that must stay private
 // check their address with RequireLoopback and their caller with RequireBearer.
 //
-// Two HTTP policies exist. Admin (metrics, health, debug and webhook ports) bounds the whole
-// exchange: ReadTimeout for the request, WriteTimeout for the response. Stream (API ports whose
+// Servers built elsewhere (controller-runtime's) take a policy's request bounds through
+// Policy.Bound (see the ctrlserving subpackage).
+//
+// Three HTTP policies exist. Admin (metrics, health, debug and webhook ports) bounds the whole
+// exchange: ReadTimeout for the request, WriteTimeout for the response; Local is Admin with long
+// keep-alive for the pod's own containers. Stream (API ports whose
 // responses are token streams, SSE, WebSockets or long waits) cannot bound the response as a
 // whole, so it uses a stall timeout instead: each Write and Flush of the response must finish
 // within WriteTimeout (the client stopped reading otherwise), while the time between writes is
