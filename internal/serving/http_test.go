@@ -116,7 +116,7 @@ func chunks(w http.ResponseWriter, run time.Duration) error {
 }
 
 func TestStreamStallTimeout(t *testing.T) {
-	const stall = 150 * time.Millisecond
+	const stall = 300 * time.Millisecond
 	admin := Admin()
 	admin.WriteTimeout = stall
 	cases := []struct {
