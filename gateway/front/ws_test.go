@@ -94,8 +94,8 @@ func TestWebSocketCredentialAndIdle(t *testing.T) {
 			wantStatus: websocket.StatusPolicyViolation, wantReason: "token_expired", limit: 4 * time.Second},
 		{name: "idle socket", cred: func() string { return "key-4" }, recheck: time.Hour, idle: 300 * time.Millisecond,
 			wantStatus: websocket.StatusGoingAway, wantReason: "idle", limit: 2 * time.Second},
-		{name: "active socket outlives the idle timeout", cred: func() string { return "key-5" }, recheck: time.Hour, idle: 300 * time.Millisecond,
-			keepBusy: time.Second, wantStatus: websocket.StatusGoingAway, wantReason: "idle", notBefore: time.Second, limit: 3 * time.Second},
+		{name: "active socket outlives the idle timeout", cred: func() string { return "key-5" }, recheck: time.Hour, idle: 500 * time.Millisecond,
+			keepBusy: 1500 * time.Millisecond, wantStatus: websocket.StatusGoingAway, wantReason: "idle", notBefore: 1500 * time.Millisecond, limit: 4 * time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -153,9 +153,9 @@ func asClose(err error, ce *websocket.CloseError) bool {
 // TestAPIServerPolicy checks that the API port takes serving.Stream with WriteTimeout as its
 // stall timeout: a stream that outlasts WriteTimeout while the client reads is not cut.
 func TestAPIServerPolicy(t *testing.T) {
-	s := &Server{WriteTimeout: 40 * time.Millisecond}
+	s := &Server{WriteTimeout: 100 * time.Millisecond}
 	s.Init()
-	// A token stream of 200 ms with 10 ms between events, five times WriteTimeout.
+	// A token stream of 600 ms with 30 ms between events, six times WriteTimeout.
 	hs := s.httpServer("", nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sink := &httpSink{w: w, rc: http.NewResponseController(w)}
 		for i := range 20 {
@@ -163,7 +163,7 @@ func TestAPIServerPolicy(t *testing.T) {
 				t.Errorf("event %d: %v", i, err)
 				return
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(30 * time.Millisecond)
 		}
 		_ = sink.Finish()
 	}))
