@@ -101,7 +101,7 @@ func TestGRPCPolicy(t *testing.T) {
 		wantGoAway  bool
 	}{
 		{"pings faster than MinPingInterval: too_many_pings", time.Hour, time.Millisecond, true},
-		{"pings slower than MinPingInterval: kept", 20 * time.Millisecond, 60 * time.Millisecond, false},
+		{"pings slower than MinPingInterval: kept", 20 * time.Millisecond, 100 * time.Millisecond, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
