@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,7 +24,8 @@ import (
 	"github.com/neuronetes/neuronetes/driver/slices"
 )
 
-// driverDebug is the driver's debug endpoint (hostNetwork, loopback only), see deploy/manifests/driver.yaml.
+// driverDebug is the driver's debug endpoint (hostNetwork, loopback only, bearer token from the
+// Secret neuronetes-driver-debug), see deploy/manifests/driver.yaml.
 const driverDebug = "http://127.0.0.1:9411"
 
 // driverHarness deploys the driver DaemonSet and talks to it.
@@ -34,6 +37,8 @@ type driverHarness struct {
 	backend string
 	// parent is TestDriver's t: the deployment made inside a subtest lives until TestDriver ends.
 	parent testing.TB
+	// token is the debug endpoint's bearer token, one per harness (made by the first deploy).
+	token string
 }
 
 // parentCleanup is a testing.TB whose failures are the subtest's and whose cleanups run at the
@@ -103,6 +108,14 @@ func (h *driverHarness) deploy(t testing.TB, backend string) {
 	}
 	m := strings.ReplaceAll(string(raw), "namespace: neuronetes-system", "namespace: "+h.ns)
 	m = strings.Replace(m, "value: mock:dgxh100", "value: "+backend, 1)
+	if h.token == "" {
+		b := make([]byte, 24)
+		_, _ = rand.Read(b)
+		h.token = hex.EncodeToString(b)
+	}
+	// The Secret goes first: the driver pod mounts it.
+	m = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: neuronetes-driver-debug\n  namespace: " + h.ns +
+		"\nstringData:\n  token: " + h.token + "\n---\n" + m
 	h.e.Apply(t, h.ns, m)
 	want := h.expected(t, backend)
 	Eventually(t, 3*time.Minute, "driver slices for "+backend, func() (bool, error) {
@@ -170,6 +183,7 @@ func (h *driverHarness) debug(method, path string, out any) error {
 	if err != nil {
 		return err
 	}
+	req.Header.Set("Authorization", "Bearer "+h.token)
 	c := &http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Do(req)
 	if err != nil {

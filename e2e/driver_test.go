@@ -350,6 +350,7 @@ spec:
 		h.waitLogs(t, "firstavail", "NEURONETES_GPU_SHARING=TimeSlicing")
 	})
 
+	t.Run("AttackDriverDebugWithoutToken", func(t *testing.T) { testAttackDriverDebugWithoutToken(t, h) })
 	t.Run("d_NVLinkPairMatchAttribute", func(t *testing.T) {
 		h.use(t, "mock:nvlink-pairs")
 		// Occupy gpu-1 so that first-fit without the constraint would pick gpu-0 and gpu-2.

@@ -32,6 +32,7 @@ func TestGateway(t *testing.T) {
 	t.Run("ClientDisconnectReleasesEverything", g.disconnect)
 	t.Run("TokenQuota429", g.quota)
 	t.Run("WebSocketAndGRPCSameTokens", g.protocols)
+	t.Run("AttackWebSocketAfterKeyRevoked", g.attackWebSocketAfterKeyRevoked)
 	t.Run("AutoscalerScalesFromGatewayMetrics", g.autoscale)
 	t.Run("FaultReplicaKilledDuringStreams", g.killReplica)
 	t.Run("FaultRedisStopped", g.redisDown)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/neuronetes/neuronetes/controller/scaleapi"
 	"github.com/neuronetes/neuronetes/controller/scaleloop"
+	"github.com/neuronetes/neuronetes/internal/serving"
 )
 
 // DefaultScaleWebhookAddr is where POST /v1/scale is served by default (loopback only, TLS).
@@ -150,9 +151,9 @@ func serveScaleWebhook(ctx context.Context, addr, certDir string, h http.Handler
 	if err != nil {
 		return fmt.Errorf("--scale-webhook-addr %q: %w", addr, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		TLSConfig:   &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cw.GetCertificate},
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+	srv := serving.Admin().Server("", mux)
+	srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cw.GetCertificate}
+	srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

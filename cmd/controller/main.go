@@ -32,6 +32,8 @@ import (
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/controller/agentpool"
 	nnwebhook "github.com/neuronetes/neuronetes/controller/webhook"
+	"github.com/neuronetes/neuronetes/internal/serving"
+	"github.com/neuronetes/neuronetes/internal/serving/ctrlserving"
 )
 
 // options are the command-line flags.
@@ -143,7 +145,7 @@ func run(ctx context.Context, o *options) error {
 	mgrOpts := ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr, FilterProvider: ctrlserving.MetricsFilter},
 		HealthProbeBindAddress:  o.healthAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "controller.neuronetes.io",
@@ -216,7 +218,7 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, o *options, res *corev1
 		GoMaxProcs:   o.sidecarGoMaxProcs,
 		ProbeCommand: strings.Fields(o.sidecarProbe),
 	}
-	mgr.GetWebhookServer().Register(nnwebhook.Path, &webhook.Admission{Handler: inj})
+	mgr.GetWebhookServer().Register(nnwebhook.Path, serving.Admin().Bound(&webhook.Admission{Handler: inj}))
 
 	var target nnwebhook.Target
 	var ca []byte

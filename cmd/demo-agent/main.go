@@ -23,6 +23,7 @@ import (
 
 	"github.com/neuronetes/neuronetes/demoagent/engine"
 	"github.com/neuronetes/neuronetes/demoagent/server"
+	"github.com/neuronetes/neuronetes/internal/serving"
 )
 
 func main() {
@@ -139,7 +140,7 @@ func run() error {
 	logger := klog.FromContext(ctx).WithName("demo-agent")
 	go eng.Run(ctx)
 
-	srv := &http.Server{Addr: o.listen, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := serving.Stream(0).Server(o.listen, s.Handler())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	logger.Info("Listening", "addr", o.listen, "model", o.srv.Model, "slots", o.eng.Slots, "kvBlocks", o.eng.Blocks,

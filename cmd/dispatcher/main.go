@@ -34,6 +34,7 @@ import (
 	"github.com/neuronetes/neuronetes/dispatcher/queue/redisq"
 	"github.com/neuronetes/neuronetes/dispatcher/toolproxy"
 	"github.com/neuronetes/neuronetes/dispatcher/worker"
+	"github.com/neuronetes/neuronetes/internal/serving"
 )
 
 func main() {
@@ -191,11 +192,11 @@ func (a *app) serve(ctx context.Context) ([]*http.Server, error) {
 		_, _ = w.Write([]byte("ok"))
 	})
 	admin.Handle("/audit", a.proxy.Audit)
-	servers := []*http.Server{{Addr: a.o.adminListen, Handler: admin, ReadHeaderTimeout: 10 * time.Second}}
+	servers := []*http.Server{serving.Admin().Server(a.o.adminListen, admin)}
 	if a.o.toolListen != "" {
 		tools := http.NewServeMux()
 		tools.Handle("/v1/tools/", a.proxy)
-		servers = append(servers, &http.Server{Addr: a.o.toolListen, Handler: tools, ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, serving.Stream(0).Server(a.o.toolListen, tools))
 	}
 	for _, s := range servers {
 		l, err := net.Listen("tcp", s.Addr)

@@ -36,6 +36,7 @@ import (
 	"github.com/neuronetes/neuronetes/driver/plugin"
 	"github.com/neuronetes/neuronetes/driver/sharing"
 	"github.com/neuronetes/neuronetes/driver/slices"
+	"github.com/neuronetes/neuronetes/internal/serving"
 )
 
 func main() {
@@ -77,7 +78,8 @@ func run() error {
 		migDemand    = fs.Bool("mig-demand", os.Getenv("NEURONETES_MIG_DEMAND") == "true", "in dynamic mode, publish MIG devices only for the profiles the cluster's ResourceClaims, ResourceClaimTemplates and AgentPools request (read from the API, kept current); excludes --mig-profiles (env NEURONETES_MIG_DEMAND=true)")
 		migGPUs      = fs.Int("mig-gpus", migGPUsDefault, "in dynamic mode, publish MIG devices only on this many MIG-capable GPUs (those with the highest indices); the others are whole GPUs only; 0: all (env NEURONETES_MIG_GPUS)")
 		metricsAddr  = fs.String("metrics-addr", "127.0.0.1:9401", "address of the Prometheus /metrics endpoint (empty disables)")
-		debugAddr    = fs.String("debug-addr", "", "address of the debug endpoint (health injection, MIG listing); keep it on loopback; empty disables")
+		debugAddr    = fs.String("debug-addr", "", "loopback address (127.0.0.1:<port>, [::1]:<port>) of the debug endpoint (health injection, prepare pause, MIG listing); needs --debug-token-file; empty (the default) disables it")
+		debugToken   = fs.String("debug-token-file", "", "file holding the bearer token every debug request must send (at least 16 bytes; re-read on each request); required with --debug-addr")
 		podUID       = fs.String("pod-uid", os.Getenv("POD_UID"), "pod UID; enables rolling updates of the plugin (env POD_UID)")
 		syncDir      = fs.Bool("checkpoint-sync-dir", false, "also fsync the checkpoint directory after each rename of the checkpoint file (not needed for correctness: state is rolled back after a reboot)")
 		inPlace      = fs.Bool("checkpoint-in-place", true, "save the checkpoint by overwriting the older of its two checksummed slots with one fdatasync; false: write a temp file, fsync and rename it on every save (same old-or-new guarantee, about 1.5x slower prepares)")
@@ -114,6 +116,17 @@ func run() error {
 		if p = strings.TrimSpace(p); p != "" {
 			profiles = append(profiles, p)
 		}
+	}
+	var debugGuard func(http.Handler) http.Handler
+	if *debugAddr != "" {
+		if err := serving.RequireLoopback(*debugAddr); err != nil {
+			return fmt.Errorf("--debug-addr: %w", err)
+		}
+		g, err := serving.RequireBearer(*debugToken)
+		if err != nil {
+			return fmt.Errorf("--debug-token-file (required with --debug-addr): %w", err)
+		}
+		debugGuard = g
 	}
 	if *migDemand && (len(profiles) > 0 || mode != slices.MIGDynamic) {
 		return fmt.Errorf("--mig-demand: needs --mig-mode=dynamic and no --mig-profiles (the demand selects the profiles)")
@@ -184,7 +197,7 @@ func run() error {
 		serve(ctx, *metricsAddr, mux)
 	}
 	if *debugAddr != "" {
-		serve(ctx, *debugAddr, d.DebugHandler())
+		serve(ctx, *debugAddr, debugGuard(d.DebugHandler()))
 	}
 	<-ctx.Done()
 	logger.Info("Shutting down")
@@ -233,7 +246,7 @@ func serve(ctx context.Context, addr string, h http.Handler) {
 				}
 				continue
 			}
-			srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+			srv := serving.Admin().Server("", h)
 			go func() {
 				<-ctx.Done()
 				_ = srv.Close()

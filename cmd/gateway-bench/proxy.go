@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/neuronetes/neuronetes/internal/serving"
 )
 
 // The baseline proxies run as their own processes (this binary's "proxy" mode), like the
@@ -237,5 +239,5 @@ func proxyMain(args []string) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.Handle("/", reverseProxy(urls, pk))
-	return (&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}).Serve(l)
+	return serving.Stream(0).Server("", mux).Serve(l)
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/neuronetes/neuronetes/gateway/pick"
 	"github.com/neuronetes/neuronetes/gateway/quota"
 	"github.com/neuronetes/neuronetes/gateway/route"
+	"github.com/neuronetes/neuronetes/internal/serving"
 )
 
 func main() {
@@ -82,7 +83,7 @@ func run(ctx context.Context, o *options) error {
 		}
 		api = g.front.HTTPServer(o.listen, tc)
 	}
-	admin := &http.Server{Addr: o.adminListen, Handler: g.adminMux(), ReadHeaderTimeout: 10 * time.Second}
+	admin := serving.Admin().Server(o.adminListen, g.adminMux())
 	lAPI, err := front.Listen(o.listen)
 	if err != nil {
 		return err

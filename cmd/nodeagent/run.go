@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/internal/serving/ctrlserving"
 	"github.com/neuronetes/neuronetes/nodeagent/agent"
 	"github.com/neuronetes/neuronetes/nodeagent/cache"
 	"github.com/neuronetes/neuronetes/nodeagent/nodeapi"
@@ -126,7 +127,7 @@ func run(args []string) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
+		Metrics:                metricsserver.Options{BindAddress: *metricsAddr, FilterProvider: ctrlserving.MetricsFilter},
 		HealthProbeBindAddress: *probeAddr,
 		Cache:                  ctrlcache.Options{ByObject: byObject},
 	})

@@ -13,7 +13,8 @@ import (
 	"github.com/neuronetes/neuronetes/driver/state"
 )
 
-// DebugHandler serves the test and operations endpoints (bind it to loopback only):
+// DebugHandler serves the test and operations endpoints; cmd/driver serves it only on loopback
+// and behind a bearer token (serving.RequireLoopback, serving.RequireBearer):
 //
 //	POST /debug/health?gpu=<gpu-N|UUID>&kind=xid|lost|recovered[&xid=N]  inject a health event; on
 //	                                                                    mocks lost/recovered also

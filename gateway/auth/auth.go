@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"k8s.io/klog/v2"
@@ -246,4 +247,29 @@ func claimMatches(claims map[string]any, b access.OIDCBinding) bool {
 		}
 	}
 	return false
+}
+
+// Expiry returns the "exp" claim of h's credential when it is a JWT, read without verifying
+// it: callers use it only for a credential Authenticate has accepted, to know when to check it
+// again. API keys and tokens without exp have none.
+func Expiry(h http.Header) (time.Time, bool) {
+	cred := Credential(h)
+	if !looksLikeJWT(cred) {
+		return time.Time{}, false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(strings.Split(cred, ".")[1])
+	if err != nil {
+		return time.Time{}, false
+	}
+	var c struct {
+		Exp *json.Number `json:"exp"`
+	}
+	if err := json.Unmarshal(payload, &c); err != nil || c.Exp == nil {
+		return time.Time{}, false
+	}
+	f, err := c.Exp.Float64()
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(int64(f), 0), true
 }

@@ -174,3 +174,27 @@ func TestParseStoredKey(t *testing.T) {
 		t.Fatal("trailing newline not trimmed")
 	}
 }
+
+func TestExpiry(t *testing.T) {
+	is := newIssuer(t)
+	exp := time.Unix(1900000000, 0)
+	for _, tc := range []struct {
+		name, cred string
+		want       time.Time
+		ok         bool
+	}{
+		{"jwt with exp", is.token(t, is.key, jwt.Claims{Issuer: is.srv.URL, Expiry: jwt.NewNumericDate(exp)}, nil), exp, true},
+		{"jwt without exp", is.token(t, is.key, jwt.Claims{Issuer: is.srv.URL}, nil), time.Time{}, false},
+		{"api key", "sk-abcdef", time.Time{}, false},
+		{"none", "", time.Time{}, false},
+	} {
+		h := http.Header{}
+		if tc.cred != "" {
+			h.Set("Authorization", "Bearer "+tc.cred)
+		}
+		got, ok := Expiry(h)
+		if ok != tc.ok || !got.Equal(tc.want) {
+			t.Errorf("%s: Expiry = %v, %v; want %v, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}

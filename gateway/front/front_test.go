@@ -73,6 +73,12 @@ func (keyAuth) Authenticate(_ context.Context, h http.Header) (*access.Tenant, *
 // gateway starts a front over one static pool and returns its base URL.
 func gateway(t *testing.T, auth engine.Authenticator) string {
 	t.Helper()
+	return gatewayWith(t, auth, nil)
+}
+
+// gatewayWith is gateway with the Server's fields set by opts before Init.
+func gatewayWith(t *testing.T, auth engine.Authenticator, opts func(*Server)) string {
+	t.Helper()
 	addr := modelServer(t)
 	pool := &route.Pool{Ref: route.PoolRef{Name: "static"}, Model: "m", Policy: route.DefaultPolicy(),
 		Endpoints: []route.Endpoint{{Pod: addr, Addr: addr}}}
@@ -82,6 +88,9 @@ func gateway(t *testing.T, auth engine.Authenticator) string {
 		Metrics: metrics.New(prometheus.NewRegistry()), Pools: metrics.NewPoolStats()}
 	e.Init()
 	s := &Server{Engine: e, MaxBodyBytes: 4096}
+	if opts != nil {
+		opts(s)
+	}
 	s.Init()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

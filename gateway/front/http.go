@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/neuronetes/neuronetes/gateway/engine"
 	"github.com/neuronetes/neuronetes/gateway/openai"
@@ -50,7 +49,7 @@ func (s *Server) completions(route openai.Route) http.HandlerFunc {
 			return
 		}
 		s.Engine.Handle(r.Context(), engine.Inbound{Route: route, Header: r.Header, Body: body, Protocol: "http", Tenant: t},
-			&httpSink{w: w, rc: http.NewResponseController(w), writeTimeout: s.WriteTimeout})
+			&httpSink{w: w, rc: http.NewResponseController(w)})
 	}
 }
 
@@ -76,12 +75,13 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
 }
 
-// httpSink writes SSE for streamed responses and JSON otherwise.
+// httpSink writes SSE for streamed responses and JSON otherwise. The server's serving.Stream
+// policy bounds each write: a client that stops reading is dropped after WriteTimeout, while a
+// slow one holds the backend back through the bounded buffers.
 type httpSink struct {
-	w            http.ResponseWriter
-	rc           *http.ResponseController
-	writeTimeout time.Duration
-	buf          []byte
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf []byte
 }
 
 var (
@@ -90,14 +90,6 @@ var (
 	sseDone = []byte("data: [DONE]\n\n")
 )
 
-// deadline bounds each write: a client that stops reading is dropped after writeTimeout, while a
-// slow one holds the backend back through the bounded buffers.
-func (s *httpSink) deadline() {
-	if s.writeTimeout > 0 {
-		_ = s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
-	}
-}
-
 func (s *httpSink) Start(m engine.Meta) error {
 	h := s.w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -105,12 +97,10 @@ func (s *httpSink) Start(m engine.Meta) error {
 	h.Set("X-Accel-Buffering", "no")
 	m.Header(h)
 	s.w.WriteHeader(http.StatusOK)
-	s.deadline()
 	return s.rc.Flush()
 }
 
 func (s *httpSink) Event(data []byte) error {
-	s.deadline()
 	s.buf = append(append(append(s.buf[:0], sseData...), data...), sseEnd...)
 	if _, err := s.w.Write(s.buf); err != nil {
 		return err
@@ -119,7 +109,6 @@ func (s *httpSink) Event(data []byte) error {
 }
 
 func (s *httpSink) Finish() error {
-	s.deadline()
 	if _, err := s.w.Write(sseDone); err != nil {
 		return err
 	}
@@ -131,7 +120,6 @@ func (s *httpSink) Response(m engine.Meta, body []byte) error {
 	h.Set("Content-Type", "application/json")
 	m.Header(h)
 	s.w.WriteHeader(http.StatusOK)
-	s.deadline()
 	_, err := s.w.Write(body)
 	return err
 }

@@ -21,6 +21,7 @@ import (
 	gatewayv1 "github.com/neuronetes/neuronetes/gateway/api/v1"
 	"github.com/neuronetes/neuronetes/gateway/engine"
 	"github.com/neuronetes/neuronetes/gateway/openai"
+	"github.com/neuronetes/neuronetes/internal/serving"
 )
 
 // Server serves the API.
@@ -29,11 +30,18 @@ type Server struct {
 	Engine *engine.Engine
 	// MaxBodyBytes bounds a request body (default 8 MiB); larger ones get 413.
 	MaxBodyBytes int64
-	// WriteTimeout bounds each write to a client (default 30 s).
+	// WriteTimeout bounds each write and flush to a client (default 30 s): the stall timeout of
+	// the server's serving.Stream policy and of each WebSocket message.
 	WriteTimeout time.Duration
 	// WebSocketOrigins are the Origin host patterns accepted on WebSocket upgrades besides the
 	// request's own host (path.Match syntax); clients that send no Origin are always accepted.
 	WebSocketOrigins []string
+	// WebSocketIdleTimeout closes a WebSocket with no request in flight that receives no message
+	// for this long (default 5 minutes).
+	WebSocketIdleTimeout time.Duration
+	// WebSocketRecheck is how often a WebSocket's credential is authenticated again (default
+	// 1 minute); it is also checked before each request message and at a JWT's expiry.
+	WebSocketRecheck time.Duration
 	// Handlers are extra authenticated handlers (stage.Extensions.Handlers).
 	Handlers map[string]http.Handler
 
@@ -54,7 +62,16 @@ func (s *Server) Init() {
 	if s.WriteTimeout <= 0 {
 		s.WriteTimeout = 30 * time.Second
 	}
+	if s.WebSocketIdleTimeout <= 0 {
+		s.WebSocketIdleTimeout = 5 * time.Minute
+	}
+	if s.WebSocketRecheck <= 0 {
+		s.WebSocketRecheck = time.Minute
+	}
 	s.wsCtx, s.wsCancel = context.WithCancel(context.Background())
+	// Served through ServeHTTP on the API port's HTTP/2 server: its connection policy (stream
+	// limit, pings, idle close) is HTTPServer's serving.Stream, not gRPC's keepalive options,
+	// which only gRPC's own transport applies.
 	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(int(s.MaxBodyBytes)))
 	gatewayv1.RegisterInferenceServer(s.grpc, &grpcService{s: s})
 
@@ -113,8 +130,15 @@ func (s *Server) authenticated(h http.Handler) http.Handler {
 }
 
 // HTTPServer returns an http.Server for the handler: HTTP/1.1 and cleartext HTTP/2 (prior
-// knowledge, as gRPC clients use) without TLS; HTTP/1.1 and HTTP/2 by ALPN with tlsConfig.
+// knowledge, as gRPC clients use) without TLS; HTTP/1.1 and HTTP/2 by ALPN with tlsConfig. Its
+// timeouts are serving.Stream's with WriteTimeout as the stall timeout: token streams run as long
+// as the client keeps reading them.
 func (s *Server) HTTPServer(addr string, tlsConfig *tls.Config) *http.Server {
+	return s.httpServer(addr, tlsConfig, s.handler)
+}
+
+// httpServer is HTTPServer for any handler h.
+func (s *Server) httpServer(addr string, tlsConfig *tls.Config, h http.Handler) *http.Server {
 	p := &http.Protocols{}
 	p.SetHTTP1(true)
 	if tlsConfig != nil {
@@ -122,9 +146,9 @@ func (s *Server) HTTPServer(addr string, tlsConfig *tls.Config) *http.Server {
 	} else {
 		p.SetUnencryptedHTTP2(true)
 	}
-	return &http.Server{Addr: addr, Handler: s.handler, Protocols: p, TLSConfig: tlsConfig,
-		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
-		MaxHeaderBytes: 64 << 10}
+	srv := serving.Stream(s.WriteTimeout).Server(addr, h)
+	srv.Protocols, srv.TLSConfig = p, tlsConfig
+	return srv
 }
 
 // Drain marks the server as draining (HTTP/1.1 responses ask clients to close) and stops the

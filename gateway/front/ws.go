@@ -19,7 +19,8 @@ import (
 // {"object":"neuronetes.meta",...}, then the chunks an SSE client receives (one message each)
 // and the message [DONE]; a non-streamed request gets the meta and one message with the whole
 // response; an error is one {"error":{...}} message. Closing the socket cancels the request in
-// flight.
+// flight. The gateway closes a socket whose credential lapses (1008) or that idles (1001), see
+// wsGuard.
 
 // wsMeta is the first message of each answer.
 type wsMeta struct {
@@ -51,6 +52,8 @@ func (s *Server) websocketHandler(route openai.Route, w http.ResponseWriter, r *
 	defer cancel()
 	stop := context.AfterFunc(s.wsCtx, cancel)
 	defer stop()
+	g := newWSGuard(s, c, r.Header, t)
+	go g.watch(ctx)
 	msgs := make(chan []byte)
 	go func() {
 		defer cancel()
@@ -64,6 +67,7 @@ func (s *Server) websocketHandler(route openai.Route, w http.ResponseWriter, r *
 				_ = c.Close(websocket.StatusUnsupportedData, "requests are JSON text messages")
 				return
 			}
+			g.touch()
 			select {
 			case msgs <- b:
 			case <-ctx.Done():
@@ -76,8 +80,13 @@ func (s *Server) websocketHandler(route openai.Route, w http.ResponseWriter, r *
 			_ = c.Close(websocket.StatusGoingAway, "gateway shutting down; reconnect")
 			return
 		}
+		if !g.check(ctx) {
+			return
+		}
 		sink := &wsSink{c: c, ctx: ctx, timeout: s.WriteTimeout}
-		s.Engine.Handle(ctx, engine.Inbound{Route: route, Header: r.Header, Body: b, Protocol: "websocket", Tenant: t}, sink)
+		g.answering(true)
+		s.Engine.Handle(ctx, engine.Inbound{Route: route, Header: r.Header, Body: b, Protocol: "websocket", Tenant: g.tenant.Load()}, sink)
+		g.answering(false)
 		if sink.err != nil {
 			break
 		}

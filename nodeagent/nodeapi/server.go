@@ -19,6 +19,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/neuronetes/neuronetes/internal/serving"
 	"github.com/neuronetes/neuronetes/nodeagent/agent"
 )
 
@@ -135,7 +136,7 @@ func Serve(ctx context.Context, path string, h http.Handler) error {
 		l.Close()
 		return fmt.Errorf("chmod socket: %w", err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := serving.Stream(0).Server("", h)
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"k8s.io/klog/v2"
 
+	"github.com/neuronetes/neuronetes/internal/serving"
 	sidecarv1 "github.com/neuronetes/neuronetes/sidecar/api/v1"
 	"github.com/neuronetes/neuronetes/sidecar/frame"
 	"github.com/neuronetes/neuronetes/sidecar/keys"
@@ -117,7 +118,7 @@ func Run(ctx context.Context, c Config) error {
 		if err != nil {
 			return fmt.Errorf("grpc-addr: %w", err)
 		}
-		gs = grpc.NewServer()
+		gs = grpc.NewServer(serving.GRPC().ServerOptions()...)
 		sidecarv1.RegisterSessionsServer(gs, srv.GRPC())
 		log.Info("serving gRPC", "addr", l.Addr().String())
 		go func() { errc <- gs.Serve(l) }()
@@ -150,7 +151,8 @@ func Run(ctx context.Context, c Config) error {
 // every such listener down, for the configured engine.
 func httpServer(ctx context.Context, c Config, srv *server.Server) (serve func(net.Listener) error, shutdown func(context.Context) error) {
 	if c.HTTPEngine == "net" {
-		hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+		hs := serving.Local().Server("", srv.Handler())
+		hs.BaseContext = func(net.Listener) context.Context { return ctx }
 		return hs.Serve, hs.Shutdown
 	}
 	fs := srv.FastServer(ctx, c.MaxSession)

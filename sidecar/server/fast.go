@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 	"k8s.io/klog/v2"
 
+	"github.com/neuronetes/neuronetes/internal/serving"
 	"github.com/neuronetes/neuronetes/sidecar/store"
 )
 
@@ -34,6 +35,7 @@ const sessionsPrefix = "/v1/sessions/"
 // fasthttp itself with a plain 413 and the connection closed.
 func (s *Server) FastServer(base context.Context, maxBody int) *fasthttp.Server {
 	fallback := fasthttpadaptor.NewFastHTTPHandler(s.Handler())
+	local := serving.Local()
 	return &fasthttp.Server{
 		Handler: func(ctx *fasthttp.RequestCtx) {
 			if !s.serveFastSession(base, ctx) {
@@ -45,9 +47,12 @@ func (s *Server) FastServer(base context.Context, maxBody int) *fasthttp.Server 
 		MaxRequestBodySize:    max(maxBody, s.store.MaxSize(), maxVectorBody) + 64<<10,
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
-		// Agents are local and keep connections open between turns: like
-		// the net/http server, no idle or read timeout closes them.
-		ReadTimeout: 0,
+		// serving.Local, as for the net/http engine: agents keep connections
+		// open between turns. fasthttp's ReadTimeout runs from a request's
+		// first byte, so it bounds slow headers too.
+		ReadTimeout:  local.ReadTimeout,
+		WriteTimeout: local.WriteTimeout,
+		IdleTimeout:  local.IdleTimeout,
 		// A 16 KiB session and its headers go out in one write, and come
 		// in with few reads (the defaults are 4 KiB).
 		ReadBufferSize:  32 << 10,
