@@ -1,0 +1,64 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/neuronetes/neuronetes/gateway/access"
+	"github.com/neuronetes/neuronetes/gateway/sessionkey"
+)
+
+// Session keys are scoped by tenant: another tenant sending a victim's conversation id (or user
+// id) is neither pinned to the victim's pod nor sent the victim's conversation id, while the
+// victim's own turns stay pinned across replicas that share the pin table and the secret.
+func TestSessionKeysScopedByTenant(t *testing.T) {
+	bs := []*backend{newBackend(t), newBackend(t), newBackend(t)}
+	replica1, replica2 := newHarness(t, bs...), newHarness(t, bs...)
+	secret, _ := sessionkey.New(bytes.Repeat([]byte("s"), sessionkey.MinSecretBytes))
+	replica1.e.Sessions, replica2.e.Sessions = secret, secret
+	replica2.e.Pins = replica1.e.Pins // the shared (Redis) table
+	victim, attacker := tenant("victim", access.Quota{}), tenant("attacker", access.Quota{})
+	seenBy := func(pod string) string {
+		for _, b := range bs {
+			if b.name == pod {
+				return b.last().header.Get(HeaderConversation)
+			}
+		}
+		return ""
+	}
+	for _, tc := range []struct {
+		name string
+		hdr  map[string]string
+		body string
+	}{
+		{"conversation header", map[string]string{"X-Conversation-Id": "conv-victim"}, chat(true, "")},
+		{"body user", nil, chat(true, `,"user":"alice@example.com"`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v1 := replica1.do(context.Background(), victim, tc.hdr, tc.body)
+			v2 := replica2.do(context.Background(), victim, tc.hdr, tc.body)
+			if v1.err != nil || v2.err != nil || v1.meta.Pin != PinNew || v2.meta.Pin != PinHeld || v2.meta.Pod != v1.meta.Pod {
+				t.Fatalf("victim's turns: %+v (%v) then %+v (%v)", v1.meta, v1.err, v2.meta, v2.err)
+			}
+			victimConv := seenBy(v1.meta.Pod)
+			a := replica1.do(context.Background(), attacker, tc.hdr, tc.body)
+			if a.err != nil || a.meta.Pin != PinNew {
+				t.Fatalf("attacker's request with the victim's key: %+v (%v), want a new pin", a.meta, a.err)
+			}
+			attackerConv := seenBy(a.meta.Pod)
+			if attackerConv == victimConv || attackerConv == "" {
+				t.Fatalf("attacker's pod got conversation %q, the victim's is %q", attackerConv, victimConv)
+			}
+			for _, raw := range []string{"conv-victim", "alice@example.com"} {
+				if victimConv == raw || attackerConv == raw {
+					t.Fatalf("the client's raw key %q reached the pod", raw)
+				}
+			}
+			// The victim's pin is unchanged by the attacker's request.
+			if v3 := replica2.do(context.Background(), victim, tc.hdr, tc.body); v3.meta.Pin != PinHeld || v3.meta.Pod != v1.meta.Pod {
+				t.Fatalf("victim's third turn %+v, want held on %s", v3.meta, v1.meta.Pod)
+			}
+		})
+	}
+}
