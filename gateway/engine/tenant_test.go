@@ -7,6 +7,7 @@ import (
 
 	"github.com/neuronetes/neuronetes/gateway/access"
 	"github.com/neuronetes/neuronetes/gateway/sessionkey"
+	"github.com/neuronetes/neuronetes/gateway/stage"
 )
 
 // Session keys are scoped by tenant: another tenant sending a victim's conversation id (or user
@@ -58,6 +59,48 @@ func TestSessionKeysScopedByTenant(t *testing.T) {
 			// The victim's pin is unchanged by the attacker's request.
 			if v3 := replica2.do(context.Background(), victim, tc.hdr, tc.body); v3.meta.Pin != PinHeld || v3.meta.Pod != v1.meta.Pod {
 				t.Fatalf("victim's third turn %+v, want held on %s", v3.meta, v1.meta.Pod)
+			}
+		})
+	}
+}
+
+// A body spelling messages (or model) twice is refused before any check or model access: the
+// guard would read one spelling and the model server the other.
+func TestCaseVariantKeysDoNotBypassChecks(t *testing.T) {
+	b := newBackend(t)
+	h := newHarness(t, b)
+	h.e.Ext.Stages = []stage.RequestStage{blocker{}}
+	only := tenant("only-m", access.Quota{}) // may use model "m" only
+	forbidden := `[{"role":"user","content":"forbidden words"}]`
+	benign := `[{"role":"user","content":"hello"}]`
+	for _, tc := range []struct {
+		name, body, param string
+		status            int
+	}{
+		{"plain attack is blocked", `{"model":"m","messages":` + forbidden + `}`, "", 400},
+		{"messages attack, Messages benign", `{"model":"m","messages":` + forbidden + `,"Messages":` + benign + `}`, "messages", 400},
+		{"Messages benign first", `{"model":"m","Messages":` + benign + `,"messages":` + forbidden + `}`, "messages", 400},
+		{"model allowed, Model not", `{"model":"m","Model":"other","messages":` + benign + `}`, "model", 400},
+		{"Model not, model allowed", `{"Model":"other","model":"m","messages":` + benign + `}`, "model", 400},
+		{"plain other model is forbidden", `{"model":"other","messages":` + benign + `}`, "model", 403},
+		{"ordinary body", `{"model":"m","messages":` + benign + `}`, "", 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := b.count()
+			s := h.do(context.Background(), only, nil, tc.body)
+			status := 200
+			if s.err != nil {
+				status = s.err.Status
+			}
+			param := ""
+			if s.err != nil && s.err.Body.Param != nil {
+				param = *s.err.Body.Param
+			}
+			if status != tc.status || param != tc.param {
+				t.Fatalf("status %d param %q (%v), want %d naming %q", status, param, s.err, tc.status, tc.param)
+			}
+			if sent := b.count() - before; (status == 200) != (sent == 1) {
+				t.Fatalf("backend got %d requests for status %d", sent, status)
 			}
 		})
 	}
