@@ -69,3 +69,24 @@ func TestParseKeepsOrdinaryBodies(t *testing.T) {
 		}
 	}
 }
+
+// Malformed and deeply nested bodies are left to the decoder's error: the key walk neither
+// panics nor answers for them.
+func TestCheckKeysMalformed(t *testing.T) {
+	full := `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a \"q\" \\ b"}]}],"metadata":{"k\u00e9":"v"},"x":[1,true,null,{"y":-2.5e3}]}`
+	for i := range len(full) {
+		if err := checkKeys([]byte(full[:i])); err != nil {
+			t.Fatalf("prefix %q: %v", full[:i], err)
+		}
+		if _, err := Parse(RouteChat, []byte(full[:i])); err == nil {
+			t.Fatalf("prefix %q parsed", full[:i])
+		}
+	}
+	if _, err := Parse(RouteChat, []byte(full)); err != nil {
+		t.Fatalf("full body: %v", err)
+	}
+	deep := `{"model":"m","x":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `,"messages":[{"role":"user","content":"x"}]}`
+	if _, err := Parse(RouteChat, []byte(deep)); err == nil {
+		t.Fatal("a body nested 20000 deep parsed")
+	}
+}
