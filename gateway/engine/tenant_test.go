@@ -3,11 +3,19 @@ package engine
 import (
 	"bytes"
 	"context"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/neuronetes/neuronetes/gateway/access"
+	"github.com/neuronetes/neuronetes/gateway/affinity"
 	"github.com/neuronetes/neuronetes/gateway/sessionkey"
 	"github.com/neuronetes/neuronetes/gateway/stage"
+	"github.com/neuronetes/neuronetes/sidecar/redistest"
 )
 
 // Session keys are scoped by tenant: another tenant sending a victim's conversation id (or user
@@ -103,5 +111,79 @@ func TestCaseVariantKeysDoNotBypassChecks(t *testing.T) {
 				t.Fatalf("backend got %d requests for status %d", sent, status)
 			}
 		})
+	}
+}
+
+// keyRecorder is a request stage that records the session key every stage (and the variant
+// selector after it) sees.
+type keyRecorder struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (*keyRecorder) Name() string { return "record" }
+func (k *keyRecorder) Check(_ context.Context, r *stage.Request) (stage.Decision, error) {
+	k.mu.Lock()
+	k.keys = append(k.keys, r.SessionKey)
+	k.mu.Unlock()
+	return stage.Decision{}, nil
+}
+
+// Replicas sharing Redis agree on a tenant's pins, keep another tenant's apart, and store no
+// raw session key (conversation or user id) in Redis; stages see only scoped keys.
+func TestNoRawSessionKeyInRedis(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { rc.Close() })
+	bs := []*backend{newBackend(t), newBackend(t)}
+	secret, _ := sessionkey.New(bytes.Repeat([]byte("r"), sessionkey.MinSecretBytes))
+	rec := &keyRecorder{}
+	var replicas []*harness
+	for range 2 {
+		h := newHarness(t, bs...)
+		h.e.Sessions = secret
+		h.e.Pins = &affinity.Store{Mem: affinity.NewMemory(0, nil), Redis: affinity.NewRedisTable(rc, "gw:"), Timeout: time.Second}
+		h.e.Ext.Stages = []stage.RequestStage{rec}
+		replicas = append(replicas, h)
+	}
+	victim, attacker := tenant("victim", access.Quota{}), tenant("attacker", access.Quota{})
+	ctx := context.Background()
+	conv := map[string]string{"X-Conversation-Id": "conv-victim"}
+	user := chat(false, `,"user":"alice@example.com"`)
+	v1 := replicas[0].do(ctx, victim, conv, chat(false, ""))
+	v2 := replicas[1].do(ctx, victim, conv, chat(false, ""))
+	replicas[0].do(ctx, victim, nil, user)
+	a := replicas[1].do(ctx, attacker, conv, chat(false, ""))
+	replicas[1].do(ctx, attacker, nil, user)
+	if v1.meta.Pin != PinNew || v2.meta.Pin != PinHeld || v2.meta.Pod != v1.meta.Pod || a.meta.Pin != PinNew {
+		t.Fatalf("victim %+v then %+v; attacker %+v", v1.meta, v2.meta, a.meta)
+	}
+	keys, err := rc.Keys(ctx, "*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("redis keys %v %v", keys, err)
+	}
+	for _, k := range keys {
+		var vals []string
+		switch typ, _ := rc.Type(ctx, k).Result(); typ {
+		case "string":
+			vals = []string{rc.Get(ctx, k).Val()}
+		case "zset":
+			vals = rc.ZRange(ctx, k, 0, -1).Val()
+		}
+		for _, v := range append(vals, k) {
+			if strings.Contains(v, "conv-victim") || strings.Contains(v, "alice") {
+				t.Errorf("redis %s holds a raw session key: %q", k, v)
+			}
+		}
+	}
+	want := []string{secret.Scope(victim, "conv-victim"), secret.Scope(victim, "alice@example.com"),
+		secret.Scope(attacker, "conv-victim"), secret.Scope(attacker, "alice@example.com")}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if got := []string{rec.keys[0], rec.keys[2], rec.keys[3], rec.keys[4]}; !slices.Equal(got, want) || rec.keys[1] != rec.keys[0] {
+		t.Fatalf("stages saw %q, want %q", rec.keys, want)
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(want)))) != 4 {
+		t.Fatalf("scoped keys collide: %q", want)
 	}
 }
