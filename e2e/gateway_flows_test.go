@@ -19,7 +19,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/neuronetes/neuronetes/gateway/access"
 	gatewayv1 "github.com/neuronetes/neuronetes/gateway/api/v1"
+	"github.com/neuronetes/neuronetes/gateway/sessionkey"
 )
 
 // TestGateway runs the gateway's acceptance list through the Service of a chart-deployed gateway;
@@ -91,6 +93,21 @@ func (g *gweEnv) errors(t *testing.T) {
 	}
 }
 
+// scopedConv is the conversation id agent pods receive for tenant's session key conv: the key
+// scoped by tenant with the secret of the chart-made Secret every replica mounts.
+func (g *gweEnv) scopedConv(t *testing.T, tenant, conv string) string {
+	t.Helper()
+	sec, err := g.e.Kube.CoreV1().Secrets(g.ns).Get(context.Background(), g.ns+"-neuronetes-gateway-session-key", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("gateway session key Secret: %v", err)
+	}
+	sk, err := sessionkey.New([]byte(strings.TrimSpace(string(sec.Data["session-key"]))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sk.Scope(&access.Tenant{Namespace: g.ns, Name: tenant}, conv)
+}
+
 // Two turns of one conversation land on the same pod; after that pod is deleted, the third lands
 // on another pod, and the new pod's sidecar holds turns 1 and 2.
 func (g *gweEnv) affinity(t *testing.T) {
@@ -114,7 +131,8 @@ func (g *gweEnv) affinity(t *testing.T) {
 		t.Errorf("turn 3 pin %q, want repinned", pin)
 	}
 	ip := g.podIP(t, r3.header.Get("X-Neuronetes-Pod"))
-	resp, err := g.hc.Get("http://" + net.JoinHostPort(ip, "7070") + "/v1/sessions/" + conv)
+	// The sidecar keeps the session under the id the gateway sent the pod: team-a's scoped key.
+	resp, err := g.hc.Get("http://" + net.JoinHostPort(ip, "7070") + "/v1/sessions/" + g.scopedConv(t, "team-a", conv))
 	if err != nil {
 		t.Fatal(err)
 	}

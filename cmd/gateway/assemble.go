@@ -24,6 +24,7 @@ import (
 	"github.com/neuronetes/neuronetes/gateway/proxy"
 	"github.com/neuronetes/neuronetes/gateway/quota"
 	"github.com/neuronetes/neuronetes/gateway/route"
+	"github.com/neuronetes/neuronetes/gateway/sessionkey"
 )
 
 // assemble builds the gateway and starts its background loops.
@@ -48,6 +49,14 @@ func assemble(ctx context.Context, o *options) (*gw, error) {
 			ro.Password = strings.TrimSpace(string(b))
 		}
 		rc = redis.NewClient(ro)
+	}
+	sessions := sessionkey.Random()
+	if o.sessionKeyFile != "" {
+		if sessions, err = sessionkey.Load(o.sessionKeyFile); err != nil {
+			return nil, fmt.Errorf("--session-key-file: %w", err)
+		}
+	} else {
+		klog.FromContext(ctx).Info("No --session-key-file: session keys are scoped with a secret of this process; pins, rollout assignments and agents' session memory do not survive a restart")
 	}
 	g.pins = &affinity.Store{Mem: affinity.NewMemory(o.maxPins, nil), Timeout: o.redisTimeout,
 		OnError: func(op string, _ error) { m.StoreErrors.WithLabelValues("pins", op).Inc() }}
@@ -76,8 +85,9 @@ func assemble(ctx context.Context, o *options) (*gw, error) {
 		Admission: quota.NewAdmission(), Metrics: m, Pools: g.stats,
 		Upstream: proxy.NewUpstream(proxy.Timeouts{Connect: o.connectTimeout, FirstToken: o.firstTokenTimeout,
 			Idle: o.idleTimeout, Response: o.responseTimeout}),
-		Cfg: engine.Config{MaxResponseBytes: o.maxResponseBytes, ShadowParallel: o.shadowParallel}, Replica: o.replica}
-	deps := extensionDeps{Registerer: g.reg, Static: o.static(), Redis: rc}
+		Cfg: engine.Config{MaxResponseBytes: o.maxResponseBytes, ShadowParallel: o.shadowParallel}, Replica: o.replica,
+		Sessions: sessions}
+	deps := extensionDeps{Registerer: g.reg, Static: o.static(), Redis: rc, Sessions: sessions}
 	start := func() {}
 	if !o.static() {
 		if start, err = startKube(ctx, g, pol, &deps); err != nil {

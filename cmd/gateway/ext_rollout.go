@@ -13,11 +13,17 @@ import (
 	"github.com/neuronetes/neuronetes/gateway/stage"
 )
 
-// rolloutAssignmentTTL is --rollout-assignment-ttl.
-var rolloutAssignmentTTL time.Duration
+// rolloutAssignmentTTL is --rollout-assignment-ttl; feedbackRate and feedbackBurst are
+// --feedback-rate and --feedback-burst.
+var (
+	rolloutAssignmentTTL        time.Duration
+	feedbackRate, feedbackBurst float64
+)
 
 func init() {
 	flag.DurationVar(&rolloutAssignmentTTL, "rollout-assignment-ttl", rollout.DefaultAssignmentTTL, "how long an unused conversation keeps its AgentRollout variant (refreshed on use; in Redis with --redis-addr)")
+	flag.Float64Var(&feedbackRate, "feedback-rate", 5, "POST /v1/feedback: scores per second each tenant may post to one replica")
+	flag.Float64Var(&feedbackBurst, "feedback-burst", 20, "POST /v1/feedback: scores each tenant may post at once to one replica")
 	extensionBuilders = append(extensionBuilders, extensionBuilder{name: "rollouts", build: buildRollout})
 }
 
@@ -26,6 +32,9 @@ func init() {
 func buildRollout(ctx context.Context, deps extensionDeps, ext *stage.Extensions) error {
 	if rolloutAssignmentTTL <= 0 {
 		return fmt.Errorf("--rollout-assignment-ttl: %s must be positive", rolloutAssignmentTTL)
+	}
+	if feedbackRate <= 0 || feedbackBurst < 1 {
+		return fmt.Errorf("--feedback-rate must be positive and --feedback-burst at least 1, got %v and %v", feedbackRate, feedbackBurst)
 	}
 	if deps.Static || deps.Cache == nil {
 		klog.FromContext(ctx).V(2).Info("AgentRollouts need cluster mode; not watching them")
@@ -50,6 +59,7 @@ func buildRollout(ctx context.Context, deps extensionDeps, ext *stage.Extensions
 	if ext.Handlers == nil {
 		ext.Handlers = map[string]http.Handler{}
 	}
-	ext.Handlers["POST /v1/feedback"] = sp.FeedbackHandler()
+	ext.Handlers["POST /v1/feedback"] = &rollout.Feedback{Splitter: sp, Sessions: deps.Sessions,
+		Rate: feedbackRate, Burst: feedbackBurst}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/neuronetes/neuronetes/gateway/sessionkey"
 	"github.com/neuronetes/neuronetes/gateway/stage"
 )
 
@@ -25,6 +26,8 @@ type extensionDeps struct {
 	Cache cache.Cache
 	// Redis is the gateway's Redis client shared by its replicas (nil without --redis-addr).
 	Redis redis.UniversalClient
+	// Sessions scopes session keys by tenant, as the engine does.
+	Sessions *sessionkey.Scoper
 }
 
 // extensionBuilder adds extensions (request stages, chunk filters, a variant selector, mirrors,

@@ -53,6 +53,7 @@ func TestOptionsValidate(t *testing.T) {
 		{[]string{"--max-inflight-per-endpoint=0"}, "--max-inflight-per-endpoint"},
 		{[]string{"--max-queue=-1"}, "--max-queue"},
 		{[]string{"--redis-password-file=/nonexistent/pw"}, "--redis-password-file"},
+		{[]string{"--redis-addr=127.0.0.1:6379"}, "--session-key-file is required with --redis-addr"},
 	} {
 		_, err := parse(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -23,6 +23,8 @@ type options struct {
 	namespaces string
 	auth       string
 
+	sessionKeyFile string
+
 	redisAddr, redisPasswordFile, redisPrefix string
 	redisTimeout                              time.Duration
 	quotaFailure                              string
@@ -60,6 +62,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.namespaces, "namespaces", "", "Kubernetes mode: comma-separated namespaces to watch (empty: all)")
 	fs.StringVar(&o.auth, "auth", "", "authentication: required (Tenants' API keys and OIDC; the default with Kubernetes) or none (every caller is anonymous with access to every model; the default with --backends)")
 
+	fs.StringVar(&o.sessionKeyFile, "session-key-file", "", "file holding the secret (at least 32 bytes) that scopes session keys by tenant (HMAC): every replica must hold the same one; required with --redis-addr (empty: a secret of this process, so pins, rollout assignments and agents' session memory keys change on restart)")
 	fs.StringVar(&o.redisAddr, "redis-addr", "", "Redis host:port shared by the gateway replicas for session pins, session activity and quotas (empty: in memory, per replica)")
 	fs.StringVar(&o.redisPasswordFile, "redis-password-file", "", "file holding the Redis password")
 	fs.StringVar(&o.redisPrefix, "redis-prefix", "nn:gw:", "prefix of the gateway's Redis keys")
@@ -156,6 +159,9 @@ func (o *options) validate() error {
 	}
 	if o.maxBodyBytes <= 0 || o.maxResponseBytes <= 0 {
 		errs = append(errs, errors.New("--max-body-bytes and --max-response-bytes must be positive"))
+	}
+	if o.redisAddr != "" && o.sessionKeyFile == "" {
+		errs = append(errs, errors.New("--session-key-file is required with --redis-addr: replicas sharing pins must scope session keys with the same secret"))
 	}
 	if o.redisPasswordFile != "" {
 		if _, err := os.Stat(o.redisPasswordFile); err != nil {

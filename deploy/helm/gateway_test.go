@@ -1,6 +1,7 @@
 package helm_test
 
 import (
+	"encoding/base64"
 	"strings"
 	"testing"
 )
@@ -91,6 +92,50 @@ func TestChartGatewayRefusals(t *testing.T) {
 		_, err := render(t, nil, []string{tc.set})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error naming %s", tc.set, err, tc.want)
+		}
+	}
+}
+
+// TestChartGatewaySessionKey: every replica mounts one session-key secret and passes it with
+// --session-key-file: by default a Secret the chart creates with a random key of 64 characters,
+// else the named one (and then the chart creates none).
+func TestChartGatewaySessionKey(t *testing.T) {
+	for _, tc := range []struct {
+		set, secret string
+		created     bool
+	}{
+		{`gateway={"replicas":2}`, "nn-neuronetes-gateway-session-key", true},
+		{`gateway={"sessionKey":{"secretName":"my-key"}}`, "my-key", false},
+	} {
+		objs, err := render(t, nil, []string{tc.set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dep := find(objs, "Deployment", "nn-neuronetes-gateway")
+		c := container(dep, "gateway")
+		if !contains(args(c), "--session-key-file=/etc/neuronetes/gateway-session-key/session-key") {
+			t.Errorf("%s: args %v lack --session-key-file", tc.set, args(c))
+		}
+		mounted := false
+		for i := range 4 {
+			if get(c, "volumeMounts", i, "name") == "session-key" && get(c, "volumeMounts", i, "mountPath") == "/etc/neuronetes/gateway-session-key" {
+				mounted = true
+			}
+		}
+		if !mounted || get(dep, "spec", "template", "spec", "volumes", 0, "secret", "secretName") != tc.secret ||
+			get(dep, "spec", "template", "spec", "volumes", 0, "secret", "items", 0, "key") != "session-key" {
+			t.Errorf("%s: session key volume %v, mounts %v; want Secret %s", tc.set, get(dep, "spec", "template", "spec", "volumes"), get(c, "volumeMounts"), tc.secret)
+		}
+		sec := find(objs, "Secret", "nn-neuronetes-gateway-session-key")
+		if (sec != nil) != tc.created {
+			t.Fatalf("%s: chart-made Secret %v, want created=%v", tc.set, sec, tc.created)
+		}
+		if sec != nil {
+			v, _ := get(sec, "data", "session-key").(string)
+			key, err := base64.StdEncoding.DecodeString(v)
+			if err != nil || len(key) != 64 {
+				t.Errorf("session key %q (%v): want 64 random characters", v, err)
+			}
 		}
 	}
 }

@@ -5,8 +5,6 @@
 package affinity
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"net/http"
 	"strings"
 
@@ -48,11 +46,4 @@ func value(s route.KeySource, h http.Header, req *openai.Request) string {
 		return req.Metadata[strings.TrimPrefix(s.Body, "metadata.")]
 	}
 	return ""
-}
-
-// KeyHash is the form a session key is stored in (Redis keys, memory, logs): the hex SHA-256 of
-// the key, truncated to 128 bits, so that user ids used as keys are not stored in clear.
-func KeyHash(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:16])
 }

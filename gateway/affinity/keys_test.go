@@ -63,10 +63,3 @@ func TestExtract(t *testing.T) {
 		}
 	})
 }
-
-func TestKeyHash(t *testing.T) {
-	a, b := KeyHash("alice"), KeyHash("bob")
-	if a == b || len(a) != 32 || strings.Contains(a, "alice") || a != KeyHash("alice") {
-		t.Fatalf("hashes %q %q", a, b)
-	}
-}

@@ -20,6 +20,7 @@ import (
 	"github.com/neuronetes/neuronetes/gateway/proxy"
 	"github.com/neuronetes/neuronetes/gateway/quota"
 	"github.com/neuronetes/neuronetes/gateway/route"
+	"github.com/neuronetes/neuronetes/gateway/sessionkey"
 	"github.com/neuronetes/neuronetes/gateway/stage"
 )
 
@@ -37,10 +38,11 @@ const (
 	HeaderRequestID = "X-Request-Id"
 	// HeaderTenant tells the backend the caller's tenant.
 	HeaderTenant = "X-Neuronetes-Tenant"
-	// HeaderConversation carries the session key to the backend (the demo agent and the sidecar
-	// key session memory by it).
+	// HeaderConversation carries the tenant-scoped session key (gateway/sessionkey) to the
+	// backend, never the client's raw key (the demo agent and the sidecar key session memory by
+	// it).
 	HeaderConversation = "X-Conversation-Id"
-	// HeaderSession carries the session key to the backend too.
+	// HeaderSession carries the scoped session key to the backend too.
 	HeaderSession = "X-Session-Id"
 	// HeaderGateway names the gateway replica that served the response.
 	HeaderGateway = "X-Neuronetes-Gateway"
@@ -134,7 +136,10 @@ type Engine struct {
 	Metrics   *metrics.Metrics
 	Pools     *metrics.PoolStats
 	Ext       stage.Extensions
-	Cfg       Config
+	// Sessions scopes session keys by tenant (nil: a secret of this process, see
+	// sessionkey.Random); every replica sharing pins must hold the same secret.
+	Sessions *sessionkey.Scoper
+	Cfg      Config
 	// Replica names this gateway replica in responses (HeaderGateway); "" sends none.
 	Replica string
 	// Now is the clock (default time.Now).
@@ -155,6 +160,9 @@ func (e *Engine) Init() {
 	}
 	e.shadowSem = make(chan struct{}, e.Cfg.ShadowParallel)
 	e.idPrefix = strconv.FormatInt(time.Now().UnixNano()&0xffffffffff, 36) + "-"
+	if e.Sessions == nil {
+		e.Sessions = sessionkey.Random()
+	}
 	if e.Ext.Selector == nil {
 		e.Ext.Selector = stage.DefaultSelector{}
 	}

@@ -185,11 +185,14 @@ func TestStagesAndFilters(t *testing.T) {
 	}
 }
 
-// canary selects by session key; mirror copies every request to the shadow pool.
-type canary struct{ to route.PoolRef }
+// canary selects the (scoped) session key key; mirror copies every request to the shadow pool.
+type canary struct {
+	to  route.PoolRef
+	key string
+}
 
 func (c canary) Select(_ context.Context, r *stage.Request) (route.PoolRef, error) {
-	if strings.HasPrefix(r.SessionKey, "canary") {
+	if r.SessionKey == c.key {
 		return c.to, nil
 	}
 	return r.Candidates[0].Pool, nil
@@ -217,7 +220,7 @@ func TestSelectorAndMirror(t *testing.T) {
 	shadowPool.Model = "shadow-model"
 	h.e.Table.Store(route.NewSnapshot([]*route.Pool{h.pool, canaryPool, shadowPool}))
 	done := make(chan stage.Outcome, 4)
-	h.e.Ext.Selector = canary{canaryPool.Ref}
+	h.e.Ext.Selector = canary{canaryPool.Ref, scopedKey(h.e, anyone, "canary-1")}
 	h.e.Ext.Mirrors = []stage.Mirror{mirror{shadowPool.Ref, done}}
 
 	s := h.do(context.Background(), anyone, map[string]string{"X-Session-Id": "canary-1"}, chat(true, `,"tools":[{"type":"function"}]`))

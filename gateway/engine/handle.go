@@ -34,7 +34,8 @@ type request struct {
 	// promptTokens is the estimate before usage is known.
 	promptTokens int
 	blocks       []uint64
-	keyHash      string
+	// keyHash is the scoped session key the pins and activity are kept under.
+	keyHash string
 	// queued tracks this request's tokens in the pool's tokens-in-queue view.
 	queuedPod string
 	queued    bool
@@ -106,7 +107,7 @@ func (r *request) resolve() ([]*route.Pool, *openai.Error) {
 
 // stages runs the RequestStages.
 func (r *request) stages(ctx context.Context, pools []*route.Pool) *openai.Error {
-	key, _ := affinity.Extract(pools[0].Policy.SessionKeys, r.in.Header, r.body)
+	key := r.sessionKey(pools[0])
 	cands := make([]stage.Candidate, len(pools))
 	for i, p := range pools {
 		cands[i] = stage.Candidate{Pool: p.Ref, AgentClass: p.AgentClass, Ready: len(p.Endpoints)}
@@ -144,6 +145,14 @@ func (r *request) stages(ctx context.Context, pools []*route.Pool) *openai.Error
 	return nil
 }
 
+// sessionKey is the request's session key under pool's policy, scoped by the caller's tenant:
+// everything past this point (stages, the variant selector, pins, activity, the ring, the
+// backend's conversation headers) sees only the scoped key.
+func (r *request) sessionKey(pool *route.Pool) string {
+	key, _ := affinity.Extract(pool.Policy.SessionKeys, r.in.Header, r.body)
+	return r.e.Sessions.Scope(r.tenant, key)
+}
+
 // selectPool runs the VariantSelector and settles the session key with the chosen pool's
 // policy.
 func (r *request) selectPool(ctx context.Context, pools []*route.Pool) *openai.Error {
@@ -163,12 +172,8 @@ func (r *request) selectPool(ctx context.Context, pools []*route.Pool) *openai.E
 	}
 	r.sreq.Pool = ref
 	r.meta.Pool = ref.String()
-	if key, _ := affinity.Extract(r.pool.Policy.SessionKeys, r.in.Header, r.body); key != r.sreq.SessionKey {
-		r.sreq.SessionKey = key
-	}
-	if r.sreq.SessionKey != "" {
-		r.keyHash = affinity.KeyHash(r.sreq.SessionKey)
-	}
+	r.sreq.SessionKey = r.sessionKey(r.pool)
+	r.keyHash = r.sreq.SessionKey
 	text := r.body.PromptText()
 	r.promptTokens = openai.EstimateTokens(text)
 	if w := r.pool.Policy.Weights; r.e.Picker.Prefix != nil && (w.PrefixCache > 0 || w.Prefill > 0) {

@@ -260,7 +260,8 @@ func (h *harness) assertReleased(t *testing.T) {
 	}
 }
 
-func affinityHash(k string) string { return affinity.KeyHash(k) }
+// scopedKey is the key the engine keeps t's session k under.
+func scopedKey(e *Engine, t *access.Tenant, k string) string { return e.Sessions.Scope(t, k) }
 
 // anyone is a tenant of the test pool's namespace allowed every model.
 var anyone = &access.Tenant{Name: "anyone", Namespace: "ns", AllModels: true}

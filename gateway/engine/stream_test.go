@@ -111,7 +111,7 @@ func TestRetryBeforeFirstByteOnly(t *testing.T) {
 		})
 		h := newHarness(t, bad, good)
 		// Pin the session to the failing pod so the first attempt goes there.
-		h.e.Pins.Pin(context.Background(), h.pool.Ref, affinityHash("s1"), bad.name, time.Minute)
+		h.e.Pins.Pin(context.Background(), h.pool.Ref, scopedKey(h.e, anyone, "s1"), bad.name, time.Minute)
 		s := h.do(context.Background(), anyone, map[string]string{"X-Session-Id": "s1"}, chat(true, ""))
 		if s.err != nil || s.meta.Pod != good.name || s.meta.Pin != PinRepinned || s.text() != "t0 t1 t2 " {
 			t.Fatalf("err %v meta %+v text %q", s.err, s.meta, s.text())
@@ -128,7 +128,7 @@ func TestRetryBeforeFirstByteOnly(t *testing.T) {
 		dead, good := newBackend(t), newBackend(t)
 		dead.srv.Close()
 		h := newHarness(t, dead, good)
-		h.e.Pins.Pin(context.Background(), h.pool.Ref, affinityHash("s1"), dead.name, time.Minute)
+		h.e.Pins.Pin(context.Background(), h.pool.Ref, scopedKey(h.e, anyone, "s1"), dead.name, time.Minute)
 		s := h.do(context.Background(), anyone, map[string]string{"X-Session-Id": "s1"}, chat(false, ""))
 		if s.err != nil || s.meta.Pod != good.name || !strings.Contains(s.body, "t0 t1 t2") {
 			t.Fatalf("err %v meta %+v body %q", s.err, s.meta, s.body)
@@ -249,8 +249,12 @@ func TestAffinityHoldAndRepin(t *testing.T) {
 		t.Fatalf("turns: %+v then %+v", s1.meta, s2.meta)
 	}
 	for _, b := range bs {
-		if b.name == s1.meta.Pod && b.last().header.Get("X-Conversation-Id") != "conv-9" {
-			t.Fatal("session key not forwarded as X-Conversation-Id")
+		if b.name != s1.meta.Pod {
+			continue
+		}
+		want := scopedKey(h.e, anyone, "conv-9")
+		if got := b.last().header; got.Get("X-Conversation-Id") != want || got.Get("X-Session-Id") != want {
+			t.Fatalf("backend got conversation %q, session %q; want the scoped key %q", got.Get("X-Conversation-Id"), got.Get("X-Session-Id"), want)
 		}
 	}
 	// The pod leaves the pool.

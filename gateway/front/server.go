@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/neuronetes/neuronetes/gateway/access"
 	gatewayv1 "github.com/neuronetes/neuronetes/gateway/api/v1"
 	"github.com/neuronetes/neuronetes/gateway/engine"
 	"github.com/neuronetes/neuronetes/gateway/openai"
@@ -118,14 +119,16 @@ func (s *Server) upgradeOnly(route openai.Route) http.HandlerFunc {
 	}
 }
 
-// authenticated wraps an extension handler with the gateway's authentication.
+// authenticated wraps an extension handler with the gateway's authentication; the handler
+// finds the caller with access.FromContext.
 func (s *Server) authenticated(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, aerr := s.Engine.Authenticate(r.Context(), r.Header); aerr != nil {
+		t, aerr := s.Engine.Authenticate(r.Context(), r.Header)
+		if aerr != nil {
 			aerr.Write(w)
 			return
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(access.NewContext(r.Context(), t)))
 	})
 }
 

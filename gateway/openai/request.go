@@ -3,7 +3,8 @@
 //
 // The gateway forwards request bodies as the client sent them, unknown fields included; it
 // decodes only the fields it routes, bills and filters on, and re-encodes a body only when a
-// request stage changed it.
+// request stage changed it. Parse refuses bodies that spell a field it reads twice or in another
+// case (keys.go), so what the gateway checked is what the model server reads.
 package openai
 
 import (
@@ -93,6 +94,9 @@ type wire struct {
 func Parse(route Route, body []byte) (*Request, error) {
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return nil, BadRequest("", "request body is not a JSON object")
+	}
+	if err := checkKeys(body); err != nil {
+		return nil, err
 	}
 	var w wire
 	if err := json.Unmarshal(body, &w); err != nil {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
@@ -242,44 +241,5 @@ func TestErrorsAndBlockedRequestsAreAttributed(t *testing.T) {
 		testutil.ToFloat64(r.Requests.WithLabelValues("ns", "chat", "1-0", "canary", "live", "error"))
 	if safety != 100 || errs != 100 {
 		t.Fatalf("safety %v errors %v", safety, errs)
-	}
-}
-
-func TestFeedback(t *testing.T) {
-	v := view(nnv1.RolloutProgressing, 50, 0, "1-0")
-	s, _ := newSplitter(v, NewMemoryStore(time.Hour, 0))
-	p, _ := s.Select(context.Background(), request("r1", "conv-1"))
-	srv := httptest.NewServer(s.FeedbackHandler())
-	defer srv.Close()
-	cases := []struct {
-		body   string
-		status int
-	}{
-		{`{"session_id":"conv-1","score":0.9}`, 200},
-		{`{"session_id":"unknown","score":0.9}`, 404},
-		{`{"session_id":"conv-1","score":1.5}`, 400},
-		{`{"score":0.5}`, 400},
-		{`not json`, 400},
-	}
-	for _, c := range cases {
-		resp, err := http.Post(srv.URL, "application/json", strings.NewReader(c.body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != c.status {
-			t.Errorf("%s: status %d, want %d", c.body, resp.StatusCode, c.status)
-		}
-	}
-	variant := "stable"
-	if p.Name == "v2" {
-		variant = "canary"
-	}
-	var m dto.Metric
-	if err := s.Recorder.Quality.WithLabelValues("ns", "chat", "1-0", variant).(prometheus.Histogram).Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	if m.GetHistogram().GetSampleCount() != 1 || m.GetHistogram().GetSampleSum() != 0.9 {
-		t.Fatalf("quality histogram %v", m.GetHistogram())
 	}
 }

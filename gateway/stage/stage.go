@@ -57,7 +57,8 @@ type Request struct {
 	Tenant string
 	// Model is the requested model id.
 	Model string
-	// SessionKey is the session key, "" when the request has none.
+	// SessionKey is the session key scoped by the caller's tenant (gateway/sessionkey), ""
+	// when the request has none; never the raw key the client sent.
 	SessionKey string
 	// Header is the client's request header (read-only; credentials removed).
 	Header http.Header

@@ -2,6 +2,10 @@
 // last user message, streamed as SSE chunks of --chunk bytes (so a value in the message is split
 // across chunks), or whole without "stream". GET /readyz answers 200. The guardrail e2e tests use
 // it to put known text into a streamed response.
+//
+// With --remember it stands in for an agent with session memory (as the demo agent with its
+// sidecar): it keeps the user turns of each X-Conversation-Id it receives and answers, instead of
+// the echo, the JSON {"conversation": id, "turns": [every user turn of it so far]}.
 package main
 
 import (
@@ -10,6 +14,7 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -28,7 +33,10 @@ func main() {
 	listen := flag.String("listen", ":8000", "listen address")
 	chunk := flag.Int("chunk", 4, "bytes of text per streamed chunk")
 	delay := flag.Duration("chunk-delay", 2*time.Millisecond, "pause between chunks")
+	remember := flag.Bool("remember", false, "answer with the conversation's remembered user turns (keyed by X-Conversation-Id)")
 	flag.Parse()
+	var mu sync.Mutex
+	memory := map[string][]string{}
 	if *chunk < 1 {
 		log.Fatalf("--chunk must be at least 1, got %d", *chunk)
 	}
@@ -45,6 +53,14 @@ func main() {
 			if m.Role == "user" {
 				text = m.Content
 			}
+		}
+		if *remember {
+			conv := r.Header.Get("X-Conversation-Id")
+			mu.Lock()
+			memory[conv] = append(memory[conv], text)
+			b, _ := json.Marshal(map[string]any{"conversation": conv, "turns": memory[conv]})
+			mu.Unlock()
+			text = string(b)
 		}
 		if !req.Stream {
 			w.Header().Set("Content-Type", "application/json")
