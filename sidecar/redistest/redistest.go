@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -28,6 +29,7 @@ type Server struct {
 	// Dir holds the server's data (AOF) files.
 	Dir  string
 	args []string
+	aof  bool
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 }
@@ -78,7 +80,7 @@ func StartIn(dir string, o Options) (*Server, error) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	s := &Server{Addr: net.JoinHostPort(o.Bind, strconv.Itoa(port)), Dir: dir}
+	s := &Server{Addr: net.JoinHostPort(o.Bind, strconv.Itoa(port)), Dir: dir, aof: o.AOF}
 	s.args = []string{"--port", strconv.Itoa(port), "--bind", o.Bind, "--dir", s.Dir, "--save", "",
 		"--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning", "--logfile", s.Dir + "/redis.log"}
 	if o.AOF {
@@ -122,6 +124,31 @@ func (s *Server) Start() error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Snapshot saves the dataset (SAVE) and returns the RDB file: a backup
+// to give Restore later.
+func (s *Server) Snapshot() ([]byte, error) {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	if err := c.Save(context.Background()).Err(); err != nil {
+		return nil, fmt.Errorf("SAVE on %s: %w", s.Addr, err)
+	}
+	return os.ReadFile(filepath.Join(s.Dir, "dump.rdb"))
+}
+
+// Restore crashes the server (SIGKILL), replaces its data with snapshot (an
+// RDB file from Snapshot) and starts it again: a Redis restored from an older
+// backup. Only for servers started without AOF, which load the RDB file.
+func (s *Server) Restore(snapshot []byte) error {
+	if s.aof {
+		return fmt.Errorf("restore of %s: the server runs with AOF, which it would load instead", s.Addr)
+	}
+	s.Kill()
+	if err := os.WriteFile(filepath.Join(s.Dir, "dump.rdb"), snapshot, 0o600); err != nil {
+		return fmt.Errorf("restore of %s: %w", s.Addr, err)
+	}
+	return s.Start()
 }
 
 // Kill stops the server with SIGKILL (a crash: only fsynced data survives).
