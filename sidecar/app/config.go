@@ -50,6 +50,9 @@ type Config struct {
 	HTTPEngine    string
 	Compression   string
 	ZstdDict      bool
+	// AcceptV1Frames opens format 1 frames of earlier releases, which bind
+	// no session version.
+	AcceptV1Frames bool
 
 	NearCacheBytes  int
 	NearCacheMaxAge time.Duration
@@ -120,6 +123,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.HTTPEngine, "http-engine", env("NEURONETES_HTTP_ENGINE", "fasthttp"), "HTTP server of the API: fasthttp (lower latency) or net (net/http); same API on both ($NEURONETES_HTTP_ENGINE)")
 	fs.StringVar(&c.Compression, "compression", env("NEURONETES_COMPRESSION", string(frame.CompressS2)), "codec of new frames: s2 (fastest to seal and open), zstd (frames about 20% smaller, about 2x slower to seal) or none; readers open all ($NEURONETES_COMPRESSION)")
 	fs.BoolVar(&c.ZstdDict, "zstd-dict", envBool("NEURONETES_ZSTD_DICT", true), "compress with the built-in JSON dictionary, for s2 and zstd alike (smaller frames for small sessions; readers handle both) ($NEURONETES_ZSTD_DICT)")
+	fs.BoolVar(&c.AcceptV1Frames, "accept-v1-frames", envBool("NEURONETES_ACCEPT_V1_FRAMES", true), "open frames of format 1 (earlier releases), which bind no session version, so one written back to Redis opens as current; turn off once every value written before the upgrade expired ($NEURONETES_ACCEPT_V1_FRAMES)")
 	fs.IntVar(&c.NearCacheBytes, "near-cache-bytes", envInt("NEURONETES_NEAR_CACHE_BYTES", 64<<20), "near-cache budget, 0 disables ($NEURONETES_NEAR_CACHE_BYTES)")
 	fs.DurationVar(&c.NearCacheMaxAge, "near-cache-max-age", envDur("NEURONETES_NEAR_CACHE_MAX_AGE", 5*time.Second), "longest a near-cache entry is served without Redis ($NEURONETES_NEAR_CACHE_MAX_AGE)")
 	fs.StringVar(&c.VectorDir, "vector-dir", env("NEURONETES_VECTOR_DIR", ""), "directory persisting the vector shard, empty for memory only ($NEURONETES_VECTOR_DIR)")

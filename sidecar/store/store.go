@@ -169,7 +169,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Session, error) {
 	if s.opts.RefreshOnRead {
 		s.refreshOnRead(ctx, id, left.Val())
 	}
-	data, err := s.codec.Open(frame.Binding{Kind: "sess", ID: id}, []byte(raw))
+	data, err := s.codec.Open(frame.Binding{Kind: "sess", ID: id, Version: ver}, []byte(raw))
 	if err != nil {
 		return nil, fmt.Errorf("conversation %q version %d: %w", id, ver, err)
 	}
@@ -274,8 +274,9 @@ func (s *Store) put(ctx context.Context, id string, data []byte, ifVersion int64
 		expect = strconv.FormatInt(ifVersion, 10)
 	}
 	for range proposalRetries {
+		// The frame binds its version, so each proposal is sealed anew.
 		nv := s.clock.next()
-		f, err := s.codec.Seal(frame.Binding{Kind: "sess", ID: id}, data)
+		f, err := s.codec.Seal(frame.Binding{Kind: "sess", ID: id, Version: nv}, data)
 		if err != nil {
 			return 0, fmt.Errorf("seal %q: %w", id, err)
 		}

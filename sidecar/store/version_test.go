@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/neuronetes/neuronetes/sidecar/frame"
 	"github.com/neuronetes/neuronetes/sidecar/redistest"
 )
 
@@ -137,5 +138,32 @@ func getEventually(t *testing.T, s *Store, id string) *Session {
 			t.Fatal(err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestOlderFrameRefusedAsCurrent writes a session's older frame back over
+// the current one, keeping the current version (what a pod with write access
+// to Redis can do): the frame binds its version, so the read fails
+// authentication instead of serving the older content as current.
+func TestOlderFrameRefusedAsCurrent(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	s := newStore(t, srv.Addr, "replay", ring(t, "k", 1, "k"), Options{})
+	ctx := context.Background()
+	v1, err := s.Put(ctx, "c", []byte(`{"n":1}`), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.rdb.HGet(ctx, s.Key("c"), "d").Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, "c", []byte(`{"n":2}`), v1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.rdb.HSet(ctx, s.Key("c"), "d", old).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx, "c"); !errors.Is(err, frame.ErrAuth) {
+		t.Fatalf("Get of the older frame under the current version = %+v, %v; want frame.ErrAuth", got, err)
 	}
 }
