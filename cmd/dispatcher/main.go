@@ -78,6 +78,10 @@ func assemble(o *options) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	sealer, err := o.idemSealer()
+	if err != nil {
+		return nil, err
+	}
 	a := &app{o: o, reg: prometheus.NewRegistry(), tools: toolproxy.NewRegistry(), ready: func() bool { return true }}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.metrics = metrics.New(a.reg)
@@ -95,7 +99,7 @@ func assemble(o *options) (*app, error) {
 		}})
 	a.reporter.Manager = a.manager
 	a.proxy = &toolproxy.Proxy{Registry: a.tools, Invoker: &toolproxy.Invokers{}, Metrics: a.metrics,
-		Idem: &toolproxy.RedisIdem{Client: a.redis, Prefix: o.redisPrefix}, Audit: &toolproxy.Audit{Out: auditOut(o.auditLog)}}
+		Idem: &toolproxy.RedisIdem{Client: a.redis, Prefix: o.redisPrefix, Sealer: sealer}, Audit: &toolproxy.Audit{Out: auditOut(o.auditLog)}}
 	return a, nil
 }
 

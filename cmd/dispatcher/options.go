@@ -7,6 +7,10 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/neuronetes/neuronetes/dispatcher/toolproxy"
 )
 
 // options are the command-line flags.
@@ -25,6 +29,7 @@ type options struct {
 	drainTimeout   time.Duration
 	statusPeriod   time.Duration
 	auditLog       string
+	idemKeyFile    string
 
 	staticBindings string
 	staticModel    string
@@ -46,6 +51,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.member, "member", "", "this replica's name in consumer groups and leases (default $POD_NAME, else the host name)")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 25*time.Second, "after SIGTERM, how long messages in flight get to finish before they are left to the broker")
 	fs.DurationVar(&o.statusPeriod, "status-period", 5*time.Second, "period of status, liveness and lag reporting (a replica silent for 3 periods counts as gone)")
+	fs.StringVar(&o.idemKeyFile, "idempotency-key-file", "", "file holding the 32-byte key (raw or base64) that seals stored tool answers in Redis; every replica needs the same one (default $NEURONETES_IDEMPOTENCY_KEY, base64; neither: a random key of this process, so only this replica can replay its answers)")
 	fs.StringVar(&o.auditLog, "audit-log", "-", "file receiving one JSON line per tool call (- for stdout, empty for none)")
 	fs.StringVar(&o.staticBindings, "static-bindings", "", "static mode (no Kubernetes): a YAML file of ToolBindings to serve")
 	fs.StringVar(&o.staticModel, "static-model", "", "static mode: the model requested for the queue bindings' pool")
@@ -99,6 +105,26 @@ func (o *options) gatewayKey() (string, error) {
 		return "", fmt.Errorf("--gateway-api-key-file: %w", err)
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// idemSealer returns the sealer of stored tool answers.
+func (o *options) idemSealer() (*toolproxy.IdemSealer, error) {
+	if o.idemKeyFile != "" {
+		k, err := toolproxy.LoadIdemKey(o.idemKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--idempotency-key-file: %w", err)
+		}
+		return toolproxy.NewIdemSealer(k)
+	}
+	if env := os.Getenv("NEURONETES_IDEMPOTENCY_KEY"); env != "" {
+		k, err := toolproxy.ParseIdemKey([]byte(env))
+		if err != nil {
+			return nil, fmt.Errorf("$NEURONETES_IDEMPOTENCY_KEY: %w", err)
+		}
+		return toolproxy.NewIdemSealer(k)
+	}
+	klog.Background().Info("No idempotency key: stored tool answers are sealed with a key of this process, replayable by this replica only")
+	return toolproxy.RandomIdemSealer()
 }
 
 // caller is a static tool caller.
