@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -40,6 +41,19 @@ type Options struct {
 	Bind string
 	// AOF enables appendonly with appendfsync always.
 	AOF bool
+	// ConfigFile runs the server with this redis.conf (ChartConfig: the
+	// chart's own) instead of the AOF and save settings above; only the
+	// port, bind address, data dir and log file are set on top of it.
+	ConfigFile string
+	// Args are further redis-server arguments (e.g. "--maxmemory", "2mb").
+	Args []string
+}
+
+// ChartConfig returns the path of the chart's Redis configuration,
+// deploy/helm/neuronetes/files/redis.conf, which the bundled Redis runs with.
+func ChartConfig() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "deploy", "helm", "neuronetes", "files", "redis.conf")
 }
 
 // Binary returns the redis-server path, or "" when it is not installed.
@@ -80,14 +94,20 @@ func StartIn(dir string, o Options) (*Server, error) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	s := &Server{Addr: net.JoinHostPort(o.Bind, strconv.Itoa(port)), Dir: dir, aof: o.AOF}
-	s.args = []string{"--port", strconv.Itoa(port), "--bind", o.Bind, "--dir", s.Dir, "--save", "",
-		"--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning", "--logfile", s.Dir + "/redis.log"}
-	if o.AOF {
-		s.args = append(s.args, "--appendonly", "yes", "--appendfsync", "always")
-	} else {
-		s.args = append(s.args, "--appendonly", "no")
+	s := &Server{Addr: net.JoinHostPort(o.Bind, strconv.Itoa(port)), Dir: dir, aof: o.AOF || o.ConfigFile != ""}
+	if o.ConfigFile != "" {
+		s.args = []string{o.ConfigFile}
 	}
+	s.args = append(s.args, "--port", strconv.Itoa(port), "--bind", o.Bind, "--dir", s.Dir,
+		"--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning", "--logfile", s.Dir+"/redis.log")
+	switch {
+	case o.ConfigFile != "":
+	case o.AOF:
+		s.args = append(s.args, "--save", "", "--appendonly", "yes", "--appendfsync", "always")
+	default:
+		s.args = append(s.args, "--save", "", "--appendonly", "no")
+	}
+	s.args = append(s.args, o.Args...)
 	if err := s.Start(); err != nil {
 		return nil, err
 	}

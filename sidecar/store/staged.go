@@ -37,10 +37,11 @@ func (s *Store) stageKey() string {
 func (s *Store) writeStaged(ctx context.Context, id string, f []byte, expect string, ttl time.Duration, nv int64) ([]int64, error) {
 	stage := s.stageKey()
 	keys := []string{s.Key(id), s.seqKey(), stage}
+	var staged *redis.IntCmd
 	send := func() *redis.Cmd {
 		var res *redis.Cmd
 		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.HSet(ctx, stage, "d", f, "t", ttl.Milliseconds())
+			staged = p.HSet(ctx, stage, "d", f, "t", ttl.Milliseconds())
 			p.PExpire(ctx, stage, stagingTTL)
 			res = putScript.EvalSha(ctx, p, keys, expect, ttl.Milliseconds(), id, s.channel(), strconv.FormatInt(nv, 10))
 			return nil
@@ -53,6 +54,11 @@ func (s *Store) writeStaged(ctx context.Context, id string, f []byte, expect str
 			return nil, err
 		}
 		res = send()
+	}
+	if err := staged.Err(); err != nil {
+		// The frame never reached Redis (e.g. OOM at maxmemory): that error,
+		// not the script's "staging hash gone", says why.
+		return nil, err
 	}
 	return res.Int64Slice()
 }
