@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/base64"
+	"flag"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -42,6 +43,52 @@ func TestIdemSealerSources(t *testing.T) {
 			}
 			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Fatalf("idemSealer error %v, want one naming %s", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestRedisConnFlagsReachEveryClient assembles the dispatcher with a Redis
+// user, password file and TLS: the dedupe/status/idempotency client and the
+// default Redis Streams client carry them; a queue URL of another Redis does not.
+func TestRedisConnFlagsReachEveryClient(t *testing.T) {
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		queueURL string
+		wantConn bool
+	}{
+		{"queue URL from --redis-addr", "", true},
+		{"queue URL of its own", "redis://other:6379", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("d", flag.ContinueOnError)
+			o := options{}
+			o.register(fs)
+			args := []string{"--gateway-url=http://g", "--redis-addr=r:6379", "--redis-username=dispatcher", "--redis-password-file=" + pw, "--redis-tls", "--redis-server-name=redis.internal"}
+			if tc.queueURL != "" {
+				args = append(args, "--redis-queue-url="+tc.queueURL)
+			}
+			if err := fs.Parse(args); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.validate(); err != nil {
+				t.Fatal(err)
+			}
+			a, err := assemble(&o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.redis.Close()
+			ro := a.redis.Options()
+			if ro.Username != "dispatcher" || ro.Password != "s3cret" || ro.TLSConfig == nil || ro.TLSConfig.ServerName != "redis.internal" {
+				t.Fatalf("dispatcher Redis options: user %q, password %q, TLS %+v", ro.Username, ro.Password, ro.TLSConfig)
+			}
+			if got := a.redisQueue().DefaultConn != nil; got != tc.wantConn {
+				t.Fatalf("Redis Streams default client gets the credentials: %v, want %v", got, tc.wantConn)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/neuronetes/neuronetes/dispatcher/toolproxy"
+	"github.com/neuronetes/neuronetes/internal/redisconn"
 )
 
 // options are the command-line flags.
@@ -30,6 +31,10 @@ type options struct {
 	statusPeriod   time.Duration
 	auditLog       string
 	idemKeyFile    string
+	// redisConn: --redis-username, --redis-password-file, --redis-tls, ...
+	redisConn redisconn.Flags
+	// queueURLFromAddr: redisQueueURL defaulted to --redis-addr, so it gets redisConn too.
+	queueURLFromAddr bool
 
 	staticBindings string
 	staticModel    string
@@ -42,6 +47,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.gatewayURL, "gateway-url", "", "base URL of the gateway API, e.g. http://neuronetes-gateway.neuronetes-system:8080 (required)")
 	fs.StringVar(&o.gatewayKeyFile, "gateway-api-key-file", "", "file holding the API key sent to the gateway (default $NEURONETES_GATEWAY_API_KEY; empty: no key)")
 	fs.StringVar(&o.redisAddr, "redis-addr", "", "Redis host:port for dedupe records, shared status and idempotency keys (required)")
+	o.redisConn.Register(fs)
 	fs.StringVar(&o.redisPrefix, "redis-prefix", "nn:dispatch:", "prefix of the dispatcher's Redis keys")
 	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server of ToolBindings that name no queueConfig.url")
 	fs.StringVar(&o.kafkaURL, "kafka-url", "", "Kafka brokers (host:port,...) of ToolBindings that name no queueConfig.url")
@@ -91,6 +97,10 @@ func (o *options) validate() error {
 	}
 	if o.redisQueueURL == "" && o.redisAddr != "" {
 		o.redisQueueURL = "redis://" + o.redisAddr
+		o.queueURLFromAddr = true
+	}
+	if err := o.redisConn.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/neuronetes/neuronetes/gateway/route"
+	"github.com/neuronetes/neuronetes/internal/redisconn"
 )
 
 // options are the command's flags.
@@ -23,9 +24,11 @@ type options struct {
 	namespaces string
 	auth       string
 
-	redisAddr, redisPasswordFile, redisPrefix string
-	redisTimeout                              time.Duration
-	quotaFailure                              string
+	redisAddr, redisPrefix string
+	redisTimeout           time.Duration
+	quotaFailure           string
+	// redisConn: --redis-username, --redis-password-file, --redis-tls, ...
+	redisConn redisconn.Flags
 
 	connectTimeout, firstTokenTimeout, idleTimeout, responseTimeout time.Duration
 	maxBodyBytes, maxResponseBytes                                  int64
@@ -61,7 +64,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.auth, "auth", "", "authentication: required (Tenants' API keys and OIDC; the default with Kubernetes) or none (every caller is anonymous with access to every model; the default with --backends)")
 
 	fs.StringVar(&o.redisAddr, "redis-addr", "", "Redis host:port shared by the gateway replicas for session pins, session activity and quotas (empty: in memory, per replica)")
-	fs.StringVar(&o.redisPasswordFile, "redis-password-file", "", "file holding the Redis password")
+	o.redisConn.Register(fs)
 	fs.StringVar(&o.redisPrefix, "redis-prefix", "nn:gw:", "prefix of the gateway's Redis keys")
 	fs.DurationVar(&o.redisTimeout, "redis-timeout", 100*time.Millisecond, "bound of one Redis call on the request path; beyond it routing falls back to load balancing")
 	fs.StringVar(&o.quotaFailure, "quota-store-failure", "open", "when the quota store (Redis) fails: open (admit) or closed (503)")
@@ -157,10 +160,13 @@ func (o *options) validate() error {
 	if o.maxBodyBytes <= 0 || o.maxResponseBytes <= 0 {
 		errs = append(errs, errors.New("--max-body-bytes and --max-response-bytes must be positive"))
 	}
-	if o.redisPasswordFile != "" {
-		if _, err := os.Stat(o.redisPasswordFile); err != nil {
+	if o.redisConn.PasswordFile != "" {
+		if _, err := os.Stat(o.redisConn.PasswordFile); err != nil {
 			errs = append(errs, fmt.Errorf("--redis-password-file: %w", err))
 		}
+	}
+	if err := o.redisConn.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

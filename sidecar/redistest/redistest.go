@@ -6,6 +6,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -27,6 +28,8 @@ import (
 type Server struct {
 	// Addr is host:port.
 	Addr string
+	// TLSAddr is host:port of the TLS listener (Options.TLSCertFile).
+	TLSAddr string
 	// Dir holds the server's data (AOF) files.
 	Dir  string
 	args []string
@@ -47,6 +50,9 @@ type Options struct {
 	ConfigFile string
 	// Args are further redis-server arguments (e.g. "--maxmemory", "2mb").
 	Args []string
+	// TLSCertFile and TLSKeyFile, when set, also serve TLS on TLSAddr
+	// (client certificates not required).
+	TLSCertFile, TLSKeyFile string
 }
 
 // ChartConfig returns the path of the chart's Redis configuration,
@@ -88,12 +94,10 @@ func StartIn(dir string, o Options) (*Server, error) {
 	if o.Bind == "" {
 		o.Bind = "127.0.0.1"
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(o.Bind, "0"))
+	port, err := freePort(o.Bind)
 	if err != nil {
-		return nil, fmt.Errorf("free port on %s: %w", o.Bind, err)
+		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	s := &Server{Addr: net.JoinHostPort(o.Bind, strconv.Itoa(port)), Dir: dir, aof: o.AOF || o.ConfigFile != ""}
 	if o.ConfigFile != "" {
 		s.args = []string{o.ConfigFile}
@@ -107,11 +111,29 @@ func StartIn(dir string, o Options) (*Server, error) {
 	default:
 		s.args = append(s.args, "--save", "", "--appendonly", "no")
 	}
+	if o.TLSCertFile != "" {
+		tlsPort, err := freePort(o.Bind)
+		if err != nil {
+			return nil, err
+		}
+		s.TLSAddr = net.JoinHostPort(o.Bind, strconv.Itoa(tlsPort))
+		s.args = append(s.args, "--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", o.TLSCertFile,
+			"--tls-key-file", o.TLSKeyFile, "--tls-auth-clients", "no")
+	}
 	s.args = append(s.args, o.Args...)
 	if err := s.Start(); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+func freePort(bind string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(bind, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("free port on %s: %w", bind, err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Start (re)starts the server process with its original arguments and waits
@@ -135,7 +157,8 @@ func (s *Server) Start() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		err := c.Ping(ctx).Err()
 		cancel()
-		if err == nil {
+		var reply redis.Error
+		if err == nil || errors.As(err, &reply) { // NOAUTH: serving, with a password
 			return nil
 		}
 		if time.Now().After(deadline) {
