@@ -65,3 +65,57 @@ func TestChartRedisConfig(t *testing.T) {
 		t.Errorf("maxmemory %s (%d bytes) is not within 80%% of the memory limit %s", maxmemory, mm, limit.String())
 	}
 }
+
+// TestChartRedisClients renders the gateway's and the dispatcher's Redis
+// client settings: each its own ACL user and password Secret, the shared TLS
+// CA mounted as --redis-ca-file; none of it by default.
+func TestChartRedisClients(t *testing.T) {
+	set := []string{
+		`redis.tls={"enabled":true,"caSecret":{"name":"redis-ca","key":"ca.pem"},"serverName":"redis.internal"}`,
+		`gateway.redis.username="gateway"`, `gateway.redis.passwordSecret={"name":"gw-redis","key":"password"}`,
+		`dispatcher.redis.username="dispatcher"`, `dispatcher.redis.passwordSecret={"name":"d-redis","key":"pw"}`,
+	}
+	for _, tc := range []struct {
+		name string
+		set  []string
+		want map[string][]string // container -> user, password Secret
+	}{
+		{"default", nil, nil},
+		{"users and TLS", set, map[string][]string{"gateway": {"gateway", "gw-redis"}, "dispatcher": {"dispatcher", "d-redis"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := render(t, nil, tc.set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, comp := range []string{"gateway", "dispatcher"} {
+				dep := find(objs, "Deployment", "nn-neuronetes-"+comp)
+				c := container(dep, comp)
+				a, env, vols := args(c), toJSON(get(c, "env")), toJSON(get(dep, "spec", "template", "spec", "volumes"))
+				w := tc.want[comp]
+				if w == nil {
+					for _, arg := range a {
+						if strings.HasPrefix(arg, "--redis-username") || strings.HasPrefix(arg, "--redis-tls") || strings.HasPrefix(arg, "--redis-ca-file") {
+							t.Errorf("%s: default args carry %s", comp, arg)
+						}
+					}
+					if strings.Contains(env, "NEURONETES_REDIS_PASSWORD") || strings.Contains(vols, "redis-ca") {
+						t.Errorf("%s: default env %s / volumes %s carry Redis credentials", comp, env, vols)
+					}
+					continue
+				}
+				for _, arg := range []string{"--redis-username=" + w[0], "--redis-tls", "--redis-ca-file=/etc/neuronetes/redis-ca/ca.pem", "--redis-server-name=redis.internal"} {
+					if !contains(a, arg) {
+						t.Errorf("%s: args %v lack %s", comp, a, arg)
+					}
+				}
+				if !strings.Contains(env, `"name":"NEURONETES_REDIS_PASSWORD","valueFrom":{"secretKeyRef":{"key":`) || !strings.Contains(env, `"name":"`+w[1]+`"`) {
+					t.Errorf("%s: env %s lacks the password from Secret %s", comp, env, w[1])
+				}
+				if !strings.Contains(vols, `"secret":{"secretName":"redis-ca"}`) || !strings.Contains(toJSON(get(c, "volumeMounts")), `"mountPath":"/etc/neuronetes/redis-ca"`) {
+					t.Errorf("%s: the CA Secret is not mounted: volumes %s", comp, vols)
+				}
+			}
+		})
+	}
+}

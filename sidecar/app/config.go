@@ -4,8 +4,6 @@
 package app
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"flag"
 	"fmt"
 	"os"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/neuronetes/neuronetes/internal/redisconn"
 	"github.com/neuronetes/neuronetes/sidecar/frame"
 )
 
@@ -182,7 +181,6 @@ func (c *Config) RedisOptions() (*redis.UniversalOptions, error) {
 	o := &redis.UniversalOptions{
 		Addrs:        c.addrs(),
 		Username:     c.RedisUsername,
-		Password:     os.Getenv("NEURONETES_REDIS_PASSWORD"),
 		DB:           c.RedisDB,
 		DialTimeout:  c.RedisTimeout,
 		ReadTimeout:  c.RedisTimeout,
@@ -193,12 +191,11 @@ func (c *Config) RedisOptions() (*redis.UniversalOptions, error) {
 		MaxRetries:    -1,
 		DialerRetries: 1,
 	}
-	if c.RedisPasswordFile != "" {
-		b, err := os.ReadFile(c.RedisPasswordFile)
-		if err != nil {
-			return nil, fmt.Errorf("redis-password-file: %w", err)
-		}
-		o.Password = strings.TrimRight(string(b), "\r\n")
+	conn := redisconn.Flags{Username: c.RedisUsername, PasswordFile: c.RedisPasswordFile, TLS: c.RedisTLS,
+		CAFile: c.RedisCAFile, CertFile: c.RedisCertFile, KeyFile: c.RedisKeyFile, ServerName: c.RedisServerName}
+	var err error
+	if o.Password, err = conn.Password(); err != nil {
+		return nil, err
 	}
 	switch c.RedisMode {
 	case "standalone":
@@ -208,27 +205,11 @@ func (c *Config) RedisOptions() (*redis.UniversalOptions, error) {
 	case "cluster":
 		o.IsClusterMode = true
 	}
-	if c.RedisTLS {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.RedisServerName, InsecureSkipVerify: c.RedisTLSSkipVerify} //nolint:gosec // opt-in testing flag
-		if c.RedisCAFile != "" {
-			pem, err := os.ReadFile(c.RedisCAFile)
-			if err != nil {
-				return nil, fmt.Errorf("redis-ca-file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("redis-ca-file %s: no PEM certificates", c.RedisCAFile)
-			}
-			tc.RootCAs = pool
-		}
-		if c.RedisCertFile != "" {
-			cert, err := tls.LoadX509KeyPair(c.RedisCertFile, c.RedisKeyFile)
-			if err != nil {
-				return nil, fmt.Errorf("redis-cert-file/redis-key-file: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
-		}
-		o.TLSConfig = tc
+	if o.TLSConfig, err = conn.TLSConfig(); err != nil {
+		return nil, err
+	}
+	if o.TLSConfig != nil {
+		o.TLSConfig.InsecureSkipVerify = c.RedisTLSSkipVerify //nolint:gosec // opt-in testing flag
 	}
 	return o, nil
 }
