@@ -118,8 +118,10 @@ if ! (exec 3<>"/dev/tcp/$redis_host/$redis_port") 2>/dev/null; then
 	if [ "$REDIS_ADDR" = 10.88.0.1:6379 ] && command -v redis-server >/dev/null && ip -4 addr show | grep -q 'inet 10.88.0.1/'; then
 		mkdir -p "$REDIS_DIR"
 		log "starting redis-server on $REDIS_ADDR (data in $REDIS_DIR)"
-		redis-server --bind "$redis_host" --port "$redis_port" --protected-mode no --daemonize yes \
-			--pidfile "$REDIS_DIR/redis.pid" --dir "$REDIS_DIR" --appendonly yes --logfile "$REDIS_DIR/redis.log"
+		# The chart's own Redis configuration (appendfsync always, noeviction) with its default maxmemory.
+		redis-server "$ROOT/deploy/helm/neuronetes/files/redis.conf" --maxmemory 768mb \
+			--bind "$redis_host" --port "$redis_port" --protected-mode no --daemonize yes \
+			--pidfile "$REDIS_DIR/redis.pid" --dir "$REDIS_DIR" --logfile "$REDIS_DIR/redis.log"
 	else
 		log "warning: no Redis at $REDIS_ADDR; injected sidecars will not become ready (set REDIS_ADDR)"
 	fi

@@ -54,6 +54,7 @@ type options struct {
 	sidecarImage, sidecarPull string
 	sidecarRedis, sidecarArgs string
 	sidecarKeysSecret         string
+	sidecarRedisSecret        string
 	sidecarProbe              string
 	sidecarResources          sidecarResourceFlags
 	sidecarGoMaxProcs         int
@@ -83,6 +84,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.sidecarImage, "sidecar-image", nnwebhook.DefaultSidecarImage, "image of the injected sidecar")
 	flag.StringVar(&o.sidecarPull, "sidecar-pull-policy", string(corev1.PullNever), "imagePullPolicy of the injected sidecar")
 	flag.StringVar(&o.sidecarRedis, "sidecar-redis-addr", "10.88.0.1:6379", "default NEURONETES_REDIS_ADDR of injected sidecars")
+	flag.StringVar(&o.sidecarRedisSecret, "sidecar-redis-secret", "neuronetes-sidecar-redis", "Secret of the pod's namespace whose keys username and password injected sidecars use as their Redis user (optional references: without it, Redis' default user; empty disables)")
 	flag.StringVar(&o.sidecarKeysSecret, "sidecar-keys-secret", "neuronetes-sidecar-keys", "Secret mounted at /etc/neuronetes/keys when the AgentClass names none (optional volume; empty disables)")
 	flag.StringVar(&o.sidecarArgs, "sidecar-args", "", "space-separated extra arguments of the injected sidecar")
 	flag.StringVar(&o.sidecarProbe, "sidecar-probe-command", strings.Join(nnwebhook.DefaultProbeCommand, " "),
@@ -214,6 +216,7 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, o *options, res *corev1
 		RedisAddr:    o.sidecarRedis,
 		ExtraArgs:    strings.Fields(o.sidecarArgs),
 		KeysSecret:   o.sidecarKeysSecret,
+		RedisSecret:  o.sidecarRedisSecret,
 		Resources:    res,
 		GoMaxProcs:   o.sidecarGoMaxProcs,
 		ProbeCommand: strings.Fields(o.sidecarProbe),

@@ -79,14 +79,22 @@ func assemble(o *options) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	sealer, err := o.idemSealer()
+	if err != nil {
+		return nil, err
+	}
 	a := &app{o: o, reg: prometheus.NewRegistry(), tools: toolproxy.NewRegistry(), ready: func() bool { return true }}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.metrics = metrics.New(a.reg)
-	a.redis = redis.NewClient(&redis.Options{Addr: o.redisAddr, PoolSize: 256})
+	ro := &redis.Options{Addr: o.redisAddr, PoolSize: 256}
+	if err := o.redisConn.Apply(ro); err != nil {
+		return nil, err
+	}
+	a.redis = redis.NewClient(ro)
 	a.store = dedupe.NewRedis(a.redis, o.redisPrefix)
 	a.counts = &dedupe.Batcher{Store: a.store}
 	np := &natsq.Provider{DefaultURL: o.natsURL, ClientName: "neuronetes-dispatcher-" + o.member}
-	a.providers = map[string]queue.Provider{"nats": np, "kafka": &kafkaq.Provider{DefaultURL: o.kafkaURL}, "redis": &redisq.Provider{DefaultURL: o.redisQueueURL}}
+	a.providers = map[string]queue.Provider{"nats": np, "kafka": &kafkaq.Provider{DefaultURL: o.kafkaURL}, "redis": a.redisQueue()}
 	a.reporter = &binding.Reporter{Redis: a.redis, Prefix: o.redisPrefix, Member: o.member, Store: a.store, Period: o.statusPeriod,
 		Tools: a.tools.Health, Lag: a.lag, Gauges: a.gauges}
 	a.manager = binding.NewManager(binding.Deps{Providers: a.providers, Store: a.store, Member: o.member, Counts: a.counts,
@@ -96,7 +104,7 @@ func assemble(o *options) (*app, error) {
 		}})
 	a.reporter.Manager = a.manager
 	a.proxy = &toolproxy.Proxy{Registry: a.tools, Invoker: &toolproxy.Invokers{}, Metrics: a.metrics,
-		Idem: &toolproxy.RedisIdem{Client: a.redis, Prefix: o.redisPrefix}, Audit: &toolproxy.Audit{Out: auditOut(o.auditLog)}}
+		Idem: &toolproxy.RedisIdem{Client: a.redis, Prefix: o.redisPrefix, Sealer: sealer}, Audit: &toolproxy.Audit{Out: auditOut(o.auditLog)}}
 	return a, nil
 }
 
@@ -210,4 +218,14 @@ func (a *app) serve(ctx context.Context) ([]*http.Server, error) {
 		}()
 	}
 	return servers, nil
+}
+
+// redisQueue is the Redis Streams provider; its default URL gets the dispatcher's Redis
+// credentials and TLS when it is --redis-addr.
+func (a *app) redisQueue() *redisq.Provider {
+	p := &redisq.Provider{DefaultURL: a.o.redisQueueURL}
+	if a.o.queueURLFromAddr {
+		p.DefaultConn = a.o.redisConn.Apply
+	}
+	return p
 }

@@ -7,6 +7,11 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/neuronetes/neuronetes/dispatcher/toolproxy"
+	"github.com/neuronetes/neuronetes/internal/redisconn"
 )
 
 // options are the command-line flags.
@@ -25,6 +30,11 @@ type options struct {
 	drainTimeout   time.Duration
 	statusPeriod   time.Duration
 	auditLog       string
+	idemKeyFile    string
+	// redisConn: --redis-username, --redis-password-file, --redis-tls, ...
+	redisConn redisconn.Flags
+	// queueURLFromAddr: redisQueueURL defaulted to --redis-addr, so it gets redisConn too.
+	queueURLFromAddr bool
 
 	staticBindings string
 	staticModel    string
@@ -37,6 +47,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.gatewayURL, "gateway-url", "", "base URL of the gateway API, e.g. http://neuronetes-gateway.neuronetes-system:8080 (required)")
 	fs.StringVar(&o.gatewayKeyFile, "gateway-api-key-file", "", "file holding the API key sent to the gateway (default $NEURONETES_GATEWAY_API_KEY; empty: no key)")
 	fs.StringVar(&o.redisAddr, "redis-addr", "", "Redis host:port for dedupe records, shared status and idempotency keys (required)")
+	o.redisConn.Register(fs)
 	fs.StringVar(&o.redisPrefix, "redis-prefix", "nn:dispatch:", "prefix of the dispatcher's Redis keys")
 	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server of ToolBindings that name no queueConfig.url")
 	fs.StringVar(&o.kafkaURL, "kafka-url", "", "Kafka brokers (host:port,...) of ToolBindings that name no queueConfig.url")
@@ -46,6 +57,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.member, "member", "", "this replica's name in consumer groups and leases (default $POD_NAME, else the host name)")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 25*time.Second, "after SIGTERM, how long messages in flight get to finish before they are left to the broker")
 	fs.DurationVar(&o.statusPeriod, "status-period", 5*time.Second, "period of status, liveness and lag reporting (a replica silent for 3 periods counts as gone)")
+	fs.StringVar(&o.idemKeyFile, "idempotency-key-file", "", "file holding the 32-byte key (raw or base64) that seals stored tool answers in Redis; every replica needs the same one (default $NEURONETES_IDEMPOTENCY_KEY, base64; neither: a random key of this process, so only this replica can replay its answers)")
 	fs.StringVar(&o.auditLog, "audit-log", "-", "file receiving one JSON line per tool call (- for stdout, empty for none)")
 	fs.StringVar(&o.staticBindings, "static-bindings", "", "static mode (no Kubernetes): a YAML file of ToolBindings to serve")
 	fs.StringVar(&o.staticModel, "static-model", "", "static mode: the model requested for the queue bindings' pool")
@@ -85,6 +97,10 @@ func (o *options) validate() error {
 	}
 	if o.redisQueueURL == "" && o.redisAddr != "" {
 		o.redisQueueURL = "redis://" + o.redisAddr
+		o.queueURLFromAddr = true
+	}
+	if err := o.redisConn.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -99,6 +115,26 @@ func (o *options) gatewayKey() (string, error) {
 		return "", fmt.Errorf("--gateway-api-key-file: %w", err)
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// idemSealer returns the sealer of stored tool answers.
+func (o *options) idemSealer() (*toolproxy.IdemSealer, error) {
+	if o.idemKeyFile != "" {
+		k, err := toolproxy.LoadIdemKey(o.idemKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--idempotency-key-file: %w", err)
+		}
+		return toolproxy.NewIdemSealer(k)
+	}
+	if env := os.Getenv("NEURONETES_IDEMPOTENCY_KEY"); env != "" {
+		k, err := toolproxy.ParseIdemKey([]byte(env))
+		if err != nil {
+			return nil, fmt.Errorf("$NEURONETES_IDEMPOTENCY_KEY: %w", err)
+		}
+		return toolproxy.NewIdemSealer(k)
+	}
+	klog.Background().Info("No idempotency key: stored tool answers are sealed with a key of this process, replayable by this replica only")
+	return toolproxy.RandomIdemSealer()
 }
 
 // caller is a static tool caller.

@@ -37,18 +37,11 @@ func assemble(ctx context.Context, o *options) (*gw, error) {
 		return nil, err
 	}
 
-	var rc redis.UniversalClient
-	if o.redisAddr != "" {
-		ro := &redis.Options{Addr: o.redisAddr, DialTimeout: 500 * time.Millisecond, ReadTimeout: o.redisTimeout,
-			WriteTimeout: o.redisTimeout, MaxRetries: -1, PoolSize: 64}
-		if o.redisPasswordFile != "" {
-			b, err := os.ReadFile(o.redisPasswordFile)
-			if err != nil {
-				return nil, fmt.Errorf("--redis-password-file: %w", err)
-			}
-			ro.Password = strings.TrimSpace(string(b))
-		}
-		rc = redis.NewClient(ro)
+	var rc redis.UniversalClient // nil without --redis-addr (never a nil *redis.Client)
+	if c, err := o.redisClient(); err != nil {
+		return nil, err
+	} else if c != nil {
+		rc = c
 	}
 	sessions := sessionkey.Random()
 	if o.sessionKeyFile != "" {
@@ -212,4 +205,18 @@ func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	}
 	r.c, r.mod = &c, st.ModTime()
 	return r.c, nil
+}
+
+// redisClient returns the client of --redis-addr with the shared Redis user,
+// password and TLS flags (nil without --redis-addr).
+func (o *options) redisClient() (*redis.Client, error) {
+	if o.redisAddr == "" {
+		return nil, nil
+	}
+	ro := &redis.Options{Addr: o.redisAddr, DialTimeout: 500 * time.Millisecond, ReadTimeout: o.redisTimeout,
+		WriteTimeout: o.redisTimeout, MaxRetries: -1, PoolSize: 64}
+	if err := o.redisConn.Apply(ro); err != nil {
+		return nil, err
+	}
+	return redis.NewClient(ro), nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/neuronetes/neuronetes/gateway/route"
+	"github.com/neuronetes/neuronetes/internal/redisconn"
 )
 
 // options are the command's flags.
@@ -25,9 +26,11 @@ type options struct {
 
 	sessionKeyFile string
 
-	redisAddr, redisPasswordFile, redisPrefix string
-	redisTimeout                              time.Duration
-	quotaFailure                              string
+	redisAddr, redisPrefix string
+	redisTimeout           time.Duration
+	quotaFailure           string
+	// redisConn: --redis-username, --redis-password-file, --redis-tls, ...
+	redisConn redisconn.Flags
 
 	connectTimeout, firstTokenTimeout, idleTimeout, responseTimeout time.Duration
 	maxBodyBytes, maxResponseBytes                                  int64
@@ -64,7 +67,7 @@ func (o *options) register(fs *flag.FlagSet) {
 
 	fs.StringVar(&o.sessionKeyFile, "session-key-file", "", "file holding the secret (at least 32 bytes) that scopes session keys by tenant (HMAC): every replica must hold the same one; required with --redis-addr (empty: a secret of this process, so pins, rollout assignments and agents' session memory keys change on restart)")
 	fs.StringVar(&o.redisAddr, "redis-addr", "", "Redis host:port shared by the gateway replicas for session pins, session activity and quotas (empty: in memory, per replica)")
-	fs.StringVar(&o.redisPasswordFile, "redis-password-file", "", "file holding the Redis password")
+	o.redisConn.Register(fs)
 	fs.StringVar(&o.redisPrefix, "redis-prefix", "nn:gw:", "prefix of the gateway's Redis keys")
 	fs.DurationVar(&o.redisTimeout, "redis-timeout", 100*time.Millisecond, "bound of one Redis call on the request path; beyond it routing falls back to load balancing")
 	fs.StringVar(&o.quotaFailure, "quota-store-failure", "open", "when the quota store (Redis) fails: open (admit) or closed (503)")
@@ -163,10 +166,13 @@ func (o *options) validate() error {
 	if o.redisAddr != "" && o.sessionKeyFile == "" {
 		errs = append(errs, errors.New("--session-key-file is required with --redis-addr: replicas sharing pins must scope session keys with the same secret"))
 	}
-	if o.redisPasswordFile != "" {
-		if _, err := os.Stat(o.redisPasswordFile); err != nil {
+	if o.redisConn.PasswordFile != "" {
+		if _, err := os.Stat(o.redisConn.PasswordFile); err != nil {
 			errs = append(errs, fmt.Errorf("--redis-password-file: %w", err))
 		}
+	}
+	if err := o.redisConn.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -53,6 +53,11 @@ type Injector struct {
 	RedisAddr string
 	// ExtraArgs are appended to the sidecar's command line.
 	ExtraArgs []string
+	// RedisSecret names a Secret in the pod's namespace holding that namespace's Redis user
+	// (keys "username" and "password", the user store.ACLRules describes); the sidecar reads them
+	// as NEURONETES_REDIS_USERNAME and NEURONETES_REDIS_PASSWORD. The references are optional: a
+	// namespace without the Secret connects as Redis' default user. Empty injects nothing.
+	RedisSecret string
 	// KeysSecret is the default encryption-keys Secret mounted at KeysDir when the AgentClass names
 	// none; empty mounts nothing. The volume is optional, so a missing Secret does not block the pod.
 	KeysSecret string
@@ -177,6 +182,7 @@ func (i *Injector) Mutate(pod *corev1.Pod, cfg *nnv1.SidecarConfig) (bool, error
 		SecurityContext: sidecarSecurityContext(),
 	}
 	sc.Env = append(sc.Env, goMaxProcsEnv(i.GoMaxProcs)...)
+	sc.Env = append(sc.Env, redisCredentialsEnv(i.RedisSecret)...)
 	res := DefaultSidecarResources()
 	if i.Resources != nil {
 		res = *i.Resources
@@ -213,6 +219,22 @@ func (i *Injector) Mutate(pod *corev1.Pod, cfg *nnv1.SidecarConfig) (bool, error
 }
 
 // setEnv adds name=value unless the container already sets name.
+// redisCredentialsEnv reads the namespace's Redis user from Secret name (optional keys).
+func redisCredentialsEnv(name string) []corev1.EnvVar {
+	if name == "" {
+		return nil
+	}
+	ref := func(key string) *corev1.EnvVarSource {
+		optional := true
+		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key, Optional: &optional}}
+	}
+	return []corev1.EnvVar{
+		{Name: "NEURONETES_REDIS_USERNAME", ValueFrom: ref("username")},
+		{Name: "NEURONETES_REDIS_PASSWORD", ValueFrom: ref("password")},
+	}
+}
+
 func setEnv(env []corev1.EnvVar, name, value string) []corev1.EnvVar {
 	for _, e := range env {
 		if e.Name == name {

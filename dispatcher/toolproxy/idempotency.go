@@ -53,11 +53,18 @@ func ArgsDigest(args []byte) string {
 	return hex.EncodeToString(h[:])
 }
 
-// RedisIdem is the IdemStore on Redis (shared by the replicas).
+// RedisIdem is the IdemStore on Redis (shared by the replicas). Answers are
+// stored sealed and argument fingerprints keyed by Sealer: Redis holds no
+// tool answer or argument digest in plain text, and a value written to Redis
+// by anyone without the key is never replayed (ErrAnswerUnreadable).
 type RedisIdem struct {
 	Client redis.UniversalClient
 	Prefix string
+	// Sealer seals answers; every replica needs the same key (required).
+	Sealer *IdemSealer
 }
+
+func (r *RedisIdem) key(key string) string { return r.Prefix + "idem:" + key }
 
 var claimScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
@@ -70,7 +77,11 @@ return {'done', v}`)
 
 // Claim implements IdemStore.
 func (r *RedisIdem) Claim(ctx context.Context, key, args string, ttl time.Duration) (*Answer, error) {
-	v, err := claimScript.Run(ctx, r.Client, []string{r.Prefix + "idem:" + key}, args, ttl.Milliseconds()).Slice()
+	if r.Sealer == nil {
+		return nil, errors.New("idempotency store: no sealing key")
+	}
+	rkey := r.key(key)
+	v, err := claimScript.Run(ctx, r.Client, []string{rkey}, r.Sealer.argsTag(rkey, args), ttl.Milliseconds()).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("idempotency store: %w", err)
 	}
@@ -82,8 +93,13 @@ func (r *RedisIdem) Claim(ctx context.Context, key, args string, ttl time.Durati
 	case "reused":
 		return nil, ErrKeyReused
 	}
+	stored, _ := v[1].(string)
+	plain, err := r.Sealer.open(rkey, []byte(stored))
+	if err != nil {
+		return nil, fmt.Errorf("idempotency store: %w", err)
+	}
 	var a Answer
-	if err := json.Unmarshal([]byte(v[1].(string)), &a); err != nil {
+	if err := json.Unmarshal(plain, &a); err != nil {
 		return nil, fmt.Errorf("idempotency store: stored answer: %w", err)
 	}
 	if a.Args != args {
@@ -94,8 +110,15 @@ func (r *RedisIdem) Claim(ctx context.Context, key, args string, ttl time.Durati
 
 // Store implements IdemStore.
 func (r *RedisIdem) Store(ctx context.Context, key string, a Answer, ttl time.Duration) error {
+	if r.Sealer == nil {
+		return errors.New("idempotency store: no sealing key")
+	}
 	b, _ := json.Marshal(a)
-	if err := r.Client.Set(ctx, r.Prefix+"idem:"+key, b, ttl).Err(); err != nil {
+	sealed, err := r.Sealer.seal(r.key(key), b)
+	if err != nil {
+		return fmt.Errorf("idempotency store: %w", err)
+	}
+	if err := r.Client.Set(ctx, r.key(key), sealed, ttl).Err(); err != nil {
 		return fmt.Errorf("idempotency store: %w", err)
 	}
 	return nil
@@ -103,7 +126,7 @@ func (r *RedisIdem) Store(ctx context.Context, key string, a Answer, ttl time.Du
 
 // Abandon implements IdemStore.
 func (r *RedisIdem) Abandon(ctx context.Context, key string) error {
-	return r.Client.Del(ctx, r.Prefix+"idem:"+key).Err()
+	return r.Client.Del(ctx, r.key(key)).Err()
 }
 
 // MemoryIdem is an in-process IdemStore (tests, single replica).

@@ -47,7 +47,7 @@ func Run(ctx context.Context, c Config) error {
 		ring = keys.Empty()
 	}
 	codec, err := frame.New(ring, frame.Options{Tenant: c.Namespace, Compression: frame.Compression(c.Compression),
-		UseDict: c.ZstdDict, MaxPlaintext: c.MaxSession + 1<<16})
+		UseDict: c.ZstdDict, MaxPlaintext: c.MaxSession + 1<<16, AcceptUnversioned: c.AcceptV1Frames})
 	if err != nil {
 		return err
 	}

@@ -213,3 +213,21 @@ func TestRunWithoutKeysDegrades(t *testing.T) {
 		t.Fatal("keys_loaded gauge not 1")
 	}
 }
+
+// TestRedisOptionsCarryAuthAndTLS checks that the Redis user, the password
+// file and the TLS settings (internal/redisconn) reach the go-redis options.
+func TestRedisOptionsCarryAuthAndTLS(t *testing.T) {
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Config{RedisAddrs: "r:6379", RedisMode: "standalone", RedisUsername: "sidecar-team-a", RedisPasswordFile: pw,
+		RedisTLS: true, RedisServerName: "redis.internal", RedisTLSSkipVerify: true}
+	o, err := c.RedisOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Username != "sidecar-team-a" || o.Password != "s3cret" || o.TLSConfig == nil || o.TLSConfig.ServerName != "redis.internal" || !o.TLSConfig.InsecureSkipVerify {
+		t.Fatalf("options: user %q, password %q, TLS %+v", o.Username, o.Password, o.TLSConfig)
+	}
+}

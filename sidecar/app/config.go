@@ -4,8 +4,6 @@
 package app
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"flag"
 	"fmt"
 	"os"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/neuronetes/neuronetes/internal/redisconn"
 	"github.com/neuronetes/neuronetes/sidecar/frame"
 )
 
@@ -50,6 +49,9 @@ type Config struct {
 	HTTPEngine    string
 	Compression   string
 	ZstdDict      bool
+	// AcceptV1Frames opens format 1 frames of earlier releases, which bind
+	// no session version.
+	AcceptV1Frames bool
 
 	NearCacheBytes  int
 	NearCacheMaxAge time.Duration
@@ -120,6 +122,7 @@ func (c *Config) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.HTTPEngine, "http-engine", env("NEURONETES_HTTP_ENGINE", "fasthttp"), "HTTP server of the API: fasthttp (lower latency) or net (net/http); same API on both ($NEURONETES_HTTP_ENGINE)")
 	fs.StringVar(&c.Compression, "compression", env("NEURONETES_COMPRESSION", string(frame.CompressS2)), "codec of new frames: s2 (fastest to seal and open), zstd (frames about 20% smaller, about 2x slower to seal) or none; readers open all ($NEURONETES_COMPRESSION)")
 	fs.BoolVar(&c.ZstdDict, "zstd-dict", envBool("NEURONETES_ZSTD_DICT", true), "compress with the built-in JSON dictionary, for s2 and zstd alike (smaller frames for small sessions; readers handle both) ($NEURONETES_ZSTD_DICT)")
+	fs.BoolVar(&c.AcceptV1Frames, "accept-v1-frames", envBool("NEURONETES_ACCEPT_V1_FRAMES", true), "open frames of format 1 (earlier releases), which bind no session version, so one written back to Redis opens as current; turn off once every value written before the upgrade expired ($NEURONETES_ACCEPT_V1_FRAMES)")
 	fs.IntVar(&c.NearCacheBytes, "near-cache-bytes", envInt("NEURONETES_NEAR_CACHE_BYTES", 64<<20), "near-cache budget, 0 disables ($NEURONETES_NEAR_CACHE_BYTES)")
 	fs.DurationVar(&c.NearCacheMaxAge, "near-cache-max-age", envDur("NEURONETES_NEAR_CACHE_MAX_AGE", 5*time.Second), "longest a near-cache entry is served without Redis ($NEURONETES_NEAR_CACHE_MAX_AGE)")
 	fs.StringVar(&c.VectorDir, "vector-dir", env("NEURONETES_VECTOR_DIR", ""), "directory persisting the vector shard, empty for memory only ($NEURONETES_VECTOR_DIR)")
@@ -178,7 +181,6 @@ func (c *Config) RedisOptions() (*redis.UniversalOptions, error) {
 	o := &redis.UniversalOptions{
 		Addrs:        c.addrs(),
 		Username:     c.RedisUsername,
-		Password:     os.Getenv("NEURONETES_REDIS_PASSWORD"),
 		DB:           c.RedisDB,
 		DialTimeout:  c.RedisTimeout,
 		ReadTimeout:  c.RedisTimeout,
@@ -189,12 +191,11 @@ func (c *Config) RedisOptions() (*redis.UniversalOptions, error) {
 		MaxRetries:    -1,
 		DialerRetries: 1,
 	}
-	if c.RedisPasswordFile != "" {
-		b, err := os.ReadFile(c.RedisPasswordFile)
-		if err != nil {
-			return nil, fmt.Errorf("redis-password-file: %w", err)
-		}
-		o.Password = strings.TrimRight(string(b), "\r\n")
+	conn := redisconn.Flags{Username: c.RedisUsername, PasswordFile: c.RedisPasswordFile, TLS: c.RedisTLS,
+		CAFile: c.RedisCAFile, CertFile: c.RedisCertFile, KeyFile: c.RedisKeyFile, ServerName: c.RedisServerName}
+	var err error
+	if o.Password, err = conn.Password(); err != nil {
+		return nil, err
 	}
 	switch c.RedisMode {
 	case "standalone":
@@ -204,27 +205,11 @@ func (c *Config) RedisOptions() (*redis.UniversalOptions, error) {
 	case "cluster":
 		o.IsClusterMode = true
 	}
-	if c.RedisTLS {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.RedisServerName, InsecureSkipVerify: c.RedisTLSSkipVerify} //nolint:gosec // opt-in testing flag
-		if c.RedisCAFile != "" {
-			pem, err := os.ReadFile(c.RedisCAFile)
-			if err != nil {
-				return nil, fmt.Errorf("redis-ca-file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("redis-ca-file %s: no PEM certificates", c.RedisCAFile)
-			}
-			tc.RootCAs = pool
-		}
-		if c.RedisCertFile != "" {
-			cert, err := tls.LoadX509KeyPair(c.RedisCertFile, c.RedisKeyFile)
-			if err != nil {
-				return nil, fmt.Errorf("redis-cert-file/redis-key-file: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
-		}
-		o.TLSConfig = tc
+	if o.TLSConfig, err = conn.TLSConfig(); err != nil {
+		return nil, err
+	}
+	if o.TLSConfig != nil {
+		o.TLSConfig.InsecureSkipVerify = c.RedisTLSSkipVerify //nolint:gosec // opt-in testing flag
 	}
 	return o, nil
 }

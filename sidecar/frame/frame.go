@@ -5,7 +5,7 @@
 // Frame layout (all integers big-endian):
 //
 //	offset 0  magic   "NF"
-//	       2  version 0x01
+//	       2  version 0x02 (0x01: earlier releases, see below)
 //	       3  flags   bit0: zstd-compressed, bit2: S2-compressed (at most one of
 //	                  the two), bit1: compressed with the built-in dictionary
 //	       4  L       length of the key id (1..64)
@@ -14,10 +14,14 @@
 //	    17+L  AES-256-GCM ciphertext of the (compressed) payload, with 16-byte tag
 //
 // The additional authenticated data is the whole header (bytes 0..17+L) plus
-// the tenant, the value kind and the value id, each length-prefixed. A frame
-// therefore only opens for the tenant, kind and id it was sealed for, and any
-// change to the header (key id, flags) fails authentication. A tag failure or
-// an unknown key id is always an error, never an empty value.
+// the tenant, the value kind and the value id, each length-prefixed, and the
+// value's version (a uvarint). A frame therefore only opens for the tenant,
+// kind, id and version it was sealed for: an older frame of a session written
+// back under the current version fails authentication, and any change to the
+// header (format version, key id, flags) does too. Format 1 frames, sealed by
+// earlier releases, bind no version; they open only with
+// Options.AcceptUnversioned (else ErrUnversioned). A tag failure or an unknown
+// key id is always an error, never an empty value.
 package frame
 
 import (
@@ -38,15 +42,19 @@ import (
 
 const (
 	magic0, magic1 = 'N', 'F'
-	// Version is the only frame version this package writes and reads.
-	Version   = 1
-	flagZstd  = 1 << 0
-	flagDict  = 1 << 1
-	flagS2    = 1 << 2
-	nonceSize = 12
-	tagSize   = 16
-	fixedHdr  = 5
-	dictID    = 0x4e4e0001
+	// Version is the frame format this package writes: its AAD binds the
+	// value's version.
+	Version = 2
+	// VersionUnbound is the format of earlier releases, whose AAD binds no
+	// value version; Open reads it only with Options.AcceptUnversioned.
+	VersionUnbound = 1
+	flagZstd       = 1 << 0
+	flagDict       = 1 << 1
+	flagS2         = 1 << 2
+	nonceSize      = 12
+	tagSize        = 16
+	fixedHdr       = 5
+	dictID         = 0x4e4e0001
 	// DictBelow is the payload size from which the dictionary is not used
 	// even with UseDict: it shrinks small sessions (-24% at 256 bytes) but
 	// saves 0-5% from 4 KiB up, while decoding with it is slower (S2: 2x at
@@ -62,6 +70,8 @@ var (
 	ErrAuth = errors.New("frame authentication failed")
 	// ErrTooLarge means the decompressed payload exceeds the codec's limit.
 	ErrTooLarge = errors.New("frame payload too large")
+	// ErrUnversioned means a format 1 frame (no version bound) was refused.
+	ErrUnversioned = errors.New("frame of format 1 binds no version and is not accepted")
 )
 
 // Compression names the codec Seal uses. Open reads every codec.
@@ -96,6 +106,10 @@ type Binding struct {
 	Kind string
 	// ID is the value's id within the tenant, e.g. the conversation id.
 	ID string
+	// Version is the value's version (a session's version; 0 for kinds
+	// without versions), so an older frame of the same value cannot be
+	// served as the current one.
+	Version int64
 }
 
 // Options tune a Codec.
@@ -112,6 +126,10 @@ type Options struct {
 	UseDict bool
 	// MinCompress is the payload size below which compression is skipped (0: 64).
 	MinCompress int
+	// AcceptUnversioned opens format 1 frames of earlier releases, whose AAD
+	// binds no value version (an attacker able to write Redis can replay one
+	// under any version). Off, they fail with ErrUnversioned.
+	AcceptUnversioned bool
 }
 
 // Codec seals and opens frames for one tenant. It is safe for concurrent use.
@@ -195,17 +213,24 @@ func (c *Codec) aead(id string) (cipher.AEAD, error) {
 	return a, nil
 }
 
+// aad is the additional authenticated data of a frame with header hdr: the
+// header, the tenant, kind and id (length-prefixed) and, from format 2 on,
+// the value version.
 func (c *Codec) aad(hdr []byte, b Binding) []byte {
-	out := make([]byte, 0, len(hdr)+len(c.opts.Tenant)+len(b.Kind)+len(b.ID)+3*binary.MaxVarintLen32)
+	out := make([]byte, 0, len(hdr)+len(c.opts.Tenant)+len(b.Kind)+len(b.ID)+4*binary.MaxVarintLen64)
 	out = append(out, hdr...)
 	for _, s := range []string{c.opts.Tenant, b.Kind, b.ID} {
 		out = binary.AppendUvarint(out, uint64(len(s)))
 		out = append(out, s...)
 	}
+	if hdr[2] != VersionUnbound {
+		out = binary.AppendUvarint(out, uint64(b.Version))
+	}
 	return out
 }
 
-// Seal compresses and encrypts plaintext with the active key, bound to b.
+// Seal compresses and encrypts plaintext with the active key, bound to b
+// (tenant, kind, id and version).
 // It allocates the frame once: the payload is compressed straight after the
 // header and encrypted in place.
 func (c *Codec) Seal(b Binding, plaintext []byte) ([]byte, error) {
@@ -255,7 +280,7 @@ func KeyID(f []byte) (string, error) {
 	if len(f) < fixedHdr || f[0] != magic0 || f[1] != magic1 {
 		return "", fmt.Errorf("magic: %w", ErrMalformed)
 	}
-	if f[2] != Version {
+	if f[2] != Version && f[2] != VersionUnbound {
 		return "", fmt.Errorf("version %d: %w", f[2], ErrMalformed)
 	}
 	l := int(f[4])
@@ -269,7 +294,8 @@ func KeyID(f []byte) (string, error) {
 	return id, nil
 }
 
-// Open authenticates, decrypts and decompresses a frame sealed for b.
+// Open authenticates, decrypts and decompresses a frame sealed for b: a
+// frame sealed for another tenant, kind, id or version fails with ErrAuth.
 func (c *Codec) Open(b Binding, f []byte) ([]byte, error) {
 	id, err := KeyID(f)
 	if err != nil {
@@ -280,6 +306,9 @@ func (c *Codec) Open(b Binding, f []byte) ([]byte, error) {
 	case 0, flagZstd, flagZstd | flagDict, flagS2, flagS2 | flagDict:
 	default:
 		return nil, fmt.Errorf("flags %#x: %w", flags, ErrMalformed)
+	}
+	if f[2] == VersionUnbound && !c.opts.AcceptUnversioned {
+		return nil, fmt.Errorf("key %q: %w", id, ErrUnversioned)
 	}
 	a, err := c.aead(id)
 	if err != nil {

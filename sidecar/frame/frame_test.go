@@ -121,7 +121,7 @@ func TestEveryBitFlipIsDetected(t *testing.T) {
 func TestBindingAndKeys(t *testing.T) {
 	ring := testRing(t, "k1", "k1")
 	a := testCodec(t, "ns-a", false, ring)
-	f, err := a.Seal(Binding{Kind: "sess", ID: "c1"}, []byte(`{"x":1}`))
+	f, err := a.Seal(Binding{Kind: "sess", ID: "c1", Version: 7}, []byte(`{"x":1}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,18 +132,21 @@ func TestBindingAndKeys(t *testing.T) {
 		b     Binding
 		want  error
 	}{
-		{"other tenant same secret", testCodec(t, "ns-b", false, ring), Binding{"sess", "c1"}, ErrAuth},
-		{"other id", a, Binding{"sess", "c2"}, ErrAuth},
-		{"other kind", a, Binding{"emb", "c1"}, ErrAuth},
-		{"other key bytes", otherKey, Binding{"sess", "c1"}, ErrAuth},
-		{"unknown key id", testCodec(t, "ns-a", false, testRing(t, "k2", "k2")), Binding{"sess", "c1"}, keys.ErrUnknownKey},
+		{"same binding", a, Binding{"sess", "c1", 7}, nil},
+		{"other tenant same secret", testCodec(t, "ns-b", false, ring), Binding{"sess", "c1", 7}, ErrAuth},
+		{"other id", a, Binding{"sess", "c2", 7}, ErrAuth},
+		{"other kind", a, Binding{"emb", "c1", 7}, ErrAuth},
+		{"older frame under a newer version", a, Binding{"sess", "c1", 8}, ErrAuth},
+		{"no version", a, Binding{"sess", "c1", 0}, ErrAuth},
+		{"other key bytes", otherKey, Binding{"sess", "c1", 7}, ErrAuth},
+		{"unknown key id", testCodec(t, "ns-a", false, testRing(t, "k2", "k2")), Binding{"sess", "c1", 7}, keys.ErrUnknownKey},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := tc.codec.Open(tc.b, f)
-			if !errors.Is(err, tc.want) {
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
 				t.Fatalf("Open = %q, %v; want %v", out, err, tc.want)
 			}
-			if out != nil {
+			if tc.want != nil && out != nil {
 				t.Fatalf("failed Open returned data %q", out)
 			}
 		})
@@ -196,7 +199,7 @@ func TestLimitsAndMalformed(t *testing.T) {
 			t.Errorf("Open %s bomb: %v, want ErrTooLarge", comp, err)
 		}
 	}
-	for _, bad := range [][]byte{nil, []byte("NF"), []byte("XX\x01\x00\x01k"), append([]byte("NF\x02\x00\x01k"), make([]byte, 40)...),
+	for _, bad := range [][]byte{nil, []byte("NF"), []byte("XX\x01\x00\x01k"), append([]byte("NF\x03\x00\x01k"), make([]byte, 40)...), append([]byte("NF\x00\x00\x01k"), make([]byte, 40)...),
 		append([]byte("NF\x01\x00\x01!"), make([]byte, 40)...), append([]byte("NF\x01\x05\x01k"), make([]byte, 40)...),
 		append([]byte("NF\x01\x02\x01k"), make([]byte, 40)...), append([]byte("NF\x01\x08\x01k"), make([]byte, 40)...)} {
 		if _, err := c.Open(b, bad); !errors.Is(err, ErrMalformed) {

@@ -6,10 +6,13 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -25,9 +28,12 @@ import (
 type Server struct {
 	// Addr is host:port.
 	Addr string
+	// TLSAddr is host:port of the TLS listener (Options.TLSCertFile).
+	TLSAddr string
 	// Dir holds the server's data (AOF) files.
 	Dir  string
 	args []string
+	aof  bool
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 }
@@ -38,6 +44,22 @@ type Options struct {
 	Bind string
 	// AOF enables appendonly with appendfsync always.
 	AOF bool
+	// ConfigFile runs the server with this redis.conf (ChartConfig: the
+	// chart's own) instead of the AOF and save settings above; only the
+	// port, bind address, data dir and log file are set on top of it.
+	ConfigFile string
+	// Args are further redis-server arguments (e.g. "--maxmemory", "2mb").
+	Args []string
+	// TLSCertFile and TLSKeyFile, when set, also serve TLS on TLSAddr
+	// (client certificates not required).
+	TLSCertFile, TLSKeyFile string
+}
+
+// ChartConfig returns the path of the chart's Redis configuration,
+// deploy/helm/neuronetes/files/redis.conf, which the bundled Redis runs with.
+func ChartConfig() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "deploy", "helm", "neuronetes", "files", "redis.conf")
 }
 
 // Binary returns the redis-server path, or "" when it is not installed.
@@ -72,24 +94,46 @@ func StartIn(dir string, o Options) (*Server, error) {
 	if o.Bind == "" {
 		o.Bind = "127.0.0.1"
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(o.Bind, "0"))
+	port, err := freePort(o.Bind)
 	if err != nil {
-		return nil, fmt.Errorf("free port on %s: %w", o.Bind, err)
+		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	s := &Server{Addr: net.JoinHostPort(o.Bind, strconv.Itoa(port)), Dir: dir}
-	s.args = []string{"--port", strconv.Itoa(port), "--bind", o.Bind, "--dir", s.Dir, "--save", "",
-		"--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning", "--logfile", s.Dir + "/redis.log"}
-	if o.AOF {
-		s.args = append(s.args, "--appendonly", "yes", "--appendfsync", "always")
-	} else {
-		s.args = append(s.args, "--appendonly", "no")
+	s := &Server{Addr: net.JoinHostPort(o.Bind, strconv.Itoa(port)), Dir: dir, aof: o.AOF || o.ConfigFile != ""}
+	if o.ConfigFile != "" {
+		s.args = []string{o.ConfigFile}
 	}
+	s.args = append(s.args, "--port", strconv.Itoa(port), "--bind", o.Bind, "--dir", s.Dir,
+		"--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning", "--logfile", s.Dir+"/redis.log")
+	switch {
+	case o.ConfigFile != "":
+	case o.AOF:
+		s.args = append(s.args, "--save", "", "--appendonly", "yes", "--appendfsync", "always")
+	default:
+		s.args = append(s.args, "--save", "", "--appendonly", "no")
+	}
+	if o.TLSCertFile != "" {
+		tlsPort, err := freePort(o.Bind)
+		if err != nil {
+			return nil, err
+		}
+		s.TLSAddr = net.JoinHostPort(o.Bind, strconv.Itoa(tlsPort))
+		s.args = append(s.args, "--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", o.TLSCertFile,
+			"--tls-key-file", o.TLSKeyFile, "--tls-auth-clients", "no")
+	}
+	s.args = append(s.args, o.Args...)
 	if err := s.Start(); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+func freePort(bind string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(bind, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("free port on %s: %w", bind, err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Start (re)starts the server process with its original arguments and waits
@@ -113,7 +157,8 @@ func (s *Server) Start() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		err := c.Ping(ctx).Err()
 		cancel()
-		if err == nil {
+		var reply redis.Error
+		if err == nil || errors.As(err, &reply) { // NOAUTH: serving, with a password
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -122,6 +167,31 @@ func (s *Server) Start() error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Snapshot saves the dataset (SAVE) and returns the RDB file: a backup
+// to give Restore later.
+func (s *Server) Snapshot() ([]byte, error) {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	if err := c.Save(context.Background()).Err(); err != nil {
+		return nil, fmt.Errorf("SAVE on %s: %w", s.Addr, err)
+	}
+	return os.ReadFile(filepath.Join(s.Dir, "dump.rdb"))
+}
+
+// Restore crashes the server (SIGKILL), replaces its data with snapshot (an
+// RDB file from Snapshot) and starts it again: a Redis restored from an older
+// backup. Only for servers started without AOF, which load the RDB file.
+func (s *Server) Restore(snapshot []byte) error {
+	if s.aof {
+		return fmt.Errorf("restore of %s: the server runs with AOF, which it would load instead", s.Addr)
+	}
+	s.Kill()
+	if err := os.WriteFile(filepath.Join(s.Dir, "dump.rdb"), snapshot, 0o600); err != nil {
+		return fmt.Errorf("restore of %s: %w", s.Addr, err)
+	}
+	return s.Start()
 }
 
 // Kill stops the server with SIGKILL (a crash: only fsynced data survives).

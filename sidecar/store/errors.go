@@ -43,8 +43,10 @@ func ValidID(id string) bool { return idPattern.MatchString(id) }
 // ValidTenant reports whether t is a DNS-1123 label (a Kubernetes namespace name).
 func ValidTenant(t string) bool { return tenantPattern.MatchString(t) }
 
-// unavailableReplies are Redis error replies that mean "not serving right now".
-var unavailableReplies = []string{"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY", "NOREPLICAS"}
+// unavailableReplies are Redis error replies that mean "not serving right
+// now". OOM is a write refused at maxmemory under noeviction (the chart's
+// policy): writes fail until TTLs free memory, and nothing is evicted.
+var unavailableReplies = []string{"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY", "NOREPLICAS", "OOM"}
 
 // classify maps a go-redis error onto the store's errors. Any failure that is
 // not a definite reply from a serving Redis is ErrUnavailable.

@@ -44,7 +44,9 @@ type Observer interface {
 
 // Session is one stored session document.
 type Session struct {
-	// Version changes on every write and never repeats within a tenant.
+	// Version grows with every write of the session, also across a Redis
+	// restored from an older snapshot, and never repeats for its id, also
+	// after a delete (versionClock, putScript).
 	Version int64
 	// Data is the session's JSON object.
 	Data []byte
@@ -61,6 +63,8 @@ type Store struct {
 	near   *nearCache
 	// refresher defers refresh-on-read TTL resets (refresh.go).
 	refresher refresher
+	// clock proposes the versions of writes (version.go).
+	clock versionClock
 }
 
 // New returns a store for codec's tenant on rdb. Call Run to start the near
@@ -85,6 +89,7 @@ func New(rdb redis.UniversalClient, codec *frame.Codec, opts Options) (*Store, e
 		opts.AppendRetries = 100
 	}
 	s := &Store{rdb: rdb, codec: codec, opts: opts, tenant: codec.Tenant()}
+	s.clock.now = time.Now
 	if opts.NearCacheBytes > 0 {
 		s.near = newNearCache(opts.NearCacheBytes, opts.NearCacheMaxAge)
 	}
@@ -97,6 +102,9 @@ func (s *Store) MaxSize() int { return s.opts.MaxSize }
 // Key returns the Redis key of a session: nn:{<tenant>}:sess:<id>.
 func (s *Store) Key(id string) string { return "nn:{" + s.tenant + "}:sess:" + id }
 
+// seqKey is the tenant's version floor: the highest version a delete used
+// (the name is kept from the counter it once was; its values are still a
+// valid floor).
 func (s *Store) seqKey() string  { return "nn:{" + s.tenant + "}:seq" }
 func (s *Store) channel() string { return "nn:{" + s.tenant + "}:inval" }
 
@@ -157,10 +165,11 @@ func (s *Store) Get(ctx context.Context, id string) (*Session, error) {
 	if err1 != nil || err2 != nil {
 		return nil, fmt.Errorf("get %q: malformed entry (version %v, ttl %v): %w", id, res[0], res[2], frame.ErrMalformed)
 	}
+	s.clock.observe(ver)
 	if s.opts.RefreshOnRead {
 		s.refreshOnRead(ctx, id, left.Val())
 	}
-	data, err := s.codec.Open(frame.Binding{Kind: "sess", ID: id}, []byte(raw))
+	data, err := s.codec.Open(frame.Binding{Kind: "sess", ID: id, Version: ver}, []byte(raw))
 	if err != nil {
 		return nil, fmt.Errorf("conversation %q version %d: %w", id, ver, err)
 	}
@@ -247,6 +256,10 @@ func (s *Store) Put(ctx context.Context, id string, data []byte, ifVersion int64
 	return s.put(ctx, id, data, ifVersion, ttl)
 }
 
+// proposalRetries bounds how often one write proposes a new version after
+// Redis answered that a newer one exists (another writer's clock is ahead).
+const proposalRetries = 8
+
 // put writes data, which the caller has validated as a JSON object.
 func (s *Store) put(ctx context.Context, id string, data []byte, ifVersion int64, ttl time.Duration) (int64, error) {
 	if len(data) > s.opts.MaxSize {
@@ -256,32 +269,41 @@ func (s *Store) put(ctx context.Context, id string, data []byte, ifVersion int64
 	if err != nil {
 		return 0, err
 	}
-	f, err := s.codec.Seal(frame.Binding{Kind: "sess", ID: id}, data)
-	if err != nil {
-		return 0, fmt.Errorf("seal %q: %w", id, err)
-	}
 	expect := ""
 	if ifVersion >= 0 {
 		expect = strconv.FormatInt(ifVersion, 10)
 	}
-	start := time.Now()
-	res, err := s.writeStaged(ctx, id, f, expect, ttl)
-	s.observe("put", start, err)
-	if err != nil {
-		return 0, classify("put", err)
+	for range proposalRetries {
+		// The frame binds its version, so each proposal is sealed anew.
+		nv := s.clock.next()
+		f, err := s.codec.Seal(frame.Binding{Kind: "sess", ID: id, Version: nv}, data)
+		if err != nil {
+			return 0, fmt.Errorf("seal %q: %w", id, err)
+		}
+		start := time.Now()
+		res, err := s.writeStaged(ctx, id, f, expect, ttl, nv)
+		s.observe("put", start, err)
+		if err != nil {
+			return 0, classify("put", err)
+		}
+		switch {
+		case len(res) != 2:
+			return 0, fmt.Errorf("put %q: unexpected reply %v", id, res)
+		case res[0] == -2:
+			s.clock.observe(res[1])
+			continue
+		case res[0] == 0:
+			s.clock.observe(res[1])
+			return res[1], fmt.Errorf("conversation %q at version %d, not %d: %w", id, res[1], ifVersion, ErrConflict)
+		case res[0] != 1:
+			return 0, fmt.Errorf("put %q: the staged write expired before it was applied: %w", id, ErrUnavailable)
+		}
+		if s.near != nil { // the copy is only needed by the near cache
+			s.near.put(id, &Session{Version: res[1], Data: append([]byte(nil), data...), TTL: ttl}, start.Add(ttl), s.near.generation())
+		}
+		return res[1], nil
 	}
-	switch {
-	case len(res) != 2:
-		return 0, fmt.Errorf("put %q: unexpected reply %v", id, res)
-	case res[0] == 0:
-		return res[1], fmt.Errorf("conversation %q at version %d, not %d: %w", id, res[1], ifVersion, ErrConflict)
-	case res[0] != 1:
-		return 0, fmt.Errorf("put %q: the staged write expired before it was applied: %w", id, ErrUnavailable)
-	}
-	if s.near != nil { // the copy is only needed by the near cache
-		s.near.put(id, &Session{Version: res[1], Data: append([]byte(nil), data...), TTL: ttl}, start.Add(ttl), s.near.generation())
-	}
-	return res[1], nil
+	return 0, fmt.Errorf("put %q: %d proposed versions were overtaken: %w", id, proposalRetries, ErrConflict)
 }
 
 // Delete removes a session; ifVersion >= 0 makes it conditional.
@@ -293,22 +315,30 @@ func (s *Store) Delete(ctx context.Context, id string, ifVersion int64) error {
 	if ifVersion >= 0 {
 		expect = strconv.FormatInt(ifVersion, 10)
 	}
-	start := time.Now()
-	res, err := delScript.Run(ctx, s.rdb, []string{s.Key(id), s.seqKey()}, expect, id, s.channel()).Int64Slice()
-	s.observe("delete", start, err)
-	if err != nil {
-		return classify("delete", err)
+	for range proposalRetries {
+		tomb := strconv.FormatInt(s.clock.next(), 10)
+		start := time.Now()
+		res, err := delScript.Run(ctx, s.rdb, []string{s.Key(id), s.seqKey()}, expect, id, s.channel(), tomb).Int64Slice()
+		s.observe("delete", start, err)
+		if err != nil {
+			return classify("delete", err)
+		}
+		switch {
+		case len(res) != 2:
+			return fmt.Errorf("delete %q: unexpected reply %v", id, res)
+		case res[0] == -2:
+			s.clock.observe(res[1])
+			continue
+		case res[0] == -1:
+			return fmt.Errorf("conversation %q: %w", id, ErrNotFound)
+		case res[0] == 0:
+			s.clock.observe(res[1])
+			return fmt.Errorf("conversation %q at version %d, not %d: %w", id, res[1], ifVersion, ErrConflict)
+		}
+		s.near.invalidate(id, res[1])
+		return nil
 	}
-	switch {
-	case len(res) != 2:
-		return fmt.Errorf("delete %q: unexpected reply %v", id, res)
-	case res[0] == -1:
-		return fmt.Errorf("conversation %q: %w", id, ErrNotFound)
-	case res[0] == 0:
-		return fmt.Errorf("conversation %q at version %d, not %d: %w", id, res[1], ifVersion, ErrConflict)
-	}
-	s.near.invalidate(id, res[1])
-	return nil
+	return fmt.Errorf("delete %q: %d proposed versions were overtaken: %w", id, proposalRetries, ErrConflict)
 }
 
 // Append adds one turn (a JSON object) to the session's "turns" array,

@@ -29,6 +29,9 @@ type Provider struct {
 	// MarkTTL is how long a publish marker is kept (default 24h): a republish of the same id
 	// within it is dropped.
 	MarkTTL time.Duration
+	// DefaultConn, when set, completes the options of DefaultURL's client (the dispatcher's
+	// own Redis user, password and TLS): a URL a ToolBinding names never gets them.
+	DefaultConn func(*redis.Options) error
 
 	mu      sync.Mutex
 	clients map[string]*redis.Client
@@ -41,6 +44,7 @@ func (p *Provider) client(url string) (*redis.Client, error) {
 	if url == "" {
 		url = p.DefaultURL
 	}
+	isDefault := url == p.DefaultURL
 	if url == "" {
 		return nil, errors.New("queueConfig.url: empty and the dispatcher has no default Redis URL (--redis-queue-url)")
 	}
@@ -57,6 +61,11 @@ func (p *Provider) client(url string) (*redis.Client, error) {
 		return nil, fmt.Errorf("queueConfig.url %q: %w", url, err)
 	}
 	o.PoolSize = max(o.PoolSize, 64)
+	if isDefault && p.DefaultConn != nil {
+		if err := p.DefaultConn(o); err != nil {
+			return nil, fmt.Errorf("default Redis of the dispatcher: %w", err)
+		}
+	}
 	c := redis.NewClient(o)
 	if p.clients == nil {
 		p.clients = map[string]*redis.Client{}
