@@ -65,9 +65,8 @@ var deniedRanges = []struct {
 	{netip.MustParsePrefix("64:ff9b:1::/48"), "NAT64"},
 }
 
-// Policy decides which addresses a client may connect to. The zero Policy denies every
-// non-public address; a nil *Policy allows everything (tests of code that takes an optional
-// policy; production callers always pass one).
+// Policy decides which addresses a client may connect to. The zero Policy, and a nil *Policy,
+// deny every non-public address.
 type Policy struct {
 	// AllowCIDRs admit addresses that would otherwise be denied.
 	AllowCIDRs []netip.Prefix
@@ -83,7 +82,7 @@ type Policy struct {
 // HostAllowed reports whether host (a name or an IP literal, no port) is named by AllowHosts.
 func (p *Policy) HostAllowed(host string) bool {
 	if p == nil {
-		return true
+		return false
 	}
 	h := strings.ToLower(strings.TrimSuffix(host, "."))
 	for _, a := range p.AllowHosts {
@@ -102,7 +101,7 @@ func (p *Policy) HostAllowed(host string) bool {
 // CheckAddr returns a *DeniedError when a is denied; host is only used in the message.
 func (p *Policy) CheckAddr(host string, a netip.Addr) error {
 	if p == nil {
-		return nil
+		p = &Policy{}
 	}
 	a = a.Unmap()
 	for _, c := range p.AllowCIDRs {
@@ -147,7 +146,7 @@ func deniedReason(a netip.Addr, extra []netip.Prefix) string {
 // CheckURLHost refuses host (a URL's host without port) early when it is an IP literal the
 // policy denies. Names are checked when they are dialed.
 func (p *Policy) CheckURLHost(host string) error {
-	if p == nil || p.HostAllowed(host) {
+	if p.HostAllowed(host) {
 		return nil
 	}
 	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
@@ -170,7 +169,7 @@ func (p *Policy) Dialer(timeout time.Duration) func(ctx context.Context, network
 		if err != nil {
 			return nil, fmt.Errorf("egress: dial %q: %w", addr, err)
 		}
-		if p == nil || p.HostAllowed(host) {
+		if p.HostAllowed(host) {
 			return open.DialContext(ctx, network, addr)
 		}
 		d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second,
@@ -205,4 +204,10 @@ func ParseCIDRs(field string, vals []string) ([]netip.Prefix, error) {
 		out = append(out, netip.PrefixFrom(a, a.BitLen()))
 	}
 	return out, nil
+}
+
+// AllowLoopback returns a policy that admits loopback addresses only (127.0.0.0/8, ::1): tests
+// with local servers and the local cluster's host-network components.
+func AllowLoopback() *Policy {
+	return &Policy{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
 }

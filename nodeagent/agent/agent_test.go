@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"github.com/neuronetes/neuronetes/internal/egress"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -17,6 +18,9 @@ import (
 	"github.com/neuronetes/neuronetes/nodeagent/cache"
 	"github.com/neuronetes/neuronetes/nodeagent/warm"
 )
+
+// testSources admits file sources below the temporary directory and loopback HTTP servers.
+var testSources = cache.SourceOptions{FileRoots: []string{os.TempDir()}, Egress: egress.AllowLoopback()}
 
 func sourceFile(t *testing.T, dir, name string, size int) (uri, digest string) {
 	t.Helper()
@@ -37,7 +41,7 @@ func newAgent(t *testing.T, memBudget int64) (*Agent, *Metrics) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(context.Background(), Config{Store: st, MemoryBudget: memBudget, Metrics: m, Warm: warm.Options{Parallel: 2}}), m
+	return New(context.Background(), Config{Store: st, MemoryBudget: memBudget, Metrics: m, Warm: warm.Options{Parallel: 2}, Sources: testSources}), m
 }
 
 func TestEnsureWarm(t *testing.T) {

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"github.com/neuronetes/neuronetes/internal/egress"
 	"bytes"
 	"context"
 	"fmt"
@@ -40,7 +41,7 @@ func fetchAllMain(dir, url string, digests []string) int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			src, _ := NewSource(fmt.Sprintf("%s/%d", url, i), SourceOptions{})
+			src, _ := NewSource(fmt.Sprintf("%s/%d", url, i), SourceOptions{Egress: egress.AllowLoopback()})
 			if _, err := s.Ensure(context.Background(), Request{Digest: d, Source: src}); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				failed.Store(true)

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"github.com/neuronetes/neuronetes/internal/egress"
 	"bytes"
 	"context"
 	"fmt"
@@ -135,7 +136,7 @@ func TestS3SourceFetchAndResume(t *testing.T) {
 				}
 			}
 			rec := &rangeRecorder{}
-			src, err := NewSource("s3://models/llama/model.bin", SourceOptions{
+			src, err := NewSource("s3://models/llama/model.bin", SourceOptions{Egress: egress.AllowLoopback(),
 				S3Endpoint: "http://" + endpoint, S3AccessKey: tt.user, S3SecretKey: minioPass, S3Transport: rec,
 			})
 			if err != nil {
