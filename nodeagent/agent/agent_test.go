@@ -1,11 +1,11 @@
 package agent
 
 import (
-	"github.com/neuronetes/neuronetes/internal/egress"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/neuronetes/neuronetes/internal/egress"
 	"os"
 	"path/filepath"
 	"strings"

@@ -1,13 +1,13 @@
 package cache
 
 import (
-	"github.com/neuronetes/neuronetes/internal/egress"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/neuronetes/neuronetes/internal/egress"
 	"io"
 	"math/rand/v2"
 	"net/http"

@@ -1,10 +1,10 @@
 package cache
 
 import (
-	"github.com/neuronetes/neuronetes/internal/egress"
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/neuronetes/neuronetes/internal/egress"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
