@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/neuronetes/neuronetes/internal/egress"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -18,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/neuronetes/neuronetes/internal/egress"
 )
 
 func content(n int, seed uint64) ([]byte, string) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/neuronetes/neuronetes/internal/egress"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/neuronetes/neuronetes/internal/egress"
 )
 
 // The reliability test re-executes this test binary as the "agent": with NN_CACHE_AGENT_DIR set,
