@@ -94,7 +94,11 @@ func assemble(o *options) (*app, error) {
 			return a.metrics.ForBinding(s.Key.String(), s.Key.Name, s.Provider, s.AgentClass)
 		}})
 	a.reporter.Manager = a.manager
-	a.proxy = &toolproxy.Proxy{Registry: a.tools, Invoker: &toolproxy.Invokers{}, Metrics: a.metrics,
+	pol, err := o.egress.Policy()
+	if err != nil {
+		return nil, err
+	}
+	a.proxy = &toolproxy.Proxy{Registry: a.tools, Invoker: &toolproxy.Invokers{Egress: pol}, Metrics: a.metrics,
 		Idem: &toolproxy.RedisIdem{Client: a.redis, Prefix: o.redisPrefix}, Audit: &toolproxy.Audit{Out: auditOut(o.auditLog)}}
 	return a, nil
 }
