@@ -119,7 +119,7 @@ type FileSource struct {
 // again against symbolic links).
 func newFileSource(uri, path string, roots []string) (FileSource, error) {
 	if len(roots) == 0 {
-		return FileSource{}, fmt.Errorf("spec.source.uri %q: file sources are disabled on this node; an admin lists the directories Models may read with node.modelSources.fileRoots (--file-source-roots)", uri)
+		return FileSource{}, fmt.Errorf("spec.source.uri %q: file sources are disabled on this node; an admin lists the directories Models may read with nodeagent.fileSourceRoots (--file-source-roots)", uri)
 	}
 	clean := filepath.Clean(path)
 	for _, r := range roots {
@@ -130,7 +130,7 @@ func newFileSource(uri, path string, roots []string) (FileSource, error) {
 		}
 		return FileSource{Root: r, Rel: rel}, nil
 	}
-	return FileSource{}, fmt.Errorf("spec.source.uri %q: not below a directory of node.modelSources.fileRoots (--file-source-roots=%s)", uri, strings.Join(roots, ","))
+	return FileSource{}, fmt.Errorf("spec.source.uri %q: not below a directory of nodeagent.fileSourceRoots (--file-source-roots=%s)", uri, strings.Join(roots, ","))
 }
 
 // Open implements Source.

@@ -44,7 +44,7 @@ func TestFileSourceRoots(t *testing.T) {
 		{"bare path below root", root + "/sub/m.bin", roots, "", ""},
 		{"symlink within root", "file://" + root + "/inner", roots, "", ""},
 		{"no roots", "file:///etc/hostname", nil, "file sources are disabled", ""},
-		{"outside root", "file:///etc/hostname", roots, "not below a directory of node.modelSources.fileRoots", ""},
+		{"outside root", "file:///etc/hostname", roots, "not below a directory of nodeagent.fileSourceRoots", ""},
 		{"dot-dot out of root", "file://" + root + "/../secret", roots, "not below", ""},
 		{"the root itself", "file://" + root, roots, "not below", ""},
 		{"prefix sibling", "file://" + root + "x/m.bin", roots, "not below", ""},
