@@ -34,6 +34,7 @@ import (
 	"github.com/neuronetes/neuronetes/dispatcher/queue/redisq"
 	"github.com/neuronetes/neuronetes/dispatcher/toolproxy"
 	"github.com/neuronetes/neuronetes/dispatcher/worker"
+	"github.com/neuronetes/neuronetes/internal/egress"
 )
 
 func main() {
@@ -84,8 +85,14 @@ func assemble(o *options) (*app, error) {
 	a.redis = redis.NewClient(&redis.Options{Addr: o.redisAddr, PoolSize: 256})
 	a.store = dedupe.NewRedis(a.redis, o.redisPrefix)
 	a.counts = &dedupe.Batcher{Store: a.store}
-	np := &natsq.Provider{DefaultURL: o.natsURL, ClientName: "neuronetes-dispatcher-" + o.member}
-	a.providers = map[string]queue.Provider{"nats": np, "kafka": &kafkaq.Provider{DefaultURL: o.kafkaURL}, "redis": &redisq.Provider{DefaultURL: o.redisQueueURL}}
+	pol, err := o.egress.Policy()
+	if err != nil {
+		return nil, err
+	}
+	dial := queuePolicy(pol, o).Dialer(egress.DefaultDialTimeout)
+	np := &natsq.Provider{DefaultURL: o.natsURL, ClientName: "neuronetes-dispatcher-" + o.member, Dial: dial}
+	a.providers = map[string]queue.Provider{"nats": np, "kafka": &kafkaq.Provider{DefaultURL: o.kafkaURL, Dial: dial},
+		"redis": &redisq.Provider{DefaultURL: o.redisQueueURL, Dial: dial}}
 	a.reporter = &binding.Reporter{Redis: a.redis, Prefix: o.redisPrefix, Member: o.member, Store: a.store, Period: o.statusPeriod,
 		Tools: a.tools.Health, Lag: a.lag, Gauges: a.gauges}
 	a.manager = binding.NewManager(binding.Deps{Providers: a.providers, Store: a.store, Member: o.member, Counts: a.counts,
@@ -94,10 +101,6 @@ func assemble(o *options) (*app, error) {
 			return a.metrics.ForBinding(s.Key.String(), s.Key.Name, s.Provider, s.AgentClass)
 		}})
 	a.reporter.Manager = a.manager
-	pol, err := o.egress.Policy()
-	if err != nil {
-		return nil, err
-	}
 	a.proxy = &toolproxy.Proxy{Registry: a.tools, Invoker: &toolproxy.Invokers{Egress: pol}, Metrics: a.metrics,
 		Idem: &toolproxy.RedisIdem{Client: a.redis, Prefix: o.redisPrefix}, Audit: &toolproxy.Audit{Out: auditOut(o.auditLog)}}
 	return a, nil

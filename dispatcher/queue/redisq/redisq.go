@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,9 @@ import (
 
 // Provider connects to Redis servers; clients are shared per URL.
 type Provider struct {
+	// Dial connects to Redis; nil dials directly. The dispatcher passes the egress policy's
+	// dialer: queueConfig.url is user-chosen.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// DefaultURL is used when a binding names none (redis://host:port[/db]).
 	DefaultURL string
 	// MarkTTL is how long a publish marker is kept (default 24h): a republish of the same id
@@ -57,6 +61,9 @@ func (p *Provider) client(url string) (*redis.Client, error) {
 		return nil, fmt.Errorf("queueConfig.url %q: %w", url, err)
 	}
 	o.PoolSize = max(o.PoolSize, 64)
+	if p.Dial != nil {
+		o.Dialer = p.Dial
+	}
 	c := redis.NewClient(o)
 	if p.clients == nil {
 		p.clients = map[string]*redis.Client{}
