@@ -200,3 +200,26 @@ func TestFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestPodURL(t *testing.T) {
+	for _, tc := range []struct {
+		ip, port, path string
+		want           string // "" = refused
+	}{
+		{"10.88.0.7", "8000", "/metrics", "http://10.88.0.7:8000/metrics"},
+		{"fd00::7", "9400", "/a/b", "http://[fd00::7]:9400/a/b"},
+		{"10.88.0.7", "8000@169.254.169.254", "/metrics", ""},
+		{"10.88.0.7", "08000", "/metrics", ""},
+		{"10.88.0.7", "70000", "/metrics", ""},
+		{"10.88.0.7", "8000", "@169.254.169.254/latest", ""},
+		{"10.88.0.7", "8000", "metrics", ""},
+		{"10.88.0.7", "8000", "/m?x=http://169.254.169.254/", ""},
+		{"10.88.0.7", "8000", "/../../etc", ""},
+		{"pod.example", "8000", "/metrics", ""},
+	} {
+		got, err := PodURL("annotation x", tc.ip, tc.port, tc.path)
+		if (tc.want == "") != (err != nil) || got != tc.want {
+			t.Errorf("PodURL(%s, %s, %s) = %q, %v; want %q", tc.ip, tc.port, tc.path, got, err, tc.want)
+		}
+	}
+}
