@@ -25,6 +25,7 @@ func TestChartEgress(t *testing.T) {
 		{"DaemonSet", "nn-neuronetes-node", "nodeagent", append([]string{"--file-source-roots=/mnt/weights,/data"}, policy...)},
 		{"Deployment", "nn-neuronetes-gateway", "gateway", append([]string{"--oidc-allowed-issuers=https://idp.a.example=team-a|team-b,https://shared.example/realms/x"}, policy...)},
 		{"Deployment", "nn-neuronetes-dispatcher", "dispatcher", policy},
+		{"Deployment", "nn-neuronetes-controller", "controller", policy},
 	} {
 		o := find(objs, c.kind, c.name)
 		if o == nil {
@@ -42,7 +43,7 @@ func TestChartEgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range [][3]string{{"DaemonSet", "nn-neuronetes-node", "nodeagent"}, {"Deployment", "nn-neuronetes-gateway", "gateway"}, {"Deployment", "nn-neuronetes-dispatcher", "dispatcher"}} {
+	for _, c := range [][3]string{{"DaemonSet", "nn-neuronetes-node", "nodeagent"}, {"Deployment", "nn-neuronetes-gateway", "gateway"}, {"Deployment", "nn-neuronetes-dispatcher", "dispatcher"}, {"Deployment", "nn-neuronetes-controller", "controller"}} {
 		for _, a := range args(container(find(objs, c[0], c[1]), c[2])) {
 			if strings.HasPrefix(a, "--egress-") || strings.HasPrefix(a, "--file-source-roots") || strings.HasPrefix(a, "--oidc-allowed-issuers") {
 				t.Errorf("%s renders %s by default", c[2], a)

@@ -223,3 +223,15 @@ func TestPodURL(t *testing.T) {
 		}
 	}
 }
+
+func TestWithHosts(t *testing.T) {
+	base := &Policy{AllowHosts: []string{"a.example"}}
+	q := base.WithHosts("nats://nats.queues.svc:4222,nats://n2:4222", "kafka-0:9092,kafka-1:9092", "redis://r.svc:6379/0", "", "10.0.0.9:6379")
+	want := []string{"a.example", "nats.queues.svc", "n2", "kafka-0", "kafka-1", "r.svc", "10.0.0.9"}
+	if strings.Join(q.AllowHosts, ",") != strings.Join(want, ",") {
+		t.Fatalf("AllowHosts %v, want %v", q.AllowHosts, want)
+	}
+	if len(base.AllowHosts) != 1 {
+		t.Fatalf("WithHosts changed its receiver: %v", base.AllowHosts)
+	}
+}
