@@ -9,6 +9,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -22,8 +24,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// dummyDigest is a well-formed digest no test content hashes to.
-const dummyDigest = "sha256:0000000000000000000000000000000000000000000000000000000000000001"
+// dummyDigest is a well-formed digest of its own for each Model (the agent keeps one state per
+// digest), which no content the test fetches hashes to.
+func dummyDigest(name string) string {
+	h := sha256.Sum256([]byte("neuronetes-attack-" + name))
+	return "sha256:" + hex.EncodeToString(h[:])
+}
 
 // hexRun finds hash-like hex runs in a status message.
 var hexRun = regexp.MustCompile(`[0-9a-f]{16,}`)
@@ -43,7 +49,7 @@ spec:
   digest: %q
   format: raw
   mountPath: /models
-`, name, uri, dummyDigest))
+`, name, uri, dummyDigest(name)))
 	var msg string
 	Eventually(t, 45*time.Second, "Model "+name+" Failed on the node", func() (bool, error) {
 		u, err := e.Dynamic.Resource(modelGVR).Namespace(na.ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -57,11 +63,11 @@ spec:
 	return msg
 }
 
-// assertNothingLeaked fails when msg carries a hex run other than the dummy digest's or the cache
-// holds an entry.
-func (na *nodeAgentEnv) assertNothingLeaked(t *testing.T, msg string) {
+// assertNothingLeaked fails when Model name's msg carries a hex run other than its dummy
+// digest's or the cache holds an entry.
+func (na *nodeAgentEnv) assertNothingLeaked(t *testing.T, name, msg string) {
 	t.Helper()
-	want := strings.TrimPrefix(dummyDigest, "sha256:")
+	want := strings.TrimPrefix(dummyDigest(name), "sha256:")
 	for _, h := range hexRun.FindAllString(msg, -1) {
 		if !strings.Contains(want, h) {
 			t.Errorf("status message %q carries the hex run %s (a content hash?)", msg, h)
@@ -84,7 +90,7 @@ func TestAttackModelFileSourceReadsHostFile(t *testing.T) {
 		if !strings.Contains(msg, "spec.source.uri") || !strings.Contains(msg, "file sources are disabled") || !strings.Contains(msg, "nodeagent.fileSourceRoots") {
 			t.Errorf("Model %s: status %q, want the refusal of file sources naming spec.source.uri and nodeagent.fileSourceRoots", name, msg)
 		}
-		na.assertNothingLeaked(t, msg)
+		na.assertNothingLeaked(t, name, msg)
 	}
 }
 
@@ -108,6 +114,6 @@ func TestAttackModelSourceLinkLocal(t *testing.T) {
 		if !strings.Contains(msg, "egress denied") || !strings.Contains(msg, tc.want) {
 			t.Errorf("Model %s: status %q, want an egress denial (%s)", tc.name, msg, tc.want)
 		}
-		na.assertNothingLeaked(t, msg)
+		na.assertNothingLeaked(t, tc.name, msg)
 	}
 }
