@@ -202,6 +202,7 @@ func startController(t *testing.T, e *Env, ns, sidecarImage, sidecarArgs string,
 		"--webhook-url", fmt.Sprintf("https://127.0.0.1:%d", whPort), "--webhook-config-name", cfgName,
 		"--webhook-cert-dir", t.TempDir(), "--sidecar-image", sidecarImage, "--sidecar-args", sidecarArgs,
 		"--leader-elect=false", "-v=2", "--autoscaler=false", "--scale-webhook-addr=",
+		"--egress-allow-cidrs=" + e2eEgressAllow,
 	}}
 	if !strings.Contains(sidecarImage, "/sidecar:") {
 		// A stand-in sidecar image has no /sidecar binary for the exec probe.

@@ -52,7 +52,8 @@ func startDispatcher(t *testing.T, e *Env, ns, gwAPI, redisAddr, member string, 
 	}
 	args := append([]string{"--kubeconfig", e.Kubeconfig, "--namespaces", ns, "--gateway-url", "http://" + gwAPI,
 		"--redis-addr", redisAddr, "--redis-prefix", "nn:dispatch:" + ns + ":", "--member", member,
-		"--admin-listen", d.admin, "--tool-listen=", "--status-period=1s", "--drain-timeout=5s", "-v=2"}, extra...)
+		"--admin-listen", d.admin, "--tool-listen=", "--status-period=1s", "--drain-timeout=5s",
+		"--egress-allow-cidrs=" + e2eEgressAllow, "-v=2"}, extra...)
 	d.cmd = exec.Command(bin, args...)
 	d.cmd.Env = append(os.Environ(), "NEURONETES_GATEWAY_API_KEY="+gatewayAPIKey)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf

@@ -44,7 +44,7 @@ func startGateway(t *testing.T, e *Env, ns string, extra ...string) *gwProc {
 		t.Fatal(err)
 	}
 	args := append([]string{"--kubeconfig", e.Kubeconfig, "--namespaces", ns, "--auth=required",
-		"--listen", g.api, "--admin-listen", g.admin, "-v=2"}, extra...)
+		"--listen", g.api, "--admin-listen", g.admin, "--egress-allow-cidrs=" + e2eEgressAllow, "-v=2"}, extra...)
 	g.cmd = exec.Command(bin, args...)
 	g.cmd.Stdout, g.cmd.Stderr = logf, logf
 	if err := g.cmd.Start(); err != nil {

@@ -122,6 +122,7 @@ spec:
       image: %[3]s
       imagePullPolicy: Never
       args: ["--cache-dir=%[4]s", "--socket=%[5]s", "--watch-namespace=%[1]s", "--resync=5s",
+             "--egress-allow-cidrs=127.0.0.0/8",
              "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2"]
       env:
         - {name: NODE_NAME, value: %[2]s}

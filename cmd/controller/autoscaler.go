@@ -91,7 +91,7 @@ func setupAutoscaler(mgr ctrl.Manager, a *autoscalerOptions, tokens *scaleapi.To
 	if err := gatewayMetrics.apply(l, mgr); err != nil {
 		return err
 	}
-	if err := queueLag.apply(l, mgr); err != nil {
+	if err := queueLag.apply(l, mgr, a.natsURL); err != nil {
 		return err
 	}
 	l.State = &scaleloop.ConfigMapStore{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/neuronetes/neuronetes/controller/scaleloop"
+	"github.com/neuronetes/neuronetes/internal/egress"
 )
 
 // queueLagOptions are the default brokers of kafka and redis ToolBindings for queue-lag scaling
@@ -18,14 +19,28 @@ type queueLagOptions struct {
 
 var queueLag queueLagOptions
 
+// queueEgress is the policy of the brokers a ToolBinding's queueConfig.url names (chart egress.*);
+// the hosts of --nats-url, --kafka-url and --redis-queue-url are admitted.
+var queueEgress egress.Flags
+
 func init() {
+	queueEgress.Register(flag.CommandLine)
 	flag.StringVar(&queueLag.kafkaURL, "kafka-url", "", "Kafka brokers (host:port,...) of ToolBindings that name no queueConfig.url (queue-lag scaling)")
 	flag.StringVar(&queueLag.redisURL, "redis-queue-url", "", "Redis (redis://host:port/db) of redis-provider ToolBindings that name no queueConfig.url (queue-lag scaling)")
 }
 
-// apply gives the loop its Kafka and Redis Streams lag source, closed when the manager stops.
-func (o queueLagOptions) apply(l *scaleloop.Loop, mgr ctrl.Manager) error {
-	l.Queues = &scaleloop.QueueLag{DefaultKafkaURL: o.kafkaURL, DefaultRedisURL: o.redisURL}
+// apply gives the loop its Kafka and Redis Streams lag source, closed when the manager stops,
+// and makes every lag source (NATS included, default natsURL) dial through the egress policy.
+func (o queueLagOptions) apply(l *scaleloop.Loop, mgr ctrl.Manager, natsURL string) error {
+	pol, err := queueEgress.Policy()
+	if err != nil {
+		return err
+	}
+	dial := pol.WithHosts(natsURL, o.kafkaURL, o.redisURL).Dialer(egress.DefaultDialTimeout)
+	if l.Lag != nil {
+		l.Lag.Dial = dial
+	}
+	l.Queues = &scaleloop.QueueLag{DefaultKafkaURL: o.kafkaURL, DefaultRedisURL: o.redisURL, Dial: dial}
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()
 		l.Queues.Close()

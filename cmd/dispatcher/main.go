@@ -34,6 +34,7 @@ import (
 	"github.com/neuronetes/neuronetes/dispatcher/queue/redisq"
 	"github.com/neuronetes/neuronetes/dispatcher/toolproxy"
 	"github.com/neuronetes/neuronetes/dispatcher/worker"
+	"github.com/neuronetes/neuronetes/internal/egress"
 	"github.com/neuronetes/neuronetes/internal/serving"
 )
 
@@ -93,8 +94,15 @@ func assemble(o *options) (*app, error) {
 	a.redis = redis.NewClient(ro)
 	a.store = dedupe.NewRedis(a.redis, o.redisPrefix)
 	a.counts = &dedupe.Batcher{Store: a.store}
-	np := &natsq.Provider{DefaultURL: o.natsURL, ClientName: "neuronetes-dispatcher-" + o.member}
-	a.providers = map[string]queue.Provider{"nats": np, "kafka": &kafkaq.Provider{DefaultURL: o.kafkaURL}, "redis": a.redisQueue()}
+	pol, err := o.egress.Policy()
+	if err != nil {
+		return nil, err
+	}
+	dial := queuePolicy(pol, o).Dialer(egress.DefaultDialTimeout)
+	np := &natsq.Provider{DefaultURL: o.natsURL, ClientName: "neuronetes-dispatcher-" + o.member, Dial: dial}
+	rq := a.redisQueue()
+	rq.Dial = dial
+	a.providers = map[string]queue.Provider{"nats": np, "kafka": &kafkaq.Provider{DefaultURL: o.kafkaURL, Dial: dial}, "redis": rq}
 	a.reporter = &binding.Reporter{Redis: a.redis, Prefix: o.redisPrefix, Member: o.member, Store: a.store, Period: o.statusPeriod,
 		Tools: a.tools.Health, Lag: a.lag, Gauges: a.gauges}
 	a.manager = binding.NewManager(binding.Deps{Providers: a.providers, Store: a.store, Member: o.member, Counts: a.counts,
@@ -103,7 +111,7 @@ func assemble(o *options) (*app, error) {
 			return a.metrics.ForBinding(s.Key.String(), s.Key.Name, s.Provider, s.AgentClass)
 		}})
 	a.reporter.Manager = a.manager
-	a.proxy = &toolproxy.Proxy{Registry: a.tools, Invoker: &toolproxy.Invokers{}, Metrics: a.metrics,
+	a.proxy = &toolproxy.Proxy{Registry: a.tools, Invoker: &toolproxy.Invokers{Egress: pol}, Metrics: a.metrics,
 		Idem: &toolproxy.RedisIdem{Client: a.redis, Prefix: o.redisPrefix, Sealer: sealer}, Audit: &toolproxy.Audit{Out: auditOut(o.auditLog)}}
 	return a, nil
 }

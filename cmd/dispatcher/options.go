@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/neuronetes/neuronetes/dispatcher/toolproxy"
+	"github.com/neuronetes/neuronetes/internal/egress"
 	"github.com/neuronetes/neuronetes/internal/redisconn"
 )
 
@@ -40,6 +41,9 @@ type options struct {
 	staticModel    string
 	staticReady    int
 	toolCallers    string
+
+	// egress is the policy of ToolBinding endpoints (chart egress.*).
+	egress egress.Flags
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -62,6 +66,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.staticBindings, "static-bindings", "", "static mode (no Kubernetes): a YAML file of ToolBindings to serve")
 	fs.StringVar(&o.staticModel, "static-model", "", "static mode: the model requested for the queue bindings' pool")
 	fs.IntVar(&o.staticReady, "static-pool-replicas", 1, "static mode: ready replicas assumed for the pool (sets the in-flight limit with prefetchCount)")
+	o.egress.Register(fs)
 	fs.StringVar(&o.toolCallers, "tool-callers", "", "static mode: tool callers as ip=namespace/pool,... (Kubernetes mode verifies the pod's projected token instead)")
 }
 
@@ -86,6 +91,9 @@ func (o *options) validate() error {
 		errs = append(errs, fmt.Errorf("--static-pool-replicas must be >= 1, got %d", o.staticReady))
 	}
 	if _, err := parseCallers(o.toolCallers); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := o.egress.Policy(); err != nil {
 		errs = append(errs, err)
 	}
 	if o.member == "" {

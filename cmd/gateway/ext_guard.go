@@ -29,13 +29,18 @@ func init() {
 // buildGuard adds the guardrail stage and chunk filter and serves the built-in detector at
 // Presidio's POST /analyze and GET /supportedentities.
 func buildGuard(ctx context.Context, deps extensionDeps, ext *stage.Extensions) error {
+	pol, err := gatewayEgress()
+	if err != nil {
+		return err
+	}
 	m := guard.NewMetrics(deps.Registerer)
+	co := guard.CompileOptions{Metrics: m, Egress: pol, Client: guard.NewClient(pol)}
 	pols := guard.NewPolicies()
 	switch {
 	case guardPolicyFile != "" && !deps.Static:
 		return fmt.Errorf("--guardrail-policy: only in static-backends mode (--backends); in the cluster create GuardrailPolicy objects")
 	case guardPolicyFile != "":
-		p, err := loadGuardPolicy(guardPolicyFile, m)
+		p, err := loadGuardPolicy(guardPolicyFile, co)
 		if err != nil {
 			return err
 		}
@@ -70,7 +75,7 @@ func buildGuard(ctx context.Context, deps extensionDeps, ext *stage.Extensions) 
 			}
 			return string(v), nil
 		}
-		if err := guard.Watch(ctx, deps.Cache, pols, guard.CompileOptions{Metrics: m}, secret); err != nil {
+		if err := guard.Watch(ctx, deps.Cache, pols, co, secret); err != nil {
 			return err
 		}
 	}
@@ -86,7 +91,7 @@ func buildGuard(ctx context.Context, deps extensionDeps, ext *stage.Extensions) 
 	return nil
 }
 
-func loadGuardPolicy(path string, m *guard.Metrics) (*guard.Policy, error) {
+func loadGuardPolicy(path string, co guard.CompileOptions) (*guard.Policy, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--guardrail-policy: %w", err)
@@ -95,7 +100,7 @@ func loadGuardPolicy(path string, m *guard.Metrics) (*guard.Policy, error) {
 	if err := yaml.UnmarshalStrict(b, &gp); err != nil {
 		return nil, fmt.Errorf("--guardrail-policy %s: %w", path, err)
 	}
-	p, err := guard.Compile(gp.Namespace+"/"+gp.Name, &gp.Spec, guard.CompileOptions{Metrics: m})
+	p, err := guard.Compile(gp.Namespace+"/"+gp.Name, &gp.Spec, co)
 	if err != nil {
 		return nil, fmt.Errorf("--guardrail-policy %s: %w", path, err)
 	}

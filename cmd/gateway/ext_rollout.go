@@ -50,7 +50,11 @@ func buildRollout(ctx context.Context, deps extensionDeps, ext *stage.Extensions
 		store = &rollout.RedisStore{Client: deps.Redis, TTL: rolloutAssignmentTTL, Prefix: "nn:gw:rollout:"}
 	}
 	sp := &rollout.Splitter{Table: table, Store: store, Recorder: rec}
-	if err := rollout.Watch(ctx, deps.Cache, table, &http.Client{}); err != nil {
+	pol, err := gatewayEgress()
+	if err != nil {
+		return err
+	}
+	if err := rollout.Watch(ctx, deps.Cache, table, rollout.NewClassifierClient(pol)); err != nil {
 		return err
 	}
 	ext.Selector = sp

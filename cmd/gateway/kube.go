@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/neuronetes/neuronetes/gateway/access"
-	"github.com/neuronetes/neuronetes/gateway/auth"
 	"github.com/neuronetes/neuronetes/gateway/kube"
 	"github.com/neuronetes/neuronetes/gateway/route"
 )
@@ -42,7 +41,11 @@ func startKube(ctx context.Context, g *gw, pol route.Policy, deps *extensionDeps
 		return nil, err
 	}
 	if g.o.auth == "required" {
-		g.eng.Auth = &auth.Authenticator{Dir: dir}
+		a, err := newAuthenticator(dir)
+		if err != nil {
+			return nil, err
+		}
+		g.eng.Auth = a
 	}
 	g.ready = w.Synced
 	deps.Client, deps.Cache = cl, c

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/internal/egress"
 	"github.com/neuronetes/neuronetes/internal/serving/ctrlserving"
 	"github.com/neuronetes/neuronetes/nodeagent/agent"
 	"github.com/neuronetes/neuronetes/nodeagent/cache"
@@ -59,7 +59,7 @@ func run(args []string) error {
 		cacheDir     = fs.String("cache-dir", "/var/lib/neuronetes/models", "host directory of the weights cache")
 		hostCacheDir = fs.String("host-cache-dir", "", "the cache directory as the host (and pods' hostPath volumes) name it; defaults to --cache-dir")
 		socket       = fs.String("socket", "/var/run/neuronetes/nodeagent.sock", "unix socket of the node API")
-		diskBudget   = fs.String("disk-budget", "0", "most bytes the cache may hold on disk (quantity, e.g. 200Gi); 0 = unlimited")
+		diskBudget   = fs.String("disk-budget", defaultDiskBudget, "most bytes the cache may hold on disk: a quantity (e.g. 200Gi), a percentage of the cache directory's filesystem (e.g. 80%), or 0 = unlimited")
 		memBudget    = fs.String("memory-budget", "0", "most bytes of cached weights kept in the page cache; 0 = unlimited")
 		mlockBudget  = fs.String("mlock-budget", "0", "most bytes of warm weights locked in memory with mlock; 0 = no mlock")
 		maxDownloads = fs.Int("max-concurrent-downloads", 2, "fetches running at once on this node")
@@ -70,7 +70,11 @@ func run(args []string) error {
 		probeAddr    = fs.String("health-probe-bind-address", ":9466", "healthz/readyz address; 0 disables")
 		watchNS      = fs.String("watch-namespace", "", "watch Models and AgentClasses only in this namespace (tests); empty = all")
 		resync       = fs.Duration("resync", 30*time.Second, "idle resync: re-measure residency, keep labels and status true")
+		fileRoots    = fs.String("file-source-roots", "", "comma-separated directories that file:// and bare-path Model sources may read below (symbolic links may not lead out); empty refuses file sources")
+		stall        = fs.Duration("download-stall-timeout", cache.DefaultStallTimeout, "fail a download whose source sends no bytes for this long")
+		egressFlags  egress.Flags
 	)
+	egressFlags.Register(fs)
 	snap := registerSnapshotFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -78,7 +82,19 @@ func run(args []string) error {
 	if *nodeName == "" {
 		return errors.New("--node-name (or env NODE_NAME) is required")
 	}
-	disk, err := quantity("disk-budget", *diskBudget)
+	disk, err := diskBudgetBytes(*diskBudget, *cacheDir)
+	if err != nil {
+		return err
+	}
+	pol, err := egressFlags.Policy()
+	if err != nil {
+		return err
+	}
+	if host := endpointHost(*s3Endpoint); host != "" {
+		// The admin's own default endpoint is admitted; a Model Secret's endpoint is checked.
+		pol.AllowHosts = append(pol.AllowHosts, host)
+	}
+	roots, err := parseFileRoots(*fileRoots)
 	if err != nil {
 		return err
 	}
@@ -106,6 +122,7 @@ func run(args []string) error {
 	ag := agent.New(ctx, agent.Config{
 		Store: store, Warm: warm.Options{Method: warm.Method(*warmMethod), Parallel: *warmParallel},
 		Locker: locker, MemoryBudget: mem, Metrics: m,
+		Sources: cache.SourceOptions{FileRoots: roots, Egress: pol, HTTPClient: cache.NewHTTPClient(pol), StallTimeout: *stall},
 	})
 
 	scheme := runtime.NewScheme()
@@ -136,7 +153,7 @@ func run(args []string) error {
 	}
 	rec := &agent.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Agent: ag, NodeName: *nodeName, HostCacheDir: *hostCacheDir,
-		S3Endpoint: *s3Endpoint, HTTPClient: &http.Client{}, IdleResync: *resync,
+		S3Endpoint: *s3Endpoint, IdleResync: *resync,
 	}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("reconciler: %w", err)
@@ -159,6 +176,6 @@ func run(args []string) error {
 		}
 	}
 	logger.Info("Starting node agent", "node", *nodeName, "cacheDir", *cacheDir, "socket", *socket,
-		"diskBudget", disk, "memoryBudget", mem, "mlockBudget", lock, "entries", len(store.Entries()))
+		"diskBudget", disk, "fileSourceRoots", roots, "egressAllowCIDRs", pol.AllowCIDRs, "egressAllowHosts", pol.AllowHosts, "memoryBudget", mem, "mlockBudget", lock, "entries", len(store.Entries()))
 	return mgr.Start(ctx)
 }

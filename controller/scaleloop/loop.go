@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
-	"strconv"
 	"sync"
 	"time"
 
@@ -343,7 +342,11 @@ func (l *Loop) scrapePool(ctx context.Context, pool *v1alpha1.AgentPool) (map[st
 		if p.Status.PodIP == "" || !podReady(p) || !p.DeletionTimestamp.IsZero() {
 			continue
 		}
-		url := metricsURL(p)
+		url, err := metricsURL(p)
+		if err != nil {
+			logger.Info("Not scraping pod: invalid metrics annotation", "pod", p.Name, "err", err)
+			continue
+		}
 		wg.Go(func() {
 			s, err := l.Scraper.Scrape(ctx, url)
 			if err != nil {
@@ -366,21 +369,6 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-func metricsURL(p *corev1.Pod) string {
-	port := "8000"
-	if len(p.Spec.Containers) > 0 && len(p.Spec.Containers[0].Ports) > 0 {
-		port = strconv.Itoa(int(p.Spec.Containers[0].Ports[0].ContainerPort))
-	}
-	if v := p.Annotations[MetricsPortAnnotation]; v != "" {
-		port = v
-	}
-	path := "/metrics"
-	if v := p.Annotations[MetricsPathAnnotation]; v != "" {
-		path = v
-	}
-	return "http://" + p.Status.PodIP + ":" + port + path
 }
 
 // external evaluates externalMetrics through Prometheus, per reporting replica.
@@ -439,8 +427,9 @@ func (l *Loop) queueLag(ctx context.Context, pool *v1alpha1.AgentPool, bindings 
 	return sum
 }
 
-// httpClient is the default scrape client.
-var httpClient = &http.Client{Timeout: 3 * time.Second}
+// httpClient is the default scrape client: it follows no redirect, so a scrape connects only
+// to the pod's own IP (metricsURL).
+var httpClient = &http.Client{Timeout: 3 * time.Second, CheckRedirect: noRedirect}
 
 // NewLoop returns a Loop with default scraping and NATS lag.
 func NewLoop(natsURL string, prom *PromSource, m *Metrics) *Loop {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +46,9 @@ func NATSQueueName(b *v1alpha1.ToolBinding) string {
 // yet acknowledged by it. A binding without a group is read as if consumed by the dispatcher's
 // default group (everything is lag until a consumer commits).
 type QueueLag struct {
+	// Dial connects to brokers (a ToolBinding's queueConfig.url is user-chosen: the controller
+	// passes the egress policy's dialer); nil dials directly.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// DefaultKafkaURL and DefaultRedisURL serve bindings without queueConfig.url.
 	DefaultKafkaURL, DefaultRedisURL string
 	// Timeout bounds one lookup (default 5 s).
@@ -114,7 +118,11 @@ func (s *QueueLag) kafkaClient(url string) (*kgo.Client, error) {
 	if c := s.kafka[url]; c != nil {
 		return c, nil
 	}
-	c, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(url, ",")...))
+	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(url, ",")...)}
+	if s.Dial != nil {
+		opts = append(opts, kgo.Dialer(s.Dial))
+	}
+	c, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka %s: %w", url, err)
 	}
@@ -140,6 +148,9 @@ func (s *QueueLag) redisClient(url string) (*redis.Client, error) {
 	o, err := redis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("queueConfig.url %q: %w", url, err)
+	}
+	if s.Dial != nil {
+		o.Dialer = s.Dial
 	}
 	c := redis.NewClient(o)
 	if s.redis == nil {

@@ -218,7 +218,7 @@ func (s Scraper) Scrape(ctx context.Context, url string) (PodSample, error) {
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	c := s.Client
 	if c == nil {
-		c = &http.Client{Timeout: 5 * time.Second}
+		c = &http.Client{Timeout: 5 * time.Second, CheckRedirect: noRedirect}
 	}
 	resp, err := c.Do(req)
 	if err != nil {

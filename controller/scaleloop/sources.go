@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -60,6 +61,9 @@ func (p *PromSource) Query(ctx context.Context, query string, now time.Time) (fl
 // (delivered, unacknowledged) messages; without one, the stream's message count
 // (a work-queue stream keeps a message until it is acknowledged).
 type LagSource struct {
+	// Dial connects to NATS servers (a ToolBinding's queueConfig.url is user-chosen: the
+	// controller passes the egress policy's dialer); nil dials directly.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Timeout bounds one lookup (default 5 s).
 	Timeout time.Duration
 	conns   map[string]*nats.Conn
@@ -117,7 +121,11 @@ func (l *LagSource) conn(url string, timeout time.Duration) (*nats.Conn, error) 
 	if c, ok := l.conns[url]; ok && c.IsConnected() {
 		return c, nil
 	}
-	c, err := nats.Connect(url, nats.Timeout(timeout), nats.Name("neuronetes-autoscaler"))
+	opts := []nats.Option{nats.Timeout(timeout), nats.Name("neuronetes-autoscaler")}
+	if l.Dial != nil {
+		opts = append(opts, nats.SetCustomDialer(ctxDialer{dial: l.Dial, timeout: timeout}))
+	}
+	c, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", url, err)
 	}
@@ -131,4 +139,16 @@ func (l *LagSource) Close() {
 		c.Close()
 		delete(l.conns, u)
 	}
+}
+
+// ctxDialer adapts a context dialer to nats.CustomDialer.
+type ctxDialer struct {
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	timeout time.Duration
+}
+
+func (d ctxDialer) Dial(network, addr string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d.timeout)
+	defer cancel()
+	return d.dial(ctx, network, addr)
 }

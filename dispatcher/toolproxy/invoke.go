@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -18,6 +20,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/neuronetes/neuronetes/internal/egress"
 )
 
 // MaxAnswerBytes bounds a tool's answer.
@@ -28,11 +32,16 @@ type Invoker interface {
 	Invoke(ctx context.Context, t *Tool, c Caller, idemKey string, args []byte) (Answer, error)
 }
 
-// Invokers dispatches on the tool type.
+// Invokers dispatches on the tool type. Tool endpoints are user-chosen (ToolBinding
+// spec.endpoint) and their answers go back to the caller, so every call dials through Egress.
 type Invokers struct {
-	// HTTP client (default http.DefaultClient; the context bounds each call).
+	// Egress decides which addresses tool endpoints may reach (nil: public addresses only).
+	Egress *egress.Policy
+	// HTTP client; it must dial through Egress. Default: NewHTTPClient(Egress). The tool's
+	// timeout (the context) bounds each call.
 	HTTP *http.Client
 
+	once  sync.Once
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 	descs map[string]protoreflect.MethodDescriptor
@@ -46,6 +55,16 @@ func (iv *Invokers) Invoke(ctx context.Context, t *Tool, c Caller, idemKey strin
 	return iv.invokeHTTP(ctx, t, c, idemKey, args)
 }
 
+// maxToolWait caps how long a tool may take to answer's headers whatever its configured timeout.
+const maxToolWait = 10 * time.Minute
+
+// NewHTTPClient returns the client of HTTP tools: dials through p, follows no redirects (a
+// tool's answer is returned to the caller, so a redirect could read any URL), and waits for
+// the answer's headers at most maxToolWait; the tool's timeout bounds the rest.
+func NewHTTPClient(p *egress.Policy) *http.Client {
+	return p.Client(egress.ClientOptions{ResponseHeaderTimeout: maxToolWait})
+}
+
 // invokeHTTP sends the arguments as the JSON body; the tool's status and body come back.
 func (iv *Invokers) invokeHTTP(ctx context.Context, t *Tool, c Caller, idemKey string, args []byte) (Answer, error) {
 	req, err := http.NewRequestWithContext(ctx, t.Method, t.Endpoint, bytes.NewReader(args))
@@ -57,11 +76,12 @@ func (iv *Invokers) invokeHTTP(ctx context.Context, t *Tool, c Caller, idemKey s
 	if idemKey != "" {
 		req.Header.Set("Idempotency-Key", idemKey)
 	}
-	hc := iv.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	iv.once.Do(func() {
+		if iv.HTTP == nil {
+			iv.HTTP = NewHTTPClient(iv.Egress)
+		}
+	})
+	resp, err := iv.HTTP.Do(req)
 	if err != nil {
 		return Answer{}, fmt.Errorf("tool %s: %w", t.Name, err)
 	}
@@ -108,7 +128,15 @@ func (iv *Invokers) method(ctx context.Context, t *Tool) (*grpc.ClientConn, prot
 	conn := iv.conns[t.Endpoint]
 	if conn == nil {
 		var err error
-		if conn, err = grpc.NewClient(t.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+		// passthrough hands the endpoint's host to the egress dialer unresolved, so host-name
+		// allowlists apply and the dialer checks every address it resolves.
+		target := t.Endpoint
+		if !strings.Contains(target, ":///") {
+			target = "passthrough:///" + target
+		}
+		dial := iv.Egress.Dialer(egress.DefaultDialTimeout)
+		if conn, err = grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dial(ctx, "tcp", addr) })); err != nil {
 			return nil, nil, fmt.Errorf("tool %s endpoint %s: %w", t.Name, t.Endpoint, err)
 		}
 		iv.conns[t.Endpoint] = conn

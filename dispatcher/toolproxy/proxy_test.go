@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/internal/egress"
 )
 
 const weatherSchema = `{"type":"object","required":["city"],"additionalProperties":false,
@@ -66,7 +67,7 @@ func TestProxy(t *testing.T) {
 	reg.Update(toolBinding("health", "grpc", grpcTool(t), v1alpha1.ToolConfig{Method: "grpc.health.v1.Health/Check"}))
 	reg.Update(toolBinding("broken", "http", httpTool.URL, v1alpha1.ToolConfig{Parameters: &runtime.RawExtension{Raw: []byte(`{"type":"nonsense"}`)}}))
 	audit := &Audit{}
-	p := &Proxy{Registry: reg, Invoker: &Invokers{}, Idem: &MemoryIdem{}, Audit: audit, Identity: StaticIdentity{
+	p := &Proxy{Registry: reg, Invoker: &Invokers{Egress: egress.AllowLoopback()}, Idem: &MemoryIdem{}, Audit: audit, Identity: StaticIdentity{
 		"10.0.0.1": {Namespace: "ns", Pool: "agents", Pod: "agents-0"},
 		"10.0.0.2": {Namespace: "ns", Pool: "billing", Pod: "billing-0"},
 		"10.0.0.3": {Namespace: "other", Pool: "agents", Pod: "agents-0"},

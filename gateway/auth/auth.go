@@ -18,21 +18,32 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/sync/singleflight"
 	"k8s.io/klog/v2"
 
 	"github.com/neuronetes/neuronetes/gateway/access"
 	"github.com/neuronetes/neuronetes/gateway/openai"
+	"github.com/neuronetes/neuronetes/internal/egress"
 )
 
 // Authenticator implements engine.Authenticator.
 type Authenticator struct {
 	// Dir holds the current tenants and credentials.
 	Dir *access.Holder
-	// HTTPClient fetches discovery documents and JWKS (default http.DefaultClient).
+	// HTTPClient fetches discovery documents and JWKS; it must dial through the egress policy
+	// (NewHTTPClient). Default: NewHTTPClient of the zero policy (public addresses only).
 	HTTPClient *http.Client
+	// Issuers are the admin-approved issuers; a binding to any other accepts no token.
+	Issuers Issuers
+	// FailureTTL is how long a failed discovery is remembered before it is tried again
+	// (egress.DefaultFailureTTL when 0); meanwhile tokens of that issuer fail at once.
+	FailureTTL time.Duration
 
 	mu        sync.Mutex
 	verifiers map[verifierKey]*oidc.IDTokenVerifier
+	failures  *egress.FailureCache[verifierKey] // created under mu with FailureTTL
+	discovery singleflight.Group
+	warned    sync.Map // verifierKey+tenant of unapproved bindings already logged
 }
 
 type verifierKey struct{ issuer, audience, jwks string }
@@ -105,10 +116,15 @@ func (a *Authenticator) oidcTenant(ctx context.Context, dir *access.Directory, t
 	}
 	var found *access.Tenant
 	var errs []error
-	anyVerified := false
+	anyVerified, unapproved := false, false
 	verified := map[verifierKey]map[string]any{}
 	for _, b := range dir.OIDC {
 		if b.Issuer != iss {
+			continue
+		}
+		if !a.Issuers.Approved(b.Issuer, b.Tenant.Namespace) {
+			unapproved = true
+			a.warnUnapproved(ctx, b)
 			continue
 		}
 		k := verifierKey{b.Issuer, b.Audience, b.JWKSURI}
@@ -154,7 +170,20 @@ func (a *Authenticator) oidcTenant(ctx context.Context, dir *access.Directory, t
 		klog.FromContext(ctx).V(2).Info("Token rejected", "issuer", iss, "err", pick)
 		return nil, unauthorized("invalid_token", "invalid token: %s", tokenProblem(pick))
 	}
+	if unapproved && len(errs) == 0 && !anyVerified {
+		return nil, unauthorized("invalid_token", "token not accepted: its issuer is not approved by the gateway's administrator")
+	}
 	return nil, unauthorized("invalid_token", "token not accepted: no tenant trusts its issuer, audience and claims")
+}
+
+// warnUnapproved logs, once per binding, the Tenant whose spec.oidc names an issuer the admin
+// has not approved for its namespace.
+func (a *Authenticator) warnUnapproved(ctx context.Context, b access.OIDCBinding) {
+	if _, seen := a.warned.LoadOrStore(b.Tenant.Key()+"\x00"+b.Issuer, true); seen {
+		return
+	}
+	klog.FromContext(ctx).Info("Tenant names an OIDC issuer that is not approved for its namespace; its tokens are refused (gateway --oidc-allowed-issuers, chart gateway.oidc.allowedIssuers)",
+		"tenant", b.Tenant.Key(), "issuer", b.Issuer)
 }
 
 // tokenProblem is the part of a verification error safe to show (issuer and audience
@@ -179,9 +208,7 @@ func (a *Authenticator) verify(ctx context.Context, k verifierKey, token string)
 	if err != nil {
 		return nil, err
 	}
-	if a.HTTPClient != nil {
-		ctx = oidc.ClientContext(ctx, a.HTTPClient)
-	}
+	ctx = oidc.ClientContext(ctx, a.client())
 	idt, err := v.Verify(ctx, token)
 	if err != nil {
 		return nil, err
@@ -193,29 +220,50 @@ func (a *Authenticator) verify(ctx context.Context, k verifierKey, token string)
 	return claims, nil
 }
 
+func (a *Authenticator) client() *http.Client {
+	if a.HTTPClient != nil {
+		return a.HTTPClient
+	}
+	return defaultHTTPClient
+}
+
 // verifier returns the cached verifier of an issuer and audience. With a JWKS URI the keys are
-// fetched from it; otherwise discovery runs once (and again after a failure).
+// fetched from it; otherwise discovery runs once. Concurrent first requests share one
+// discovery, and a failed one is remembered for FailureTTL, so a stalling or failing issuer
+// costs at most one request in flight per TTL instead of one per token.
 func (a *Authenticator) verifier(ctx context.Context, k verifierKey) (*oidc.IDTokenVerifier, error) {
 	a.mu.Lock()
 	v := a.verifiers[k]
+	if a.failures == nil {
+		a.failures = &egress.FailureCache[verifierKey]{TTL: a.FailureTTL}
+	}
+	failures := a.failures
 	a.mu.Unlock()
 	if v != nil {
 		return v, nil
 	}
-	// The key set outlives the request that created it.
-	bg := context.WithoutCancel(ctx)
-	if a.HTTPClient != nil {
-		bg = oidc.ClientContext(bg, a.HTTPClient)
+	if err, ok := failures.Get(k); ok {
+		return nil, err
 	}
+	// The key set outlives the request that created it; the client's timeout bounds each fetch.
+	bg := oidc.ClientContext(context.WithoutCancel(ctx), a.client())
 	cfg := &oidc.Config{ClientID: k.audience, SupportedSigningAlgs: SigningAlgs}
 	if k.jwks != "" {
 		v = oidc.NewVerifier(k.issuer, oidc.NewRemoteKeySet(bg, k.jwks), cfg)
 	} else {
-		p, err := oidc.NewProvider(bg, k.issuer)
+		got, err, _ := a.discovery.Do(k.issuer+"\x00"+k.audience, func() (any, error) {
+			p, err := oidc.NewProvider(bg, k.issuer)
+			if err != nil {
+				err = fmt.Errorf("OIDC discovery for %s: %w", k.issuer, err)
+				failures.Put(k, err)
+				return nil, err
+			}
+			return p.Verifier(cfg), nil
+		})
 		if err != nil {
-			return nil, fmt.Errorf("OIDC discovery for %s: %w", k.issuer, err)
+			return nil, err
 		}
-		v = p.Verifier(cfg)
+		v = got.(*oidc.IDTokenVerifier)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

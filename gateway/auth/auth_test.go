@@ -15,6 +15,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/neuronetes/neuronetes/gateway/access"
+	"github.com/neuronetes/neuronetes/internal/egress"
 )
 
 type issuer struct {
@@ -77,7 +78,7 @@ func TestAuthenticate(t *testing.T) {
 		{Issuer: is.srv.URL, Audience: "gateway", JWKSURI: is.srv.URL + "/jwks", Claim: "team", Tenant: teamB}, // value: the tenant's name
 		{Issuer: is.srv.URL, Audience: "batch", Tenant: robot},                                                 // discovery
 	}
-	a := &Authenticator{Dir: access.NewHolder(d)}
+	a := &Authenticator{Dir: access.NewHolder(d), HTTPClient: NewHTTPClient(egress.AllowLoopback()), Issuers: Issuers{is.srv.URL: nil}}
 	now := time.Now()
 	valid := func(aud string, extra map[string]any) string {
 		return is.token(t, is.key, jwt.Claims{Issuer: is.srv.URL, Subject: "u1", Audience: jwt.Audience{aud},
@@ -148,7 +149,7 @@ func TestAmbiguousToken(t *testing.T) {
 		{Issuer: is.srv.URL, Audience: "gw", JWKSURI: is.srv.URL + "/jwks", Tenant: &access.Tenant{Name: "x"}},
 		{Issuer: is.srv.URL, Audience: "gw", JWKSURI: is.srv.URL + "/jwks", Tenant: &access.Tenant{Name: "y"}},
 	}
-	a := &Authenticator{Dir: access.NewHolder(d)}
+	a := &Authenticator{Dir: access.NewHolder(d), HTTPClient: NewHTTPClient(egress.AllowLoopback()), Issuers: Issuers{is.srv.URL: nil}}
 	tok := is.token(t, is.key, jwt.Claims{Issuer: is.srv.URL, Audience: jwt.Audience{"gw"}, Expiry: jwt.NewNumericDate(time.Now().Add(time.Hour))}, nil)
 	h := http.Header{"Authorization": {"Bearer " + tok}}
 	if _, err := a.Authenticate(context.Background(), h); err == nil || *err.Body.Code != "ambiguous_token" {

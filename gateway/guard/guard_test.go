@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/neuronetes/neuronetes/gateway/guard/pii"
+	"github.com/neuronetes/neuronetes/internal/egress"
 )
 
 // fakePlugin detects when its text contains needle, or sleeps/fails.
@@ -174,7 +175,7 @@ func TestJailbreakAndHeaderPlugins(t *testing.T) {
 func TestPresidioPlugin(t *testing.T) {
 	srv := httptest.NewServer(AnalyzeHandler())
 	defer srv.Close()
-	p := PresidioPlugin{URL: srv.URL, MinScore: 0.5}
+	p := PresidioPlugin{URL: srv.URL, MinScore: 0.5, Client: NewClient(egress.AllowLoopback())}
 	// Multi-byte text before the value: the code-point offsets must map back to bytes.
 	req := userReq("Grüße, écrivez à jane@example.com")
 	ch, _ := NewChain(nil, Entry{Name: "presidio", Plugin: p, Action: Redact, Timeout: time.Second})
@@ -199,7 +200,7 @@ func TestWebhookPlugin(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(out)
 	}))
 	defer srv.Close()
-	p := WebhookPlugin{URL: srv.URL, Header: http.Header{"Authorization": {"Bearer t"}}}
+	p := WebhookPlugin{URL: srv.URL, Header: http.Header{"Authorization": {"Bearer t"}}, Client: NewClient(egress.AllowLoopback())}
 	ch, _ := NewChain(nil, Entry{Name: "llamaguard", Plugin: p, Action: Flag, Timeout: time.Second})
 	if d := ch.Run(context.Background(), userReq("fine"), Audit{}); d.Action != Allow {
 		t.Fatalf("%+v", d)
@@ -208,7 +209,7 @@ func TestWebhookPlugin(t *testing.T) {
 	if d.Action != Block || d.Reason != "unsafe: S2" {
 		t.Fatalf("the webhook's own verdict wins: %+v", d)
 	}
-	bad := WebhookPlugin{URL: srv.URL}
+	bad := WebhookPlugin{URL: srv.URL, Client: NewClient(egress.AllowLoopback())}
 	ch, _ = NewChain(nil, Entry{Name: "w", Plugin: bad, Action: Block, Timeout: time.Second, FailOpen: true})
 	if d := ch.Run(context.Background(), userReq("x"), Audit{}); d.Action != Allow || d.Checks[0].Err == nil {
 		t.Fatalf("401 must be a failed check, failing open: %+v", d)

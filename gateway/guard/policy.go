@@ -3,11 +3,13 @@ package guard
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"time"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/gateway/guard/pii"
+	"github.com/neuronetes/neuronetes/internal/egress"
 )
 
 // Default timeouts of a check when the policy sets none.
@@ -32,12 +34,18 @@ type CompileOptions struct {
 	Metrics *Metrics
 	// Secret returns a key of a Secret in the policy's namespace (for webhook authorization).
 	Secret func(name, key string) (string, error)
-	// Client makes remote calls (default http.DefaultClient).
+	// Client makes remote calls; it must dial through Egress (NewClient). Default: NewClient(Egress).
 	Client *http.Client
+	// Egress is the admin's policy for user-chosen URLs: a presidio or webhook URL whose host
+	// is an IP literal it denies fails to compile (names are checked when dialed).
+	Egress *egress.Policy
 }
 
 // Compile builds a policy. Errors name the field, e.g. "spec.request[2].pattern.patterns[0]".
 func Compile(name string, spec *nnv1.GuardrailPolicySpec, o CompileOptions) (*Policy, error) {
+	if o.Client == nil {
+		o.Client = NewClient(o.Egress)
+	}
 	p := &Policy{Name: name}
 	var entries []Entry
 	for i, c := range spec.Request {
@@ -141,10 +149,16 @@ func compileEntry(c nnv1.GuardrailCheck, field, direction string, o CompileOptio
 		if err != nil {
 			return e, fmt.Errorf("%s.presidio.minScore: %w", field, err)
 		}
+		if err := checkRemoteURL(c.Presidio.URL, o.Egress); err != nil {
+			return e, fmt.Errorf("%s.presidio.url: %w", field, err)
+		}
 		e.Plugin = PresidioPlugin{URL: c.Presidio.URL, Language: c.Presidio.Language, Entities: c.Presidio.Entities, MinScore: ms, Client: o.Client}
 	case nnv1.GuardrailWebhook:
 		if c.Webhook == nil {
 			return e, fmt.Errorf("%s.webhook: required for type webhook", field)
+		}
+		if err := checkRemoteURL(c.Webhook.URL, o.Egress); err != nil {
+			return e, fmt.Errorf("%s.webhook.url: %w", field, err)
 		}
 		wp := WebhookPlugin{URL: c.Webhook.URL, Client: o.Client, Direction: direction}
 		if ref := c.Webhook.AuthorizationSecretRef; ref != nil {
@@ -221,4 +235,16 @@ func compileHeaders(c *nnv1.HeaderCheck, field string) (HeaderPlugin, error) {
 		hp.Rules = append(hp.Rules, HeaderRule{Name: n, Require: true})
 	}
 	return hp, nil
+}
+
+// checkRemoteURL wants an http(s) URL whose host, when an IP literal, p admits.
+func checkRemoteURL(raw string, p *egress.Policy) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("%q: want an http(s) URL", raw)
+	}
+	return p.CheckURLHost(u.Hostname())
 }

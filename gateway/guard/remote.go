@@ -8,11 +8,27 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
+
+	"github.com/neuronetes/neuronetes/internal/egress"
 )
 
 // maxRemoteResponse bounds what a remote check may answer.
 const maxRemoteResponse = 1 << 20
+
+// remoteTimeout bounds one remote call besides the chain's own per-check timeout.
+const remoteTimeout = 10 * time.Second
+
+// NewClient returns the client remote checks use: dials through p (user-chosen URLs reach no
+// loopback, link-local, private or cluster address unless p admits it), follows no redirects,
+// and bounds each call.
+func NewClient(p *egress.Policy) *http.Client {
+	return p.Client(egress.ClientOptions{Timeout: remoteTimeout})
+}
+
+// defaultClient is used when a plugin has no Client: the zero egress policy (public addresses only).
+var defaultClient = NewClient(nil)
 
 // PresidioPlugin calls a Presidio-compatible analyzer (POST <URL>/analyze) once per text.
 // Presidio reports code-point offsets; they are converted to byte offsets.
@@ -25,7 +41,8 @@ type PresidioPlugin struct {
 	Entities []string
 	// MinScore is sent as score_threshold.
 	MinScore float64
-	// Client makes the calls (default http.DefaultClient); the chain's timeout bounds each.
+	// Client makes the calls (default: NewClient of the zero egress policy); the chain's timeout
+	// bounds each.
 	Client *http.Client
 }
 
@@ -91,7 +108,7 @@ type WebhookPlugin struct {
 	URL string
 	// Header is added to every call (e.g. Authorization).
 	Header http.Header
-	// Client makes the calls (default http.DefaultClient).
+	// Client makes the calls (default: NewClient of the zero egress policy).
 	Client *http.Client
 	// Direction is sent as "direction" ("request" or "response").
 	Direction string
@@ -193,7 +210,7 @@ func postJSONHeader(ctx context.Context, c *http.Client, url string, h http.Head
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if c == nil {
-		c = http.DefaultClient
+		c = defaultClient
 	}
 	resp, err := c.Do(req)
 	if err != nil {

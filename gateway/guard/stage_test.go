@@ -17,6 +17,7 @@ import (
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/gateway/openai"
 	"github.com/neuronetes/neuronetes/gateway/stage"
+	"github.com/neuronetes/neuronetes/internal/egress"
 )
 
 func examplePolicy(t *testing.T, presidioURL string) *nnv1.GuardrailPolicy {
@@ -66,7 +67,7 @@ func TestStageWithExamplePolicy(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	gp := examplePolicy(t, slow.URL)
-	pol, err := Compile("ns/"+gp.Name, &gp.Spec, CompileOptions{Metrics: m})
+	pol, err := Compile("ns/"+gp.Name, &gp.Spec, CompileOptions{Metrics: m, Egress: egress.AllowLoopback()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestStageFailClosedIs503(t *testing.T) {
 	spec := &nnv1.GuardrailPolicySpec{TargetRef: nnv1.PolicyTargetRef{Kind: "AgentClass", Name: "support-class"},
 		Request: []nnv1.GuardrailCheck{{Name: "llamaguard", Type: nnv1.GuardrailWebhook, Timeout: "50ms", FailurePolicy: nnv1.FailClosed,
 			Webhook: &nnv1.WebhookCheck{URL: slow.URL}}}}
-	pol, err := Compile("ns/p", spec, CompileOptions{})
+	pol, err := Compile("ns/p", spec, CompileOptions{Egress: egress.AllowLoopback()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestStageFailClosedIs503(t *testing.T) {
 
 func TestStageStreamRedaction(t *testing.T) {
 	gp := examplePolicy(t, "http://127.0.0.1:1")
-	pol, err := Compile("ns/p", &gp.Spec, CompileOptions{})
+	pol, err := Compile("ns/p", &gp.Spec, CompileOptions{Egress: egress.AllowLoopback()})
 	if err != nil {
 		t.Fatal(err)
 	}

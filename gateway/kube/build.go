@@ -20,6 +20,7 @@ import (
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/gateway/route"
+	"github.com/neuronetes/neuronetes/internal/egress"
 )
 
 // Pod annotations read for the model server's metrics (the same ones the autoscaler reads).
@@ -82,6 +83,9 @@ func endpointsByPool(pods []corev1.Pod) map[route.PoolRef][]route.Endpoint {
 			continue
 		}
 		port := apiPort(p)
+		if egress.ValidPort("annotation "+PortAnnotation, port) != nil {
+			continue // the pod's owner set a port that is not a number: the pod is not routed
+		}
 		addr := net.JoinHostPort(p.Status.PodIP, port)
 		mport, mpath := port, "/metrics"
 		if v := p.Annotations[metricsPortAnnotation]; v != "" {
@@ -90,9 +94,11 @@ func endpointsByPool(pods []corev1.Pod) map[route.PoolRef][]route.Endpoint {
 		if v := p.Annotations[metricsPathAnnotation]; v != "" {
 			mpath = v
 		}
+		// The metrics URL is built from parts on the pod's IP: annotations cannot name another
+		// host; an invalid one leaves the endpoint unscraped.
+		murl, _ := egress.PodURL("annotation "+metricsPathAnnotation, p.Status.PodIP, mport, mpath)
 		ref := route.PoolRef{Namespace: p.Namespace, Name: pool}
-		out[ref] = append(out[ref], route.Endpoint{Pod: p.Name, Addr: addr,
-			MetricsURL: "http://" + net.JoinHostPort(p.Status.PodIP, mport) + mpath})
+		out[ref] = append(out[ref], route.Endpoint{Pod: p.Name, Addr: addr, MetricsURL: murl})
 	}
 	for _, e := range out {
 		sort.Slice(e, func(i, j int) bool { return e[i].Pod < e[j].Pod })

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/internal/egress"
 )
 
 // Matcher decides whether a request takes part in a rollout: every set condition must hold.
@@ -26,8 +27,19 @@ type Classifier struct {
 	URL     string
 	Labels  map[string]bool
 	Timeout time.Duration
-	Client  *http.Client
+	// Client makes the calls; it must dial through the egress policy (NewClassifierClient).
+	// Default: NewClassifierClient of the zero policy (public addresses only).
+	Client *http.Client
 }
+
+// NewClassifierClient returns the client classifier calls use: dials through p (the URL is
+// user-chosen, so no loopback, link-local, private or cluster address unless p admits it),
+// follows no redirects; each call is bounded by its Timeout.
+func NewClassifierClient(p *egress.Policy) *http.Client {
+	return p.Client(egress.ClientOptions{Timeout: 5 * time.Second})
+}
+
+var defaultClassifierClient = NewClassifierClient(nil)
 
 // DefaultClassifierTimeout bounds a classifier call when the rollout sets none.
 const DefaultClassifierTimeout = 100 * time.Millisecond
@@ -123,7 +135,7 @@ func (c *Classifier) Classify(ctx context.Context, text string) (string, error) 
 	req.Header.Set("Content-Type", "application/json")
 	cl := c.Client
 	if cl == nil {
-		cl = http.DefaultClient
+		cl = defaultClassifierClient
 	}
 	resp, err := cl.Do(req)
 	if err != nil {

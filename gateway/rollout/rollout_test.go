@@ -16,6 +16,7 @@ import (
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/gateway/openai"
 	"github.com/neuronetes/neuronetes/gateway/stage"
+	"github.com/neuronetes/neuronetes/internal/egress"
 	"github.com/neuronetes/neuronetes/sidecar/redistest"
 )
 
@@ -128,7 +129,7 @@ func TestMatchRules(t *testing.T) {
 		Headers:    []nnv1.HeaderValuesMatch{{Name: "X-Channel", Values: []string{"beta"}}},
 		Tenants:    []string{"acme"},
 		Classifier: &nnv1.PromptClassifier{URL: classifier.URL, Labels: []string{"code"}},
-	}, nil)
+	}, NewClassifierClient(egress.AllowLoopback()))
 	if err != nil {
 		t.Fatal(err)
 	}

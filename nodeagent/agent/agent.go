@@ -45,6 +45,9 @@ type Config struct {
 	WarmFraction float64
 	// Metrics is optional.
 	Metrics *Metrics
+	// Sources is the admin's source policy applied to every request, whoever made it (a Model,
+	// the node API): its FileRoots, Egress, HTTPClient and StallTimeout replace the request's.
+	Sources cache.SourceOptions
 }
 
 // Request asks for a model's weights to be cached and warm.
@@ -55,7 +58,8 @@ type Request struct {
 	URI string
 	// SizeBytes is the expected size, 0 if unknown.
 	SizeBytes int64
-	// Source carries credentials and endpoints for URI.
+	// Source carries credentials and endpoints for URI; the agent's Config.Sources policy
+	// fields replace its own.
 	Source cache.SourceOptions
 	// NoEvict forbids evicting other entries to make room (opportunistic prewarm).
 	NoEvict bool
@@ -181,6 +185,14 @@ func (a *Agent) Running() bool {
 	return len(a.running) > 0
 }
 
+// sourceOptions is o (credentials, endpoint) under the agent's source policy.
+func (a *Agent) sourceOptions(o cache.SourceOptions) cache.SourceOptions {
+	p := a.cfg.Sources
+	o.FileRoots, o.Egress, o.HTTPClient, o.StallTimeout = p.FileRoots, p.Egress, p.HTTPClient, p.StallTimeout
+	o.S3Transport = p.S3Transport
+	return o
+}
+
 func (a *Agent) ensure(ctx context.Context, h string, req Request) {
 	log := klog.FromContext(ctx).WithValues("digest", h)
 	ctx = klog.NewContext(ctx, log)
@@ -195,7 +207,7 @@ func (a *Agent) ensure(ctx context.Context, h string, req Request) {
 			a.fail(h, req.URI, fmt.Errorf("entry %s is not cached and no source uri was given", h))
 			return
 		}
-		src, err := cache.NewSource(req.URI, req.Source)
+		src, err := cache.NewSource(req.URI, a.sourceOptions(req.Source))
 		if err != nil {
 			a.fail(h, req.URI, err)
 			return

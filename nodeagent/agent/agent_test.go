@@ -14,9 +14,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/internal/egress"
 	"github.com/neuronetes/neuronetes/nodeagent/cache"
 	"github.com/neuronetes/neuronetes/nodeagent/warm"
 )
+
+// testSources admits file sources below the temporary directory and loopback HTTP servers.
+var testSources = cache.SourceOptions{FileRoots: []string{os.TempDir()}, Egress: egress.AllowLoopback()}
 
 func sourceFile(t *testing.T, dir, name string, size int) (uri, digest string) {
 	t.Helper()
@@ -37,7 +41,7 @@ func newAgent(t *testing.T, memBudget int64) (*Agent, *Metrics) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(context.Background(), Config{Store: st, MemoryBudget: memBudget, Metrics: m, Warm: warm.Options{Parallel: 2}}), m
+	return New(context.Background(), Config{Store: st, MemoryBudget: memBudget, Metrics: m, Warm: warm.Options{Parallel: 2}, Sources: testSources}), m
 }
 
 func TestEnsureWarm(t *testing.T) {

@@ -42,8 +42,6 @@ type Reconciler struct {
 	HostCacheDir string
 	// S3Endpoint is used for s3:// models whose Secret has no "endpoint" key.
 	S3Endpoint string
-	// HTTPClient is used for http(s) sources.
-	HTTPClient *http.Client
 	// ActiveResync is the requeue interval while downloads run (progress reporting); 0 means 3s.
 	ActiveResync time.Duration
 	// IdleResync is the requeue interval otherwise (re-measure residency, keep labels true); 0 means 30s.
@@ -212,7 +210,7 @@ func orDefault(d, def time.Duration) time.Duration {
 // request builds the agent request for a Model, resolving its Secret. Secret keys: accessKeyID,
 // secretAccessKey, endpoint and region for s3; token for http(s) (sent as a Bearer token).
 func (r *Reconciler) request(ctx context.Context, m *v1alpha1.Model, noEvict bool) (Request, error) {
-	opts := cache.SourceOptions{HTTPClient: r.HTTPClient, S3Endpoint: r.S3Endpoint}
+	opts := cache.SourceOptions{S3Endpoint: r.S3Endpoint}
 	if ref := m.Spec.Source.SecretRef; ref != nil {
 		var sec corev1.Secret
 		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: ref.Name}, &sec); err != nil {

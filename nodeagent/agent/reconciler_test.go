@@ -64,7 +64,7 @@ func TestReconcileCachesLabelsAndReports(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := &Reconciler{Client: c, APIReader: c, Agent: New(ctx, Config{Store: st}), NodeName: "n1"}
+	r := &Reconciler{Client: c, APIReader: c, Agent: New(ctx, Config{Store: st, Sources: testSources}), NodeName: "n1"}
 	label := v1alpha1.WarmNodeLabel(model.Spec.Digest)
 
 	reconcileUntil(t, r, "node labelled and status Ready", func() bool {
@@ -165,7 +165,7 @@ func TestReconcileRetriesAtOnceWhenSourceChanges(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			r := &Reconciler{Client: c, APIReader: c, Agent: New(ctx, Config{Store: st}), NodeName: "n1", FirstRetry: time.Hour, RetryAfter: time.Hour}
+			r := &Reconciler{Client: c, APIReader: c, Agent: New(ctx, Config{Store: st, Sources: testSources}), NodeName: "n1", FirstRetry: time.Hour, RetryAfter: time.Hour}
 			h := hex.EncodeToString(sum[:])
 			reconcileUntil(t, r, "first fetch failed", func() bool { return r.Agent.State(h).Phase == PhaseFailed })
 

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/neuronetes/neuronetes/internal/egress"
 )
 
 func content(n int, seed uint64) ([]byte, string) {
@@ -99,7 +101,7 @@ func TestEnsureRejectsDigestMismatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			source, err := NewSource(tt.uri, SourceOptions{})
+			source, err := NewSource(tt.uri, SourceOptions{FileRoots: []string{dir}, Egress: egress.AllowLoopback()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,7 +151,7 @@ func TestEnsureResumesHTTPRange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, _ := NewSource(srv.URL+"/m", SourceOptions{})
+	src, _ := NewSource(srv.URL+"/m", SourceOptions{Egress: egress.AllowLoopback()})
 	if _, err := s.Ensure(context.Background(), Request{Digest: digest, Source: src}); err == nil {
 		t.Fatal("first Ensure succeeded despite the dropped connection")
 	}
@@ -184,7 +186,7 @@ func TestEnsureRestartsWhenRangeIgnored(t *testing.T) {
 	}))
 	defer srv.Close()
 	s, _ := Open(t.TempDir(), Options{})
-	src, _ := NewSource(srv.URL, SourceOptions{})
+	src, _ := NewSource(srv.URL, SourceOptions{Egress: egress.AllowLoopback()})
 	_, _ = s.Ensure(context.Background(), Request{Digest: digest, Source: src})
 	e, err := s.Ensure(context.Background(), Request{Digest: digest, Source: src})
 	if err != nil {

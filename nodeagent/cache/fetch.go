@@ -225,9 +225,11 @@ func (s *Store) download(ctx context.Context, h string, req Request) (e Entry, r
 	if total >= 0 && done != total {
 		return Entry{}, resumed, fmt.Errorf("fetch %s: source ended at %d of %d bytes", h, done, total)
 	}
-	if got := hex.EncodeToString(hasher.Sum(nil)); got != h {
+	if hex.EncodeToString(hasher.Sum(nil)) != h {
 		_ = os.Remove(partial)
-		return Entry{}, resumed, fmt.Errorf("fetch %s from %s: content hashes to sha256:%s: %w", h, req.Source, got, ErrDigestMismatch)
+		// Invariant: the computed hash is never reported (logs included): with it, a source the
+		// user names would become a way to read its content's hash into a world-readable status.
+		return Entry{}, resumed, fmt.Errorf("fetch %s from %s: content does not match spec.digest: %w", h, req.Source, ErrDigestMismatch)
 	}
 	if err := f.Sync(); err != nil {
 		return Entry{}, resumed, fmt.Errorf("sync partial: %w", err)
@@ -319,13 +321,13 @@ func (s *Store) Verify(h string) error {
 	if _, err := io.Copy(hasher, f); err != nil {
 		return fmt.Errorf("verify %s: %w", h, err)
 	}
-	if got := hex.EncodeToString(hasher.Sum(nil)); got != h {
+	if hex.EncodeToString(hasher.Sum(nil)) != h {
 		s.mu.Lock()
 		if e, ok := s.entries[h]; ok {
 			_ = s.removeLocked(e)
 		}
 		s.mu.Unlock()
-		return fmt.Errorf("verify %s: content hashes to %s: %w", h, got, ErrDigestMismatch)
+		return fmt.Errorf("verify %s: content no longer matches its digest: %w", h, ErrDigestMismatch)
 	}
 	return nil
 }

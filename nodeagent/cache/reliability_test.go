@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/neuronetes/neuronetes/internal/egress"
 )
 
 // The reliability test re-executes this test binary as the "agent": with NN_CACHE_AGENT_DIR set,
@@ -40,7 +42,7 @@ func fetchAllMain(dir, url string, digests []string) int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			src, _ := NewSource(fmt.Sprintf("%s/%d", url, i), SourceOptions{})
+			src, _ := NewSource(fmt.Sprintf("%s/%d", url, i), SourceOptions{Egress: egress.AllowLoopback()})
 			if _, err := s.Ensure(context.Background(), Request{Digest: d, Source: src}); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				failed.Store(true)

@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/neuronetes/neuronetes/internal/egress"
 )
 
 // Source is where an entry's bytes come from.
@@ -26,8 +31,18 @@ type Source interface {
 
 // SourceOptions carries what some URI schemes need besides the URI itself.
 type SourceOptions struct {
-	// HTTPClient is used for http(s) sources; http.DefaultClient when nil.
+	// FileRoots are the directories file:// and bare-path sources may read below (admin flag
+	// --file-source-roots); empty refuses every file source.
+	FileRoots []string
+	// Egress decides which addresses http(s) and s3 sources may reach; nil is the zero policy
+	// (public addresses only).
+	Egress *egress.Policy
+	// HTTPClient is used for http(s) sources; when nil, a client of Egress with the default
+	// timeouts. A client given here must enforce the egress policy itself.
 	HTTPClient *http.Client
+	// StallTimeout fails a download whose source sends no bytes for this long
+	// (DefaultStallTimeout when 0).
+	StallTimeout time.Duration
 	// HTTPHeader is added to every http(s) request (e.g. Authorization from a Secret).
 	HTTPHeader http.Header
 	// S3Endpoint is "host:port" or "http(s)://host:port" of an S3-compatible server for s3:// URIs.
@@ -36,54 +51,107 @@ type SourceOptions struct {
 	S3AccessKey, S3SecretKey string
 	// S3Region is optional.
 	S3Region string
-	// S3Transport overrides minio-go's HTTP transport (tests, custom CAs); nil for the default.
+	// S3Transport overrides the transport of s3 sources (tests, custom CAs); nil for a transport
+	// of Egress. A transport given here must enforce the egress policy itself.
 	S3Transport http.RoundTripper
+}
+
+// DefaultStallTimeout is how long a download may go without a byte before it fails.
+const DefaultStallTimeout = time.Minute
+
+// maxSourceRedirects is how many redirects an http(s) source follows (hubs redirect to CDNs);
+// each target goes through the egress policy.
+const maxSourceRedirects = 5
+
+// NewHTTPClient returns the client http(s) sources use by default: dials through p, connect,
+// TLS-handshake and response-header timeouts, at most maxSourceRedirects redirects.
+func NewHTTPClient(p *egress.Policy) *http.Client {
+	return p.Client(egress.ClientOptions{MaxRedirects: maxSourceRedirects})
 }
 
 // NewSource returns the Source for uri: file:///path (or a bare absolute path), http(s)://..., or
 // s3://bucket/key.
+//
+// File sources are admitted only below opts.FileRoots; http(s) and s3 sources only reach
+// addresses opts.Egress admits. Errors name spec.source.uri and the admin setting involved.
 func NewSource(uri string, opts SourceOptions) (Source, error) {
 	if strings.HasPrefix(uri, "/") {
-		return FileSource{Path: uri}, nil
+		return newFileSource(uri, uri, opts.FileRoots)
 	}
 	u, err := url.Parse(uri)
 	if err != nil {
-		return nil, fmt.Errorf("source uri %q: %w", uri, err)
+		return nil, fmt.Errorf("spec.source.uri %q: %w", uri, err)
 	}
 	switch u.Scheme {
 	case "file":
-		if u.Path == "" || !strings.HasPrefix(u.Path, "/") {
-			return nil, fmt.Errorf("source uri %q: file URI needs an absolute path", uri)
+		if u.Host != "" && u.Host != "localhost" {
+			return nil, fmt.Errorf("spec.source.uri %q: a file URI names no host (file:///path)", uri)
 		}
-		return FileSource{Path: u.Path}, nil
+		if u.Path == "" || !strings.HasPrefix(u.Path, "/") {
+			return nil, fmt.Errorf("spec.source.uri %q: file URI needs an absolute path", uri)
+		}
+		return newFileSource(uri, u.Path, opts.FileRoots)
 	case "http", "https":
+		if err := opts.Egress.CheckURLHost(u.Hostname()); err != nil {
+			return nil, fmt.Errorf("spec.source.uri %q: %w", uri, err)
+		}
 		c := opts.HTTPClient
 		if c == nil {
-			c = http.DefaultClient
+			c = NewHTTPClient(opts.Egress)
 		}
-		return HTTPSource{URL: uri, Client: c, Header: opts.HTTPHeader}, nil
+		return HTTPSource{URL: uri, Client: c, Header: opts.HTTPHeader, StallTimeout: opts.StallTimeout}, nil
 	case "s3":
 		return newS3Source(u, opts)
 	default:
-		return nil, fmt.Errorf("source uri %q: unsupported scheme %q (want file, http, https or s3)", uri, u.Scheme)
+		return nil, fmt.Errorf("spec.source.uri %q: unsupported scheme %q (want file, http, https or s3)", uri, u.Scheme)
 	}
 }
 
-// FileSource reads a local file or a mounted PV path. Resuming seeks to the offset.
+// FileSource reads a regular file below an admin-listed root (a mounted PV, a host directory of
+// weights). Resuming seeks to the offset.
 type FileSource struct {
-	Path string
+	// Root is the admin-listed directory; Rel is the path below it. The file is opened through
+	// os.Root, so neither ".." nor a symbolic link leads out of Root.
+	Root, Rel string
+}
+
+// newFileSource admits path when it lies below one of roots (lexically; Open enforces it
+// again against symbolic links).
+func newFileSource(uri, path string, roots []string) (FileSource, error) {
+	if len(roots) == 0 {
+		return FileSource{}, fmt.Errorf("spec.source.uri %q: file sources are disabled on this node; an admin lists the directories Models may read with nodeagent.fileSourceRoots (--file-source-roots)", uri)
+	}
+	clean := filepath.Clean(path)
+	for _, r := range roots {
+		r = filepath.Clean(r)
+		rel, err := filepath.Rel(r, clean)
+		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+			continue
+		}
+		return FileSource{Root: r, Rel: rel}, nil
+	}
+	return FileSource{}, fmt.Errorf("spec.source.uri %q: not below a directory of nodeagent.fileSourceRoots (--file-source-roots=%s)", uri, strings.Join(roots, ","))
 }
 
 // Open implements Source.
 func (s FileSource) Open(_ context.Context, offset int64) (io.ReadCloser, int64, int64, error) {
-	f, err := os.Open(s.Path)
+	root, err := os.OpenRoot(s.Root)
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("open source file: %w", err)
+		return nil, 0, 0, fmt.Errorf("open file-source root: %w", err)
+	}
+	defer root.Close()
+	f, err := root.Open(s.Rel)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("open source file %s: %w", s, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
 		return nil, 0, 0, fmt.Errorf("stat source file: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, 0, fmt.Errorf("source file %s: not a regular file", s)
 	}
 	if offset > st.Size() {
 		offset = 0
@@ -96,7 +164,7 @@ func (s FileSource) Open(_ context.Context, offset int64) (io.ReadCloser, int64,
 }
 
 // String implements Source.
-func (s FileSource) String() string { return "file://" + s.Path }
+func (s FileSource) String() string { return "file://" + filepath.Join(s.Root, s.Rel) }
 
 // HTTPSource downloads over HTTP(S) and resumes with a Range request.
 type HTTPSource struct {
@@ -104,6 +172,8 @@ type HTTPSource struct {
 	Client *http.Client
 	// Header is added to every request; may be nil.
 	Header http.Header
+	// StallTimeout fails the body when no byte arrives for this long (DefaultStallTimeout when 0).
+	StallTimeout time.Duration
 }
 
 // Open implements Source. A 206 reply resumes at offset; a 200 reply restarts from 0; a 416 reply to a
@@ -132,9 +202,9 @@ func (s HTTPSource) Open(ctx context.Context, offset int64) (io.ReadCloser, int6
 				resp.Body.Close()
 				return nil, 0, 0, fmt.Errorf("http get: bad Content-Range %q for offset %d", resp.Header.Get("Content-Range"), offset)
 			}
-			return resp.Body, offset, total, nil
+			return egress.StallReader(resp.Body, s.stall()), offset, total, nil
 		case resp.StatusCode == http.StatusOK:
-			return resp.Body, 0, resp.ContentLength, nil
+			return egress.StallReader(resp.Body, s.stall()), 0, resp.ContentLength, nil
 		case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable && offset > 0:
 			resp.Body.Close()
 			offset = 0
@@ -146,6 +216,13 @@ func (s HTTPSource) Open(ctx context.Context, offset int64) (io.ReadCloser, int6
 	}
 }
 
+func (s HTTPSource) stall() time.Duration {
+	if s.StallTimeout > 0 {
+		return s.StallTimeout
+	}
+	return DefaultStallTimeout
+}
+
 // String implements Source.
 func (s HTTPSource) String() string { return s.URL }
 
@@ -154,6 +231,8 @@ type S3Source struct {
 	Core   *minio.Core
 	Bucket string
 	Key    string
+	// StallTimeout fails the body when no byte arrives for this long (DefaultStallTimeout when 0).
+	StallTimeout time.Duration
 }
 
 func newS3Source(u *url.URL, opts SourceOptions) (*S3Source, error) {
@@ -171,17 +250,28 @@ func newS3Source(u *url.URL, opts SourceOptions) (*S3Source, error) {
 		endpoint = e
 	}
 	endpoint = strings.TrimSuffix(endpoint, "/")
+	host := endpoint
+	if h, _, err := net.SplitHostPort(endpoint); err == nil {
+		host = h
+	}
+	if err := opts.Egress.CheckURLHost(host); err != nil {
+		return nil, fmt.Errorf("s3 endpoint %q: %w", opts.S3Endpoint, err)
+	}
+	tr := opts.S3Transport
+	if tr == nil {
+		tr = opts.Egress.Transport(egress.ClientOptions{})
+	}
 	var creds *credentials.Credentials
 	if opts.S3AccessKey != "" || opts.S3SecretKey != "" {
 		creds = credentials.NewStaticV4(opts.S3AccessKey, opts.S3SecretKey, "")
 	} else {
 		creds = credentials.New(&credentials.Static{})
 	}
-	core, err := minio.NewCore(endpoint, &minio.Options{Creds: creds, Secure: secure, Region: opts.S3Region, Transport: opts.S3Transport})
+	core, err := minio.NewCore(endpoint, &minio.Options{Creds: creds, Secure: secure, Region: opts.S3Region, Transport: tr})
 	if err != nil {
 		return nil, fmt.Errorf("s3 endpoint %q: %w", opts.S3Endpoint, err)
 	}
-	return &S3Source{Core: core, Bucket: bucket, Key: key}, nil
+	return &S3Source{Core: core, Bucket: bucket, Key: key, StallTimeout: opts.StallTimeout}, nil
 }
 
 // Open implements Source.
@@ -211,7 +301,11 @@ func (s *S3Source) Open(ctx context.Context, offset int64) (io.ReadCloser, int64
 			total = n
 		}
 	}
-	return rc, offset, total, nil
+	stall := s.StallTimeout
+	if stall <= 0 {
+		stall = DefaultStallTimeout
+	}
+	return egress.StallReader(rc, stall), offset, total, nil
 }
 
 // String implements Source.

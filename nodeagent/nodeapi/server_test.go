@@ -45,7 +45,7 @@ func TestNodeAPI(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a := agent.New(ctx, agent.Config{Store: st})
+	a := agent.New(ctx, agent.Config{Store: st, Sources: cache.SourceOptions{FileRoots: []string{dir}}})
 	b := backend{Agent: a, models: map[string]agent.Request{"ns/llama": {Digest: digest, URI: "file://" + src}}}
 	// Unix socket paths are limited to ~107 bytes: keep it short.
 	sock := filepath.Join(os.TempDir(), "nn-api-"+hex.EncodeToString(sum[:4])+".sock")

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,9 @@ const HeaderPublishID = "neuronetes-publish-id"
 
 // Provider connects to Kafka clusters.
 type Provider struct {
+	// Dial connects to brokers (seeds and the brokers their metadata names); nil dials directly.
+	// The dispatcher passes the egress policy's dialer: queueConfig.url is user-chosen.
+	Dial func(ctx context.Context, network, host string) (net.Conn, error)
 	// DefaultURL is used when a binding names none: host:port[,host:port...], optionally
 	// prefixed kafka://.
 	DefaultURL string
@@ -63,7 +67,7 @@ func (p *Provider) client(url string) (*kgo.Client, error) {
 	if c := p.shared[k]; c != nil {
 		return c, nil
 	}
-	c, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
+	c, err := kgo.NewClient(p.dialOpt(), kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
 	if err != nil {
 		return nil, fmt.Errorf("kafka %s: %w", k, err)
 	}
@@ -72,6 +76,14 @@ func (p *Provider) client(url string) (*kgo.Client, error) {
 	}
 	p.shared[k] = c
 	return c, nil
+}
+
+// dialOpt is the client option of Dial (a no-op without one).
+func (p *Provider) dialOpt() kgo.Opt {
+	if p.Dial == nil {
+		return kgo.WithHooks()
+	}
+	return kgo.Dialer(p.Dial)
 }
 
 // Close closes the shared clients.
@@ -96,7 +108,7 @@ func (p *Provider) Consumer(ctx context.Context, o queue.Options) (queue.Consume
 	}
 	session := max(o.AckWait, 6*time.Second)
 	c := &consumer{t: newTracker(), topic: o.Queue, revokeWait: max(o.AckWait, time.Second), log: klog.FromContext(ctx).WithValues("topic", o.Queue, "group", o.Group)}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(o.Group), kgo.ConsumeTopics(o.Queue),
+	cl, err := kgo.NewClient(p.dialOpt(), kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(o.Group), kgo.ConsumeTopics(o.Queue),
 		kgo.ClientID("neuronetes-dispatcher-"+o.Member), kgo.DisableAutoCommit(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.SessionTimeout(session), kgo.HeartbeatInterval(session/5),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(time.Second),

@@ -3,6 +3,7 @@ package kafkaq
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -38,7 +39,11 @@ func (p *publisher) published(ctx context.Context, topic, id string, since time.
 		return false, nil
 	}
 	seeds := p.cl.OptValue(kgo.SeedBrokers).([]string)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}))
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...)}
+	if d, ok := p.cl.OptValue(kgo.Dialer).(func(context.Context, string, string) (net.Conn, error)); ok && d != nil {
+		opts = append(opts, kgo.Dialer(d))
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}))...)
 	if err != nil {
 		return false, err
 	}

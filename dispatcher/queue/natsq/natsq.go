@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +26,9 @@ type Provider struct {
 	DefaultURL string
 	// ClientName is the client name sent to the server.
 	ClientName string
+	// Dial connects to servers (the URL's and those the cluster advertises); nil dials
+	// directly. The dispatcher passes the egress policy's dialer: queueConfig.url is user-chosen.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu    sync.Mutex
 	conns map[string]*nats.Conn
@@ -57,7 +61,11 @@ func (p *Provider) js(url string) (jetstream.JetStream, error) {
 	nc := p.conns[url]
 	if nc == nil || nc.IsClosed() {
 		var err error
-		nc, err = nats.Connect(url, nats.Name(p.ClientName), nats.MaxReconnects(-1), nats.ReconnectWait(500*time.Millisecond), nats.Timeout(5*time.Second))
+		opts := []nats.Option{nats.Name(p.ClientName), nats.MaxReconnects(-1), nats.ReconnectWait(500 * time.Millisecond), nats.Timeout(5 * time.Second)}
+		if p.Dial != nil {
+			opts = append(opts, nats.SetCustomDialer(ctxDialer(p.Dial)))
+		}
+		nc, err = nats.Connect(url, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("connect %s: %w", url, err)
 		}
@@ -300,4 +308,13 @@ func (p *Provider) Lag(ctx context.Context, o queue.Options) (int64, error) {
 		return 0, fmt.Errorf("stream info %s: %w", stream, err)
 	}
 	return int64(info.State.Msgs), nil
+}
+
+// ctxDialer adapts a context dialer to nats.CustomDialer; nats.Timeout bounds each dial.
+type ctxDialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+func (d ctxDialer) Dial(network, addr string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return d(ctx, network, addr)
 }

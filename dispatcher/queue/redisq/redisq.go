@@ -10,9 +10,11 @@ package redisq
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +26,9 @@ import (
 
 // Provider connects to Redis servers; clients are shared per URL.
 type Provider struct {
+	// Dial connects to Redis; nil dials directly. The dispatcher passes the egress policy's
+	// dialer: queueConfig.url is user-chosen.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// DefaultURL is used when a binding names none (redis://host:port[/db]).
 	DefaultURL string
 	// MarkTTL is how long a publish marker is kept (default 24h): a republish of the same id
@@ -65,6 +70,9 @@ func (p *Provider) client(url string) (*redis.Client, error) {
 		if err := p.DefaultConn(o); err != nil {
 			return nil, fmt.Errorf("default Redis of the dispatcher: %w", err)
 		}
+	}
+	if p.Dial != nil {
+		o.Dialer = tlsOver(p.Dial, o.TLSConfig)
 	}
 	c := redis.NewClient(o)
 	if p.clients == nil {
@@ -268,4 +276,30 @@ func (p *Provider) Lag(ctx context.Context, o queue.Options) (int64, error) {
 		return 0, fmt.Errorf("xlen %s: %w", o.Queue, err)
 	}
 	return n, nil
+}
+
+// tlsOver returns dial with TLS on top when cfg is set: go-redis applies Options.TLSConfig only in
+// its own dialer, so a custom one (the egress policy's) must do the handshake itself.
+func tlsOver(dial func(ctx context.Context, network, addr string) (net.Conn, error), cfg *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if cfg == nil {
+		return dial
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		raw, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		c := cfg.Clone()
+		if c.ServerName == "" {
+			if host, _, err := net.SplitHostPort(addr); err == nil {
+				c.ServerName = host
+			}
+		}
+		conn := tls.Client(raw, c)
+		if err := conn.HandshakeContext(ctx); err != nil {
+			_ = raw.Close()
+			return nil, fmt.Errorf("redis TLS handshake with %s: %w", addr, err)
+		}
+		return conn, nil
+	}
 }
