@@ -35,11 +35,11 @@ var netpolStandIns = []struct{ component, portName, port string }{
 //
 //	NEURONETES_E2E=1 go test -tags e2e -count=1 -run 'TestAttackNetworkPolicy' ./e2e/
 func TestAttackNetworkPolicy(t *testing.T) {
+	if out, err := exec.Command("nft", "list", "table", "inet", "kube-network-policies").CombinedOutput(); err != nil {
+		t.Fatalf("the local cluster runs no NetworkPolicy enforcer (nft list table inet kube-network-policies: %v: %s): see .local/logs/kube-network-policies.log and make cluster-up's output (a kernel without CONFIG_NFT_QUEUE cannot run it)", err, out)
+	}
 	g := gweSetup(t)
 	e := g.e
-	if out, err := exec.Command("nft", "list", "table", "inet", "kube-network-policies").CombinedOutput(); err != nil {
-		t.Fatalf("the local cluster runs no NetworkPolicy enforcer (nft list table inet kube-network-policies: %v: %s): make cluster-down && make cluster-up", err, out)
-	}
 	img := e.Image(t, "netcheck", "./e2e/cmd/netcheck")
 	addrs := map[string]string{}
 	for _, s := range netpolStandIns {

@@ -31,7 +31,7 @@ type Cluster struct {
 }
 
 // controlPlane lists the processes in start order.
-var controlPlane = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet", "kube-proxy", netpolEnforcer, "coredns"}
+var controlPlane = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet", "kube-proxy", "coredns"}
 
 // Up brings the local cluster up, or reuses the running one. It is
 // idempotent: processes already running are kept.
@@ -90,7 +90,7 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	// the node's pods; CoreDNS resolves the kubernetes Service.
 	if err := runSteps(logf, []step{
 		{"kube-proxy", func() error { return startKubeProxy(p, pk) }},
-		{netpolEnforcer, func() error { return startNetworkPolicies(p) }},
+		{netpolEnforcer, func() error { return startNetworkPolicies(p, logf) }},
 		{"coredns", func() error { return startCoreDNS(ctx, p, pk, cs) }},
 	}); err != nil {
 		return nil, err
@@ -123,6 +123,11 @@ func runningComponents(p Paths) (int, map[int]bool) {
 				own[port] = true
 			}
 		}
+	}
+	// The NetworkPolicy enforcer is not in controlPlane: kernels without
+	// nftables queue rules run the cluster without it.
+	if _, ok := runningPid(p, netpolEnforcer); ok {
+		own[NetpolMetricsPort] = true
 	}
 	return running, own
 }

@@ -28,11 +28,37 @@ var netpolTables = []string{"kube-network-policies", "kube-network-policies-dnsc
 // queue is dropped.
 const netpolQueueID = 100
 
+// nftQueueRuleset is a ruleset with the nftables queue expression the
+// enforcer's rules use; `nft --check` of it fails on kernels without
+// nft_queue.
+const nftQueueRuleset = `table inet neuronetes-preflight-queue {
+	chain c {
+		type filter hook postrouting priority 0;
+		meta l4proto tcp queue num 100 bypass
+	}
+}
+`
+
+// nftQueueSupported reports whether the kernel accepts nftables queue rules
+// (CONFIG_NFT_QUEUE), without changing the ruleset.
+func nftQueueSupported() (bool, string) {
+	cmd := exec.Command("nft", "--check", "-f", "-")
+	cmd.Stdin = strings.NewReader(nftQueueRuleset)
+	out, err := cmd.CombinedOutput()
+	return err == nil, strings.TrimSpace(string(out))
+}
+
 // startNetworkPolicies starts the enforcer with the admin kubeconfig (it
 // lists pods, namespaces and NetworkPolicies cluster-wide) and waits until
-// its nftables table exists, which it creates on its first sync.
-func startNetworkPolicies(p Paths) error {
+// its nftables table exists, which it creates on its first sync. On a kernel
+// without nftables queue rules it starts nothing and says that
+// NetworkPolicies are not enforced: the rest of the cluster works without it.
+func startNetworkPolicies(p Paths, logf func(string, ...any)) error {
 	if _, ok := runningPid(p, netpolEnforcer); ok {
+		return nil
+	}
+	if ok, msg := nftQueueSupported(); !ok {
+		logf("WARNING: NetworkPolicies are NOT enforced: the kernel refuses nftables queue rules (CONFIG_NFT_QUEUE), which %s needs: %s", netpolEnforcer, msg)
 		return nil
 	}
 	if _, err := startProcess(p, netpolEnforcer, nil, p.Binary(netpolEnforcer),
