@@ -35,6 +35,13 @@ type netResult struct {
 // for it to finish and returns its result lines.
 func runNetcheck(t *testing.T, e *Env, ns, name, img string, args ...string) []netResult {
 	t.Helper()
+	return runNetcheckLabelled(t, e, ns, name, img, "", args...)
+}
+
+// runNetcheckLabelled is runNetcheck in a pod with labels (the content of a
+// YAML flow map, "" for none), for checks that a NetworkPolicy peer decides.
+func runNetcheckLabelled(t *testing.T, e *Env, ns, name, img, labels string, args ...string) []netResult {
+	t.Helper()
 	quoted := make([]string, len(args))
 	for i, a := range args {
 		quoted[i] = fmt.Sprintf("%q", a)
@@ -44,6 +51,7 @@ apiVersion: v1
 kind: Pod
 metadata:
   name: %s
+  labels: {%s}
 spec:
   restartPolicy: Never
   terminationGracePeriodSeconds: 1
@@ -53,7 +61,7 @@ spec:
     imagePullPolicy: Never
     command: ["/netcheck"]
     args: [%s]
-`, name, img, strings.Join(quoted, ", ")))
+`, name, labels, img, strings.Join(quoted, ", ")))
 	ctx := context.Background()
 	Eventually(t, 2*time.Minute, "pod "+name+" finished", func() (bool, error) {
 		p, err := e.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})

@@ -3,7 +3,8 @@
 # .local/tools/<name>-<version>/ and links them into .local/bin. A binary that
 # already exists for its version is not rebuilt, so a warm run costs seconds.
 #
-#   bash hack/build-tools.sh TOOL...   k8s (Kubernetes and CoreDNS), etcd, containerd, kwok, helm,
+#   bash hack/build-tools.sh TOOL...   k8s (Kubernetes and CoreDNS), etcd, containerd,
+#                                      kube-network-policies, kwok, helm,
 #                                      controller-gen, buf, protoc-gen-go, protoc-gen-go-grpc, or a
 #                                      group built in parallel: cluster (make cluster-up), run (make
 #                                      run), proto, all (make tools)
@@ -27,6 +28,9 @@ CONTROLLER_GEN_VERSION=v0.23.0
 BUF_VERSION=v1.75.0
 PROTOC_GEN_GO_VERSION=v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
+# The local cluster's NetworkPolicy enforcer; hack/tools/netpol pins the same version in its go.mod
+# and wraps its controller in a command that takes a kubeconfig.
+KUBE_NETWORK_POLICIES_VERSION=v0.8.0
 
 log() { printf '[build-tools] %s\n' "$*" >&2; }
 
@@ -116,6 +120,19 @@ build_etcd() {
 	link etcd "$dir"
 }
 
+# build_netpol builds the NetworkPolicy enforcer (hack/tools/netpol) into
+# .local/tools/kube-network-policies-<version>/.
+build_netpol() {
+	local dir="$tools/kube-network-policies-$KUBE_NETWORK_POLICIES_VERSION"
+	have "$dir" kube-network-policies || lock kube-network-policies
+	if ! have "$dir" kube-network-policies; then
+		log "building kube-network-policies $KUBE_NETWORK_POLICIES_VERSION"
+		mkdir -p "$dir"
+		(cd "$root/hack/tools/netpol" && CGO_ENABLED=0 timed kube-network-policies go build -trimpath -ldflags "-s -w" -o "$dir/kube-network-policies.tmp" . && mv "$dir/kube-network-policies.tmp" "$dir/kube-network-policies")
+	fi
+	link kube-network-policies "$dir"
+}
+
 # goinstall NAME VERSION PKG...: go install of module packages at a version.
 goinstall() {
 	local name=$1 version=$2; shift 2
@@ -137,6 +154,7 @@ for t in $want; do
 	case $t in
 	k8s) build_k8s ;;
 	etcd) build_etcd ;;
+	kube-network-policies) build_netpol ;;
 	containerd) goinstall containerd "$CONTAINERD_VERSION" \
 		"github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" \
 		"github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" \
@@ -150,9 +168,9 @@ for t in $want; do
 	proto) "$0" buf protoc-gen-go protoc-gen-go-grpc ;;
 	# What `make cluster-up` runs, what `make run` needs (kwok and controller-gen only serve tests
 	# and `make generate`), and everything.
-	cluster) group etcd k8s containerd ;;
-	run) group etcd k8s containerd helm ;;
-	all) group etcd k8s containerd kwok helm controller-gen ;;
+	cluster) group etcd k8s containerd kube-network-policies ;;
+	run) group etcd k8s containerd kube-network-policies helm ;;
+	all) group etcd k8s containerd kube-network-policies kwok helm controller-gen ;;
 	*) log "unknown tool $t"; exit 2 ;;
 	esac
 done

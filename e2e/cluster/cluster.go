@@ -86,9 +86,11 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	logf("node %s Ready", NodeName)
 	// kube-proxy reads its node's addresses, so it starts after the node
-	// registered; CoreDNS resolves the kubernetes Service.
+	// registered, and so does the NetworkPolicy enforcer, which filters only
+	// the node's pods; CoreDNS resolves the kubernetes Service.
 	if err := runSteps(logf, []step{
 		{"kube-proxy", func() error { return startKubeProxy(p, pk) }},
+		{netpolEnforcer, func() error { return startNetworkPolicies(p, logf) }},
 		{"coredns", func() error { return startCoreDNS(ctx, p, pk, cs) }},
 	}); err != nil {
 		return nil, err
@@ -107,6 +109,7 @@ var componentPorts = map[string][]int{
 	"etcd": {EtcdPort, EtcdPeerPort}, "kube-apiserver": {APIServerPort}, "kube-scheduler": {SchedulerPort},
 	"kube-controller-manager": {ControllerManagerPort}, "kubelet": {KubeletPort, KubeletHealthzPort},
 	"kube-proxy": {KubeProxyHealthzPort, KubeProxyMetricsPort}, "coredns": {DNSPort, CoreDNSReadyPort},
+	netpolEnforcer: {NetpolMetricsPort},
 }
 
 // runningComponents counts the cluster's running components and returns the
@@ -120,6 +123,11 @@ func runningComponents(p Paths) (int, map[int]bool) {
 				own[port] = true
 			}
 		}
+	}
+	// The NetworkPolicy enforcer is not in controlPlane: kernels without
+	// nftables queue rules run the cluster without it.
+	if _, ok := runningPid(p, netpolEnforcer); ok {
+		own[NetpolMetricsPort] = true
 	}
 	return running, own
 }
@@ -243,6 +251,9 @@ func Down(ctx context.Context, root string, logf func(string, ...any)) error {
 	}
 	stopKwok(p)
 	stopProcess(p, "coredns", 5*time.Second)
+	// The enforcer removes its nftables tables on SIGTERM (within 5 s);
+	// restoreHost deletes what a killed one left.
+	stopProcess(p, netpolEnforcer, 10*time.Second)
 	stopProcess(p, "kube-proxy", 5*time.Second)
 	stopProcess(p, "kubelet", 15*time.Second)
 	// Container processes and shims: kill the pod cgroups' processes, then
@@ -279,8 +290,9 @@ func Down(ctx context.Context, root string, logf func(string, ...any)) error {
 }
 
 // Leftovers lists what a stopped cluster must not leave behind: its
-// processes (kube-proxy and CoreDNS included), pod cgroups, the bridge,
-// kube-proxy's nftables tables and the Service route.
+// processes (kube-proxy, the NetworkPolicy enforcer and CoreDNS included),
+// pod cgroups, the bridge, kube-proxy's and the enforcer's nftables tables
+// and the Service route.
 func Leftovers(root string) []string {
 	p := NewPaths(root)
 	var out []string
@@ -295,10 +307,8 @@ func Leftovers(root string) []string {
 		out = append(out, "bridge "+BridgeName)
 	}
 	if b, err := exec.Command("nft", "list", "tables").Output(); err == nil {
-		for _, fam := range []string{"ip", "ip6"} {
-			if strings.Contains(string(b), "table "+fam+" "+kubeProxyTable+"\n") {
-				out = append(out, "nftables table "+fam+" "+kubeProxyTable)
-			}
+		for _, t := range clusterTablesIn(string(b)) {
+			out = append(out, "nftables table "+t)
 		}
 	}
 	if b, err := exec.Command("ip", "-4", "route", "show", ServiceCIDR).Output(); err == nil && len(strings.TrimSpace(string(b))) > 0 {

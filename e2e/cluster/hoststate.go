@@ -164,8 +164,9 @@ func ensureServiceRoute() error {
 }
 
 // removeClusterNet deletes what kube-proxy and Up added to the host's
-// network and that the recorded state did not have: kube-proxy's nftables
-// tables and the Service route. It runs after kube-proxy has stopped.
+// network and that the recorded state did not have: kube-proxy's and the
+// NetworkPolicy enforcer's nftables tables and the Service route. It runs
+// after both have stopped.
 func removeClusterNet(recorded *hostState, logf func(string, ...any)) []error {
 	var errs []error
 	now, err := snapshotNet()
@@ -180,7 +181,7 @@ func removeClusterNet(recorded *hostState, logf func(string, ...any)) []error {
 	}
 	for _, t := range now.Tables {
 		f := strings.Fields(t)
-		if len(f) != 2 || f[1] != kubeProxyTable || was[t] {
+		if len(f) != 2 || !isClusterTable(f[0], f[1]) || was[t] {
 			continue
 		}
 		if out, err := exec.Command("nft", "delete", "table", f[0], f[1]).CombinedOutput(); err != nil {

@@ -40,6 +40,8 @@ const (
 	KubeProxyHealthzPort = 10256
 	// KubeProxyMetricsPort is kube-proxy's metrics port on 127.0.0.1.
 	KubeProxyMetricsPort = 10249
+	// NetpolMetricsPort is the NetworkPolicy enforcer's metrics port on 127.0.0.1.
+	NetpolMetricsPort = 10246
 	// APIServerPort is the apiserver's secure port on NodeIP.
 	APIServerPort = 6443
 	// EtcdPort is etcd's client port on 127.0.0.1.

@@ -33,7 +33,7 @@ func preflight(p Paths, ownPorts map[int]bool) error {
 	if os.Geteuid() != 0 {
 		problems = append(problems, "the local cluster needs root (kubelet, containerd, runc and the CNI bridge)")
 	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubelet", "kubectl", "kube-proxy", "coredns", "containerd", "containerd-shim-runc-v2", "ctr"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubelet", "kubectl", "kube-proxy", netpolEnforcer, "coredns", "containerd", "containerd-shim-runc-v2", "ctr"} {
 		if _, err := os.Stat(p.Binary(b)); err != nil {
 			problems = append(problems, fmt.Sprintf("binary %s is missing: run `make tools` (hack/build-tools.sh)", p.Binary(b)))
 		}
@@ -111,7 +111,7 @@ var clusterPorts = []portSpec{
 	{"127.0.0.1", SchedulerPort, "kube-scheduler"},
 	{"127.0.0.1", ControllerManagerPort, "kube-controller-manager"}, {"127.0.0.1", KubeletHealthzPort, "kubelet healthz"},
 	{"127.0.0.1", KubeProxyHealthzPort, "kube-proxy healthz"}, {"127.0.0.1", KubeProxyMetricsPort, "kube-proxy metrics"},
-	{"127.0.0.1", CoreDNSReadyPort, "CoreDNS readiness"},
+	{"127.0.0.1", CoreDNSReadyPort, "CoreDNS readiness"}, {"127.0.0.1", NetpolMetricsPort, "NetworkPolicy enforcer metrics"},
 	// The bridge address may not exist yet: probe every address.
 	{"0.0.0.0", APIServerPort, "kube-apiserver"}, {"0.0.0.0", KubeletPort, "kubelet"},
 }

@@ -31,21 +31,31 @@ var realHost = hostProbe{
 	readFile: readProcNet,
 }
 
-// netPreflight checks what kube-proxy and CoreDNS need from the host: nft
-// and a kernel with nftables, conntrack and br_netfilter, no other
-// kube-proxy's table, and port 53 free on the bridge address.
+// nfqueueProc exists while the kernel's nfnetlink_queue is loaded.
+const nfqueueProc = "/proc/net/netfilter/nfnetlink_queue"
+
+// netPreflight checks what kube-proxy, the NetworkPolicy enforcer and
+// CoreDNS need from the host: nft and a kernel with nftables, conntrack,
+// nfqueue and br_netfilter, no other kube-proxy's or enforcer's table, and
+// port 53 free on the bridge address.
 func netPreflight(h hostProbe, ownPorts map[int]bool) []string {
 	var problems []string
 	if _, err := h.lookPath("nft"); err != nil {
 		problems = append(problems, "nft is not installed: run hack/install-deps.sh (Debian package nftables); kube-proxy runs in nftables mode")
 	} else if out, err := h.nft("--check", "add", "table", "ip", "neuronetes-preflight"); err != nil {
 		problems = append(problems, fmt.Sprintf("the kernel refuses nftables (`nft --check add table` failed: %s): kube-proxy's nftables mode needs CONFIG_NF_TABLES", strings.TrimSpace(out)))
-	} else if tables, err := h.nft("list", "tables"); err == nil && !ownPorts[KubeProxyHealthzPort] {
+	} else if tables, err := h.nft("list", "tables"); err == nil {
 		for _, fam := range []string{"ip", "ip6"} {
-			if strings.Contains(tables, "table "+fam+" "+kubeProxyTable+"\n") {
+			if !ownPorts[KubeProxyHealthzPort] && strings.Contains(tables, "table "+fam+" "+kubeProxyTable+"\n") {
 				problems = append(problems, fmt.Sprintf("nftables table %s %s exists but this cluster's kube-proxy is not running: another kube-proxy owns it (stop that cluster), or a crashed run left it (run `make cluster-down`)", fam, kubeProxyTable))
 			}
 		}
+		if !ownPorts[NetpolMetricsPort] && strings.Contains(tables, "table inet "+netpolTables[0]+"\n") {
+			problems = append(problems, fmt.Sprintf("nftables table inet %s exists but this cluster's NetworkPolicy enforcer is not running: another enforcer owns it (stop that cluster), or a crashed run left it (run `make cluster-down`)", netpolTables[0]))
+		}
+	}
+	if !h.exists(nfqueueProc) {
+		problems = append(problems, "the kernel has no nfqueue ("+nfqueueProc+" is missing): the NetworkPolicy enforcer needs nfnetlink_queue (`modprobe nfnetlink_queue`)")
 	}
 	if !h.exists("/proc/sys/net/netfilter/nf_conntrack_max") {
 		problems = append(problems, "the kernel has no connection tracking (/proc/sys/net/netfilter/nf_conntrack_max is missing): kube-proxy's Service NAT needs nf_conntrack (`modprobe nf_conntrack`)")

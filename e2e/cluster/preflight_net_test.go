@@ -124,6 +124,15 @@ func TestNetPreflightNamesTheMissingPiece(t *testing.T) {
 		{name: "our own kube-proxy's table", change: func(h *hostProbe) {
 			h.nft = func(...string) (string, error) { return "table ip kube-proxy\n", nil }
 		}, own: map[int]bool{KubeProxyHealthzPort: true}},
+		{name: "another enforcer's table", change: func(h *hostProbe) {
+			h.nft = func(...string) (string, error) { return "table inet kube-network-policies\n", nil }
+		}, own: map[int]bool{KubeProxyHealthzPort: true}, want: "nftables table inet kube-network-policies exists"},
+		{name: "our own enforcer's table", change: func(h *hostProbe) {
+			h.nft = func(...string) (string, error) { return "table inet kube-network-policies\n", nil }
+		}, own: map[int]bool{NetpolMetricsPort: true}},
+		{name: "no nfqueue", change: func(h *hostProbe) {
+			h.exists = func(p string) bool { return !strings.Contains(p, "nfnetlink_queue") }
+		}, want: "nfnetlink_queue"},
 		{name: "no conntrack", change: func(h *hostProbe) {
 			h.exists = func(p string) bool { return !strings.Contains(p, "nf_conntrack") }
 		}, want: "nf_conntrack"},

@@ -1,7 +1,9 @@
 // Command netcheck is the image of the local cluster's network e2e tests.
 //
 //	netcheck serve -addr :8080           answer every HTTP request with "hello from $POD_NAME"
-//	netcheck probe -name N... -url U...  resolve each name, GET each URL, print one JSON line each
+//	netcheck probe -name N... -url U... -dial A...
+//	                                     resolve each name, GET each URL, open a TCP connection to
+//	                                     each host:port (5 s), print one JSON line each
 //	netcheck list-pods                   list the pods of its namespace through in-cluster config
 //
 // probe and list-pods print JSON lines and exit non-zero when any check failed.
@@ -48,9 +50,10 @@ func main() {
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	addr := fs.String("addr", ":8080", "serve: listen address")
-	var names, urls list
+	var names, urls, dials list
 	fs.Var(&names, "name", "probe: a name to resolve (repeatable)")
 	fs.Var(&urls, "url", "probe: a URL to GET (repeatable)")
+	fs.Var(&dials, "dial", "probe: a host:port to open a TCP connection to (repeatable)")
 	_ = fs.Parse(os.Args[2:])
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -60,7 +63,7 @@ func main() {
 		serve(*addr)
 		return
 	case "probe":
-		results = probe(ctx, names, urls)
+		results = append(probe(ctx, names, urls), dial(ctx, dials)...)
 	case "list-pods":
 		results = []Result{listPods(ctx)}
 	default:
@@ -110,6 +113,23 @@ func probe(ctx context.Context, names, urls []string) []Result {
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 			resp.Body.Close()
 			r.Code, r.Body = resp.StatusCode, string(b)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// dial opens and closes a TCP connection to each address; a connection that a
+// NetworkPolicy drops fails with a timeout after 5 s.
+func dial(ctx context.Context, addrs []string) []Result {
+	var out []Result
+	d := net.Dialer{Timeout: 5 * time.Second}
+	for _, a := range addrs {
+		r := Result{Check: "dial", Input: a}
+		if c, err := d.DialContext(ctx, "tcp", a); err != nil {
+			r.Error = err.Error()
+		} else {
+			c.Close()
 		}
 		out = append(out, r)
 	}
