@@ -20,7 +20,8 @@ import (
 // rbacAllowlist is the checked-in list of every right each ServiceAccount of the chart may hold,
 // one "<account> <scope> <group>/<resource>[/<names>] <verb>" or "<account> <scope> url:<path>
 // <verb>" per line. <account> is the ServiceAccount name less the release's fullname prefix,
-// <scope> is "tenant" (a namespace the release watches) or "system" (kube-system).
+// <scope> is "tenant" (a namespace the release watches), "release" (the release's own namespace)
+// or "system" (kube-system).
 const rbacAllowlist = "testdata/rbac-allowlist.txt"
 
 // nodeNameExtra is the user-info extra a pod-bound ServiceAccount token carries for its node.
@@ -104,7 +105,7 @@ func rightsOf(t *testing.T, e *Env, r *deployRelease, user, account, scope, ns s
 func deployRBACAllowlist(t *testing.T, e *Env, r *deployRelease) {
 	var got []string
 	for account, user := range releaseAccounts(t, e, r) {
-		for _, sc := range []struct{ scope, ns string }{{"tenant", r.exampleNS}, {"system", "kube-system"}} {
+		for _, sc := range []struct{ scope, ns string }{{"tenant", r.exampleNS}, {"release", r.namespace}, {"system", "kube-system"}} {
 			got = append(got, rightsOf(t, e, r, user, account, sc.scope, sc.ns)...)
 		}
 	}
@@ -114,7 +115,7 @@ func deployRBACAllowlist(t *testing.T, e *Env, r *deployRelease) {
 	path := filepath.Join(e.Root, "e2e", rbacAllowlist)
 	if os.Getenv("NEURONETES_RBAC_ALLOWLIST_WRITE") == "1" {
 		head := "# Every right the chart's ServiceAccounts may hold (e2e TestDeployLocal/RBACAllowlist).\n" +
-			"# <account> <scope: tenant namespace | kube-system> <group>/<resource>[/<names>] <verb>\n"
+			"# <account> <scope: tenant namespace | release namespace | kube-system> <group>/<resource>[/<names>] <verb>\n"
 		if err := os.WriteFile(path, []byte(head+strings.Join(got, "\n")+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
