@@ -324,7 +324,11 @@ func TestProcessCheckpointStoreRestore(t *testing.T) {
 				return
 			}
 			if tc.corrupt {
-				objs, _ := d.List(ctx, "chunks/")
+				prefix := "v2/" + testKey("stateproc").Namespace + "/chunks/"
+				objs, err := d.List(ctx, prefix)
+				if err != nil || len(objs) == 0 {
+					t.Fatalf("no chunks under %s: %v", prefix, err)
+				}
 				var biggest store.Object
 				for _, o := range objs {
 					if o.Size > biggest.Size {
@@ -332,7 +336,10 @@ func TestProcessCheckpointStoreRestore(t *testing.T) {
 					}
 				}
 				p := filepath.Join(root, biggest.Key)
-				b, _ := os.ReadFile(p)
+				b, err := os.ReadFile(p)
+				if err != nil || len(b) == 0 {
+					t.Fatalf("reading chunk %s: %v", p, err)
+				}
 				b[len(b)/3] ^= 0x55
 				if err := os.WriteFile(p, b, 0o644); err != nil {
 					t.Fatal(err)
