@@ -42,6 +42,10 @@ spec:
     image: %[1]s
     imagePullPolicy: Never
     args: ["--listen=:8000", "--token-rate=2000", "--ttft-base=1ms"]
+    # Root, not the image's non-root USER: CRIU reads the target's rlimits (prlimit), which needs
+    # the same uid or CAP_SYS_RESOURCE, and the development VM's capability bounding set lacks
+    # CAP_SYS_RESOURCE (docs/checkpoint.md). Ordinary nodes have it.
+    securityContext: {runAsUser: 0}
     env:
     # Go >= 1.24 listens with MPTCP by default; CRIU 4.1 cannot dump MPTCP sockets.
     - {name: GODEBUG, value: multipathtcp=0}
@@ -60,6 +64,7 @@ spec:
   - name: host
     image: %[2]s
     imagePullPolicy: Never
+    securityContext: {runAsUser: 0}
 `
 
 // demoCounters reads the demo agent's token counters: its in-memory record
