@@ -21,6 +21,9 @@ func TestChartProductionRefusals(t *testing.T) {
 		{"bundled Redis without credentials", []string{`redis.bundled.enabled=true`}, "redis.bundled.enabled=true runs Redis without credentials"},
 		{"one controller replica", []string{`controller.replicas=1`}, "controller.replicas < 2"},
 		{"controller without PDB", []string{`controller.pdb={"enabled":false}`}, "controller.pdb.enabled=false"},
+		{"NetworkPolicies off", []string{`networkPolicy.enabled=false`}, "networkPolicy.enabled=false"},
+		{"gateway Redis without credentials", []string{`gateway.redis.passwordSecret.name=""`}, "gateway.redis.passwordSecret.name is empty"},
+		{"dispatcher Redis without credentials", []string{`dispatcher.redis.passwordSecret.name=""`}, "dispatcher.redis.passwordSecret.name is empty"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
