@@ -166,18 +166,8 @@ func (sc *keyScanner) array(s *shape, path string, depth int) error {
 		if err := sc.value(elem, p, depth+1); err != nil {
 			return err
 		}
-		sc.ws()
-		if sc.i >= len(sc.b) {
-			return errSyntax
-		}
-		switch sc.b[sc.i] {
-		case ',':
-			sc.i++
-		case ']':
-			sc.i++
-			return nil
-		default:
-			return errSyntax
+		if done, err := sc.after(']'); done || err != nil {
+			return err
 		}
 	}
 }
@@ -221,19 +211,28 @@ func (sc *keyScanner) object(s *shape, path string, depth int) error {
 		if err := sc.value(sub, subPath, depth+1); err != nil {
 			return err
 		}
-		sc.ws()
-		if sc.i >= len(sc.b) {
-			return errSyntax
+		if done, err := sc.after('}'); done || err != nil {
+			return err
 		}
-		switch sc.b[sc.i] {
-		case ',':
-			sc.i++
-		case '}':
-			sc.i++
-			return nil
-		default:
-			return errSyntax
-		}
+	}
+}
+
+// after consumes what follows a member of an array or object: a comma (more members follow) or
+// closer (done). Anything else, or the end of the input, is a syntax error.
+func (sc *keyScanner) after(closer byte) (done bool, err error) {
+	sc.ws()
+	if sc.i >= len(sc.b) {
+		return false, errSyntax
+	}
+	switch sc.b[sc.i] {
+	case ',':
+		sc.i++
+		return false, nil
+	case closer:
+		sc.i++
+		return true, nil
+	default:
+		return false, errSyntax
 	}
 }
 
