@@ -121,9 +121,12 @@ build_etcd() {
 }
 
 # build_netpol builds the NetworkPolicy enforcer (hack/tools/netpol) into
-# .local/tools/kube-network-policies-<version>/.
+# .local/tools/kube-network-policies-<version>-<hash of hack/tools/netpol>/: the command there is
+# the project's own code, so a change to it is a new build.
 build_netpol() {
-	local dir="$tools/kube-network-policies-$KUBE_NETWORK_POLICIES_VERSION"
+	local src
+	src=$(cd "$root/hack/tools/netpol" && cat go.mod go.sum *.go | sha256sum | cut -c1-12)
+	local dir="$tools/kube-network-policies-$KUBE_NETWORK_POLICIES_VERSION-$src"
 	have "$dir" kube-network-policies || lock kube-network-policies
 	if ! have "$dir" kube-network-policies; then
 		log "building kube-network-policies $KUBE_NETWORK_POLICIES_VERSION"

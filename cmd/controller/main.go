@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/controller/agentnetpol"
 	"github.com/neuronetes/neuronetes/controller/agentpool"
 	nnwebhook "github.com/neuronetes/neuronetes/controller/webhook"
 	"github.com/neuronetes/neuronetes/internal/serving"
@@ -60,6 +62,8 @@ type options struct {
 	sidecarGoMaxProcs         int
 	autoscaler                autoscalerOptions
 	rollout                   rolloutOptions
+	agentNetPolFile           string
+	agentNetPolName           string
 	// certs is the shared-Secret keeper once setupWebhook made it.
 	certs *nnwebhook.CertSecret
 }
@@ -91,6 +95,8 @@ func parseFlags() *options {
 		"space-separated exec startup/readiness probe of the injected native sidecar; the agent containers start once it passes (empty: no probe)")
 	o.sidecarResources.addFlags(flag.CommandLine)
 	flag.IntVar(&o.sidecarGoMaxProcs, "sidecar-gomaxprocs", nnwebhook.DefaultGoMaxProcs, "GOMAXPROCS of injected sidecars (0: Go's default, the CPU limit or else the node's CPUs)")
+	flag.StringVar(&o.agentNetPolFile, "agent-network-policy-file", "", "NetworkPolicySpec (YAML) kept in every namespace with AgentPools under --agent-network-policy-name (empty: none)")
+	flag.StringVar(&o.agentNetPolName, "agent-network-policy-name", "neuronetes-agents", "name of the agent NetworkPolicy in each namespace")
 	o.autoscaler.addFlags(flag.CommandLine)
 	o.rollout.addFlags(flag.CommandLine)
 	klog.InitFlags(nil)
@@ -138,8 +144,11 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("pod selector: %w", err)
 	}
+	// Only the agent NetworkPolicies this controller keeps are cached.
+	managedPolicies := labels.SelectorFromSet(labels.Set{agentnetpol.ManagedByLabel: agentnetpol.ManagedByValue})
 	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}: {Label: labels.NewSelector().Add(*poolPods)},
+		&corev1.Pod{}:                 {Label: labels.NewSelector().Add(*poolPods)},
+		&networkingv1.NetworkPolicy{}: {Label: managedPolicies},
 	}}
 	if o.namespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
@@ -173,6 +182,15 @@ func run(ctx context.Context, o *options) error {
 	}
 	if err := (&agentpool.ClassReconciler{}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("agentclass controller: %w", err)
+	}
+	if o.agentNetPolFile != "" {
+		spec, err := agentnetpol.LoadSpec(o.agentNetPolFile)
+		if err != nil {
+			return err
+		}
+		if err := (&agentnetpol.Reconciler{Name: o.agentNetPolName, Spec: spec}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("agent NetworkPolicy controller: %w", err)
+		}
 	}
 	if o.autoscaler.enabled {
 		if o.autoscaler.certDir == "" {

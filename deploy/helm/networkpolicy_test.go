@@ -3,9 +3,15 @@ package helm_test
 import (
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/neuronetes/neuronetes/controller/agentnetpol"
 )
 
 // policies returns the rendered NetworkPolicies by "namespace/name".
@@ -56,29 +62,27 @@ func ruleFor(np object, port any) any {
 }
 
 // TestChartNetworkPolicies: admin and metrics ports admit only the controller and the monitoring
-// namespace, agents only the gateway and the dispatcher, and every agent namespace the chart knows
-// gets the agent policy; networkPolicy.enabled=false renders none.
+// namespace; the agent policy the controller keeps in every AgentPool namespace admits only the
+// gateway, the dispatcher, the controller and monitoring, and sends only to DNS, the gateway, the
+// tool proxy, Redis and the admin's allowlist; networkPolicy.enabled=false renders none.
 func TestChartNetworkPolicies(t *testing.T) {
 	const rel = "neuronetes-system"
 	ctrl := rel + "/controller"
+	agentsFrom := []string{rel + "/gateway", rel + "/dispatcher", ctrl}
 	tests := []struct {
-		name      string
-		set       []string
-		wantNone  bool
-		agentNS   []string
-		adminFrom []string
-		egressIP  string
+		name       string
+		set        []string
+		wantNone   bool
+		adminFrom  []string
+		agentsFrom []string
+		egressIP   string
 	}{
 		{name: "disabled", set: []string{`networkPolicy={"enabled":false}`}, wantNone: true},
-		{name: "defaults", agentNS: []string{rel}, adminFrom: []string{ctrl}},
+		{name: "defaults", adminFrom: []string{ctrl}, agentsFrom: agentsFrom},
 		{name: "monitoring namespace", set: []string{`networkPolicy={"monitoringNamespace":"mon"}`},
-			agentNS: []string{rel}, adminFrom: []string{ctrl, "mon/*"}},
-		{name: "agent namespaces from every value, once each", set: []string{
-			`controller={"watchNamespace":"team-a"}`, `gateway={"watchNamespaces":["team-a","team-b"]}`,
-			`networkPolicy={"agentNamespaces":["team-c"]}`,
-		}, agentNS: []string{rel, "team-a", "team-b", "team-c"}, adminFrom: []string{ctrl}},
+			adminFrom: []string{ctrl, "mon/*"}, agentsFrom: append(slices.Clone(agentsFrom), "mon/*")},
 		{name: "admin egress allowlist", set: []string{`networkPolicy={"agentEgressAllow":[{"cidr":"10.1.0.0/16","ports":[6379]}]}`},
-			agentNS: []string{rel}, adminFrom: []string{ctrl}, egressIP: "10.1.0.0/16"},
+			adminFrom: []string{ctrl}, agentsFrom: agentsFrom, egressIP: "10.1.0.0/16"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,9 +91,10 @@ func TestChartNetworkPolicies(t *testing.T) {
 				t.Fatal(err)
 			}
 			nps := policies(objs)
+			spec, args := agentPolicySpec(t, objs)
 			if tt.wantNone {
-				if len(nps) != 0 {
-					t.Fatalf("rendered %d NetworkPolicies, want none", len(nps))
+				if len(nps) != 0 || spec != nil || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--agent-network-policy") }) {
+					t.Fatalf("rendered %d NetworkPolicies, agent spec %v, controller args %v; want none", len(nps), spec != nil, args)
 				}
 				return
 			}
@@ -118,35 +123,62 @@ func TestChartNetworkPolicies(t *testing.T) {
 			if got := peerComponents(ruleFor(nps[rel+"/nn-neuronetes-redis"], 6379), "from"); !slices.Equal(got, []string{rel + "/gateway", rel + "/dispatcher", ctrl, "*/agents"}) {
 				t.Errorf("redis admits %v", got)
 			}
-			var agentNS []string
-			for key, np := range nps {
-				if !strings.HasSuffix(key, "/nn-neuronetes-agents") {
-					continue
-				}
-				agentNS = append(agentNS, strings.TrimSuffix(key, "/nn-neuronetes-agents"))
-				in, _ := get(np, "spec", "ingress").([]any)
-				if len(in) != 1 || !slices.Equal(peerComponents(in[0], "from"), []string{rel + "/gateway", rel + "/dispatcher"}) {
-					t.Errorf("%s ingress = %v, want one rule from the gateway and the dispatcher", key, in)
-				}
-				var to []string
-				eg, _ := get(np, "spec", "egress").([]any)
-				for _, r := range eg {
-					to = append(to, peerComponents(r, "to")...)
-				}
-				want := []string{rel + "/gateway", rel + "/dispatcher", rel + "/redis"}
-				if tt.egressIP != "" {
-					want = append(want, tt.egressIP)
-				}
-				if !slices.Equal(to, want) {
-					t.Errorf("%s egress to %v, want %v (and DNS)", key, to, want)
+			for key := range nps {
+				if strings.HasSuffix(key, "-agents") {
+					t.Errorf("the chart renders %s; the controller owns the agent policies", key)
 				}
 			}
-			slices.Sort(agentNS)
-			if !slices.Equal(agentNS, tt.agentNS) {
-				t.Errorf("agent policies in %v, want %v", agentNS, tt.agentNS)
+			if !slices.Contains(args, "--agent-network-policy-name=nn-neuronetes-agents") {
+				t.Errorf("controller args %v lack --agent-network-policy-name=nn-neuronetes-agents", args)
+			}
+			in, _ := get(spec, "ingress").([]any)
+			if len(in) != 1 || !slices.Equal(peerComponents(in[0], "from"), tt.agentsFrom) {
+				t.Errorf("agent ingress = %v, want one rule from %v", in, tt.agentsFrom)
+			}
+			var to []string
+			eg, _ := get(spec, "egress").([]any)
+			for _, r := range eg {
+				to = append(to, peerComponents(r, "to")...)
+			}
+			want := []string{rel + "/gateway", rel + "/dispatcher", rel + "/redis"}
+			if tt.egressIP != "" {
+				want = append(want, tt.egressIP)
+			}
+			if !slices.Equal(to, want) {
+				t.Errorf("agent egress to %v, want %v (and DNS)", to, want)
 			}
 		})
 	}
+}
+
+// agentPolicySpec returns the agent NetworkPolicySpec of the chart's ConfigMap (nil when none),
+// after checking the controller loads it, and the controller's arguments.
+func agentPolicySpec(t *testing.T, objs []object) (map[string]any, []string) {
+	t.Helper()
+	var spec map[string]any
+	var args []string
+	for _, o := range objs {
+		switch {
+		case o.kind() == "ConfigMap" && o.name() == "nn-neuronetes-agent-networkpolicy":
+			body := fmt.Sprint(get(o, "data", "spec.yaml"))
+			p := filepath.Join(t.TempDir(), "spec.yaml")
+			if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := agentnetpol.LoadSpec(p); err != nil {
+				t.Fatalf("the controller refuses the chart's agent policy: %v\n%s", err, body)
+			}
+			if err := yaml.Unmarshal([]byte(body), &spec); err != nil {
+				t.Fatal(err)
+			}
+		case o.kind() == "Deployment" && o.name() == "nn-neuronetes-controller":
+			cs, _ := get(o, "spec", "template", "spec", "containers").([]any)
+			for _, a := range get(cs[0], "args").([]any) {
+				args = append(args, fmt.Sprint(a))
+			}
+		}
+	}
+	return spec, args
 }
 
 // TestChartNetworkPolicyPortsExist: every named port a policy admits is a container port of the

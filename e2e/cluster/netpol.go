@@ -18,10 +18,19 @@ import (
 // filtered.
 const netpolEnforcer = "kube-network-policies"
 
-// netpolTables are the nftables tables (family inet) the enforcer keeps;
-// it deletes them when it stops, and cluster-down deletes what a killed one
-// left.
-var netpolTables = []string{"kube-network-policies", "kube-network-policies-dnscache"}
+// nftTable is an nftables table: family and name.
+type nftTable struct{ family, name string }
+
+func (t nftTable) String() string { return t.family + " " + t.name }
+
+// netpolTables are the nftables tables the enforcer keeps: the upstream
+// ones (family inet) and the xt-queue dataplane's (family ip,
+// hack/tools/netpol/xtqueue.go). It deletes them when it stops, and
+// cluster-down deletes what a killed one left.
+var netpolTables = []nftTable{
+	{"inet", "kube-network-policies"}, {"inet", "kube-network-policies-dnscache"},
+	{"ip", "kube-network-policies-xt"},
+}
 
 // netpolQueueID is the nfqueue the enforcer reads. The enforcer runs
 // fail-closed (no --fail-open): a packet queued while nothing reads the
@@ -51,17 +60,21 @@ func nftQueueSupported() (bool, string) {
 // startNetworkPolicies starts the enforcer with the admin kubeconfig (it
 // lists pods, namespaces and NetworkPolicies cluster-wide) and waits until
 // its nftables table exists, which it creates on its first sync. On a kernel
-// without nftables queue rules it starts nothing and says that
-// NetworkPolicies are not enforced: the rest of the cluster works without it.
+// without nftables queue rules (CONFIG_NFT_QUEUE) the enforcer queues
+// packets through the xtables NFQUEUE target instead (--dataplane=xt-queue,
+// which needs CONFIG_NFT_COMPAT and CONFIG_NETFILTER_XT_TARGET_NFQUEUE); a
+// kernel with neither fails the start with what is missing.
 func startNetworkPolicies(p Paths, logf func(string, ...any)) error {
 	if _, ok := runningPid(p, netpolEnforcer); ok {
 		return nil
 	}
+	dataplane, table := "nftables", netpolTables[0]
 	if ok, msg := nftQueueSupported(); !ok {
-		logf("WARNING: NetworkPolicies are NOT enforced: the kernel refuses nftables queue rules (CONFIG_NFT_QUEUE), which %s needs: %s", netpolEnforcer, msg)
-		return nil
+		dataplane, table = "xt-queue", netpolTables[2]
+		logf("the kernel refuses nftables queue rules (%s): %s queues through the xtables NFQUEUE target (nft_compat)", msg, netpolEnforcer)
 	}
 	if _, err := startProcess(p, netpolEnforcer, nil, p.Binary(netpolEnforcer),
+		"--dataplane="+dataplane,
 		"--kubeconfig="+p.Kubeconfig,
 		"--hostname-override="+NodeName,
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(NetpolMetricsPort),
@@ -79,12 +92,12 @@ func startNetworkPolicies(p Paths, logf func(string, ...any)) error {
 	defer cancel()
 	for {
 		out, _ := exec.CommandContext(ctx, "nft", "list", "tables").Output()
-		if strings.Contains(string(out), "table inet "+netpolTables[0]+"\n") {
+		if strings.Contains(string(out), "table "+table.String()+"\n") {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s did not create nftables table inet %s within 60s: %s", netpolEnforcer, netpolTables[0], logTail(p, netpolEnforcer, 20))
+			return fmt.Errorf("%s (--dataplane=%s) did not create nftables table %s within 60s (the xt-queue dataplane needs CONFIG_NFT_COMPAT and CONFIG_NETFILTER_XT_TARGET_NFQUEUE): %s", netpolEnforcer, dataplane, table, logTail(p, netpolEnforcer, 20))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -96,11 +109,8 @@ func isClusterTable(family, name string) bool {
 	if name == kubeProxyTable {
 		return family == "ip" || family == "ip6"
 	}
-	if family != "inet" {
-		return false
-	}
 	for _, t := range netpolTables {
-		if name == t {
+		if family == t.family && name == t.name {
 			return true
 		}
 	}

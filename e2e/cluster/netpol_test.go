@@ -13,7 +13,8 @@ func TestClusterTablesIn(t *testing.T) {
 		{"none", "table inet filter\ntable ip nat\n", nil},
 		{"kube-proxy both families", "table ip kube-proxy\ntable ip6 kube-proxy\n", []string{"ip kube-proxy", "ip6 kube-proxy"}},
 		{"enforcer tables", "table inet kube-network-policies\ntable inet kube-network-policies-dnscache\n", []string{"inet kube-network-policies", "inet kube-network-policies-dnscache"}},
-		{"same names in other families are not ours", "table inet kube-proxy\ntable ip kube-network-policies\n", nil},
+		{"xt-queue table", "table ip kube-network-policies-xt\n", []string{"ip kube-network-policies-xt"}},
+		{"same names in other families are not ours", "table inet kube-proxy\ntable ip kube-network-policies\ntable inet kube-network-policies-xt\n", nil},
 		{"prefix is not a match", "table inet kube-network-policies-other\ntable ip kube-proxy2\n", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -50,8 +50,10 @@ func netPreflight(h hostProbe, ownPorts map[int]bool) []string {
 				problems = append(problems, fmt.Sprintf("nftables table %s %s exists but this cluster's kube-proxy is not running: another kube-proxy owns it (stop that cluster), or a crashed run left it (run `make cluster-down`)", fam, kubeProxyTable))
 			}
 		}
-		if !ownPorts[NetpolMetricsPort] && strings.Contains(tables, "table inet "+netpolTables[0]+"\n") {
-			problems = append(problems, fmt.Sprintf("nftables table inet %s exists but this cluster's NetworkPolicy enforcer is not running: another enforcer owns it (stop that cluster), or a crashed run left it (run `make cluster-down`)", netpolTables[0]))
+		for _, t := range []nftTable{netpolTables[0], netpolTables[2]} {
+			if !ownPorts[NetpolMetricsPort] && strings.Contains(tables, "table "+t.String()+"\n") {
+				problems = append(problems, fmt.Sprintf("nftables table %s exists but this cluster's NetworkPolicy enforcer is not running: another enforcer owns it (stop that cluster), or a crashed run left it (run `make cluster-down`)", t))
+			}
 		}
 	}
 	if !h.exists(nfqueueProc) {

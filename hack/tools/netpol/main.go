@@ -3,8 +3,10 @@
 // kind runs), started as a host process with a kubeconfig instead of the
 // in-cluster config its own command requires. It enforces
 // networking.k8s.io/v1 NetworkPolicies on the node's pod traffic through an
-// nftables table (inet kube-network-policies) and an nfqueue; it removes the
-// table when it gets SIGINT or SIGTERM.
+// nftables table (inet kube-network-policies) and an nfqueue, or, with
+// --dataplane=xt-queue, through its own table (ip kube-network-policies-xt,
+// xtqueue.go) on kernels without the nftables queue expression; it removes
+// its tables when it gets SIGINT or SIGTERM.
 package main
 
 import (
@@ -32,15 +34,16 @@ func main() { os.Exit(run()) }
 
 func run() int {
 	var (
-		kubeconfig, nodeName, metricsAddr string
-		queueID                           int
-		failOpen, disableNRI              bool
+		kubeconfig, nodeName, metricsAddr, dataplane string
+		queueID                                      int
+		failOpen, disableNRI                         bool
 	)
 	flag.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (required)")
 	flag.StringVar(&nodeName, "hostname-override", "", "name of the Node this enforcer runs on (required)")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "127.0.0.1:9080", "address of the /metrics endpoint")
 	flag.IntVar(&queueID, "nfqueue-id", 100, "number of the nfqueue that receives new connections")
 	flag.BoolVar(&failOpen, "fail-open", false, "accept packets while no enforcer reads the queue")
+	flag.StringVar(&dataplane, "dataplane", "nftables", "how packets reach the queue: nftables (the upstream rules, native queue expression) or xt-queue (the xtables NFQUEUE target through nft_compat, for kernels without CONFIG_NFT_QUEUE)")
 	flag.BoolVar(&disableNRI, "disable-nri", false, "do not read pod IPs from the container runtime's NRI socket")
 	c := logsapi.NewLoggingConfiguration()
 	logsapi.AddGoFlags(c, flag.CommandLine)
@@ -52,6 +55,10 @@ func run() int {
 	}
 	if kubeconfig == "" || nodeName == "" {
 		fmt.Fprintln(os.Stderr, "--kubeconfig and --hostname-override are required")
+		return 2
+	}
+	if dataplane != "nftables" && dataplane != "xt-queue" {
+		fmt.Fprintf(os.Stderr, "--dataplane: %q is neither nftables nor xt-queue\n", dataplane)
 		return 2
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, unix.SIGTERM)
@@ -92,9 +99,23 @@ func run() int {
 		return 1
 	}
 	go func() { utilruntime.HandleError(ctrl.Run(ctx)) }()
+	xtDone := make(chan struct{})
+	if dataplane == "xt-queue" {
+		xq := newXTQueue(factory, nodeName, queueID, failOpen)
+		go func() {
+			defer close(xtDone)
+			utilruntime.HandleError(xq.run(ctx,
+				factory.Core().V1().Pods().Informer().HasSynced,
+				factory.Networking().V1().NetworkPolicies().Informer().HasSynced))
+		}()
+	} else {
+		close(xtDone)
+	}
 	factory.Start(ctx.Done())
 	<-ctx.Done()
-	// The controller removes its nftables table when its context ends.
+	// The controller removes its nftables table when its context ends, the
+	// xt-queue dataplane its own.
+	<-xtDone
 	time.Sleep(5 * time.Second)
 	return 0
 }
