@@ -119,9 +119,10 @@ func redisDump(t *testing.T, admin *redis.Client, ns string) map[string]string {
 // TestAttackRedisForeignNamespaceKeys: two namespaces get their Redis users from controllers with
 // --sidecar-redis-users; the victim's injected sidecar keeps a conversation with its user. A pod
 // of the attacker's namespace, with no credentials, gets NOAUTH for everything; with its own
-// namespace's sidecar credentials (which work on its own keys) it gets NOPERM reading, forging or
-// deleting the victim's session and on FLUSHALL, KEYS and CONFIG. The victim's keys are
-// byte-for-byte unchanged and its sidecar still serves the conversation.
+// namespace's sidecar credentials (which work on its own keys) it gets NOPERM reading the
+// victim's session (with HMGET, a command its user may send, and HGETALL, one it may not),
+// forging or deleting it, and on FLUSHALL, KEYS and CONFIG. The victim's keys are byte-for-byte
+// unchanged and its sidecar still serves the conversation.
 func TestAttackRedisForeignNamespaceKeys(t *testing.T) {
 	e := requireEnv(t)
 	rs, pwFile, admin := aclRedis(t)
@@ -198,8 +199,8 @@ func TestAttackRedisForeignNamespaceKeys(t *testing.T) {
 			t.Logf("[e2e] %s %v refused: %s", r.As, r.Cmd, r.Err)
 		}
 	}
-	if n != 13 {
-		t.Fatalf("attacker printed %d results, want 13:\n%s", n, logs)
+	if n != 15 {
+		t.Fatalf("attacker printed %d results, want 15:\n%s", n, logs)
 	}
 	if after := redisDump(t, admin, victim); !maps.Equal(after, keys) {
 		t.Errorf("the victim's Redis keys changed under the attack")

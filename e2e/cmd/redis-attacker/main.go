@@ -49,7 +49,7 @@ func main() {
 		}
 	}
 	attacks := [][]any{
-		{"HGETALL", *victim}, {"HSET", *victim, "d", "forged"}, {"DEL", *victim},
+		{"HGETALL", *victim}, {"HMGET", *victim, "d"}, {"HSET", *victim, "d", "forged"}, {"DEL", *victim},
 		{"FLUSHALL"}, {"KEYS", "*"}, {"CONFIG", "SET", "appendonly", "no"},
 	}
 	anon := redis.NewClient(&redis.Options{Addr: *addr, MaxRetries: -1, DialTimeout: 5 * time.Second})
