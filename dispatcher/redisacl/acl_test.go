@@ -56,7 +56,9 @@ func TestACLRulesServeTheDispatcherOnly(t *testing.T) {
 			{"count", func() error { return st.Count(ctx, b, map[string]int64{"done": 1}) }},
 			{"counters", func() error { _, err := st.Counters(ctx, b); return err }},
 			{"claim", func() error { _, err := idem.Claim(ctx, id, "args", time.Minute); return err }},
-			{"store", func() error { return idem.Store(ctx, id, toolproxy.Answer{Status: 200, Body: []byte("a")}, time.Minute) }},
+			{"store", func() error {
+				return idem.Store(ctx, id, toolproxy.Answer{Status: 200, Body: []byte("a")}, time.Minute)
+			}},
 			{"abandon", func() error { return idem.Abandon(ctx, id+"-other") }},
 		}
 		for _, s := range steps {
@@ -70,7 +72,9 @@ func TestACLRulesServeTheDispatcherOnly(t *testing.T) {
 	}
 	key := types.NamespacedName{Namespace: "team-a", Name: "tb"}
 	rep := &binding.Reporter{Redis: c, Prefix: prefix, Member: owner, Manager: &binding.Manager{},
-		Tools: func() map[types.NamespacedName]binding.Health { return map[types.NamespacedName]binding.Health{key: {}} }}
+		Tools: func() map[types.NamespacedName]binding.Health {
+			return map[types.NamespacedName]binding.Health{key: {}}
+		}}
 	rep.Tick(ctx)
 	for _, k := range []string{prefix + "peers", prefix + "health:{team-a/tb}"} {
 		if n, err := admin.Exists(ctx, k).Result(); err != nil || n != 1 {
