@@ -113,7 +113,8 @@ func serveACLFile(t *testing.T, d map[string]string) {
 }
 
 // TestChartSidecarRedisUsers: the controller manages the namespaces' sidecar users with the
-// bundled Redis (its generated user) or with a controller user on your Redis, and then may get,
+// bundled Redis (its generated user) or with a controller user on your Redis (with the shared TLS
+// settings), and then may get,
 // update and delete only Secrets named neuronetes-sidecar-redis and create Secrets only through
 // the controller-writes policy; without a controller user, with manageSidecarUsers=false or without
 // the admission policies it manages nothing and gets no Secret right.
@@ -126,7 +127,8 @@ func TestChartSidecarRedisUsers(t *testing.T) {
 	}{
 		{"bundled", nil, "neuronetes-controller", `{"key":"controller","name":"nn-neuronetes-redis-users"}`},
 		{"external without a controller user", []string{external}, "", ""},
-		{"external with a controller user", []string{external, `controller.redis={"username":"ctl","passwordSecret":{"name":"ctl-redis","key":"pw"}}`}, "ctl", `{"key":"pw","name":"ctl-redis"}`},
+		{"external with a controller user and TLS", []string{external, `controller.redis={"username":"ctl","passwordSecret":{"name":"ctl-redis","key":"pw"}}`,
+			`redis.tls={"enabled":true,"caSecret":{"name":"redis-ca","key":"ca.crt"}}`}, "ctl", `{"key":"pw","name":"ctl-redis"}`},
 		{"turned off", []string{`controller.redis.manageSidecarUsers=false`}, "", ""},
 		{"no admission policies", []string{`rbac.admissionPolicies=false`}, "", ""},
 	} {
@@ -135,7 +137,8 @@ func TestChartSidecarRedisUsers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := container(find(objs, "Deployment", "nn-neuronetes-controller"), "controller")
+			dep := find(objs, "Deployment", "nn-neuronetes-controller")
+			c := container(dep, "controller")
 			a, env := args(c), toJSON(get(c, "env"))
 			role := toJSON(get(find(objs, "ClusterRole", "nn-neuronetes-controller"), "rules"))
 			secretRules := strings.Count(role, `"secrets"`)
@@ -153,6 +156,11 @@ func TestChartSidecarRedisUsers(t *testing.T) {
 				if !slices.Contains(a, want) {
 					t.Errorf("args %v lack %s", a, want)
 				}
+			}
+			tls := strings.Contains(toJSON(tc.set), "redis.tls")
+			if slices.Contains(a, "--redis-tls") != tls || slices.Contains(a, "--redis-ca-file=/etc/neuronetes/redis-ca/ca.crt") != tls ||
+				strings.Contains(toJSON(get(dep, "spec", "template", "spec", "volumes")), `"secretName":"redis-ca"`) != tls {
+				t.Errorf("TLS %v: args %v, volumes %s", tls, a, toJSON(get(dep, "spec", "template", "spec", "volumes")))
 			}
 			if !strings.Contains(env, `"name":"NEURONETES_REDIS_PASSWORD","valueFrom":{"secretKeyRef":`+tc.pw) {
 				t.Errorf("env %s lacks the password %s", env, tc.pw)
