@@ -64,6 +64,7 @@ type options struct {
 	rollout                   rolloutOptions
 	agentNetPolFile           string
 	agentNetPolName           string
+	redisUsers                redisUserOptions
 	// certs is the shared-Secret keeper once setupWebhook made it.
 	certs *nnwebhook.CertSecret
 }
@@ -88,7 +89,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.sidecarImage, "sidecar-image", nnwebhook.DefaultSidecarImage, "image of the injected sidecar")
 	flag.StringVar(&o.sidecarPull, "sidecar-pull-policy", string(corev1.PullNever), "imagePullPolicy of the injected sidecar")
 	flag.StringVar(&o.sidecarRedis, "sidecar-redis-addr", "10.88.0.1:6379", "default NEURONETES_REDIS_ADDR of injected sidecars")
-	flag.StringVar(&o.sidecarRedisSecret, "sidecar-redis-secret", "neuronetes-sidecar-redis", "Secret of the pod's namespace whose keys username and password injected sidecars use as their Redis user (optional references: without it, Redis' default user; empty disables)")
+	flag.StringVar(&o.sidecarRedisSecret, "sidecar-redis-secret", "neuronetes-sidecar-redis", "Secret of the pod's namespace whose keys username and password injected sidecars use as their Redis user (optional references unless --sidecar-redis-users: without it, Redis' default user; empty disables)")
 	flag.StringVar(&o.sidecarKeysSecret, "sidecar-keys-secret", "neuronetes-sidecar-keys", "Secret mounted at /etc/neuronetes/keys when the AgentClass names none (optional volume; empty disables)")
 	flag.StringVar(&o.sidecarArgs, "sidecar-args", "", "space-separated extra arguments of the injected sidecar")
 	flag.StringVar(&o.sidecarProbe, "sidecar-probe-command", strings.Join(nnwebhook.DefaultProbeCommand, " "),
@@ -99,6 +100,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.agentNetPolName, "agent-network-policy-name", "neuronetes-agents", "name of the agent NetworkPolicy in each namespace")
 	o.autoscaler.addFlags(flag.CommandLine)
 	o.rollout.addFlags(flag.CommandLine)
+	o.redisUsers.addFlags(flag.CommandLine)
 	klog.InitFlags(nil)
 	flag.Parse()
 	return o
@@ -122,6 +124,9 @@ func run(ctx context.Context, o *options) error {
 	}
 	sidecarRes, err := o.sidecarResources.requirements()
 	if err != nil {
+		return err
+	}
+	if err := o.redisUsers.validate(o); err != nil {
 		return err
 	}
 	if o.sidecarGoMaxProcs < 0 {
@@ -204,6 +209,11 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 
+	if o.redisUsers.manage {
+		if err := setupRedisUsers(ctx, mgr, o); err != nil {
+			return err
+		}
+	}
 	if o.webhookEnabled {
 		if err := setupWebhook(ctx, mgr, o, &sidecarRes); err != nil {
 			return err
@@ -227,17 +237,19 @@ func run(ctx context.Context, o *options) error {
 // MutatingWebhookConfiguration.
 func setupWebhook(ctx context.Context, mgr ctrl.Manager, o *options, res *corev1.ResourceRequirements) error {
 	inj := &nnwebhook.Injector{
-		Client:       mgr.GetAPIReader(),
-		Decoder:      admission.NewDecoder(mgr.GetScheme()),
-		Image:        o.sidecarImage,
-		PullPolicy:   corev1.PullPolicy(o.sidecarPull),
-		RedisAddr:    o.sidecarRedis,
-		ExtraArgs:    strings.Fields(o.sidecarArgs),
-		KeysSecret:   o.sidecarKeysSecret,
-		RedisSecret:  o.sidecarRedisSecret,
-		Resources:    res,
-		GoMaxProcs:   o.sidecarGoMaxProcs,
-		ProbeCommand: strings.Fields(o.sidecarProbe),
+		Client:      mgr.GetAPIReader(),
+		Decoder:     admission.NewDecoder(mgr.GetScheme()),
+		Image:       o.sidecarImage,
+		PullPolicy:  corev1.PullPolicy(o.sidecarPull),
+		RedisAddr:   o.sidecarRedis,
+		ExtraArgs:   strings.Fields(o.sidecarArgs),
+		KeysSecret:  o.sidecarKeysSecret,
+		RedisSecret: o.sidecarRedisSecret,
+		// Managed Secrets are required: no sidecar starts as Redis' default user.
+		RedisSecretRequired: o.redisUsers.manage,
+		Resources:           res,
+		GoMaxProcs:          o.sidecarGoMaxProcs,
+		ProbeCommand:        strings.Fields(o.sidecarProbe),
 	}
 	mgr.GetWebhookServer().Register(nnwebhook.Path, serving.Admin().Bound(&webhook.Admission{Handler: inj}))
 

@@ -80,7 +80,7 @@ func assemble(ctx context.Context, o *options) (*gw, error) {
 			Idle: o.idleTimeout, Response: o.responseTimeout}),
 		Cfg: engine.Config{MaxResponseBytes: o.maxResponseBytes, ShadowParallel: o.shadowParallel}, Replica: o.replica,
 		Sessions: sessions}
-	deps := extensionDeps{Registerer: g.reg, Static: o.static(), Redis: rc, Sessions: sessions}
+	deps := extensionDeps{Registerer: g.reg, Static: o.static(), Redis: rc, RedisPrefix: o.redisPrefix, Sessions: sessions}
 	start := func() {}
 	if !o.static() {
 		if start, err = startKube(ctx, g, pol, &deps); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/neuronetes/neuronetes/gateway/redisacl"
 	"github.com/neuronetes/neuronetes/gateway/rollout"
 	"github.com/neuronetes/neuronetes/gateway/stage"
 )
@@ -47,7 +48,7 @@ func buildRollout(ctx context.Context, deps extensionDeps, ext *stage.Extensions
 	table := rollout.NewTable(func(v *rollout.View, old string) { rec.Forget(v, old) })
 	var store rollout.Store = rollout.NewMemoryStore(rolloutAssignmentTTL, 1_000_000)
 	if deps.Redis != nil {
-		store = &rollout.RedisStore{Client: deps.Redis, TTL: rolloutAssignmentTTL, Prefix: "nn:gw:rollout:"}
+		store = &rollout.RedisStore{Client: deps.Redis, TTL: rolloutAssignmentTTL, Prefix: deps.RedisPrefix + redisacl.RolloutPrefix}
 	}
 	sp := &rollout.Splitter{Table: table, Store: store, Recorder: rec}
 	pol, err := gatewayEgress()

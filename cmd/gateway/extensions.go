@@ -26,6 +26,9 @@ type extensionDeps struct {
 	Cache cache.Cache
 	// Redis is the gateway's Redis client shared by its replicas (nil without --redis-addr).
 	Redis redis.UniversalClient
+	// RedisPrefix is the gateway's --redis-prefix: extensions keep their keys under it, the
+	// only keys the gateway's Redis user may touch (gateway/redisacl).
+	RedisPrefix string
 	// Sessions scopes session keys by tenant, as the engine does.
 	Sessions *sessionkey.Scoper
 }

@@ -9,19 +9,22 @@ import (
 )
 
 // TestMutateRedisCredentials injects the namespace's Redis user from the
-// optional Secret named by RedisSecret, and nothing without it.
+// Secret named by RedisSecret (optional unless RedisSecretRequired), and
+// nothing without it.
 func TestMutateRedisCredentials(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		secret string
-		want   map[string]string // env name -> Secret key
+		name     string
+		secret   string
+		required bool
+		want     map[string]string // env name -> Secret key
 	}{
-		{"no Secret configured", "", nil},
-		{"namespace Secret", "neuronetes-sidecar-redis", map[string]string{"NEURONETES_REDIS_USERNAME": "username", "NEURONETES_REDIS_PASSWORD": "password"}},
+		{"no Secret configured", "", false, nil},
+		{"optional namespace Secret", "neuronetes-sidecar-redis", false, map[string]string{"NEURONETES_REDIS_USERNAME": "username", "NEURONETES_REDIS_PASSWORD": "password"}},
+		{"managed namespace Secret", "neuronetes-sidecar-redis", true, map[string]string{"NEURONETES_REDIS_USERNAME": "username", "NEURONETES_REDIS_PASSWORD": "password"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := agentPod(map[string]string{nnv1.AgentClassLabel: "c"}, nil, "agent")
-			if ok, err := (&Injector{RedisSecret: tc.secret}).Mutate(pod, &nnv1.SidecarConfig{RedisAddr: "r:1"}); !ok || err != nil {
+			if ok, err := (&Injector{RedisSecret: tc.secret, RedisSecretRequired: tc.required}).Mutate(pod, &nnv1.SidecarConfig{RedisAddr: "r:1"}); !ok || err != nil {
 				t.Fatalf("Mutate = %v, %v", ok, err)
 			}
 			got := map[string]*corev1.SecretKeySelector{}
@@ -35,8 +38,8 @@ func TestMutateRedisCredentials(t *testing.T) {
 			}
 			for name, key := range tc.want {
 				ref := got[name]
-				if ref == nil || ref.Name != tc.secret || ref.Key != key || ref.Optional == nil || !*ref.Optional {
-					t.Errorf("%s = %+v, want optional %s/%s", name, ref, tc.secret, key)
+				if ref == nil || ref.Name != tc.secret || ref.Key != key || ref.Optional == nil || *ref.Optional == tc.required {
+					t.Errorf("%s = %+v, want %s/%s with optional=%v", name, ref, tc.secret, key, !tc.required)
 				}
 			}
 		})

@@ -55,9 +55,14 @@ type Injector struct {
 	ExtraArgs []string
 	// RedisSecret names a Secret in the pod's namespace holding that namespace's Redis user
 	// (keys "username" and "password", the user store.ACLRules describes); the sidecar reads them
-	// as NEURONETES_REDIS_USERNAME and NEURONETES_REDIS_PASSWORD. The references are optional: a
-	// namespace without the Secret connects as Redis' default user. Empty injects nothing.
+	// as NEURONETES_REDIS_USERNAME and NEURONETES_REDIS_PASSWORD. Unless RedisSecretRequired, the
+	// references are optional: a namespace without the Secret connects as Redis' default user.
+	// Empty injects nothing.
 	RedisSecret string
+	// RedisSecretRequired makes the RedisSecret references required: set when the controller
+	// manages the Secrets (controller/redisusers), so a sidecar never starts without its
+	// namespace's user; the kubelet retries the container until the Secret exists.
+	RedisSecretRequired bool
 	// KeysSecret is the default encryption-keys Secret mounted at KeysDir when the AgentClass names
 	// none; empty mounts nothing. The volume is optional, so a missing Secret does not block the pod.
 	KeysSecret string
@@ -182,7 +187,7 @@ func (i *Injector) Mutate(pod *corev1.Pod, cfg *nnv1.SidecarConfig) (bool, error
 		SecurityContext: sidecarSecurityContext(),
 	}
 	sc.Env = append(sc.Env, goMaxProcsEnv(i.GoMaxProcs)...)
-	sc.Env = append(sc.Env, redisCredentialsEnv(i.RedisSecret)...)
+	sc.Env = append(sc.Env, redisCredentialsEnv(i.RedisSecret, !i.RedisSecretRequired)...)
 	res := DefaultSidecarResources()
 	if i.Resources != nil {
 		res = *i.Resources
@@ -220,12 +225,12 @@ func (i *Injector) Mutate(pod *corev1.Pod, cfg *nnv1.SidecarConfig) (bool, error
 
 // setEnv adds name=value unless the container already sets name.
 // redisCredentialsEnv reads the namespace's Redis user from Secret name (optional keys).
-func redisCredentialsEnv(name string) []corev1.EnvVar {
+func redisCredentialsEnv(name string, optional bool) []corev1.EnvVar {
 	if name == "" {
 		return nil
 	}
 	ref := func(key string) *corev1.EnvVarSource {
-		optional := true
+		optional := optional
 		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key, Optional: &optional}}
 	}

@@ -33,14 +33,21 @@ func loadRestoreSourcePolicy(t *testing.T) *admissionregv1.ValidatingAdmissionPo
 // apiserver's CEL environment does; it returns the first failing validation's message.
 func admits(t *testing.T, p *admissionregv1.ValidatingAdmissionPolicy, namespace string, object map[string]any) (bool, string) {
 	t.Helper()
+	return admitsRequest(t, p, map[string]any{"namespace": namespace}, object, nil)
+}
+
+// admitsRequest is admits with the whole request (operation, resource, namespace) and the old
+// object of an UPDATE or DELETE.
+func admitsRequest(t *testing.T, p *admissionregv1.ValidatingAdmissionPolicy, request, object, oldObject map[string]any) (bool, string) {
+	t.Helper()
 	env, err := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).NewExpressionsEnv().Extend(
-		cel.Variable("object", cel.DynType), cel.Variable("request", cel.DynType),
+		cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType), cel.Variable("request", cel.DynType),
 		cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	vars := map[string]any{}
-	in := map[string]any{"object": object, "request": map[string]any{"namespace": namespace}, "variables": vars}
+	in := map[string]any{"object": object, "oldObject": oldObject, "request": request, "variables": vars}
 	eval := func(expr string) any {
 		ast, iss := env.Compile(expr)
 		if iss.Err() != nil {

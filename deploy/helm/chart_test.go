@@ -221,6 +221,10 @@ func TestChartRefusesUnsafeCombinations(t *testing.T) {
 	}{
 		{"webhook secret mode without secret", nil, []string{`webhook={"tls":{"mode":"secret"}}`}, "webhook.tls.secretName"},
 		{"webhook without redis", nil, []string{`redis={"bundled":{"enabled":false},"address":""}`}, "redis.address"},
+		{"TLS to the bundled redis", nil, []string{`redis.tls={"enabled":true}`}, "the bundled Redis serves no TLS"},
+		{"own redis user on the bundled redis", nil, []string{`gateway.redis.passwordSecret={"name":"gw"}`}, "gateway.redis.passwordSecret.name=gw"},
+		{"controller user on the bundled redis", nil, []string{`controller.redis.passwordSecret={"name":"c"}`}, "controller.redis.passwordSecret.name=c"},
+		{"glob in a bundled redis prefix", nil, []string{`dispatcher.redis.prefix="nn:*"`}, "dispatcher.redis.prefix"},
 		{"mock NVML in production", []string{"values/production-example.yaml"}, []string{`driver={"nvml":"mock:dgxh100"}`}, "refused with profile=production"},
 		{"bundled redis without persistence in production", []string{"values/production-example.yaml"}, []string{`redis={"bundled":{"enabled":true,"persistence":{"enabled":false}}}`}, "redis.bundled.persistence.enabled=false"},
 		{"pull policy Never in production", []string{"values/production-example.yaml"}, []string{`image={"pullPolicy":"Never"}`}, "image.pullPolicy=Never"},

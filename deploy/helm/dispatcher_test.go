@@ -129,7 +129,7 @@ func TestChartAutoscalerQueueURLs(t *testing.T) {
 // TestChartDispatcherArgsAreStrings: every argument renders as a YAML string, even a value with
 // ": " in it (a bare "--redis-prefix=nn:dispatch:" would be a YAML map).
 func TestChartDispatcherArgsAreStrings(t *testing.T) {
-	objs, err := render(t, nil, []string{`dispatcher={"redis":{"prefix":"x: y:"},"watchNamespaces":["a"],"defaults":{"natsURL":"nats://n:4222"}}`})
+	objs, err := render(t, nil, []string{`redis={"bundled":{"enabled":false},"address":"r:6379"}`, `dispatcher={"redis":{"prefix":"x: y:"},"watchNamespaces":["a"],"defaults":{"natsURL":"nats://n:4222"}}`})
 	if err != nil {
 		t.Fatal(err)
 	}

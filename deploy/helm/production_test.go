@@ -18,7 +18,7 @@ func TestChartProductionRefusals(t *testing.T) {
 		{"quotas failing open", []string{`gateway.quotaStoreFailure="open"`}, "gateway.quotaStoreFailure=open"},
 		{"plain-HTTP model S3", []string{`nodeagent.s3Endpoint="http://minio.example.com:9000"`}, "nodeagent.s3Endpoint=http://"},
 		{"plain-HTTP checkpoint S3", []string{`nodeagent={"checkpoint":{"enabled":true,"s3":{"endpoint":"s3.example.com:443","secure":false,"credentialsSecret":"s3"}}}`}, "nodeagent.checkpoint.s3.secure=false"},
-		{"bundled Redis without credentials", []string{`redis.bundled.enabled=true`}, "redis.bundled.enabled=true runs Redis without credentials"},
+		{"bundled Redis (no TLS, no replica)", []string{`redis.bundled.enabled=true`, `gateway.redis.passwordSecret.name=""`, `dispatcher.redis.passwordSecret.name=""`}, "redis.bundled.enabled=true runs one Redis without TLS"},
 		{"one controller replica", []string{`controller.replicas=1`}, "controller.replicas < 2"},
 		{"controller without PDB", []string{`controller.pdb={"enabled":false}`}, "controller.pdb.enabled=false"},
 		{"NetworkPolicies off", []string{`networkPolicy.enabled=false`}, "networkPolicy.enabled=false"},

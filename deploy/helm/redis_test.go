@@ -67,21 +67,27 @@ func TestChartRedisConfig(t *testing.T) {
 }
 
 // TestChartRedisClients renders the gateway's and the dispatcher's Redis
-// client settings: each its own ACL user and password Secret, the shared TLS
-// CA mounted as --redis-ca-file; none of it by default.
+// client settings: on the bundled Redis each is its generated ACL user with
+// the password from <fullname>-redis-users; on your Redis the user and
+// password Secret of the values, and the shared TLS CA mounted as
+// --redis-ca-file; without users there, none of it.
 func TestChartRedisClients(t *testing.T) {
-	set := []string{
+	external := `redis={"bundled":{"enabled":false},"address":"redis.internal:6379"}`
+	set := []string{external,
 		`redis.tls={"enabled":true,"caSecret":{"name":"redis-ca","key":"ca.pem"},"serverName":"redis.internal"}`,
 		`gateway.redis.username="gateway"`, `gateway.redis.passwordSecret={"name":"gw-redis","key":"password"}`,
 		`dispatcher.redis.username="dispatcher"`, `dispatcher.redis.passwordSecret={"name":"d-redis","key":"pw"}`,
 	}
+	bundled := map[string][]string{"gateway": {"neuronetes-gateway", "nn-neuronetes-redis-users"}, "dispatcher": {"neuronetes-dispatcher", "nn-neuronetes-redis-users"}}
 	for _, tc := range []struct {
 		name string
 		set  []string
 		want map[string][]string // container -> user, password Secret
+		tls  bool
 	}{
-		{"default", nil, nil},
-		{"users and TLS", set, map[string][]string{"gateway": {"gateway", "gw-redis"}, "dispatcher": {"dispatcher", "d-redis"}}},
+		{"bundled", nil, bundled, false},
+		{"external without users", []string{external}, nil, false},
+		{"users and TLS", set, map[string][]string{"gateway": {"gateway", "gw-redis"}, "dispatcher": {"dispatcher", "d-redis"}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs, err := render(t, nil, tc.set)
@@ -93,24 +99,30 @@ func TestChartRedisClients(t *testing.T) {
 				c := container(dep, comp)
 				a, env, vols := args(c), toJSON(get(c, "env")), toJSON(get(dep, "spec", "template", "spec", "volumes"))
 				w := tc.want[comp]
-				if w == nil {
-					for _, arg := range a {
-						if strings.HasPrefix(arg, "--redis-username") || strings.HasPrefix(arg, "--redis-tls") || strings.HasPrefix(arg, "--redis-ca-file") {
-							t.Errorf("%s: default args carry %s", comp, arg)
-						}
+				for _, arg := range a {
+					if (w == nil && strings.HasPrefix(arg, "--redis-username")) || (!tc.tls && (strings.HasPrefix(arg, "--redis-tls") || strings.HasPrefix(arg, "--redis-ca-file"))) {
+						t.Errorf("%s: args carry %s", comp, arg)
 					}
+				}
+				if w == nil {
 					if strings.Contains(env, "NEURONETES_REDIS_PASSWORD") || strings.Contains(vols, "redis-ca") {
-						t.Errorf("%s: default env %s / volumes %s carry Redis credentials", comp, env, vols)
+						t.Errorf("%s: env %s / volumes %s carry Redis credentials", comp, env, vols)
 					}
 					continue
 				}
-				for _, arg := range []string{"--redis-username=" + w[0], "--redis-tls", "--redis-ca-file=/etc/neuronetes/redis-ca/ca.pem", "--redis-server-name=redis.internal"} {
-					if !contains(a, arg) {
-						t.Errorf("%s: args %v lack %s", comp, a, arg)
-					}
+				if !contains(a, "--redis-username="+w[0]) {
+					t.Errorf("%s: args %v lack --redis-username=%s", comp, a, w[0])
 				}
 				if !strings.Contains(env, `"name":"NEURONETES_REDIS_PASSWORD","valueFrom":{"secretKeyRef":{"key":`) || !strings.Contains(env, `"name":"`+w[1]+`"`) {
 					t.Errorf("%s: env %s lacks the password from Secret %s", comp, env, w[1])
+				}
+				if !tc.tls {
+					continue
+				}
+				for _, arg := range []string{"--redis-tls", "--redis-ca-file=/etc/neuronetes/redis-ca/ca.pem", "--redis-server-name=redis.internal"} {
+					if !contains(a, arg) {
+						t.Errorf("%s: args %v lack %s", comp, a, arg)
+					}
 				}
 				if !strings.Contains(vols, `"secret":{"secretName":"redis-ca"}`) || !strings.Contains(toJSON(get(c, "volumeMounts")), `"mountPath":"/etc/neuronetes/redis-ca"`) {
 					t.Errorf("%s: the CA Secret is not mounted: volumes %s", comp, vols)

@@ -1,11 +1,15 @@
 {{- /* Redis client settings of a component (internal/redisconn flags). Each takes
-(dict "ctx" $ "redis" <the component's redis values>). */ -}}
+(dict "ctx" $ "redis" <the component's redis values> "component" <gateway|dispatcher|controller>).
+On the bundled Redis (neuronetes.redisBundledFor) the component is its generated user, with the
+password from <fullname>-redis-users; else the values' username and passwordSecret. */ -}}
 
 {{- /* Container args: user, TLS, CA file, server name. */ -}}
 {{- define "neuronetes.redisClientArgs" -}}
 {{- $t := .ctx.Values.redis.tls -}}
-{{- with .redis.username }}
-- {{ printf "--redis-username=%s" . | quote }}
+{{- if include "neuronetes.redisBundledFor" . }}
+- {{ printf "--redis-username=%s" (include "neuronetes.redisBundledUser" .component) | quote }}
+{{- else if .redis.username }}
+- {{ printf "--redis-username=%s" .redis.username | quote }}
 {{- end }}
 {{- if $t.enabled }}
 - --redis-tls
@@ -20,9 +24,12 @@
 
 {{- /* Container env: the password from its Secret. */ -}}
 {{- define "neuronetes.redisClientEnv" -}}
-{{- with .redis.passwordSecret.name }}
+{{- if include "neuronetes.redisBundledFor" . }}
 - name: NEURONETES_REDIS_PASSWORD
-  valueFrom: {secretKeyRef: {name: {{ . }}, key: {{ $.redis.passwordSecret.key }}}}
+  valueFrom: {secretKeyRef: {name: {{ include "neuronetes.redisUsersSecret" .ctx }}, key: {{ .component }}}}
+{{- else if .redis.passwordSecret.name }}
+- name: NEURONETES_REDIS_PASSWORD
+  valueFrom: {secretKeyRef: {name: {{ .redis.passwordSecret.name }}, key: {{ .redis.passwordSecret.key }}}}
 {{- end }}
 {{- end -}}
 
