@@ -317,6 +317,37 @@ func TestChartRBACHasNoWildcards(t *testing.T) {
 	}
 }
 
+// TestChartNodeMetricsServiceTargetsNamedPorts: the node pods' metrics Service selects both node
+// DaemonSets (component=node), so each of its ports targets a port name that exactly one of them
+// declares; a number would list the other pod for that port too.
+func TestChartNodeMetricsServiceTargetsNamedPorts(t *testing.T) {
+	objs, err := render(t, nil, []string{`monitoring={"serviceMonitor":{"enabled":true,"skipCapabilityCheck":true}}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared := map[string][]string{} // port name -> DaemonSets declaring it
+	for _, ds := range []string{"nn-neuronetes-driver", "nn-neuronetes-nodeagent"} {
+		for _, c := range get(find(objs, "DaemonSet", ds), "spec", "template", "spec", "containers").([]any) {
+			ports, _ := get(c, "ports").([]any)
+			for _, p := range ports {
+				n, _ := get(p, "name").(string)
+				declared[n] = append(declared[n], ds)
+			}
+		}
+	}
+	svc := find(objs, "Service", "nn-neuronetes-node-metrics")
+	ports, _ := get(svc, "spec", "ports").([]any)
+	if len(ports) != 2 {
+		t.Fatalf("node metrics Service ports %v, want driver-metrics and agent-metrics", ports)
+	}
+	for _, p := range ports {
+		tp, ok := get(p, "targetPort").(string)
+		if !ok || len(declared[tp]) != 1 {
+			t.Errorf("node metrics Service port %v: targetPort %v is declared by %v, want a name of exactly one DaemonSet", get(p, "name"), get(p, "targetPort"), declared[tp])
+		}
+	}
+}
+
 func countKind(objs []object, kind string) int {
 	n := 0
 	for _, o := range objs {
