@@ -55,10 +55,7 @@ spec:
 // restrictedNamespace creates a test namespace that enforces Pod Security "restricted".
 func restrictedNamespace(t *testing.T, e *Env, prefix string) string {
 	t.Helper()
-	ns := e.Namespace(t, prefix)
-	e.Kubectl(t, "label", "namespace", ns, "--overwrite",
-		"pod-security.kubernetes.io/enforce=restricted", "pod-security.kubernetes.io/enforce-version=latest")
-	return ns
+	return e.NamespaceWithPodSecurity(t, prefix, "restricted", "")
 }
 
 // startRestrictedPool runs the controller scoped to ns (the demo agent on the sidecar's port stands

@@ -139,7 +139,8 @@ func TestCheckpointDemoAgentRestoreIntoWarmPod(t *testing.T) {
 	e.Kubectl(t, "wait", "--for=condition=Established", "crd/agentcheckpoints.neuronetes.io", "--timeout=60s")
 
 	agentImg := e.Image(t, "demo-agent", "./cmd/demo-agent")
-	ns := e.Namespace(t, "ckpt")
+	ns := e.NamespaceWithPodSecurity(t, "ckpt", "baseline",
+		"CRIU on the development VM needs the checkpointed agent to run as root (docs/checkpoint.md)")
 	e.Apply(t, ns, fmt.Sprintf(checkpointPods, agentImg, "neuronetes.local/pause:dev", e.NodeName))
 	agent := e.WaitPodRunning(t, ns, "agent", 2*time.Minute)
 	warm := e.WaitPodRunning(t, ns, "warm", 2*time.Minute)

@@ -173,8 +173,10 @@ func installRelease(t *testing.T, e *Env) *deployRelease {
 	deployHelm(t, e)
 	ctx := context.Background()
 	r := &deployRelease{t: t, name: "nn-e2e"}
-	r.namespace = e.Namespace(t, "nn-deploy")
-	r.exampleNS = e.Namespace(t, "nn-deploy-ex")
+	r.namespace = e.NamespaceWithPodSecurity(t, "nn-deploy", "privileged",
+		"the release's driver and node agent run as root with kubelet and cache hostPaths (privileged with real NVML or checkpoints)")
+	r.exampleNS = e.NamespaceWithPodSecurity(t, "nn-deploy-ex", "baseline",
+		"the walkthrough examples (deploy/examples) set no restricted securityContext on their pods yet")
 	deadline := time.Now().Add(90 * time.Second)
 	for other := otherDriver(ctx, e, r.namespace); other != ""; other = otherDriver(ctx, e, r.namespace) {
 		if time.Now().After(deadline) {
@@ -267,7 +269,7 @@ func TestDeployLocal(t *testing.T) {
 // (the smoke image prints NVIDIA_* variables).
 func deployDriverScenarios(t *testing.T, e *Env) {
 	smoke := e.Image(t, "smoke", "./e2e/cmd/smoke")
-	ns := e.Namespace(t, "nn-deploy-drv")
+	ns := e.NamespaceWithPodSecurity(t, "nn-deploy-drv", "restricted", "")
 	for _, tc := range []struct{ name, class string }{{"gpu", "gpu.neuronetes.io"}, {"mig", "mig-1g.5gb.neuronetes.io"}} {
 		e.Apply(t, ns, fmt.Sprintf(`apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
@@ -288,8 +290,9 @@ spec:
   - name: smoke
     image: %[3]s
     imagePullPolicy: Never
+    securityContext: %[4]s
     resources: {claims: [{name: dev}]}
-`, tc.name, tc.class, smoke))
+`, tc.name, tc.class, smoke, images.RestrictedSecurityContext))
 	}
 	for _, tc := range []struct{ name, want string }{{"gpu", "NVIDIA_VISIBLE_DEVICES=GPU-"}, {"mig", "NVIDIA_VISIBLE_DEVICES=MIG-"}} {
 		e.WaitPodRunning(t, ns, tc.name, 2*time.Minute)

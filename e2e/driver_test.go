@@ -41,7 +41,8 @@ func TestDriver(t *testing.T) {
 		time.Sleep(2 * time.Second)
 	}
 	e.Image(t, "driver", "./cmd/driver", images.WithCgo())
-	h := &driverHarness{e: e, ns: e.Namespace(t, "driver"), smoke: e.Image(t, "smoke", "./e2e/cmd/smoke"), parent: t}
+	h := &driverHarness{e: e, ns: e.NamespaceWithPodSecurity(t, "driver", "privileged",
+		"deploy/manifests/driver.yaml is a privileged DaemonSet on the host network with kubelet hostPaths"), smoke: e.Image(t, "smoke", "./e2e/cmd/smoke"), parent: t}
 	// Runs after the DaemonSet is deleted (cleanups run last-in first-out): wait for the driver
 	// pods to go, then remove what outlives them: the slices (owned by the Node) and the plugin's
 	// state on the host.

@@ -214,12 +214,37 @@ func (e *Env) HostBinary(t testing.TB, mainPkg string) string {
 	return out
 }
 
-// Namespace creates a fresh namespace that is deleted at cleanup.
+// Namespace creates a fresh namespace that is deleted at cleanup. It carries no Pod Security label
+// (the cluster's default, privileged); NamespaceWithPodSecurity names the level a test needs.
 func (e *Env) Namespace(t testing.TB, prefix string) string {
+	t.Helper()
+	return e.namespace(t, prefix, nil)
+}
+
+// NamespaceWithPodSecurity creates a fresh namespace, deleted at cleanup, that enforces the Pod
+// Security level ("restricted", "baseline" or "privileged"), so a pod of the test that needs more
+// than that level is refused. why says what the test's pods need the level for; it must be set for
+// any level below restricted.
+func (e *Env) NamespaceWithPodSecurity(t testing.TB, prefix, level, why string) string {
+	t.Helper()
+	switch {
+	case level != "restricted" && level != "baseline" && level != "privileged":
+		t.Fatalf("namespace %s: Pod Security level %q, want restricted, baseline or privileged", prefix, level)
+	case level != "restricted" && why == "":
+		t.Fatalf("namespace %s: Pod Security %s without a reason", prefix, level)
+	}
+	labels := map[string]string{"pod-security.kubernetes.io/enforce": level, "pod-security.kubernetes.io/enforce-version": "latest"}
+	if why != "" {
+		t.Logf("[e2e] namespace %s-*: Pod Security %s: %s", prefix, level, why)
+	}
+	return e.namespace(t, prefix, labels)
+}
+
+func (e *Env) namespace(t testing.TB, prefix string, labels map[string]string) string {
 	t.Helper()
 	ctx := context.Background()
 	ns, err := e.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: labels},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("creating namespace: %v", err)

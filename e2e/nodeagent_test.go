@@ -54,7 +54,8 @@ func startNodeAgent(t *testing.T, e *Env, warmDigests *[]string) *nodeAgentEnv {
 		return err == nil, err
 	})
 	img := e.Image(t, "nodeagent", "./cmd/nodeagent")
-	ns := e.Namespace(t, "nodeagent")
+	ns := e.NamespaceWithPodSecurity(t, "nodeagent", "privileged",
+		"the standalone node agent pod is privileged on the host network with hostPath cache directories")
 	hostDir := filepath.Join("/var/lib/neuronetes/e2e", ns)
 	na := &nodeAgentEnv{e: e, ns: ns, cacheDir: filepath.Join(hostDir, "models"), socket: filepath.Join(hostDir, "api.sock")}
 	if err := os.MkdirAll(na.cacheDir, 0o755); err != nil {

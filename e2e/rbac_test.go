@@ -11,6 +11,7 @@ import (
 
 	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -170,7 +171,7 @@ func deployAdmissionPolicies(t *testing.T, e *Env, r *deployRelease) {
 		_, err := ctl.CoreV1().Pods(r.exampleNS).Create(ctx, pod, metav1.CreateOptions{})
 		wantRefused(t, err, "labelled neuronetes.io/pool")
 	})
-	t.Run("NodeAccountPatchesAnotherNode", func(t *testing.T) {
+	t.Run("NodeAgentPatchesAnotherNode", func(t *testing.T) {
 		patch := []byte(`{"metadata":{"labels":{"nn-e2e-attack":"1"}}}`)
 		for _, tc := range []struct {
 			what  string
@@ -178,28 +179,58 @@ func deployAdmissionPolicies(t *testing.T, e *Env, r *deployRelease) {
 			want  string
 		}{
 			{"a token bound to another node", map[string][]string{nodeNameExtra: {"some-other-node"}}, "may not patch node"},
-			{"a token bound to no node", nil, "pod-bound token that names its node"},
+			{"a token bound to no node", nil, "pod-bound token that names their node"},
 		} {
-			node := impersonate(t, e, accounts["node"], tc.extra)
-			_, err := node.CoreV1().Nodes().Patch(ctx, e.NodeName, types.MergePatchType, patch, metav1.PatchOptions{})
+			agent := impersonate(t, e, accounts["nodeagent"], tc.extra)
+			_, err := agent.CoreV1().Nodes().Patch(ctx, e.NodeName, types.MergePatchType, patch, metav1.PatchOptions{})
 			wantRefused(t, err, tc.want)
 		}
+		// The driver may not write Nodes at all (RBAC), not even its own.
+		drv := impersonate(t, e, accounts["driver"], map[string][]string{nodeNameExtra: {e.NodeName}})
+		_, err := drv.CoreV1().Nodes().Patch(ctx, e.NodeName, types.MergePatchType, patch, metav1.PatchOptions{})
+		wantForbidden(t, err)
 		n, err := e.Kube.CoreV1().Nodes().Get(ctx, e.NodeName, metav1.GetOptions{})
 		if err != nil || n.Labels["nn-e2e-attack"] != "" {
 			t.Fatalf("node %s was labelled: %v %v", e.NodeName, n.Labels, err)
 		}
-		slices, err := impersonate(t, e, accounts["node"], map[string][]string{nodeNameExtra: {"some-other-node"}}).
-			ResourceV1().ResourceSlices().List(ctx, nodeSlices(e))
+	})
+	t.Run("DriverDeletesAnotherNodesSlice", func(t *testing.T) {
+		other := map[string][]string{nodeNameExtra: {"some-other-node"}}
+		slices, err := impersonate(t, e, accounts["driver"], other).ResourceV1().ResourceSlices().List(ctx, nodeSlices(e))
 		if err != nil || len(slices.Items) == 0 {
-			t.Fatalf("the node account cannot list the node's ResourceSlices: %v", err)
+			t.Fatalf("the driver account cannot list the node's ResourceSlices: %v", err)
 		}
-		err = impersonate(t, e, accounts["node"], map[string][]string{nodeNameExtra: {"some-other-node"}}).
-			ResourceV1().ResourceSlices().Delete(ctx, slices.Items[0].Name, metav1.DeleteOptions{})
+		err = impersonate(t, e, accounts["driver"], other).ResourceV1().ResourceSlices().Delete(ctx, slices.Items[0].Name, metav1.DeleteOptions{})
 		wantRefused(t, err, "only the ResourceSlices of its own node")
+		// The node agent may not touch ResourceSlices at all (RBAC), not even its own node's.
+		own := map[string][]string{nodeNameExtra: {e.NodeName}}
+		err = impersonate(t, e, accounts["nodeagent"], own).ResourceV1().ResourceSlices().Delete(ctx, slices.Items[0].Name, metav1.DeleteOptions{})
+		wantForbidden(t, err)
 		if _, err := e.Kube.ResourceV1().ResourceSlices().Get(ctx, slices.Items[0].Name, metav1.GetOptions{}); err != nil {
 			t.Fatalf("ResourceSlice %s is gone: %v", slices.Items[0].Name, err)
 		}
 	})
+	t.Run("DriverReadsSecret", func(t *testing.T) {
+		victim := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{GenerateName: "nn-e2e-victim-"}, StringData: map[string]string{"k": "v"}}
+		victim, err := e.Kube.CoreV1().Secrets(r.exampleNS).Create(ctx, victim, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = e.Kube.CoreV1().Secrets(r.exampleNS).Delete(context.Background(), victim.Name, metav1.DeleteOptions{})
+		})
+		drv := impersonate(t, e, accounts["driver"], map[string][]string{nodeNameExtra: {e.NodeName}})
+		_, err = drv.CoreV1().Secrets(r.exampleNS).Get(ctx, victim.Name, metav1.GetOptions{})
+		wantForbidden(t, err)
+	})
+}
+
+// wantForbidden fails unless err is an RBAC (or admission) Forbidden.
+func wantForbidden(t *testing.T, err error) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("err = %v; want Forbidden", err)
+	}
 }
 
 // wantRefused fails unless err is a refusal whose message contains want.

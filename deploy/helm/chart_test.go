@@ -78,6 +78,11 @@ func TestChartLint(t *testing.T) {
 	}
 }
 
+// mockSet reports whether the value set of that name runs the driver with mock NVML.
+func mockSet(name string) bool {
+	return name == "mock-nvml-local" || name == "no-webhook" || name == "kind"
+}
+
 func TestChartRender(t *testing.T) {
 	for _, vs := range valueSets {
 		t.Run(vs.name, func(t *testing.T) {
@@ -85,7 +90,7 @@ func TestChartRender(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ds := find(objs, "DaemonSet", "nn-neuronetes-node")
+			ds, agent := find(objs, "DaemonSet", "nn-neuronetes-driver"), find(objs, "DaemonSet", "nn-neuronetes-nodeagent")
 			dep := find(objs, "Deployment", "nn-neuronetes-controller")
 			if dep == nil {
 				t.Fatal("no controller Deployment")
@@ -113,19 +118,39 @@ func TestChartRender(t *testing.T) {
 				t.Errorf("MutatingWebhookConfiguration rendered=%v, webhook=%v, controller args %v", mwc != nil, webhookOn, ctrl)
 			}
 			if vs.name == "controller-only" {
-				if ds != nil {
+				if ds != nil || agent != nil {
 					t.Error("node DaemonSet rendered with driver and nodeagent disabled")
 				}
 				return
 			}
-			if ds == nil {
-				t.Fatal("no node DaemonSet")
+			if ds == nil || agent == nil {
+				t.Fatal("no driver or node agent DaemonSet")
 			}
 			drv := container(ds, "driver")
-			if drv == nil || container(ds, "nodeagent") == nil {
-				t.Fatal("node DaemonSet lacks the driver or nodeagent container")
+			if drv == nil || container(agent, "nodeagent") == nil {
+				t.Fatal("the driver or node agent DaemonSet lacks its container")
 			}
-			mock := vs.name == "mock-nvml-local" || vs.name == "no-webhook" || vs.name == "kind"
+			// One binary per pod and account: the driver's pod never holds the node agent (nor shares
+			// its process namespace), each runs as its own ServiceAccount.
+			for _, w := range []struct {
+				ds        object
+				container string
+				sa        string
+			}{{ds, "driver", "nn-neuronetes-driver"}, {agent, "nodeagent", "nn-neuronetes-nodeagent"}} {
+				if cs := get(w.ds, "spec", "template", "spec", "containers").([]any); len(cs) != 1 || container(w.ds, w.container) == nil {
+					t.Errorf("DaemonSet %s: containers %v, want %s alone", w.ds.name(), cs, w.container)
+				}
+				if sa := get(w.ds, "spec", "template", "spec", "serviceAccountName"); sa != w.sa {
+					t.Errorf("DaemonSet %s runs as %v, want %s", w.ds.name(), sa, w.sa)
+				}
+			}
+			if spn, _ := get(ds, "spec", "template", "spec", "shareProcessNamespace").(bool); spn != !mockSet(vs.name) {
+				t.Errorf("driver shareProcessNamespace=%v; want it only with real NVML (MPS daemons)", spn)
+			}
+			if spn := get(agent, "spec", "template", "spec", "shareProcessNamespace"); spn != nil {
+				t.Errorf("node agent shareProcessNamespace=%v; want none", spn)
+			}
+			mock := mockSet(vs.name)
 			wantNVML := "--nvml=real"
 			if mock {
 				wantNVML = "--nvml=mock:dgxa100"
@@ -138,7 +163,7 @@ func TestChartRender(t *testing.T) {
 			}
 			// Every set, the local cluster's included, reaches the apiserver the standard way: pods on
 			// the pod network with in-cluster config (the kubernetes Service), no override.
-			for _, w := range []object{dep, ds} {
+			for _, w := range []object{dep, ds, agent} {
 				if hn, _ := get(w, "spec", "template", "spec", "hostNetwork").(bool); hn {
 					t.Errorf("%s %s runs on the host network", w.kind(), get(w, "metadata", "name"))
 				}
@@ -151,8 +176,10 @@ func TestChartRender(t *testing.T) {
 					}
 				}
 			}
-			if sel, _ := get(ds, "spec", "template", "spec", "nodeSelector").(map[string]any); (sel["nvidia.com/gpu.present"] == "true") == mock {
-				t.Errorf("nodeSelector %v: GPU label expected only for real-GPU sets", sel)
+			for _, w := range []object{ds, agent} { // node.* schedules both
+				if sel, _ := get(w, "spec", "template", "spec", "nodeSelector").(map[string]any); (sel["nvidia.com/gpu.present"] == "true") == mock {
+					t.Errorf("%s nodeSelector %v: GPU label expected only for real-GPU sets", w.name(), sel)
+				}
 			}
 			if vs.name == "helm-tls" {
 				sec := find(objs, "Secret", "nn-neuronetes-webhook-tls")
@@ -168,7 +195,7 @@ func TestChartRender(t *testing.T) {
 					t.Error("controller does not mount the generated webhook Secret")
 				}
 			}
-			if ck := contains(args(container(ds, "nodeagent")), "--checkpoint-enabled=true"); ck != (vs.name == "checkpoint-s3") {
+			if ck := contains(args(container(agent, "nodeagent")), "--checkpoint-enabled=true"); ck != (vs.name == "checkpoint-s3") {
 				t.Errorf("nodeagent --checkpoint-enabled present=%v in set %s", ck, vs.name)
 			}
 			wantProbe := "--sidecar-probe-command=/sidecar probe http://127.0.0.1:7070/healthz"
@@ -291,6 +318,37 @@ func TestChartRBACHasNoWildcards(t *testing.T) {
 	}
 	if roles < 3 {
 		t.Errorf("rendered %d roles, want the controller, leader-election and node roles", roles)
+	}
+}
+
+// TestChartNodeMetricsServiceTargetsNamedPorts: the node pods' metrics Service selects both node
+// DaemonSets (component=node), so each of its ports targets a port name that exactly one of them
+// declares; a number would list the other pod for that port too.
+func TestChartNodeMetricsServiceTargetsNamedPorts(t *testing.T) {
+	objs, err := render(t, nil, []string{`monitoring={"serviceMonitor":{"enabled":true,"skipCapabilityCheck":true}}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared := map[string][]string{} // port name -> DaemonSets declaring it
+	for _, ds := range []string{"nn-neuronetes-driver", "nn-neuronetes-nodeagent"} {
+		for _, c := range get(find(objs, "DaemonSet", ds), "spec", "template", "spec", "containers").([]any) {
+			ports, _ := get(c, "ports").([]any)
+			for _, p := range ports {
+				n, _ := get(p, "name").(string)
+				declared[n] = append(declared[n], ds)
+			}
+		}
+	}
+	svc := find(objs, "Service", "nn-neuronetes-node-metrics")
+	ports, _ := get(svc, "spec", "ports").([]any)
+	if len(ports) != 2 {
+		t.Fatalf("node metrics Service ports %v, want driver-metrics and agent-metrics", ports)
+	}
+	for _, p := range ports {
+		tp, ok := get(p, "targetPort").(string)
+		if !ok || len(declared[tp]) != 1 {
+			t.Errorf("node metrics Service port %v: targetPort %v is declared by %v, want a name of exactly one DaemonSet", get(p, "name"), get(p, "targetPort"), declared[tp])
+		}
 	}
 }
 

@@ -31,7 +31,7 @@ func TestChartCheckpointSigningTLSAndAdmission(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ds := find(objs, "DaemonSet", "nn-neuronetes-node")
+			ds := find(objs, "DaemonSet", "nn-neuronetes-nodeagent")
 			if ds == nil {
 				t.Fatal("no node DaemonSet")
 			}

@@ -15,7 +15,7 @@ func TestChartCompatMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	drv := container(find(objs, "DaemonSet", "nn-neuronetes-node"), "driver")
+	drv := container(find(objs, "DaemonSet", "nn-neuronetes-driver"), "driver")
 	a := args(drv)
 	for _, want := range []string{"--compat", "--plugin-dir=/var/lib/kubelet/plugins/gpu.nvidia.com", "--nvidia-smi=/x/nvidia-smi", "--refresh-interval=1m"} {
 		if !contains(a, want) {
@@ -55,10 +55,10 @@ func TestChartCompatMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !contains(args(container(find(demandObjs, "DaemonSet", "nn-neuronetes-node"), "driver")), "--mig-demand") {
+	if !contains(args(container(find(demandObjs, "DaemonSet", "nn-neuronetes-driver"), "driver")), "--mig-demand") {
 		t.Error("driver.migDemand does not pass --mig-demand")
 	}
-	role := find(demandObjs, "ClusterRole", "nn-neuronetes-node")
+	role := find(demandObjs, "ClusterRole", "nn-neuronetes-driver")
 	if !strings.Contains(fmt.Sprint(role["rules"]), "resourceclaimtemplates") || !strings.Contains(fmt.Sprint(role["rules"]), "agentpools") {
 		t.Errorf("driver.migDemand: node ClusterRole lacks read access to claim templates and AgentPools: %v", role["rules"])
 	}
@@ -67,7 +67,7 @@ func TestChartCompatMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if find(plain, "DeviceClass", "gpu.nvidia.com") != nil || contains(args(container(find(plain, "DaemonSet", "nn-neuronetes-node"), "driver")), "--compat") {
+	if find(plain, "DeviceClass", "gpu.nvidia.com") != nil || contains(args(container(find(plain, "DaemonSet", "nn-neuronetes-driver"), "driver")), "--compat") {
 		t.Error("compatibility mode rendered without driver.compat")
 	}
 }

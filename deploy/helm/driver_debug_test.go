@@ -32,7 +32,7 @@ func TestChartDriverDebug(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ds := find(objs, "DaemonSet", "nn-neuronetes-node")
+			ds := find(objs, "DaemonSet", "nn-neuronetes-driver")
 			a := args(container(ds, "driver"))
 			for _, want := range tc.wantArgs {
 				if !contains(a, want) {

@@ -22,7 +22,7 @@ func TestChartEgress(t *testing.T) {
 		kind, name, container string
 		want                  []string
 	}{
-		{"DaemonSet", "nn-neuronetes-node", "nodeagent", append([]string{"--file-source-roots=/mnt/weights,/data"}, policy...)},
+		{"DaemonSet", "nn-neuronetes-nodeagent", "nodeagent", append([]string{"--file-source-roots=/mnt/weights,/data"}, policy...)},
 		{"Deployment", "nn-neuronetes-gateway", "gateway", append([]string{"--oidc-allowed-issuers=https://idp.a.example=team-a|team-b,https://shared.example/realms/x"}, policy...)},
 		{"Deployment", "nn-neuronetes-dispatcher", "dispatcher", policy},
 		{"Deployment", "nn-neuronetes-controller", "controller", policy},
@@ -43,14 +43,14 @@ func TestChartEgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range [][3]string{{"DaemonSet", "nn-neuronetes-node", "nodeagent"}, {"Deployment", "nn-neuronetes-gateway", "gateway"}, {"Deployment", "nn-neuronetes-dispatcher", "dispatcher"}, {"Deployment", "nn-neuronetes-controller", "controller"}} {
+	for _, c := range [][3]string{{"DaemonSet", "nn-neuronetes-nodeagent", "nodeagent"}, {"Deployment", "nn-neuronetes-gateway", "gateway"}, {"Deployment", "nn-neuronetes-dispatcher", "dispatcher"}, {"Deployment", "nn-neuronetes-controller", "controller"}} {
 		for _, a := range args(container(find(objs, c[0], c[1]), c[2])) {
 			if strings.HasPrefix(a, "--egress-") || strings.HasPrefix(a, "--file-source-roots") || strings.HasPrefix(a, "--oidc-allowed-issuers") {
 				t.Errorf("%s renders %s by default", c[2], a)
 			}
 		}
 	}
-	if a := args(container(find(objs, "DaemonSet", "nn-neuronetes-node"), "nodeagent")); !contains(a, "--disk-budget=80%") {
+	if a := args(container(find(objs, "DaemonSet", "nn-neuronetes-nodeagent"), "nodeagent")); !contains(a, "--disk-budget=80%") {
 		t.Errorf("nodeagent args %v lack the default --disk-budget=80%%", a)
 	}
 	for _, bad := range []string{`egress.allowCIDRs=["http://x"]`, `nodeagent.fileSourceRoots=["relative"]`, `gateway.oidc={"allowedIssuers":[{"issuer":"idp.example"}]}`} {

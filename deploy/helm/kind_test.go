@@ -54,7 +54,7 @@ func TestKindConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sel, _ := get(find(objs, "DaemonSet", "nn-neuronetes-node"), "spec", "template", "spec", "nodeSelector").(map[string]any)
+	sel, _ := get(find(objs, "DaemonSet", "nn-neuronetes-driver"), "spec", "template", "spec", "nodeSelector").(map[string]any)
 	workers := 0
 	for _, n := range cfg.Nodes {
 		if n.Role != "worker" {

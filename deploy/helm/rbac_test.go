@@ -107,24 +107,31 @@ func TestChartControllerCannotCreateWebhookConfigurations(t *testing.T) {
 	}
 }
 
-// TestChartAdmissionPolicies: each policy matches exactly one ServiceAccount of the release and is
-// bound with Deny; rbac.admissionPolicies=false renders none.
+// TestChartAdmissionPolicies: each policy matches exactly the ServiceAccounts of the release it
+// names (the node-writes policy both the driver's and the node agent's, each limited to its own
+// node) and is bound with Deny; rbac.admissionPolicies=false renders none.
 func TestChartAdmissionPolicies(t *testing.T) {
 	objs, err := render(t, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{
-		"nn-neuronetes-controller-writes": "system:serviceaccount:neuronetes-system:nn-neuronetes-controller",
-		"nn-neuronetes-node-writes":       "system:serviceaccount:neuronetes-system:nn-neuronetes-node",
+	const sa = "system:serviceaccount:neuronetes-system:"
+	want := map[string][]string{
+		"nn-neuronetes-controller-writes": {sa + "nn-neuronetes-controller"},
+		"nn-neuronetes-node-writes":       {sa + "nn-neuronetes-driver", sa + "nn-neuronetes-nodeagent"},
 	}
 	for _, o := range objs {
 		switch o.kind() {
 		case "ValidatingAdmissionPolicy":
-			user, ok := want[o.name()]
+			users, ok := want[o.name()]
 			cond := fmt.Sprint(get(o, "spec", "matchConditions", 0, "expression"))
-			if !ok || !strings.Contains(cond, `"`+user+`"`) || get(o, "spec", "failurePolicy") != "Fail" {
-				t.Errorf("policy %s: matchCondition %s, failurePolicy %v; want %q and Fail", o.name(), cond, get(o, "spec", "failurePolicy"), user)
+			if !ok || strings.Count(cond, "system:serviceaccount:") != len(users) || get(o, "spec", "failurePolicy") != "Fail" {
+				t.Errorf("policy %s: matchCondition %s, failurePolicy %v; want exactly %q and Fail", o.name(), cond, get(o, "spec", "failurePolicy"), users)
+			}
+			for _, u := range users {
+				if !strings.Contains(cond, `"`+u+`"`) {
+					t.Errorf("policy %s: matchCondition %s lacks %q", o.name(), cond, u)
+				}
 			}
 			delete(want, o.name())
 		case "ValidatingAdmissionPolicyBinding":

@@ -2,6 +2,7 @@ package helm_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -68,19 +69,22 @@ func TestChartWorkloadsMeetRestricted(t *testing.T) {
 	}
 }
 
-// TestChartNodePrivileges: the node DaemonSet's containers are privileged only for the feature that
-// needs it: the driver for real NVML, the node agent for CRIU checkpoints or mlock (or when forced).
+// TestChartNodePrivileges: the node DaemonSets' containers are privileged only for the feature that
+// needs it: the driver for real NVML, the node agent for CRIU checkpoints (or when forced). Mlock
+// alone adds CAP_IPC_LOCK to an otherwise capability-less node agent.
 func TestChartNodePrivileges(t *testing.T) {
 	cases := []struct {
 		name              string
 		set               []string
 		driver, nodeagent bool
+		agentCaps         string // the node agent's capabilities.add when unprivileged
 	}{
-		{"real NVML, weights cache only", nil, true, false},
-		{"mock NVML", []string{`driver.nvml="mock:dgxa100"`}, false, false},
-		{"checkpoints", []string{`nodeagent.checkpoint.enabled=true`}, true, true},
-		{"mlock", []string{`nodeagent.mlockBudget="8Gi"`}, true, true},
-		{"forced", []string{`nodeagent.privileged=true`}, true, true},
+		{"real NVML, weights cache only", nil, true, false, "[]"},
+		{"mock NVML", []string{`driver.nvml="mock:dgxa100"`}, false, false, "[]"},
+		{"checkpoints", []string{`nodeagent.checkpoint.enabled=true`}, true, true, ""},
+		{"checkpoints and mlock", []string{`nodeagent.checkpoint.enabled=true`, `nodeagent.mlockBudget="8Gi"`}, true, true, ""},
+		{"mlock", []string{`nodeagent.mlockBudget="8Gi"`}, true, false, "[IPC_LOCK]"},
+		{"forced", []string{`nodeagent.privileged=true`}, true, true, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,15 +92,31 @@ func TestChartNodePrivileges(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ds := find(objs, "DaemonSet", "nn-neuronetes-node")
-			for name, want := range map[string]bool{"driver": tc.driver, "nodeagent": tc.nodeagent} {
-				c := container(ds, name)
-				if got, _ := get(c, "securityContext", "privileged").(bool); got != want {
-					t.Errorf("%s privileged = %v, want %v", name, got, want)
+			for _, c := range []struct {
+				ds, container string
+				want          bool
+			}{{"nn-neuronetes-driver", "driver", tc.driver}, {"nn-neuronetes-nodeagent", "nodeagent", tc.nodeagent}} {
+				ctr := container(find(objs, "DaemonSet", c.ds), c.container)
+				if got, _ := get(ctr, "securityContext", "privileged").(bool); got != c.want {
+					t.Errorf("%s privileged = %v, want %v", c.container, got, c.want)
 				}
-				if !want && get(c, "securityContext", "allowPrivilegeEscalation") != false {
-					t.Errorf("%s unprivileged but may escalate: %v", name, get(c, "securityContext"))
+				if !c.want && get(ctr, "securityContext", "allowPrivilegeEscalation") != false {
+					t.Errorf("%s unprivileged but may escalate: %v", c.container, get(ctr, "securityContext"))
 				}
+			}
+			if tc.nodeagent {
+				return
+			}
+			sc := get(container(find(objs, "DaemonSet", "nn-neuronetes-nodeagent"), "nodeagent"), "securityContext")
+			if d := fmt.Sprint(get(sc, "capabilities", "drop")); d != "[ALL]" {
+				t.Errorf("node agent capabilities.drop = %s, want [ALL]", d)
+			}
+			add := fmt.Sprint(get(sc, "capabilities", "add"))
+			if add == "<nil>" {
+				add = "[]"
+			}
+			if add != tc.agentCaps {
+				t.Errorf("node agent capabilities.add = %s, want %s", add, tc.agentCaps)
 			}
 		})
 	}

@@ -54,9 +54,9 @@ func TestChartUpgradePaths(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ds := find(objs, "DaemonSet", "nn-neuronetes-node")
-				if ds == nil {
-					t.Fatal("upgrade rendered no node DaemonSet")
+				ds := find(objs, "DaemonSet", "nn-neuronetes-driver")
+				if ds == nil || find(objs, "DaemonSet", "nn-neuronetes-nodeagent") == nil {
+					t.Fatal("upgrade rendered no driver or node agent DaemonSet")
 				}
 				if !contains(args(container(ds, "driver")), "--compat") {
 					t.Errorf("driver args %v: the --set driver.compat=true of the upgrade was lost", args(container(ds, "driver")))

@@ -58,7 +58,43 @@ or <registry>/<name>@<digest> when image.digests names the component. */}}
 
 {{/* Service account names. */}}
 {{- define "neuronetes.controllerSA" -}}{{ include "neuronetes.fullname" . }}-controller{{- end -}}
-{{- define "neuronetes.nodeSA" -}}{{ include "neuronetes.fullname" . }}-node{{- end -}}
+{{/* The driver and the node agent run in separate DaemonSets, each with its own account. */}}
+{{- define "neuronetes.driverSA" -}}{{ include "neuronetes.fullname" . }}-driver{{- end -}}
+{{- define "neuronetes.nodeagentSA" -}}{{ include "neuronetes.fullname" . }}-nodeagent{{- end -}}
+
+{{/* Selector labels of a per-node pod; pass (dict "ctx" $ "pod" "driver"|"nodeagent"). Both keep
+app.kubernetes.io/component=node (the node NetworkPolicy, metrics Service and ServiceMonitor
+select it); neuronetes.io/node-pod tells the two DaemonSets apart. */}}
+{{- define "neuronetes.nodePodLabels" -}}
+{{ include "neuronetes.selectorLabels" (dict "ctx" .ctx "component" "node") }}
+neuronetes.io/node-pod: {{ .pod }}
+{{- end -}}
+
+{{/* Scheduling fields shared by the driver and node agent pods (values node.*). */}}
+{{- define "neuronetes.nodeScheduling" -}}
+terminationGracePeriodSeconds: 10
+{{- with .Values.node.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- include "neuronetes.pullSecrets" . }}
+{{- /* A null key removes a default label; helm upgrade --reuse-values keeps such keys. */}}
+{{- $selector := dict }}
+{{- range $k, $v := .Values.node.nodeSelector }}
+{{- if not (kindIs "invalid" $v) }}{{- $_ := set $selector $k $v }}{{- end }}
+{{- end }}
+{{- with $selector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.node.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.node.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
 
 {{/* Webhook Service name (also the certificate's DNS name). */}}
 {{- define "neuronetes.webhookService" -}}{{ include "neuronetes.fullname" . }}-controller{{- end -}}
