@@ -256,6 +256,12 @@ func TestDeployLocal(t *testing.T) {
 	t.Run("RBACAllowlist", func(t *testing.T) { deployRBACAllowlist(t, e, r) })
 	t.Run("AdmissionPolicies", func(t *testing.T) { deployAdmissionPolicies(t, e, r) })
 	examplesOK := t.Run("Examples", func(t *testing.T) { deployExamples(t, e, r) })
+	t.Run("AttackNetworkPolicy", func(t *testing.T) {
+		if !examplesOK {
+			t.Fatal("needs the walkthrough pool of the Examples subtest, which failed")
+		}
+		deployAttackNetworkPolicy(t, e, r)
+	})
 	t.Run("DashboardMetrics", func(t *testing.T) {
 		if !examplesOK {
 			t.Skip("needs the walkthrough pool of the Examples subtest, which failed")
