@@ -79,9 +79,6 @@ func startNetworkPolicies(p Paths, logf func(string, ...any)) error {
 		"--hostname-override="+NodeName,
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(NetpolMetricsPort),
 		"--nfqueue-id="+strconv.Itoa(netpolQueueID),
-		// Pod IPs come from the apiserver: the local containerd serves no
-		// NRI socket to plugins.
-		"--disable-nri",
 		"--v=1"); err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ func run() int {
 	var (
 		kubeconfig, nodeName, metricsAddr, dataplane string
 		queueID                                      int
-		failOpen, disableNRI                         bool
+		failOpen                                     bool
 	)
 	flag.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (required)")
 	flag.StringVar(&nodeName, "hostname-override", "", "name of the Node this enforcer runs on (required)")
@@ -44,7 +44,6 @@ func run() int {
 	flag.IntVar(&queueID, "nfqueue-id", 100, "number of the nfqueue that receives new connections")
 	flag.BoolVar(&failOpen, "fail-open", false, "accept packets while no enforcer reads the queue")
 	flag.StringVar(&dataplane, "dataplane", "nftables", "how packets reach the queue: nftables (the upstream rules, native queue expression) or xt-queue (the xtables NFQUEUE target through nft_compat, for kernels without CONFIG_NFT_QUEUE)")
-	flag.BoolVar(&disableNRI, "disable-nri", false, "do not read pod IPs from the container runtime's NRI socket")
 	c := logsapi.NewLoggingConfiguration()
 	logsapi.AddGoFlags(c, flag.CommandLine)
 	flag.Parse()
@@ -92,7 +91,11 @@ func run() int {
 			QueueID:             queueID,
 			NodeName:            nodeName,
 			NetfilterBug1766Fix: true,
-			NRIdisabled:         disableNRI,
+			// NRI stays on: v0.8.0 looks up an address that is no pod's in its NRI
+			// plugin, which is nil when NRI is disabled (a crash on the first such
+			// packet). Where the runtime serves no NRI socket the plugin's
+			// connection fails once, is logged, and pods come from the apiserver.
+			NRIdisabled: false,
 		})
 	if err != nil {
 		logger.Error(err, "creating the network policy controller")
