@@ -229,9 +229,11 @@ func containsString(list []string, s string) bool {
 }
 
 // clusterOwned matches what the running cluster may add to the host's
-// network: kube-proxy's tables and chains, the bridge's and the Service
+// network: kube-proxy's tables and chains, the NetworkPolicy enforcer's
+// (inet kube-network-policies* with the nftables dataplane, ip
+// kube-network-policies-xt with xt-queue), the bridge's and the Service
 // routes. Anything else would stay behind after cluster-down.
-var clusterOwned = regexp.MustCompile(`^(nftables (table|chain) "ip6? kube-proxy( [^"]+)?"|route "[0-9./]+ dev nn0 [^"]*") \(not there before cluster-up\)$`)
+var clusterOwned = regexp.MustCompile(`^(nftables (table|chain) "(ip6? kube-proxy|inet kube-network-policies(-dnscache)?|ip kube-network-policies-xt)( [^"]+)?"|route "[0-9./]+ dev nn0 [^"]*") \(not there before cluster-up\)$`)
 
 // TestHostChangesAreTheClustersOwn: the host state recorded before
 // cluster-up is there, the running cluster has added kube-proxy's nftables
