@@ -17,7 +17,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/neuronetes/neuronetes/controller/agentnetpol"
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 )
 
 // releasePodIP returns the IP of a running pod of the release's component.
@@ -60,7 +60,7 @@ func deployAttackNetworkPolicy(t *testing.T, e *Env, r *deployRelease) {
 		if err != nil {
 			return false, err
 		}
-		return np.Labels[agentnetpol.ManagedByLabel] == agentnetpol.ManagedByValue &&
+		return np.Labels[nnv1.ManagedByLabel] == nnv1.ManagedByController &&
 			len(np.Spec.PolicyTypes) == 2, fmt.Errorf("policy %+v", np.ObjectMeta)
 	})
 	serving := podsInState(t, e, r.exampleNS, "mig-agents", "serving")

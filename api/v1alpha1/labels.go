@@ -8,6 +8,14 @@ const (
 	// where a model's weights are cached and verified. See WarmNodeLabel.
 	WarmLabelPrefix = "warm.neuronetes.io/"
 
+	// ManagedByLabel, with value ManagedByController, marks the objects the controller keeps in
+	// tenant namespaces (the sidecar Redis Secrets, the agent NetworkPolicies). The controller
+	// rewrites or deletes no object of those names without it, and its admission policy admits
+	// only labelled Secrets.
+	ManagedByLabel = "neuronetes.io/managed-by"
+	// ManagedByController is ManagedByLabel's value on the controller's objects.
+	ManagedByController = "neuronetes-controller"
+
 	// PoolLabel names the AgentPool that owns a pod.
 	PoolLabel = "neuronetes.io/pool"
 	// StateLabel carries a pool pod's warm-pool state: one of PodStateWarm, PodStateServing,

@@ -150,7 +150,7 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("pod selector: %w", err)
 	}
 	// Only the agent NetworkPolicies this controller keeps are cached.
-	managedPolicies := labels.SelectorFromSet(labels.Set{agentnetpol.ManagedByLabel: agentnetpol.ManagedByValue})
+	managedPolicies := labels.SelectorFromSet(labels.Set{nnv1.ManagedByLabel: nnv1.ManagedByController})
 	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}:                 {Label: labels.NewSelector().Add(*poolPods)},
 		&networkingv1.NetworkPolicy{}: {Label: managedPolicies},

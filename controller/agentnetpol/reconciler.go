@@ -24,13 +24,6 @@ import (
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 )
 
-// ManagedByLabel marks the policies this package owns; it deletes or
-// rewrites no other NetworkPolicy.
-const (
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	ManagedByValue = "neuronetes-controller"
-)
-
 // LoadSpec reads a NetworkPolicySpec (YAML or JSON, unknown fields refused)
 // from path. The spec must select pods: an empty podSelector would select
 // every pod of the tenant's namespace, not only its agents.
@@ -57,7 +50,7 @@ func Desired(name, namespace string, spec networkingv1.NetworkPolicySpec) *netwo
 	return &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: namespace,
-			Labels: map[string]string{ManagedByLabel: ManagedByValue},
+			Labels: map[string]string{nnv1.ManagedByLabel: nnv1.ManagedByController},
 		},
 		Spec: *spec.DeepCopy(),
 	}
@@ -86,7 +79,7 @@ func Decide(current *networkingv1.NetworkPolicy, pools bool, spec networkingv1.N
 		return Keep
 	case current == nil:
 		return Create
-	case current.Labels[ManagedByLabel] != ManagedByValue:
+	case current.Labels[nnv1.ManagedByLabel] != nnv1.ManagedByController:
 		return Conflict
 	case !pools:
 		return Delete
@@ -140,7 +133,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns string) error {
 			return fmt.Errorf("deleting NetworkPolicy %s/%s: %w", ns, r.Name, err)
 		}
 	case Conflict:
-		return fmt.Errorf("NetworkPolicy %s/%s exists without %s=%s: the agent policy is not applied there until it is renamed or removed", ns, r.Name, ManagedByLabel, ManagedByValue)
+		return fmt.Errorf("NetworkPolicy %s/%s exists without %s=%s: the agent policy is not applied there until it is renamed or removed", ns, r.Name, nnv1.ManagedByLabel, nnv1.ManagedByController)
 	}
 	return nil
 }

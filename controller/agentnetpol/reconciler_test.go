@@ -87,7 +87,7 @@ func TestReconcileLifecycle(t *testing.T) {
 	if err := c.Get(ctx, key, &got); err != nil {
 		t.Fatalf("policy not created: %v", err)
 	}
-	if got.Labels[ManagedByLabel] != ManagedByValue || len(got.Spec.Ingress) != 1 {
+	if got.Labels[nnv1.ManagedByLabel] != nnv1.ManagedByController || len(got.Spec.Ingress) != 1 {
 		t.Fatalf("created policy = %+v", got)
 	}
 
@@ -131,8 +131,8 @@ func TestReconcileLeavesForeignPolicy(t *testing.T) {
 	c := newClient(t, foreign, &nnv1.AgentPool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "t"}})
 	r := &Reconciler{Client: c, Name: policyName, Spec: agentSpec()}
 	err := r.Reconcile(ctx, "t")
-	if err == nil || !strings.Contains(err.Error(), ManagedByLabel) {
-		t.Fatalf("Reconcile = %v, want a conflict naming %s", err, ManagedByLabel)
+	if err == nil || !strings.Contains(err.Error(), nnv1.ManagedByLabel) {
+		t.Fatalf("Reconcile = %v, want a conflict naming %s", err, nnv1.ManagedByLabel)
 	}
 	var got networkingv1.NetworkPolicy
 	if err := c.Get(ctx, types.NamespacedName{Namespace: "t", Name: policyName}, &got); err != nil || len(got.Spec.PolicyTypes) != 1 || got.Spec.PolicyTypes[0] != networkingv1.PolicyTypeEgress {

@@ -212,7 +212,7 @@ func (s *Syncer) ensureSecret(ctx context.Context, ns string) (string, error) {
 			return "", err
 		}
 		sec = corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.SecretName, Labels: map[string]string{ManagedLabel: ManagedValue}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.SecretName, Labels: map[string]string{nnv1.ManagedByLabel: nnv1.ManagedByController}},
 			Type:       corev1.SecretTypeOpaque,
 			Data:       map[string][]byte{UsernameKey: []byte(UserName(ns)), PasswordKey: []byte(pw)},
 		}
@@ -224,8 +224,8 @@ func (s *Syncer) ensureSecret(ctx context.Context, ns string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("get secret %s/%s: %w", ns, s.SecretName, err)
 	}
-	if sec.Labels[ManagedLabel] != ManagedValue {
-		return "", fmt.Errorf("secret %s/%s exists without the label %s=%s: not the controller's, left alone (delete it or label it)", ns, s.SecretName, ManagedLabel, ManagedValue)
+	if sec.Labels[nnv1.ManagedByLabel] != nnv1.ManagedByController {
+		return "", fmt.Errorf("secret %s/%s exists without the label %s=%s: not the controller's, left alone (delete it or label it)", ns, s.SecretName, nnv1.ManagedByLabel, nnv1.ManagedByController)
 	}
 	pw := string(sec.Data[PasswordKey])
 	if len(pw) >= minPasswordLen && string(sec.Data[UsernameKey]) == UserName(ns) {
@@ -259,7 +259,7 @@ func (s *Syncer) remove(ctx context.Context, ns string) error {
 	if err != nil {
 		return fmt.Errorf("get secret %s/%s: %w", ns, s.SecretName, err)
 	}
-	if sec.Labels[ManagedLabel] != ManagedValue {
+	if sec.Labels[nnv1.ManagedByLabel] != nnv1.ManagedByController {
 		return nil
 	}
 	if err := s.Client.Delete(ctx, &sec, client.Preconditions{UID: &sec.UID}); client.IgnoreNotFound(err) != nil {

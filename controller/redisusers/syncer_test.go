@@ -101,7 +101,7 @@ func TestSyncIsolatesNamespaces(t *testing.T) {
 	if err != nil {
 		t.Fatalf("team-a Secret: %v", err)
 	}
-	if sec.Labels[ManagedLabel] != ManagedValue || string(sec.Data[UsernameKey]) != "sidecar:team-a" || len(sec.Data[PasswordKey]) < minPasswordLen {
+	if sec.Labels[nnv1.ManagedByLabel] != nnv1.ManagedByController || string(sec.Data[UsernameKey]) != "sidecar:team-a" || len(sec.Data[PasswordKey]) < minPasswordLen {
 		t.Fatalf("team-a Secret = %v %q, want labelled, user sidecar:team-a and a password", sec.Labels, sec.Data[UsernameKey])
 	}
 	if _, err := secretOf(t, c, "team-c"); !apierrors.IsNotFound(err) {

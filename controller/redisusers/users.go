@@ -6,7 +6,7 @@
 // that no longer have an AgentPool.
 //
 // Invariants: the controller only writes Secrets named SecretName that carry
-// ManagedLabel (a Secret of that name without it is the admin's and left
+// nnv1.ManagedByLabel (a Secret of that name without it is the admin's and left
 // alone), the ACL user of a namespace is always UserName(namespace) whatever
 // the Secret says, and it only deletes Redis users named UserPrefix*.
 package redisusers
@@ -24,10 +24,6 @@ const (
 	// UserPrefix starts every namespace user's name; namespace names cannot hold ':', so no
 	// namespace user can take a component's name.
 	UserPrefix = "sidecar:"
-	// ManagedLabel marks the Secrets the controller manages (value ManagedValue).
-	ManagedLabel = "neuronetes.io/managed-by"
-	// ManagedValue is ManagedLabel's value.
-	ManagedValue = "neuronetes-controller"
 	// UsernameKey and PasswordKey are the Secret's keys (the webhook's env references).
 	UsernameKey, PasswordKey = "username", "password"
 	// minPasswordLen is the shortest password the controller keeps from an existing Secret.
