@@ -20,11 +20,21 @@ var Session = []string{"+hello", "+auth", "+ping", "+client|setname", "+select"}
 // Session. The result starts with resetkeys, resetchannels and nocommands, so
 // applying it to an existing user replaces every earlier right.
 func Rules(keyPatterns []string, commands ...string) []string {
+	return ChannelRules(keyPatterns, nil, commands...)
+}
+
+// ChannelRules is Rules for a user that may also publish and subscribe on
+// the channels matching channelPatterns.
+func ChannelRules(keyPatterns, channelPatterns []string, commands ...string) []string {
 	out := []string{"resetkeys"}
 	for _, p := range keyPatterns {
 		out = append(out, "~"+p)
 	}
-	out = append(out, "resetchannels", "nocommands")
+	out = append(out, "resetchannels")
+	for _, p := range channelPatterns {
+		out = append(out, "&"+p)
+	}
+	out = append(out, "nocommands")
 	out = append(out, Session...)
 	return append(out, commands...)
 }

@@ -1,5 +1,7 @@
 package store
 
+import "github.com/neuronetes/neuronetes/internal/redisconn"
+
 // ACLRules returns the Redis ACL rules (ACL SETUSER arguments after the user
 // name and password) that a tenant's sidecar needs and nothing more: its own
 // keys nn:{<tenant>}:* (sessions, version floor, staging hashes, embeddings),
@@ -8,13 +10,7 @@ package store
 // with these rules cannot read or write another tenant's keys, listen on its
 // channel, list keys or flush the database. tenant must be ValidTenant.
 func ACLRules(tenant string) []string {
-	return []string{
-		"resetkeys", "~nn:{" + tenant + "}:*",
-		"resetchannels", "&nn:{" + tenant + "}:inval",
-		"nocommands",
-		// Connection setup and health (go-redis ignores a refused CLIENT
-		// SETINFO, which Redis 7.0 does not know).
-		"+hello", "+auth", "+ping", "+client|setname", "+select",
+	return redisconn.ChannelRules([]string{"nn:{" + tenant + "}:*"}, []string{"nn:{" + tenant + "}:inval"},
 		// Reads and TTL refresh.
 		"+hmget", "+hget", "+pttl", "+get", "+exists",
 		// Writes: the staging hash, blobs, and the scripts' own commands.
@@ -23,5 +19,5 @@ func ACLRules(tenant string) []string {
 		"+evalsha", "+eval", "+script|load",
 		// Near-cache invalidations.
 		"+subscribe", "+unsubscribe",
-	}
+	)
 }
