@@ -97,7 +97,7 @@ func deployAttackNetworkPolicy(t *testing.T, e *Env, r *deployRelease) {
 	}
 
 	// The gateway's peer reaches the agent: the refusals above are the policies'.
-	peer := fmt.Sprintf("np-gateway-peer-%d", time.Now().UnixNano()%100000)
+	const peer = "np-gateway-peer"
 	t.Cleanup(func() { _ = e.Kube.CoreV1().Pods(r.namespace).Delete(ctx, peer, metav1.DeleteOptions{}) })
 	got := dialOutcomes(runNetcheckLabelled(t, e, r.namespace, peer, img, gwLabels, "probe", "-dial", agent))
 	if msg, ok := got[agent]; !ok || msg != "" {

@@ -228,12 +228,18 @@ func containsString(list []string, s string) bool {
 	return false
 }
 
-// clusterOwned matches what the running cluster may add to the host's
-// network: kube-proxy's tables and chains, the NetworkPolicy enforcer's
-// (inet kube-network-policies* with the nftables dataplane, ip
-// kube-network-policies-xt with xt-queue), the bridge's and the Service
-// routes. Anything else would stay behind after cluster-down.
-var clusterOwned = regexp.MustCompile(`^(nftables (table|chain) "(ip6? kube-proxy|inet kube-network-policies(-dnscache)?|ip kube-network-policies-xt)( [^"]+)?"|route "[0-9./]+ dev nn0 [^"]*") \(not there before cluster-up\)$`)
+// clusterAdded matches an addition to the host's network: an nftables table
+// or chain (its family, table name and chain) or a route on the bridge.
+var clusterAdded = regexp.MustCompile(`^(nftables (?:table|chain) "(\S+) (\S+)(?: [^"]+)?"|route "[0-9./]+ dev nn0 [^"]*") \(not there before cluster-up\)$`)
+
+// clusterOwned reports whether a host change is one the running cluster may
+// make: a table or chain of a table cluster.IsClusterTable names
+// (kube-proxy's, the NetworkPolicy enforcer's), or a bridge or Service route.
+// Anything else would stay behind after cluster-down.
+func clusterOwned(change string) bool {
+	m := clusterAdded.FindStringSubmatch(change)
+	return m != nil && (m[2] == "" || cluster.IsClusterTable(m[2], m[3]))
+}
 
 // TestHostChangesAreTheClustersOwn: the host state recorded before
 // cluster-up is there, the running cluster has added kube-proxy's nftables
@@ -249,7 +255,7 @@ func TestHostChangesAreTheClustersOwn(t *testing.T) {
 	}
 	var sawTable, sawRoute bool
 	for _, c := range changes {
-		if !clusterOwned.MatchString(c) {
+		if !clusterOwned(c) {
 			t.Errorf("the running cluster changed the host outside what cluster-down restores: %s", c)
 		}
 		sawTable = sawTable || strings.HasPrefix(c, `nftables table "ip kube-proxy"`)

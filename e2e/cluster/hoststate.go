@@ -181,7 +181,7 @@ func removeClusterNet(recorded *hostState, logf func(string, ...any)) []error {
 	}
 	for _, t := range now.Tables {
 		f := strings.Fields(t)
-		if len(f) != 2 || !isClusterTable(f[0], f[1]) || was[t] {
+		if len(f) != 2 || !IsClusterTable(f[0], f[1]) || was[t] {
 			continue
 		}
 		if out, err := exec.Command("nft", "delete", "table", f[0], f[1]).CombinedOutput(); err != nil {

@@ -27,10 +27,14 @@ func (t nftTable) String() string { return t.family + " " + t.name }
 // ones (family inet) and the xt-queue dataplane's (family ip,
 // hack/tools/netpol/xtqueue.go). It deletes them when it stops, and
 // cluster-down deletes what a killed one left.
-var netpolTables = []nftTable{
-	{"inet", "kube-network-policies"}, {"inet", "kube-network-policies-dnscache"},
-	{"ip", "kube-network-policies-xt"},
-}
+var netpolTables = []nftTable{nftQueueTable, {"inet", "kube-network-policies-dnscache"}, xtQueueTable}
+
+// nftQueueTable and xtQueueTable are the tables the enforcer creates first
+// with each dataplane: nftables (upstream's rules) and xt-queue.
+var (
+	nftQueueTable = nftTable{"inet", "kube-network-policies"}
+	xtQueueTable  = nftTable{"ip", "kube-network-policies-xt"}
+)
 
 // netpolQueueID is the nfqueue the enforcer reads. The enforcer runs
 // fail-closed (no --fail-open): a packet queued while nothing reads the
@@ -68,9 +72,9 @@ func startNetworkPolicies(p Paths, logf func(string, ...any)) error {
 	if _, ok := runningPid(p, netpolEnforcer); ok {
 		return nil
 	}
-	dataplane, table := "nftables", netpolTables[0]
+	dataplane, table := "nftables", nftQueueTable
 	if ok, msg := nftQueueSupported(); !ok {
-		dataplane, table = "xt-queue", netpolTables[2]
+		dataplane, table = "xt-queue", xtQueueTable
 		logf("the kernel refuses nftables queue rules (%s): %s queues through the xtables NFQUEUE target (nft_compat)", msg, netpolEnforcer)
 	}
 	if _, err := startProcess(p, netpolEnforcer, nil, p.Binary(netpolEnforcer),
@@ -100,9 +104,10 @@ func startNetworkPolicies(p Paths, logf func(string, ...any)) error {
 	}
 }
 
-// isClusterTable reports whether an nftables table ("family name") is one
-// the cluster's processes create: kube-proxy's or the enforcer's.
-func isClusterTable(family, name string) bool {
+// IsClusterTable reports whether an nftables table (family, name) is one
+// the cluster's processes create, kube-proxy's or the enforcer's, and so one
+// cluster-down removes.
+func IsClusterTable(family, name string) bool {
 	if name == kubeProxyTable {
 		return family == "ip" || family == "ip6"
 	}
@@ -119,7 +124,7 @@ func clusterTablesIn(listing string) []string {
 	var out []string
 	for _, line := range strings.Split(listing, "\n") {
 		f := strings.Fields(line)
-		if len(f) == 3 && f[0] == "table" && isClusterTable(f[1], f[2]) {
+		if len(f) == 3 && f[0] == "table" && IsClusterTable(f[1], f[2]) {
 			out = append(out, f[1]+" "+f[2])
 		}
 	}

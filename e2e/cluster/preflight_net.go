@@ -50,7 +50,7 @@ func netPreflight(h hostProbe, ownPorts map[int]bool) []string {
 				problems = append(problems, fmt.Sprintf("nftables table %s %s exists but this cluster's kube-proxy is not running: another kube-proxy owns it (stop that cluster), or a crashed run left it (run `make cluster-down`)", fam, kubeProxyTable))
 			}
 		}
-		for _, t := range []nftTable{netpolTables[0], netpolTables[2]} {
+		for _, t := range []nftTable{nftQueueTable, xtQueueTable} {
 			if !ownPorts[NetpolMetricsPort] && strings.Contains(tables, "table "+t.String()+"\n") {
 				problems = append(problems, fmt.Sprintf("nftables table %s exists but this cluster's NetworkPolicy enforcer is not running: another enforcer owns it (stop that cluster), or a crashed run left it (run `make cluster-down`)", t))
 			}
