@@ -135,8 +135,8 @@ func run(ctx context.Context, o *options) error {
 	if err := o.redisUsers.validate(o); err != nil {
 		return err
 	}
-	if o.modelSourceResync <= 0 {
-		return fmt.Errorf("--model-source-resync: %v is not positive", o.modelSourceResync)
+	if err := validateModelSources(o); err != nil {
+		return err
 	}
 	if o.sidecarGoMaxProcs < 0 {
 		return fmt.Errorf("--sidecar-gomaxprocs: %d is negative (0 keeps Go's default)", o.sidecarGoMaxProcs)
@@ -210,10 +210,8 @@ func run(ctx context.Context, o *options) error {
 			return fmt.Errorf("agent NetworkPolicy controller: %w", err)
 		}
 	}
-	if o.modelSourceNamespace != "" {
-		if err := (&modelcreds.Reconciler{Namespace: o.modelSourceNamespace, Resync: o.modelSourceResync}).SetupWithManager(mgr); err != nil {
-			return fmt.Errorf("model source credentials controller: %w", err)
-		}
+	if err := setupModelSources(mgr, o); err != nil {
+		return err
 	}
 	if o.autoscaler.enabled {
 		if o.autoscaler.certDir == "" {
