@@ -27,7 +27,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
@@ -395,6 +397,7 @@ func startMinioE2E(t *testing.T, bin, host string) string {
 // Model ns/name, writing its copy into copyNS, and fails unless the copy was made.
 func copyModelSource(t *testing.T, e *Env, ns, name, copyNS string) {
 	t.Helper()
+	crlog.SetLogger(klog.NewKlogr()) // the reconciler logs through klog, controller-runtime's client through this
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
