@@ -28,7 +28,7 @@ func setupModelSources(mgr ctrl.Manager, o *options) error {
 	if o.modelSourceNamespace == "" {
 		return nil
 	}
-	r := &modelcreds.Reconciler{Namespace: o.modelSourceNamespace, Resync: o.modelSourceResync}
+	r := &modelcreds.Reconciler{Namespace: o.modelSourceNamespace, WatchNamespace: o.namespace, Resync: o.modelSourceResync}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("model source credentials controller: %w", err)
 	}

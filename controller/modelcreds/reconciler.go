@@ -52,6 +52,9 @@ type Reconciler struct {
 	Secrets client.Reader
 	// Namespace holds the copies.
 	Namespace string
+	// WatchNamespace, when set, is the one namespace whose Models the manager caches (the
+	// controller's --namespace); copies naming a Model elsewhere are ignored.
+	WatchNamespace string
 	// Resync is how often a source Secret is read again; 0 means DefaultResync.
 	Resync time.Duration
 }

@@ -273,3 +273,36 @@ func TestConditionNotRewritten(t *testing.T) {
 		t.Errorf("transition time moved: %v -> %v", first.LastTransitionTime, got.LastTransitionTime)
 	}
 }
+
+// TestModelOf: a copy enqueues the Model its annotations name, and nothing when it is outside the
+// copy namespace, lacks an annotation, or names a Model outside the watched namespace.
+func TestModelOf(t *testing.T) {
+	m := model("tenant-a", "llama", "https://h/m", "creds")
+	cp := Desired(m, secret("tenant-a", "creds", "token", "t"), release)
+	elsewhere := cp.DeepCopy()
+	elsewhere.Namespace = "tenant-a"
+	bare := cp.DeepCopy()
+	delete(bare.Annotations, nnv1.ModelSourceNameAnnotation)
+	for _, tc := range []struct {
+		name  string
+		r     Reconciler
+		obj   client.Object
+		model string
+	}{
+		{"a copy", Reconciler{Namespace: release}, cp, "tenant-a/llama"},
+		{"a copy, watched namespace", Reconciler{Namespace: release, WatchNamespace: "tenant-a"}, cp, "tenant-a/llama"},
+		{"a copy of another namespace's Model", Reconciler{Namespace: release, WatchNamespace: "tenant-b"}, cp, ""},
+		{"outside the copy namespace", Reconciler{Namespace: release}, elsewhere, ""},
+		{"without the name annotation", Reconciler{Namespace: release}, bare, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.r.modelOf(tc.obj)
+			switch {
+			case tc.model == "" && len(got) != 0:
+				t.Errorf("modelOf = %v, want none", got)
+			case tc.model != "" && (len(got) != 1 || got[0].String() != tc.model):
+				t.Errorf("modelOf = %v, want %s", got, tc.model)
+			}
+		})
+	}
+}

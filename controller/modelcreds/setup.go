@@ -37,17 +37,21 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Secrets == nil {
 		r.Secrets = mgr.GetAPIReader()
 	}
-	toModel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		a := o.GetAnnotations()
-		if o.GetNamespace() != r.Namespace || a[nnv1.ModelSourceNamespaceAnnotation] == "" || a[nnv1.ModelSourceNameAnnotation] == "" {
-			return nil
-		}
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{
-			Namespace: a[nnv1.ModelSourceNamespaceAnnotation], Name: a[nnv1.ModelSourceNameAnnotation]}}}
-	})
+	toModel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request { return r.modelOf(o) })
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("modelcreds").
 		For(&nnv1.Model{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, toModel).
 		Complete(r)
+}
+
+// modelOf maps a copy to the Model its annotations name: none for a Secret outside Namespace, one
+// without both annotations, or one naming a namespace other than WatchNamespace (when set).
+func (r *Reconciler) modelOf(o client.Object) []reconcile.Request {
+	a := o.GetAnnotations()
+	ns, name := a[nnv1.ModelSourceNamespaceAnnotation], a[nnv1.ModelSourceNameAnnotation]
+	if o.GetNamespace() != r.Namespace || ns == "" || name == "" || (r.WatchNamespace != "" && ns != r.WatchNamespace) {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 }
