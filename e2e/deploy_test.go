@@ -137,6 +137,8 @@ type deployRelease struct {
 	name, namespace string
 	exampleNS       string // the namespace the controller watches
 	redisAddr       string
+	// afterUninstall runs after the release is uninstalled (what its pods would undo otherwise).
+	afterUninstall []func()
 }
 
 // nodeSlices selects the ResourceSlices of gpu.neuronetes.io on the real node (kwok nodes of the
@@ -207,6 +209,9 @@ func installRelease(t *testing.T, e *Env) *deployRelease {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Logf("uninstall: %v\n%s", err, out)
 		}
+		for _, f := range r.afterUninstall {
+			f()
+		}
 	})
 	cmd := exec.Command("bash", "hack/deploy-local.sh")
 	cmd.Dir = e.Root
@@ -255,6 +260,7 @@ func TestDeployLocal(t *testing.T) {
 	t.Run("DriverGPUAndMIGPods", func(t *testing.T) { deployDriverScenarios(t, e) })
 	t.Run("RBACAllowlist", func(t *testing.T) { deployRBACAllowlist(t, e, r) })
 	t.Run("AdmissionPolicies", func(t *testing.T) { deployAdmissionPolicies(t, e, r) })
+	t.Run("AttackModelSourceSecrets", func(t *testing.T) { deployAttackModelSourceSecrets(t, e, r) })
 	examplesOK := t.Run("Examples", func(t *testing.T) { deployExamples(t, e, r) })
 	t.Run("AttackNetworkPolicy", func(t *testing.T) {
 		if !examplesOK {

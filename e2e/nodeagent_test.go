@@ -23,10 +23,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/controller/modelcreds"
 	"github.com/neuronetes/neuronetes/internal/testreq"
 	"github.com/neuronetes/neuronetes/nodeagent/agent"
 	"github.com/neuronetes/neuronetes/nodeagent/nodeapi"
@@ -98,7 +105,6 @@ rules:
   - {apiGroups: ["neuronetes.io"], resources: ["models/status"], verbs: ["get", "patch"]}
   - {apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"]}
   - {apiGroups: [""], resources: ["nodes"], verbs: ["get", "patch"]}
-  - {apiGroups: [""], resources: ["secrets"], verbs: ["get"]}
   - {apiGroups: [""], resources: ["events"], verbs: ["create", "patch"]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
@@ -106,6 +112,22 @@ kind: ClusterRoleBinding
 metadata:
   name: e2e-%[1]s
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: e2e-%[1]s}
+subjects:
+  - {kind: ServiceAccount, name: nodeagent, namespace: %[1]s}
+---
+# Model source credentials: the controller's copies in this namespace only.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: model-sources
+rules:
+  - {apiGroups: [""], resources: ["secrets"], verbs: ["get"]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: model-sources
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: model-sources}
 subjects:
   - {kind: ServiceAccount, name: nodeagent, namespace: %[1]s}
 ---
@@ -122,7 +144,7 @@ spec:
     - name: nodeagent
       image: %[3]s
       imagePullPolicy: Never
-      args: ["--cache-dir=%[4]s", "--socket=%[5]s", "--watch-namespace=%[1]s", "--resync=5s",
+      args: ["--cache-dir=%[4]s", "--socket=%[5]s", "--watch-namespace=%[1]s", "--model-source-namespace=%[1]s", "--resync=5s",
              "--egress-allow-cidrs=127.0.0.0/8",
              "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2"]
       env:
@@ -288,14 +310,16 @@ spec:
 }
 
 // TestNodeAgentS3Model: the same flow from a real S3-compatible server (MinIO built from the module
-// proxy by hack/test-deps.d/10-minio.sh), with credentials and endpoint from the Model's Secret.
+// proxy by hack/test-deps.d/10-minio.sh), with credentials and endpoint from the Model's Secret as
+// the controller copies them (controller/modelcreds, run here in the test process) into the
+// agent's --model-source-namespace.
 func TestNodeAgentS3Model(t *testing.T) {
 	e := requireEnv(t)
 	bin := filepath.Join(e.Root, ".local", "bin", "minio")
 	if _, err := os.Stat(bin); err != nil {
 		testreq.Tool(t, "minio", "not built (%v): run hack/test-deps.d/10-minio.sh", err)
 	}
-	endpoint := startMinioE2E(t, bin)
+	endpoint := startMinioE2E(t, bin, "127.0.0.1")
 	const size = 6<<20 + 123
 	data, digest := randomWeights(t, size)
 	ctx := context.Background()
@@ -332,21 +356,24 @@ spec:
   digest: "%s"
   format: gguf
 `, endpoint, digest))
+	// The controller's part (controller/modelcreds): copy the credentials for the node agent.
+	copyModelSource(t, e, na.ns, "mistral-s3", na.ns)
 	na.waitWarm(t, "mistral-s3", digest, size)
 }
 
-// startMinioE2E runs MinIO on 127.0.0.1 (reachable by the host-network agent pod) with a temp dir.
-func startMinioE2E(t *testing.T, bin string) string {
+// startMinioE2E runs MinIO on host (127.0.0.1 is reachable by the host-network agent pod, the
+// bridge address 10.88.0.1 by every pod) with a temp dir.
+func startMinioE2E(t *testing.T, bin, host string) string {
 	t.Helper()
 	port := func() int {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", host+":0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer l.Close()
 		return l.Addr().(*net.TCPAddr).Port
 	}
-	addr, console := fmt.Sprintf("127.0.0.1:%d", port()), fmt.Sprintf("127.0.0.1:%d", port())
+	addr, console := fmt.Sprintf("%s:%d", host, port()), fmt.Sprintf("%s:%d", host, port())
 	cmd := exec.Command(bin, "server", "--quiet", "--address", addr, "--console-address", console, t.TempDir())
 	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER=nn-e2e", "MINIO_ROOT_PASSWORD=nn-e2e-secret-key", "MINIO_BROWSER=off")
 	var out bytes.Buffer
@@ -364,4 +391,25 @@ func startMinioE2E(t *testing.T, bin string) string {
 		return resp.StatusCode == http.StatusOK, fmt.Errorf("status %s", resp.Status)
 	})
 	return addr
+}
+
+// copyModelSource runs the controller's Model source reconciler once against the cluster for the
+// Model ns/name, writing its copy into copyNS, and fails unless the copy was made.
+func copyModelSource(t *testing.T, e *Env, ns, name, copyNS string) {
+	t.Helper()
+	crlog.SetLogger(klog.NewKlogr()) // the reconciler logs through klog, controller-runtime's client through this
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	c, err := client.New(e.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &modelcreds.Reconciler{Client: c, Secrets: c, Namespace: copyNS}
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}); err != nil {
+		t.Fatalf("copying the source credentials of Model %s/%s: %v", ns, name, err)
+	}
+	if _, err := e.Kube.CoreV1().Secrets(copyNS).Get(context.Background(), v1alpha1.ModelSourceSecretName(ns, name), metav1.GetOptions{}); err != nil {
+		t.Fatalf("no copy of Model %s/%s's credentials: %v", ns, name, err)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -33,6 +34,7 @@ import (
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/controller/agentnetpol"
 	"github.com/neuronetes/neuronetes/controller/agentpool"
+	"github.com/neuronetes/neuronetes/controller/modelcreds"
 	nnwebhook "github.com/neuronetes/neuronetes/controller/webhook"
 	"github.com/neuronetes/neuronetes/internal/serving"
 	"github.com/neuronetes/neuronetes/internal/serving/ctrlserving"
@@ -64,6 +66,8 @@ type options struct {
 	rollout                   rolloutOptions
 	agentNetPolFile           string
 	agentNetPolName           string
+	modelSourceNamespace      string
+	modelSourceResync         time.Duration
 	redisUsers                redisUserOptions
 	// certs is the shared-Secret keeper once setupWebhook made it.
 	certs *nnwebhook.CertSecret
@@ -98,6 +102,8 @@ func parseFlags() *options {
 	flag.IntVar(&o.sidecarGoMaxProcs, "sidecar-gomaxprocs", nnwebhook.DefaultGoMaxProcs, "GOMAXPROCS of injected sidecars (0: Go's default, the CPU limit or else the node's CPUs)")
 	flag.StringVar(&o.agentNetPolFile, "agent-network-policy-file", "", "NetworkPolicySpec (YAML) kept in every namespace with AgentPools under --agent-network-policy-name (empty: none)")
 	flag.StringVar(&o.agentNetPolName, "agent-network-policy-name", "neuronetes-agents", "name of the agent NetworkPolicy in each namespace")
+	flag.StringVar(&o.modelSourceNamespace, "model-source-namespace", "", "namespace where the credentials of each Model's spec.source.secretRef (read in the Model's namespace) are copied for the node agents (controller/modelcreds; empty: none)")
+	flag.DurationVar(&o.modelSourceResync, "model-source-resync", modelcreds.DefaultResync, "how often a Model's source Secret is read again (tenant Secrets are not watched)")
 	o.autoscaler.addFlags(flag.CommandLine)
 	o.rollout.addFlags(flag.CommandLine)
 	o.redisUsers.addFlags(flag.CommandLine)
@@ -129,6 +135,9 @@ func run(ctx context.Context, o *options) error {
 	if err := o.redisUsers.validate(o); err != nil {
 		return err
 	}
+	if err := validateModelSources(o); err != nil {
+		return err
+	}
 	if o.sidecarGoMaxProcs < 0 {
 		return fmt.Errorf("--sidecar-gomaxprocs: %d is negative (0 keeps Go's default)", o.sidecarGoMaxProcs)
 	}
@@ -155,6 +164,10 @@ func run(ctx context.Context, o *options) error {
 		&corev1.Pod{}:                 {Label: labels.NewSelector().Add(*poolPods)},
 		&networkingv1.NetworkPolicy{}: {Label: managedPolicies},
 	}}
+	if o.modelSourceNamespace != "" {
+		// Only the Model source copies are cached; tenant Secrets are read one at a time.
+		cacheOpts.ByObject[&corev1.Secret{}] = modelcreds.CacheByObject(o.modelSourceNamespace)
+	}
 	if o.namespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
 	}
@@ -196,6 +209,9 @@ func run(ctx context.Context, o *options) error {
 		if err := (&agentnetpol.Reconciler{Name: o.agentNetPolName, Spec: spec}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("agent NetworkPolicy controller: %w", err)
 		}
+	}
+	if err := setupModelSources(mgr, o); err != nil {
+		return err
 	}
 	if o.autoscaler.enabled {
 		if o.autoscaler.certDir == "" {

@@ -141,7 +141,8 @@ func TestChartSidecarRedisUsers(t *testing.T) {
 			c := container(dep, "controller")
 			a, env := args(c), toJSON(get(c, "env"))
 			role := toJSON(get(find(objs, "ClusterRole", "nn-neuronetes-controller"), "rules"))
-			secretRules := strings.Count(role, `"secrets"`)
+			// The Model sources' get (TestChartModelSourceCopies) is no sidecar user right.
+			secretRules := strings.Count(strings.Replace(role, `{"apiGroups":[""],"resources":["secrets"],"verbs":["get"]}`, "", 1), `"secrets"`)
 			managed := slices.Contains(a, "--sidecar-redis-users")
 			if managed != (tc.user != "") {
 				t.Fatalf("--sidecar-redis-users in %v: %v, want %v", a, managed, tc.user != "")
@@ -178,9 +179,10 @@ func TestChartSidecarRedisUsers(t *testing.T) {
 }
 
 // TestControllerWritesPolicySecrets evaluates the controller-writes policy on Secret writes: it
-// admits only Opaque Secrets named neuronetes-sidecar-redis labelled as the controller's (and the
-// webhook's Secret in the release namespace), never takes over or deletes another Secret of that
-// name, and still refuses unlabelled pods.
+// admits only Opaque Secrets named neuronetes-sidecar-redis labelled as the controller's, Model
+// source copies (model-src-*, labelled, Opaque) in the release namespace only, and the webhook's
+// Secret in the release namespace; it never takes over or deletes another Secret of those names,
+// and still refuses unlabelled pods.
 func TestControllerWritesPolicySecrets(t *testing.T) {
 	objs, err := render(t, nil, nil)
 	if err != nil {
@@ -204,6 +206,8 @@ func TestControllerWritesPolicySecrets(t *testing.T) {
 	}
 	ours := secret("neuronetes-sidecar-redis", "Opaque", managed)
 	foreign := secret("neuronetes-sidecar-redis", "Opaque", nil)
+	copyOurs := secret("model-src-team-a-llama-0123456789abcdef", "Opaque", managed)
+	copyForeign := secret("model-src-team-a-llama-0123456789abcdef", "Opaque", nil)
 	for _, tc := range []struct {
 		name           string
 		request        map[string]any
@@ -220,6 +224,15 @@ func TestControllerWritesPolicySecrets(t *testing.T) {
 		{"delete the admin's Secret", req("DELETE", "secrets", "team-a"), nil, foreign, false},
 		{"create it in kube-system", req("CREATE", "secrets", "kube-system"), ours, nil, false},
 		{"the webhook's Secret", req("UPDATE", "secrets", "neuronetes-system"), secret("nn-neuronetes-webhook-tls", "kubernetes.io/tls", nil), secret("nn-neuronetes-webhook-tls", "kubernetes.io/tls", nil), true},
+		{"create a Model source copy", req("CREATE", "secrets", "neuronetes-system"), copyOurs, nil, true},
+		{"update a Model source copy", req("UPDATE", "secrets", "neuronetes-system"), copyOurs, copyOurs, true},
+		{"delete a Model source copy", req("DELETE", "secrets", "neuronetes-system"), nil, copyOurs, true},
+		{"create a copy in a tenant namespace", req("CREATE", "secrets", "team-a"), copyOurs, nil, false},
+		{"create a copy unlabelled", req("CREATE", "secrets", "neuronetes-system"), copyForeign, nil, false},
+		{"create a token Secret named as a copy", req("CREATE", "secrets", "neuronetes-system"), secret("model-src-a-b-0123456789abcdef", "kubernetes.io/service-account-token", managed), nil, false},
+		{"take over an admin's model-src- Secret", req("UPDATE", "secrets", "neuronetes-system"), copyOurs, copyForeign, false},
+		{"delete an admin's model-src- Secret", req("DELETE", "secrets", "neuronetes-system"), nil, copyForeign, false},
+		{"create another Secret of the release namespace", req("CREATE", "secrets", "neuronetes-system"), secret("nn-neuronetes-redis-users", "Opaque", managed), nil, false},
 		{"an unlabelled pod", req("CREATE", "pods", "team-a"), map[string]any{"metadata": map[string]any{"name": "p"}}, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,8 +31,12 @@ import (
 type Reconciler struct {
 	// Client reads Models, AgentClasses and this node's Pods from the manager's cache.
 	Client client.Client
-	// APIReader reads Secrets uncached (no cluster-wide Secret watch).
+	// APIReader reads the Node and the Model source copies uncached (no Secret watch).
 	APIReader client.Reader
+	// SourceNamespace holds the controller's copies of the Models' source credentials
+	// (controller/modelcreds); the agent reads no Secret elsewhere. Empty: a Model with a
+	// spec.source.secretRef fails.
+	SourceNamespace string
 	// Agent does the work.
 	Agent *Agent
 	// NodeName is this node.
@@ -207,26 +211,50 @@ func orDefault(d, def time.Duration) time.Duration {
 	return def
 }
 
-// request builds the agent request for a Model, resolving its Secret. Secret keys: accessKeyID,
-// secretAccessKey, endpoint and region for s3; token for http(s) (sent as a Bearer token).
+// request builds the agent request for a Model, with the credentials of its secretRef from the
+// controller's copy (sourceOptions).
 func (r *Reconciler) request(ctx context.Context, m *v1alpha1.Model, noEvict bool) (Request, error) {
-	opts := cache.SourceOptions{S3Endpoint: r.S3Endpoint}
-	if ref := m.Spec.Source.SecretRef; ref != nil {
-		var sec corev1.Secret
-		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: ref.Name}, &sec); err != nil {
-			return Request{}, fmt.Errorf("spec.source.secretRef %q: %w", ref.Name, err)
-		}
-		opts.S3AccessKey = string(sec.Data["accessKeyID"])
-		opts.S3SecretKey = string(sec.Data["secretAccessKey"])
-		opts.S3Region = string(sec.Data["region"])
-		if ep := string(sec.Data["endpoint"]); ep != "" {
-			opts.S3Endpoint = ep
-		}
-		if tok := string(sec.Data["token"]); tok != "" {
-			opts.HTTPHeader = http.Header{"Authorization": {"Bearer " + tok}}
-		}
+	opts, err := r.sourceOptions(ctx, m)
+	if err != nil {
+		return Request{}, err
 	}
 	return Request{Digest: m.Spec.Digest, URI: m.Spec.Source.URI, SizeBytes: m.Spec.SizeBytes, Source: opts, NoEvict: noEvict}, nil
+}
+
+// sourceOptions resolves a Model's spec.source.secretRef. The agent never reads the tenant's Secret:
+// it reads the copy v1alpha1.ModelSourceSecretName in SourceNamespace, and only one the controller
+// made for this Model (its UID) from the Secret the Model names now. Keys: accessKeyID,
+// secretAccessKey, endpoint and region for s3; token for http(s) (sent as a Bearer token).
+func (r *Reconciler) sourceOptions(ctx context.Context, m *v1alpha1.Model) (cache.SourceOptions, error) {
+	opts := cache.SourceOptions{S3Endpoint: r.S3Endpoint}
+	ref := m.Spec.Source.SecretRef
+	if ref == nil {
+		return opts, nil
+	}
+	if r.SourceNamespace == "" {
+		return opts, fmt.Errorf("spec.source.secretRef %q: this node agent has no --model-source-namespace, so it reads no source credentials", ref.Name)
+	}
+	key := types.NamespacedName{Namespace: r.SourceNamespace, Name: v1alpha1.ModelSourceSecretName(m.Namespace, m.Name)}
+	var sec corev1.Secret
+	if err := r.APIReader.Get(ctx, key, &sec); err != nil {
+		return opts, fmt.Errorf("spec.source.secretRef %q: the controller's copy %s: %w (see the Model's %s condition)", ref.Name, key, err, v1alpha1.ModelConditionSourceCredentials)
+	}
+	a := sec.Annotations
+	if sec.Labels[v1alpha1.ManagedByLabel] != v1alpha1.ManagedByController || a[v1alpha1.ModelSourceUIDAnnotation] != string(m.UID) ||
+		a[v1alpha1.ModelSourceNamespaceAnnotation] != m.Namespace || a[v1alpha1.ModelSourceNameAnnotation] != m.Name ||
+		a[v1alpha1.ModelSourceSecretAnnotation] != ref.Name {
+		return opts, fmt.Errorf("spec.source.secretRef %q: the copy %s was not made by the controller for this Model and Secret (yet); see the Model's %s condition", ref.Name, key, v1alpha1.ModelConditionSourceCredentials)
+	}
+	opts.S3AccessKey = string(sec.Data[v1alpha1.ModelSecretAccessKeyID])
+	opts.S3SecretKey = string(sec.Data[v1alpha1.ModelSecretSecretAccessKey])
+	opts.S3Region = string(sec.Data[v1alpha1.ModelSecretRegion])
+	if ep := string(sec.Data[v1alpha1.ModelSecretEndpoint]); ep != "" {
+		opts.S3Endpoint = ep
+	}
+	if tok := string(sec.Data[v1alpha1.ModelSecretToken]); tok != "" {
+		opts.HTTPHeader = http.Header{"Authorization": {"Bearer " + tok}}
+	}
+	return opts, nil
 }
 
 // syncLabels makes the node's warm labels match warmHexes with one merge patch.

@@ -143,3 +143,13 @@ the chart's Redis; empty when gateway.redis.enabled is false (each replica keeps
 {{- define "neuronetes.checkpointSigningSecret" -}}
 {{- .Values.nodeagent.checkpoint.signingKeySecret | default (printf "%s-checkpoint-signing" (include "neuronetes.fullname" .)) -}}
 {{- end -}}
+
+{{- /* "true" when the controller copies Model source credentials for the node agents
+(controller/modelcreds, --model-source-namespace on both): both run and, when the chart writes
+RBAC, the admission policy that confines the controller's Secret writes in the release namespace
+to the copies is rendered (RBAC cannot limit create by name). Otherwise a Model with a
+spec.source.secretRef fails on the nodes. */ -}}
+{{- define "neuronetes.modelSourceCopies" -}}
+{{- $confined := or (not .Values.rbac.create) .Values.rbac.admissionPolicies -}}
+{{- if and .Values.controller.enabled .Values.nodeagent.enabled $confined -}}true{{- end -}}
+{{- end -}}

@@ -1,0 +1,94 @@
+package helm_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func sorted(l []string) []string { return slices.Sorted(slices.Values(l)) }
+
+// secretRights lists "<kind> <namespace> <verb>" for every rule of the objects bound to account
+// (by name suffix) that grants a verb on Secrets with no resourceNames.
+func secretRights(objs []object, account string) []string {
+	var out []string
+	for _, o := range objs {
+		if (o.kind() != "ClusterRole" && o.kind() != "Role") || !strings.Contains(o.name(), "-"+account) {
+			continue
+		}
+		for _, verb := range []string{"get", "list", "watch", "create", "update", "patch", "delete"} {
+			if rulesGrant(o, "secrets", verb) {
+				out = append(out, fmt.Sprintf("%s %v %s", o.kind(), get(o, "metadata", "namespace"), verb))
+			}
+		}
+	}
+	return out
+}
+
+// TestChartModelSourceCopies: the node agent reads Model source credentials only from the
+// controller's copies: its ClusterRole grants no Secret right, a Role gives it get (no list or
+// watch) on Secrets of the release namespace alone, and both it and the controller run with
+// --model-source-namespace=<release namespace>. The controller gets the source Secrets of the
+// Models' namespaces (cluster-wide, or a Role in controller.watchNamespace) and writes copies in
+// the release namespace only. Without the admission policies or without the controller nothing
+// is copied and the node agent has no Secret right at all.
+func TestChartModelSourceCopies(t *testing.T) {
+	const flag = "--model-source-namespace=neuronetes-system"
+	for _, tc := range []struct {
+		name          string
+		set           []string
+		copies        bool
+		controller    []string // Secret rights of the controller without resourceNames
+		agentHasFlags bool
+	}{
+		{"default", nil, true, []string{"ClusterRole <nil> get", "ClusterRole <nil> create",
+			"Role neuronetes-system get", "Role neuronetes-system list", "Role neuronetes-system watch",
+			"Role neuronetes-system create", "Role neuronetes-system update", "Role neuronetes-system delete",
+			"Role neuronetes-system create"}, true},
+		{"one watched namespace", []string{`controller={"watchNamespace":"team-a"}`}, true, []string{"ClusterRole <nil> create",
+			"Role team-a get",
+			"Role neuronetes-system get", "Role neuronetes-system list", "Role neuronetes-system watch",
+			"Role neuronetes-system create", "Role neuronetes-system update", "Role neuronetes-system delete",
+			"Role neuronetes-system create"}, true},
+		{"no admission policies", []string{`rbac={"admissionPolicies":false}`}, false, []string{"Role neuronetes-system create"}, false},
+		{"no controller", []string{`controller={"enabled":false}`, `webhook={"enabled":false}`}, false, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := render(t, nil, tc.set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cr := find(objs, "ClusterRole", "nn-neuronetes-nodeagent"); cr == nil || strings.Contains(toJSON(cr["rules"]), `"secrets"`) {
+				t.Errorf("node agent ClusterRole grants Secrets (or is missing): %s", toJSON(cr))
+			}
+			agent := secretRights(objs, "nodeagent")
+			wantAgent := ""
+			if tc.copies {
+				wantAgent = "Role neuronetes-system get"
+			}
+			if strings.Join(agent, ",") != wantAgent {
+				t.Errorf("node agent Secret rights %q, want %q", agent, wantAgent)
+			}
+			na := args(container(find(objs, "DaemonSet", "nn-neuronetes-nodeagent"), "nodeagent"))
+			if contains(na, flag) != tc.agentHasFlags {
+				t.Errorf("node agent args %v: %s present %v, want %v", na, flag, !tc.agentHasFlags, tc.agentHasFlags)
+			}
+			if dep := find(objs, "Deployment", "nn-neuronetes-controller"); dep != nil {
+				if a := args(container(dep, "controller")); contains(a, flag) != tc.copies {
+					t.Errorf("controller args %v: %s present %v, want %v", a, flag, !tc.copies, tc.copies)
+				}
+			}
+			got := secretRights(objs, "controller")
+			if !slices.Equal(sorted(got), sorted(tc.controller)) {
+				t.Errorf("controller Secret rights\n%q\nwant\n%q", sorted(got), sorted(tc.controller))
+			}
+			if tc.copies {
+				pol := find(objs, "ValidatingAdmissionPolicy", "nn-neuronetes-controller-writes")
+				if !strings.Contains(toJSON(get(pol, "spec", "matchConstraints")), `"secrets"`) || !strings.Contains(toJSON(get(pol, "spec", "validations")), "model-src-") {
+					t.Errorf("controller-writes policy does not confine the copies: %s", pol)
+				}
+			}
+		})
+	}
+}
