@@ -11,6 +11,7 @@
 package pii
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 )
@@ -80,6 +81,23 @@ type Options struct {
 	Entities []Entity
 	// MinScore drops findings scored below it (0 keeps all).
 	MinScore float64
+	// PhoneRegions are the regions (ISO 3166-1 alpha-2) whose national phone formats are
+	// recognized; empty means DefaultPhoneRegions. Validate reports codes libphonenumber does
+	// not know; New skips them.
+	PhoneRegions []string
+}
+
+// Validate reports the first option that is not usable, naming the field.
+func (o Options) Validate() error {
+	for i, r := range o.PhoneRegions {
+		if _, ok := newPhoneRegion(r); !ok {
+			return fmt.Errorf("phoneRegions[%d]: %q is not a region libphonenumber knows", i, r)
+		}
+	}
+	if o.MinScore < 0 || o.MinScore > 1 {
+		return fmt.Errorf("minScore: %v is not in [0, 1]", o.MinScore)
+	}
+	return nil
 }
 
 // New returns a Detector for the options.
@@ -88,7 +106,17 @@ func New(o Options) *Detector {
 	for _, e := range o.Entities {
 		want[e] = true
 	}
-	all := []recognizer{privateKeyRec{}, secretRec{}, emailRec{}, ibanRec{}, numericRec{}, ipv6Rec{}}
+	num := numericRec{minScore: o.MinScore}
+	regions := o.PhoneRegions
+	if len(regions) == 0 {
+		regions = DefaultPhoneRegions
+	}
+	for _, code := range regions {
+		if r, ok := newPhoneRegion(code); ok {
+			num.regions = append(num.regions, r)
+		}
+	}
+	all := []recognizer{privateKeyRec{}, secretRec{}, emailRec{}, ibanRec{}, num, ipv6Rec{}}
 	d := &Detector{minScore: o.MinScore}
 	for _, r := range all {
 		if len(want) == 0 || want[r.entity()] || r.entity() == numericEntity && wantsNumeric(want) {
