@@ -6,7 +6,7 @@ package pii
 // groups, or digits joined by '-', '.' or '/') is not a card.
 func card(text string, w window) (Finding, bool) {
 	n := len(w.digits)
-	if n < 12 || w.plus || w.paren || !w.sameSeps(" ", "-") {
+	if n < 12 || w.plus || !w.sameSeps(" ", "-") {
 		return Finding{}, false
 	}
 	if len(w.lens) > 1 && !cardGrouping(w.lens) {
@@ -22,7 +22,11 @@ func card(text string, w window) (Finding, bool) {
 	if kind == "" || !Luhn(w.digits) || allSame(w.digits) {
 		return Finding{}, false
 	}
-	return Finding{Entity: CreditCard, Start: w.start, End: w.end, Score: 1, Kind: kind}, true
+	start := w.start
+	if w.paren {
+		start++ // "(4111 1111 1111 1111)": the parenthesis is the sentence's
+	}
+	return Finding{Entity: CreditCard, Start: start, End: w.end, Score: 1, Kind: kind}, true
 }
 
 // joins reports whether separator byte c glues digit groups into one identifier.

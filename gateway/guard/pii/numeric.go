@@ -14,6 +14,9 @@ type numericRec struct {
 	regions []phoneRegion
 	// minScore is the detector's: phone candidates that cannot reach it are not validated.
 	minScore float64
+	// noPhones is set when the detector does not report phone numbers: windows are not
+	// classified as phones (nor validated) at all.
+	noPhones bool
 }
 
 func (numericRec) entity() Entity { return numericEntity }
@@ -28,7 +31,7 @@ func isNumSep(c byte) bool {
 }
 
 func (r numericRec) find(text string, out []Finding) []Finding {
-	ps := &phoneScan{regions: r.regions, minScore: r.minScore, budget: phoneValidations + len(text)/validationBytes}
+	ps := &phoneScan{regions: r.regions, minScore: r.minScore, budget: phoneValidations + len(text)/validationBytes, off: r.noPhones}
 	for i := 0; i < len(text); {
 		c := text[i]
 		lead := (c == '+' || c == '(') && i+1 < len(text) && isDigit(text[i+1])

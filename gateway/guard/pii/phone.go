@@ -44,6 +44,7 @@ type phoneScan struct {
 	regions  []phoneRegion
 	minScore float64
 	budget   int
+	off      bool // phone numbers are not reported
 }
 
 // phone classifies a window as a phone number. A candidate of a plausible shape (7-15 digits in
@@ -54,7 +55,7 @@ type phoneScan struct {
 // the prefix is there. Candidates libphonenumber rejects fall back to the shape rules. A single
 // bare run of digits scores low and counts only with a context word nearby.
 func (s *phoneScan) phone(text string, w window) (Finding, bool) {
-	if !phoneShape(text, w) {
+	if s.off || !phoneShape(text, w) {
 		return Finding{}, false
 	}
 	intl := w.plus || intl00(w)

@@ -106,7 +106,7 @@ func New(o Options) *Detector {
 	for _, e := range o.Entities {
 		want[e] = true
 	}
-	num := numericRec{minScore: o.MinScore}
+	num := numericRec{minScore: o.MinScore, noPhones: len(want) > 0 && !want[Phone]}
 	regions := o.PhoneRegions
 	if len(regions) == 0 {
 		regions = DefaultPhoneRegions
