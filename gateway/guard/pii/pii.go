@@ -1,10 +1,11 @@
 // Package pii is NeuroNetes' built-in PII and secret detector: pure Go, no network, no model.
 //
 // Each recognizer finds candidates with a cheap scan (a trigger byte or a literal prefix) and then
-// validates them: e-mail syntax, phone numbers (E.164 with an assigned country code, NANP and
-// leading-zero national formats), credit card numbers (issuer prefix and Luhn), IBANs (country
-// length and ISO 7064 mod-97), US SSNs (SSA allocation rules), IPv4/IPv6 addresses, API keys and
-// tokens of common providers and PEM private-key blocks. Entity names follow Microsoft Presidio
+// validates them: e-mail syntax, phone numbers (validated by libphonenumber, international for
+// every region and national for the configured ones, with the earlier shape rules as fallback),
+// credit card numbers (IIN range and length of a network, and Luhn), IBANs (country length and
+// ISO 7064 mod-97), US SSNs (SSA allocation rules), IPv4/IPv6 addresses, API keys and tokens of
+// common providers and PEM private-key blocks. Entity names follow Microsoft Presidio
 // so the same evaluation tools and policies work against either.
 //
 // Offsets are byte offsets into the scanned string; Findings are sorted by Start and never overlap.
