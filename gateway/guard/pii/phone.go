@@ -47,13 +47,13 @@ type phoneScan struct {
 	off      bool // phone numbers are not reported
 }
 
-// phone classifies a window as a phone number. A candidate of a plausible shape (7-15 digits in
-// at most seven groups, not a date, not inside a longer dotted or dashed run) is parsed by
-// libphonenumber: as an international number when written with "+" or "00", otherwise as a
-// national number of each configured region in turn; it counts when the number is valid
-// (IsValidNumber: an assigned range of its region) and, where the region writes its trunk prefix,
-// the prefix is there. Candidates libphonenumber rejects fall back to the shape rules. A single
-// bare run of digits scores low and counts only with a context word nearby.
+// phone classifies a window as a phone number. A candidate of a plausible shape (phoneShape) is
+// checked with libphonenumber: as an international number when written with "+" or "00",
+// otherwise as a national number of each configured region in turn; it counts when libphonenumber
+// finds it valid (an assigned range of its region) and, nationally, the trunk prefix is there
+// where the region writes one and the groups are the region's. Candidates libphonenumber rejects,
+// or that come past the scan's budget, fall back to the shape rules. A single bare run of digits
+// scores low and counts only with a context word nearby.
 func (s *phoneScan) phone(text string, w window) (Finding, bool) {
 	if s.off || !phoneShape(text, w) {
 		return Finding{}, false
@@ -61,7 +61,7 @@ func (s *phoneScan) phone(text string, w window) (Finding, bool) {
 	intl := w.plus || intl00(w)
 	score, kind, ok := 0.0, "", false
 	if s.reachable(text, w, phoneBase(w, intl)) && s.budget > 0 {
-		score, kind, ok = s.validate(text, w, intl)
+		score, kind, ok = s.validate(w, intl)
 	}
 	if sc, k, sok := shapePhone(w); sok && (!ok || sc > score) {
 		score, kind, ok = sc, k, true
@@ -95,7 +95,7 @@ func (s *phoneScan) reachable(text string, w window, base float64) bool {
 // number is built from the window's digits (no parse of the text): an international one splits
 // off its country calling code, a national one its trunk prefix; libphonenumber then decides
 // whether the region assigns it.
-func (s *phoneScan) validate(text string, w window, intl bool) (float64, string, bool) {
+func (s *phoneScan) validate(w window, intl bool) (float64, string, bool) {
 	if intl {
 		num := internationalNumber(strings.TrimPrefix(w.digits, "00"))
 		if num == nil {
