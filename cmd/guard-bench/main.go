@@ -2,7 +2,9 @@
 //
 //  1. PII precision and recall per entity type on the labelled set of package evalset (Presidio-
 //     research templates plus NeuroNetes decoys, values drawn from a seed printed in the output).
-//     Target: >= 0.95 for the checksum-validated types (CREDIT_CARD, IBAN_CODE).
+//     Target: >= 0.95 for the checksum-validated types (CREDIT_CARD, IBAN_CODE). Then on the
+//     held-out set (testdata/heldout.jsonl). Targets: card recall >= 0.98 and phone recall >=
+//     0.90 at precision no lower than before (0.969 and 0.983).
 //  2. Request latency through cmd/gateway in static-backends mode to one demo agent, with the
 //     built-in chain (--guardrail-policy) and without it, the two gateways measured in the same
 //     run with their requests interleaved, for 1, 8 and 32 KiB prompts; plus the chain's own cost

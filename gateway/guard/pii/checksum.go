@@ -65,35 +65,6 @@ var ibanLengths = map[string]int{
 	"TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20, "YE": 30,
 }
 
-// cardKind returns the card network of a 13-19 digit number by its issuer prefix, or "" when no
-// network issues numbers of that prefix and length.
-func cardKind(d string) string {
-	n := len(d)
-	p2 := atoi(d[:2])
-	p3 := atoi(d[:3])
-	p4 := atoi(d[:4])
-	p6 := atoi(d[:6])
-	switch {
-	case d[0] == '4' && (n == 13 || n == 16 || n == 19):
-		return "visa"
-	case (p2 >= 51 && p2 <= 55 || p4 >= 2221 && p4 <= 2720) && n == 16:
-		return "mastercard"
-	case (p2 == 34 || p2 == 37) && n == 15:
-		return "amex"
-	case (p4 == 6011 || p2 == 65 || p3 >= 644 && p3 <= 649 || p6 >= 622126 && p6 <= 622925) && n >= 16:
-		return "discover"
-	case p4 >= 3528 && p4 <= 3589 && n >= 16:
-		return "jcb"
-	case (p3 >= 300 && p3 <= 305 || p2 == 36 || p2 == 38 || p2 == 39) && n >= 14:
-		return "diners"
-	case p2 == 62 && n >= 16:
-		return "unionpay"
-	case (p2 == 50 || p2 >= 56 && p2 <= 69) && n >= 12:
-		return "maestro"
-	}
-	return ""
-}
-
 func atoi(s string) int {
 	v := 0
 	for i := 0; i < len(s); i++ {

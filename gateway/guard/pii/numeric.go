@@ -9,7 +9,15 @@ const numericEntity Entity = "_numeric"
 // numericRec finds runs of digit groups joined by short separators ("+1 (415) 555-2671",
 // "4111 1111 1111 1111", "10.0.0.1") and classifies windows of consecutive groups, longest first,
 // as an IPv4 address, a card number, an SSN or a phone number, in that order of precedence.
-type numericRec struct{}
+type numericRec struct {
+	// regions are the regions whose national phone formats are validated.
+	regions []phoneRegion
+	// minScore is the detector's: phone candidates that cannot reach it are not validated.
+	minScore float64
+	// noPhones is set when the detector does not report phone numbers: windows are not
+	// classified as phones (nor validated) at all.
+	noPhones bool
+}
 
 func (numericRec) entity() Entity { return numericEntity }
 
@@ -22,7 +30,8 @@ func isNumSep(c byte) bool {
 	return c == ' ' || c == '-' || c == '.' || c == '/' || c == '(' || c == ')'
 }
 
-func (numericRec) find(text string, out []Finding) []Finding {
+func (r numericRec) find(text string, out []Finding) []Finding {
+	ps := &phoneScan{regions: r.regions, minScore: r.minScore, budget: phoneValidations + len(text)/validationBytes, off: r.noPhones}
 	for i := 0; i < len(text); {
 		c := text[i]
 		lead := (c == '+' || c == '(') && i+1 < len(text) && isDigit(text[i+1])
@@ -32,7 +41,7 @@ func (numericRec) find(text string, out []Finding) []Finding {
 		}
 		groups, end := scanRun(text, i)
 		if boundaryAfter(text, end) {
-			out = classifyRun(text, groups, out)
+			out = classifyRun(ps, text, groups, out)
 		}
 		i = end + 1
 	}
@@ -66,11 +75,11 @@ func scanRun(text string, i int) ([]group, int) {
 }
 
 // classifyRun appends the values found in one run, trying windows of groups longest first.
-func classifyRun(text string, groups []group, out []Finding) []Finding {
+func classifyRun(ps *phoneScan, text string, groups []group, out []Finding) []Finding {
 	for g := 0; g < len(groups); {
 		found := false
 		for h := len(groups) - 1; h >= g; h-- {
-			if f, ok := classify(text, groups, g, h); ok {
+			if f, ok := classify(ps, text, groups, g, h); ok {
 				out = append(out, f)
 				g = h + 1
 				found = true
@@ -144,7 +153,7 @@ func (w window) sameSeps(allowed ...string) bool {
 	return true
 }
 
-func classify(text string, groups []group, g, h int) (Finding, bool) {
+func classify(ps *phoneScan, text string, groups []group, g, h int) (Finding, bool) {
 	w := makeWindow(text, groups, g, h)
 	n := len(w.digits)
 	if n > 19 {
@@ -159,7 +168,7 @@ func classify(text string, groups []group, g, h int) (Finding, bool) {
 	if f, ok := ssn(text, w); ok {
 		return f, true
 	}
-	return phone(text, w)
+	return ps.phone(text, w)
 }
 
 var ipContext = []string{"ip", "address", "host", "server", "addr"}
@@ -177,39 +186,6 @@ func ipv4(text string, w window) (Finding, bool) {
 		}
 	}
 	return Finding{Entity: IPAddress, Start: w.start, End: w.end, Score: boosted(text, w.start, 0.6, ipContext), Kind: "ipv4"}, true
-}
-
-var cardContext = []string{"card", "visa", "mastercard", "amex", "credit", "debit", "cc", "payment"}
-
-func card(text string, w window) (Finding, bool) {
-	n := len(w.digits)
-	if n < 13 || w.plus || w.paren || !w.sameSeps(" ", "-") {
-		return Finding{}, false
-	}
-	if len(w.lens) > 1 && !cardGrouping(w.lens) {
-		return Finding{}, false
-	}
-	if len(w.lens) > 1 && (w.before == w.seps[0][0] && w.prevLen == 4 || w.after == w.seps[0][0] && w.nextLen == 4) {
-		return Finding{}, false // four-digit groups go on: part of a longer grouped number (an IBAN, an account)
-	}
-	kind := cardKind(w.digits)
-	if kind == "" || !Luhn(w.digits) || allSame(w.digits) {
-		return Finding{}, false
-	}
-	return Finding{Entity: CreditCard, Start: w.start, End: w.end, Score: 1, Kind: kind}, true
-}
-
-// cardGrouping accepts the printed groupings of card numbers: 4-4-4-4(-1..3), 4-6-5, 4-6-4, 4-4-5.
-func cardGrouping(l []int) bool {
-	switch len(l) {
-	case 3:
-		return l[0] == 4 && (l[1] == 6 && (l[2] == 5 || l[2] == 4) || l[1] == 4 && l[2] == 5)
-	case 4:
-		return l[0] == 4 && l[1] == 4 && l[2] == 4 && l[3] >= 1 && l[3] <= 4
-	case 5:
-		return l[0] == 4 && l[1] == 4 && l[2] == 4 && l[3] == 4 && l[4] <= 3
-	}
-	return false
 }
 
 func allSame(d string) bool { return strings.Count(d, d[:1]) == len(d) }

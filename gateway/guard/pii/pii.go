@@ -1,16 +1,18 @@
 // Package pii is NeuroNetes' built-in PII and secret detector: pure Go, no network, no model.
 //
 // Each recognizer finds candidates with a cheap scan (a trigger byte or a literal prefix) and then
-// validates them: e-mail syntax, phone numbers (E.164 with an assigned country code, NANP and
-// leading-zero national formats), credit card numbers (issuer prefix and Luhn), IBANs (country
-// length and ISO 7064 mod-97), US SSNs (SSA allocation rules), IPv4/IPv6 addresses, API keys and
-// tokens of common providers and PEM private-key blocks. Entity names follow Microsoft Presidio
+// validates them: e-mail syntax, phone numbers (validated by libphonenumber, international for
+// every region and national for the configured ones, with the earlier shape rules as fallback),
+// credit card numbers (IIN range and length of a network, and Luhn), IBANs (country length and
+// ISO 7064 mod-97), US SSNs (SSA allocation rules), IPv4/IPv6 addresses, API keys and tokens of
+// common providers and PEM private-key blocks. Entity names follow Microsoft Presidio
 // so the same evaluation tools and policies work against either.
 //
 // Offsets are byte offsets into the scanned string; Findings are sorted by Start and never overlap.
 package pii
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 )
@@ -80,6 +82,23 @@ type Options struct {
 	Entities []Entity
 	// MinScore drops findings scored below it (0 keeps all).
 	MinScore float64
+	// PhoneRegions are the regions (ISO 3166-1 alpha-2) whose national phone formats are
+	// recognized; empty means DefaultPhoneRegions. Validate reports codes libphonenumber does
+	// not know; New skips them.
+	PhoneRegions []string
+}
+
+// Validate reports the first option that is not usable, naming the field.
+func (o Options) Validate() error {
+	for i, r := range o.PhoneRegions {
+		if _, ok := newPhoneRegion(r); !ok {
+			return fmt.Errorf("phoneRegions[%d]: %q is not a region libphonenumber knows", i, r)
+		}
+	}
+	if o.MinScore < 0 || o.MinScore > 1 {
+		return fmt.Errorf("minScore: %v is not in [0, 1]", o.MinScore)
+	}
+	return nil
 }
 
 // New returns a Detector for the options.
@@ -88,7 +107,17 @@ func New(o Options) *Detector {
 	for _, e := range o.Entities {
 		want[e] = true
 	}
-	all := []recognizer{privateKeyRec{}, secretRec{}, emailRec{}, ibanRec{}, numericRec{}, ipv6Rec{}}
+	num := numericRec{minScore: o.MinScore, noPhones: len(want) > 0 && !want[Phone]}
+	regions := o.PhoneRegions
+	if len(regions) == 0 {
+		regions = DefaultPhoneRegions
+	}
+	for _, code := range regions {
+		if r, ok := newPhoneRegion(code); ok {
+			num.regions = append(num.regions, r)
+		}
+	}
+	all := []recognizer{privateKeyRec{}, secretRec{}, emailRec{}, ibanRec{}, num, ipv6Rec{}}
 	d := &Detector{minScore: o.MinScore}
 	for _, r := range all {
 		if len(want) == 0 || want[r.entity()] || r.entity() == numericEntity && wantsNumeric(want) {

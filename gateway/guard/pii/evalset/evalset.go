@@ -15,8 +15,11 @@ import (
 
 // Gold is one labelled value.
 type Gold struct {
-	Entity     pii.Entity
-	Start, End int
+	Entity pii.Entity `json:"entity"`
+	Start  int        `json:"start"`
+	End    int        `json:"end"`
+	// Kind refines the label for reports (a card network, a phone format); Evaluate ignores it.
+	Kind string `json:"kind,omitempty"`
 }
 
 // Sample is one generated sentence with its labels.
