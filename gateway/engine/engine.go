@@ -127,7 +127,9 @@ type Config struct {
 // Engine runs requests.
 type Engine struct {
 	Table     *route.Table
-	Auth      Authenticator // nil: every caller is access.Anonymous
+	Auth      Authenticator // nil: every caller is Anonymous
+	// Anonymous is the tenant of every caller when Auth is nil (nil: access.Anonymous).
+	Anonymous *access.Tenant
 	Pins      *affinity.Store
 	Picker    *pick.Picker
 	Quota     *quota.Limiter // nil: no quotas
@@ -179,9 +181,12 @@ func (e *Engine) newID() string {
 	return "gw-" + e.idPrefix + strconv.FormatUint(e.seq.Add(1), 36)
 }
 
-// Authenticate resolves the caller (access.Anonymous without an Authenticator).
+// Authenticate resolves the caller (Anonymous without an Authenticator).
 func (e *Engine) Authenticate(ctx context.Context, h http.Header) (*access.Tenant, *openai.Error) {
 	if e.Auth == nil {
+		if e.Anonymous != nil {
+			return e.Anonymous, nil
+		}
 		return access.Anonymous, nil
 	}
 	t, err := e.Auth.Authenticate(ctx, h)

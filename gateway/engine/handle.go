@@ -89,20 +89,30 @@ func (r *request) run(ctx context.Context) *openai.Error {
 	return r.serve(ctx)
 }
 
-// resolve finds the pools serving the model for the tenant: 403 when the tenant may not use the
-// model (whether or not it exists), 404 when it may but no pool serves it.
+// resolve finds the pools serving the model for the tenant. A model the tenant may not use and
+// a model nothing serves get the same 404 model_not_found, as OpenAI answers, so a caller
+// cannot tell another tenant's model from a missing one; the metric tells them apart.
 func (r *request) resolve() ([]*route.Pool, *openai.Error) {
 	model := r.body.Model
-	if !r.tenant.Allows(model) {
-		return nil, openai.NewError(http.StatusForbidden, "permission_denied", "forbidden_model", "model",
-			"model %q is not available to this caller", model)
+	var pools []*route.Pool
+	reason := "forbidden_model"
+	if r.tenant.Allows(model) {
+		pools, reason = r.e.Table.Load().Resolve(r.tenant.Namespace, model), "model_not_found"
 	}
-	pools := r.e.Table.Load().Resolve(r.tenant.Namespace, model)
 	if len(pools) == 0 {
-		return nil, openai.NewError(http.StatusNotFound, "invalid_request_error", "model_not_found", "model",
-			"model %q does not exist", model)
+		r.e.Metrics.Rejected.WithLabelValues(reason).Inc()
+		return nil, ModelNotFound(model)
 	}
 	return pools, nil
+}
+
+// ModelNotFound is OpenAI's answer for a model that does not exist or that the caller may not
+// use; the message is the same in both cases.
+func ModelNotFound(model string) *openai.Error {
+	e := openai.NewError(http.StatusNotFound, "invalid_request_error", "model_not_found", "model",
+		"The model `%s` does not exist or you do not have access to it.", model)
+	e.Reason = ""
+	return e
 }
 
 // stages runs the RequestStages.
@@ -182,7 +192,8 @@ func (r *request) selectPool(ctx context.Context, pools []*route.Pool) *openai.E
 	return nil
 }
 
-// priority is the header's class when the tenant may set it, else the pool's.
+// priority is the header's class when the tenant may set it, else the pool's. Asking for the
+// pool's own class needs no grant: it changes nothing.
 func (r *request) priority() *openai.Error {
 	r.prio = r.pool.Policy.Priority
 	v := r.in.Header.Get(HeaderPriority)
@@ -193,7 +204,7 @@ func (r *request) priority() *openai.Error {
 	if !ok {
 		return openai.BadRequest(HeaderPriority, "header %s must be high, normal or low, got %q", HeaderPriority, v)
 	}
-	if !r.tenant.Priorities[p] {
+	if p != r.prio && !r.tenant.Priorities[p] {
 		return openai.NewError(http.StatusForbidden, "permission_denied", "forbidden_priority", HeaderPriority,
 			"priority %q is not allowed for this caller", v)
 	}
