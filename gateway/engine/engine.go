@@ -126,8 +126,8 @@ type Config struct {
 
 // Engine runs requests.
 type Engine struct {
-	Table     *route.Table
-	Auth      Authenticator // nil: every caller is Anonymous
+	Table *route.Table
+	Auth  Authenticator // nil: every caller is Anonymous
 	// Anonymous is the tenant of every caller when Auth is nil (nil: access.Anonymous).
 	Anonymous *access.Tenant
 	Pins      *affinity.Store
