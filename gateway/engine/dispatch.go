@@ -21,7 +21,8 @@ func (e *errRetry) Error() string { return e.err.Error() }
 func (e *errRetry) Unwrap() error { return e.err }
 
 // dispatch places the request (pin or picker) and exchanges it with the backend, retrying once
-// on the next candidate when the first attempt fails before the first byte reached the client.
+// on the next candidate when the first attempt failed before the first byte reached the client
+// and the backend cannot have run it (proxy.Retryable), or the client sent an idempotency key.
 func (r *request) dispatch(ctx context.Context) *openai.Error {
 	e := r.e
 	pinned := ""
@@ -60,6 +61,11 @@ func (r *request) dispatch(ctx context.Context) *openai.Error {
 		"pool %s has no ready endpoint", r.pool.Ref.String())
 	er.RetryAfter = time.Second
 	return er
+}
+
+// idempotent reports whether the client sent an idempotency key (checked by run).
+func (r *request) idempotent() bool {
+	return r.in.Header.Get(HeaderIdempotency) != ""
 }
 
 // choose returns the pinned pod when it is routable, not excluded and under its load bound;
@@ -103,7 +109,7 @@ func (r *request) attempt(ctx context.Context, ch pick.Choice, pin string, body 
 
 	x, err := e.Upstream.Send(ctx, ep.Addr, r.body.Route.Path(), body, r.backendHeader(), r.body.Stream)
 	if err != nil {
-		if ctx.Err() == nil && proxy.Retryable(err) {
+		if ctx.Err() == nil && proxy.Retryable(err, r.idempotent()) {
 			return &errRetry{err}
 		}
 		return err

@@ -46,6 +46,10 @@ const (
 	HeaderSession = "X-Session-Id"
 	// HeaderGateway names the gateway replica that served the response.
 	HeaderGateway = "X-Neuronetes-Gateway"
+	// HeaderIdempotency is the client's idempotency key: with it the client accepts that a
+	// request whose backend failed after receiving it runs again on another pod. The gateway
+	// does not forward it (a backend deduplicating on it would mix tenants' keys).
+	HeaderIdempotency = "Idempotency-Key"
 )
 
 // Pin results (the HeaderPin values and the affinity metric's "result" label, where "held" is

@@ -68,6 +68,9 @@ func (r *request) run(ctx context.Context) *openai.Error {
 		}
 		r.tenant = t
 	}
+	if k := r.in.Header.Get(HeaderIdempotency); k != "" && !validIdempotencyKey(k) {
+		return openai.BadRequest(HeaderIdempotency, "header %s must be 1 to 255 printable ASCII characters", HeaderIdempotency)
+	}
 	body, err := openai.Parse(r.in.Route, r.in.Body)
 	if err != nil {
 		return asAPIError(err)
@@ -325,6 +328,19 @@ func (r *request) finish(ctx context.Context) {
 	}
 	klog.FromContext(ctx).V(4).Info("Request done", "pool", poolLabel, "pod", r.out.Pod, "status", r.out.Status,
 		"ttft", r.out.TTFT, "duration", r.out.Duration, "err", r.out.Err)
+}
+
+// validIdempotencyKey: 1 to 255 printable ASCII characters.
+func validIdempotencyKey(k string) bool {
+	if len(k) > 255 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 func asAPIError(err error) *openai.Error {

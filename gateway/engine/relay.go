@@ -133,7 +133,8 @@ func (r *request) relayWhole(ctx context.Context, x *proxy.Exchange) error {
 }
 
 // relayStream relays a streamed response event by event. Nothing is sent to the client before
-// the first event, so a failure before it may still be retried on another pod.
+// the first event, so a failure before it may still be retried on another pod when the client
+// sent an idempotency key.
 func (r *request) relayStream(ctx context.Context, x *proxy.Exchange) error {
 	fc := r.newFilters(ctx)
 	var lastID, lastModel string
@@ -145,7 +146,9 @@ func (r *request) relayStream(ctx context.Context, x *proxy.Exchange) error {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			if !r.started && ctx.Err() == nil && !isTimeout(err) {
+			// The backend had the request: another pod may run it only for a client that
+			// accepts a second run.
+			if !r.started && ctx.Err() == nil && !isTimeout(err) && r.idempotent() {
 				return &errRetry{err}
 			}
 			return r.streamBroke(err)

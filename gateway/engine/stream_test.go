@@ -170,6 +170,69 @@ func TestRetryBeforeFirstByteOnly(t *testing.T) {
 	})
 }
 
+// TestNoSecondRun: an agent that received the request may have run it, so a failure after the
+// request reached it is not retried on another pod, unless the client sent an idempotency key.
+// Each backend records every run it received.
+func TestNoSecondRun(t *testing.T) {
+	dropAfterRead := func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		panic(http.ErrAbortHandler) // the body was read (and recorded): the agent ran, then died
+	}
+	brokenBeforeFirstEvent := func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}
+	for _, tc := range []struct {
+		name   string
+		handle func(http.ResponseWriter, *http.Request, map[string]any)
+		stream bool
+		key    string
+		runs   int
+	}{
+		{"dropped after reading, non-streamed", dropAfterRead, false, "", 1},
+		{"dropped after reading, streamed", dropAfterRead, true, "", 1},
+		{"stream broke before its first event", brokenBeforeFirstEvent, true, "", 1},
+		{"dropped after reading, idempotency key", dropAfterRead, false, "order-17", 2},
+		{"stream broke before its first event, idempotency key", brokenBeforeFirstEvent, true, "order-18", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := newBackend(t), newBackend(t)
+			a.set(tc.handle)
+			b.set(tc.handle)
+			h := newHarness(t, a, b)
+			hdr := map[string]string{}
+			if tc.key != "" {
+				hdr[HeaderIdempotency] = tc.key
+			}
+			s := h.do(context.Background(), anyone, hdr, chat(tc.stream, ""))
+			if s.err == nil {
+				t.Fatal("a failed backend answered")
+			}
+			if runs := a.count() + b.count(); runs != tc.runs {
+				t.Fatalf("the agent ran %d times, want %d (err %v)", runs, tc.runs, s.err)
+			}
+			if a.count() > 1 || b.count() > 1 {
+				t.Fatalf("one pod ran the request twice: %d, %d", a.count(), b.count())
+			}
+			for _, be := range []*backend{a, b} {
+				if be.count() == 1 && be.last().header.Get(HeaderIdempotency) != "" {
+					t.Fatal("the idempotency key was forwarded to the backend")
+				}
+			}
+			h.assertReleased(t)
+		})
+	}
+	t.Run("malformed idempotency key", func(t *testing.T) {
+		a := newBackend(t)
+		h := newHarness(t, a)
+		s := h.do(context.Background(), anyone, map[string]string{HeaderIdempotency: strings.Repeat("k", 256)}, chat(false, ""))
+		if s.err == nil || s.err.Status != 400 || s.err.Body.Param == nil || *s.err.Body.Param != HeaderIdempotency || a.count() != 0 {
+			t.Fatalf("err %v, backend runs %d", s.err, a.count())
+		}
+	})
+}
+
 // A stream that stops producing ends with an error event after the idle timeout, never a hang.
 func TestIdleTimeout(t *testing.T) {
 	b := newBackend(t)
