@@ -275,7 +275,7 @@ spec:
 // TestDispatcherNATS: 500 messages on a NATS JetStream subject are processed by a demo-agent
 // AgentPool through the gateway by two dispatcher replicas; every result arrives once on the
 // response subject with its ids; the pool scales up on the queue's lag while it drains; a poison
-// message (a request the gateway refuses) lands in the dead-letter subject after its retries
+// message (a request the gateway refuses with a 400) lands in the dead-letter subject at once
 // with the error attached; the binding's status says Ready, counts the work and is Degraded by
 // the dead letter.
 func TestDispatcherNATS(t *testing.T) {
@@ -343,7 +343,7 @@ func TestDispatcherNATS(t *testing.T) {
 		t.Fatalf("%d dead letters, want 1", len(dead))
 	}
 	h := dead[0].Headers()
-	if h.Get(queue.HeaderMessageID) != "msg-250" || h.Get(queue.HeaderAttempts) != "3" || !strings.Contains(h.Get(queue.HeaderError), "gateway 400") ||
+	if h.Get(queue.HeaderMessageID) != "msg-250" || h.Get(queue.HeaderAttempts) != "1" || !strings.Contains(h.Get(queue.HeaderError), "gateway 400") ||
 		!strings.Contains(string(dead[0].Data()), "not a list") {
 		t.Fatalf("dead letter headers %v body %s", h, dead[0].Data())
 	}

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/neuronetes/neuronetes/internal/retryafter"
 )
 
 // Response headers the gateway sets.
@@ -135,9 +137,7 @@ func statusError(resp *http.Response, raw []byte) *StatusError {
 	} else if len(raw) > 0 {
 		e.Message = strings.TrimSpace(string(raw[:min(len(raw), 512)]))
 	}
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-		e.RetryAfter = time.Duration(s) * time.Second
-	}
+	e.RetryAfter = retryafter.From(resp.Header, time.Now())
 	return e
 }
 

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -280,6 +281,11 @@ func (w *Worker) process(ctx context.Context, m *queue.Message, rec dedupe.Recor
 			return Abandoned
 		}
 		failures = n
+		if Permanent(err) {
+			// The gateway's verdict on the request itself: running the agent again cannot
+			// change it.
+			return w.deadLetter(ctx, m, failures, lastError(err))
+		}
 		if failures > w.MaxRetries {
 			return w.deadLetter(ctx, m, failures, lastError(err))
 		}
@@ -288,6 +294,22 @@ func (w *Worker) process(ctx context.Context, m *queue.Message, rec dedupe.Recor
 			return Abandoned
 		}
 	}
+}
+
+// Permanent reports whether a failed call is the gateway's final answer on the request: a 4xx
+// other than 408 (timeout), 409 (conflict), 425 (too early) and 429 (rate limited), e.g. 400 bad
+// request, 401/403 credentials, 404 unknown model, 413 too large. Those go to the dead-letter
+// queue at once; 429, 5xx and transport errors are retried.
+func Permanent(err error) bool {
+	var se *gwclient.StatusError
+	if !errors.As(err, &se) || se.Status < 400 || se.Status > 499 {
+		return false
+	}
+	switch se.Status {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
+		return false
+	}
+	return true
 }
 
 // fail records cause; it returns the failure count, or the store's error.
