@@ -14,6 +14,10 @@ import (
 	"github.com/neuronetes/neuronetes/gateway/proxy"
 )
 
+// StatusClientClosed is the status recorded for a request whose client went away (nginx's
+// 499): nothing is sent, the outcome is Cancelled.
+const StatusClientClosed = 499
+
 // errRetry marks a failure before anything reached the client that may be retried.
 type errRetry struct{ err error }
 
@@ -33,6 +37,13 @@ func (r *request) dispatch(ctx context.Context) *openai.Error {
 	if err != nil {
 		return openai.NewError(http.StatusInternalServerError, "server_error", "encode", "", "%v", err)
 	}
+	// Whatever ends the exchange (a client gone mid-write included), what a pod generated is
+	// billed: account is once-only, and the quota settles on it afterwards.
+	defer func() {
+		if r.out.Pod != "" {
+			r.account()
+		}
+	}()
 	exclude := map[string]bool{}
 	var last error
 	for attempt := 0; attempt < 2; attempt++ {
@@ -172,7 +183,7 @@ func (r *request) upstreamError(ctx context.Context, err error) *openai.Error {
 	}
 	var be *blockError
 	if ctx.Err() != nil || errors.As(err, new(*clientGoneError)) {
-		return openai.NewError(499, "cancelled", "client_closed", "", "client closed the request")
+		return openai.NewError(StatusClientClosed, "cancelled", "client_closed", "", "client closed the request")
 	}
 	var se *proxy.StatusError
 	switch {

@@ -309,3 +309,30 @@ func TestAnonymousNamespace(t *testing.T) {
 		})
 	}
 }
+
+// TestInvalidSessionKey: a session key with a control character or invalid UTF-8 is a 400 that
+// names where it came from, and reaches no pod.
+func TestInvalidSessionKey(t *testing.T) {
+	b := newBackend(t)
+	h := newHarness(t, b)
+	for _, tc := range []struct {
+		name, extra, param string
+	}{
+		{"control character", `,"conversation_id":"a\u0007b"`, "conversation_id"},
+		{"C1 control", `,"user":"a\u0085b"`, "user"},
+		{"NUL", `,"conversation_id":"\u0000"`, "conversation_id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := h.do(context.Background(), anyone, nil, chat(false, tc.extra))
+			if s.err == nil || s.err.Status != 400 || s.err.Body.Param == nil || *s.err.Body.Param != tc.param {
+				t.Fatalf("err %v, want 400 naming %s", s.err, tc.param)
+			}
+		})
+	}
+	if b.count() != 0 {
+		t.Fatalf("%d requests with invalid keys reached the pod", b.count())
+	}
+	if s := h.do(context.Background(), anyone, nil, chat(false, `,"conversation_id":"ünïcode-ok 42"`)); s.err != nil {
+		t.Fatalf("a printable key was refused: %v", s.err)
+	}
+}

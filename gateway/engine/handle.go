@@ -120,7 +120,10 @@ func ModelNotFound(model string) *openai.Error {
 
 // stages runs the RequestStages.
 func (r *request) stages(ctx context.Context, pools []*route.Pool) *openai.Error {
-	key := r.sessionKey(pools[0])
+	key, aerr := r.sessionKey(pools[0])
+	if aerr != nil {
+		return aerr
+	}
 	cands := make([]stage.Candidate, len(pools))
 	for i, p := range pools {
 		cands[i] = stage.Candidate{Pool: p.Ref, AgentClass: p.AgentClass, Ready: len(p.Endpoints)}
@@ -161,9 +164,16 @@ func (r *request) stages(ctx context.Context, pools []*route.Pool) *openai.Error
 // sessionKey is the request's session key under pool's policy, scoped by the caller's tenant:
 // everything past this point (stages, the variant selector, pins, activity, the ring, the
 // backend's conversation headers) sees only the scoped key.
-func (r *request) sessionKey(pool *route.Pool) string {
-	key, _ := affinity.Extract(pool.Policy.SessionKeys, r.in.Header, r.body)
-	return r.e.Sessions.Scope(r.tenant, key)
+func (r *request) sessionKey(pool *route.Pool) (string, *openai.Error) {
+	key, from := affinity.Extract(pool.Policy.SessionKeys, r.in.Header, r.body)
+	if err := affinity.CheckKey(key); err != nil {
+		param := from.Header
+		if param == "" {
+			param = from.Body
+		}
+		return "", openai.BadRequest(param, "%s: %v", from.String(), err)
+	}
+	return r.e.Sessions.Scope(r.tenant, key), nil
 }
 
 // selectPool runs the VariantSelector and settles the session key with the chosen pool's
@@ -185,8 +195,11 @@ func (r *request) selectPool(ctx context.Context, pools []*route.Pool) *openai.E
 	}
 	r.sreq.Pool = ref
 	r.meta.Pool = ref.String()
-	r.sreq.SessionKey = r.sessionKey(r.pool)
-	r.keyHash = r.sreq.SessionKey
+	key, aerr := r.sessionKey(r.pool)
+	if aerr != nil {
+		return aerr
+	}
+	r.sreq.SessionKey, r.keyHash = key, key
 	text := r.body.PromptText()
 	r.promptTokens = openai.EstimateTokens(text)
 	if w := r.pool.Policy.Weights; r.e.Picker.Prefix != nil && (w.PrefixCache > 0 || w.Prefill > 0) {
@@ -289,6 +302,9 @@ func (r *request) billed() int {
 func (r *request) fail(ctx context.Context, err *openai.Error) {
 	if r.out.Status == 0 || !r.started {
 		r.out.Status = err.Status
+	}
+	if err.Status == StatusClientClosed {
+		r.out.Cancelled, r.out.Status = true, StatusClientClosed
 	}
 	r.out.Err = err.Body.Message
 	if !r.started && err.Reason != "" {

@@ -129,7 +129,10 @@ func (r *request) relayWhole(ctx context.Context, x *proxy.Exchange) error {
 	}
 	r.account()
 	r.out.Status = http.StatusOK
-	return r.sink.Response(r.meta, b)
+	if err := r.sink.Response(r.meta, b); err != nil {
+		return clientGone(err)
+	}
+	return nil
 }
 
 // relayStream relays a streamed response event by event. Nothing is sent to the client before

@@ -14,6 +14,7 @@ import (
 	"github.com/neuronetes/neuronetes/gateway/access"
 	"github.com/neuronetes/neuronetes/gateway/openai"
 	"github.com/neuronetes/neuronetes/gateway/route"
+	"github.com/neuronetes/neuronetes/gateway/stage"
 )
 
 // The first chunk reaches the client while the backend has not generated the last token.
@@ -96,8 +97,53 @@ func TestCancelReleasesEveryCounter(t *testing.T) {
 	b.set(streamTokens(2, 0))
 	// The quota lease is back: a second request of the same tenant (cap 1) is admitted.
 	s2 := h.do(context.Background(), tn, nil, chat(false, ""))
-	if s2.err != nil && s2.err.Reason == "quota_concurrency" {
-		t.Fatalf("quota lease leaked: %v", s2.err)
+	if s2.err != nil {
+		t.Fatalf("after the cancel, the tenant's next request failed (a leaked quota lease is quota_concurrency): %v", s2.err)
+	}
+}
+
+// TestClientGone: a client that goes away mid-response is a cancel, not a pool failure (a
+// rollout must not count it against the canary), and what the pod generated is billed.
+func TestClientGone(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stream bool
+		gone   int
+		// output is the completion tokens billed: the backend's usage (5) when it was read, else
+		// the chunks that arrived before the client left.
+		output int
+	}{
+		{"non-streamed, the whole response undeliverable", false, 0, 5},
+		{"streamed, gone after two events", true, 2, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBackend(t)
+			b.set(streamTokens(5, 0))
+			h := newHarness(t, b)
+			obs := &observer{}
+			h.e.Ext.Observers = []stage.Observer{obs}
+			s := newSink()
+			s.gone = &tc.gone
+			h.e.Handle(context.Background(), Inbound{Route: openai.RouteChat, Header: http.Header{}, Body: []byte(chat(tc.stream, "")),
+				Protocol: "http", Tenant: tenant("t", access.Quota{TokensPerMinute: 100000})}, s)
+			if len(obs.out) != 1 {
+				t.Fatalf("%d outcomes", len(obs.out))
+			}
+			o := obs.out[0]
+			if !o.Cancelled || o.Status != StatusClientClosed {
+				t.Fatalf("outcome cancelled=%v status %d err %q, want a 499 cancel", o.Cancelled, o.Status, o.Err)
+			}
+			if o.CompletionTokens < tc.output-1 || o.CompletionTokens > tc.output {
+				t.Fatalf("billed %d completion tokens, want about %d", o.CompletionTokens, tc.output)
+			}
+			if v := testutil.ToFloat64(h.e.Metrics.Tokens.WithLabelValues("cls", "m", "output")); int(v) != o.CompletionTokens {
+				t.Fatalf("tokens_total output %v, outcome %d", v, o.CompletionTokens)
+			}
+			if v := testutil.ToFloat64(h.e.Metrics.Requests.WithLabelValues("ns/pool", "499", map[bool]string{true: "sse", false: "http"}[tc.stream])); v != 1 {
+				t.Fatalf("requests_total{code=499} = %v", v)
+			}
+			h.assertReleased(t)
+		})
 	}
 }
 
