@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/neuronetes/neuronetes/gateway/affinity"
+	"github.com/neuronetes/neuronetes/gateway/auth"
 	"github.com/neuronetes/neuronetes/gateway/engine"
 	"github.com/neuronetes/neuronetes/gateway/front"
 	"github.com/neuronetes/neuronetes/gateway/metrics"
@@ -80,6 +81,13 @@ func assemble(ctx context.Context, o *options) (*gw, error) {
 			Idle: o.idleTimeout, Response: o.responseTimeout}),
 		Cfg: engine.Config{MaxResponseBytes: o.maxResponseBytes, ShadowParallel: o.shadowParallel}, Replica: o.replica,
 		Sessions: sessions}
+	if o.dispatchToken != "" {
+		d, err := loadDispatcher(o.dispatchToken)
+		if err != nil {
+			return nil, fmt.Errorf("--dispatcher-token-file: %w", err)
+		}
+		g.eng.Dispatcher = d
+	}
 	deps := extensionDeps{Registerer: g.reg, Static: o.static(), Redis: rc, RedisPrefix: o.redisPrefix, Sessions: sessions}
 	start := func() {}
 	if !o.static() {
@@ -219,4 +227,17 @@ func (o *options) redisClient() (*redis.Client, error) {
 		return nil, err
 	}
 	return redis.NewClient(ro), nil
+}
+
+// loadDispatcher reads the dispatcher's token from path.
+func loadDispatcher(path string) (*auth.Dispatcher, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < auth.MinDispatcherTokenBytes {
+		return nil, fmt.Errorf("%s holds %d bytes, want at least %d", path, len(tok), auth.MinDispatcherTokenBytes)
+	}
+	return auth.NewDispatcher(tok), nil
 }

@@ -27,6 +27,7 @@ type options struct {
 	anonNS     string
 
 	sessionKeyFile string
+	dispatchToken  string
 
 	redisAddr, redisPrefix string
 	redisTimeout           time.Duration
@@ -68,6 +69,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.auth, "auth", "", "authentication: required (Tenants' API keys and OIDC; the default with Kubernetes) or none (every caller is anonymous with access to every model; the default with --backends)")
 	fs.StringVar(&o.anonNS, "anonymous-namespace", "", "with --auth=none and Kubernetes: the one namespace whose pools anonymous callers reach (required there)")
 
+	fs.StringVar(&o.dispatchToken, "dispatcher-token-file", "", "file holding the NeuroNetes dispatcher's bearer token (at least 32 bytes): with it the dispatcher names the ToolBinding's AgentPool (header X-Neuronetes-Target-Pool) and is served by that pool alone (empty: no dispatcher credential; a request naming a target pool is refused)")
 	fs.StringVar(&o.sessionKeyFile, "session-key-file", "", "file holding the secret (at least 32 bytes) that scopes session keys by tenant (HMAC): every replica must hold the same one; required with --redis-addr (empty: a secret of this process, so pins, rollout assignments and agents' session memory keys change on restart)")
 	fs.StringVar(&o.redisAddr, "redis-addr", "", "Redis host:port shared by the gateway replicas for session pins, session activity and quotas (empty: in memory, per replica)")
 	o.redisConn.Register(fs)

@@ -44,6 +44,8 @@ type Config struct {
 	Binding string
 	// Model is the model the gateway routes to the binding's pool.
 	Model string
+	// Pool is the bound AgentPool, namespace/name: the gateway serves the call by it alone.
+	Pool string
 	// ResponseQueue and DeadLetterQueue are the destinations.
 	ResponseQueue, DeadLetterQueue string
 	// MaxRetries after the first attempt.
@@ -62,7 +64,7 @@ type Config struct {
 
 // Caller sends one chat completion (gwclient.Client).
 type Caller interface {
-	Chat(ctx context.Context, sessionKey string, body []byte) (*gwclient.Response, error)
+	Chat(ctx context.Context, pool, sessionKey string, body []byte) (*gwclient.Response, error)
 }
 
 // Observer receives the worker's events (dispatcher/metrics).
@@ -261,7 +263,7 @@ func (w *Worker) process(ctx context.Context, m *queue.Message, rec dedupe.Recor
 		}
 		actx, cancel := context.WithTimeout(ctx, w.Timeout)
 		start := time.Now()
-		resp, err := w.Caller.Chat(actx, key, body)
+		resp, err := w.Caller.Chat(actx, w.Pool, key, body)
 		cancel()
 		if w.Observer != nil {
 			w.Observer.Attempt(time.Since(start), err)

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -30,8 +31,11 @@ type fakeCaller struct {
 	block bool
 }
 
-func (c *fakeCaller) Chat(ctx context.Context, key string, body []byte) (*gwclient.Response, error) {
+func (c *fakeCaller) Chat(ctx context.Context, pool, key string, body []byte) (*gwclient.Response, error) {
 	c.calls++
+	if pool != "ns/workers" {
+		return nil, fmt.Errorf("called for pool %q, want the bound ns/workers", pool)
+	}
 	c.l.add("call:" + key)
 	if c.block {
 		<-ctx.Done()
@@ -70,7 +74,7 @@ func msg(l *log, id string) *queue.Message {
 
 func newWorker(l *log, s dedupe.Store, c Caller, p queue.Publisher, sleeps *[]time.Duration) *Worker {
 	return &Worker{
-		Config: Config{Binding: "ns/b", Model: "m", ResponseQueue: "out", DeadLetterQueue: "dlq", MaxRetries: 2,
+		Config: Config{Binding: "ns/b", Model: "m", Pool: "ns/workers", ResponseQueue: "out", DeadLetterQueue: "dlq", MaxRetries: 2,
 			Timeout: 200 * time.Millisecond, Backoff: backoff.Schedule{Initial: time.Second, Max: 4 * time.Second},
 			DedupeTTL: time.Hour, Lease: time.Minute},
 		Member: "w1", Store: s, Caller: c, Publisher: p, Rand: func() float64 { return 0.5 },

@@ -40,6 +40,9 @@ type Tenant struct {
 	PoolQuotas map[string]Quota
 	// Priorities the tenant may request with the priority header.
 	Priorities map[route.Priority]bool
+	// Pool, when set, is the one pool the caller is served by (the dispatcher's calls for a
+	// ToolBinding's AgentPool, gateway/auth.Dispatcher); its model must match the request's.
+	Pool *route.PoolRef
 	// Anonymous marks the tenant of a gateway without authentication: every model and priority
 	// is allowed, in Namespace (AnonymousIn) or, in static-backends mode, the empty namespace.
 	Anonymous bool

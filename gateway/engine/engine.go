@@ -14,6 +14,7 @@ import (
 
 	"github.com/neuronetes/neuronetes/gateway/access"
 	"github.com/neuronetes/neuronetes/gateway/affinity"
+	"github.com/neuronetes/neuronetes/gateway/auth"
 	"github.com/neuronetes/neuronetes/gateway/metrics"
 	"github.com/neuronetes/neuronetes/gateway/openai"
 	"github.com/neuronetes/neuronetes/gateway/pick"
@@ -134,6 +135,9 @@ type Engine struct {
 	Auth  Authenticator // nil: every caller is Anonymous
 	// Anonymous is the tenant of every caller when Auth is nil (nil: access.Anonymous).
 	Anonymous *access.Tenant
+	// Dispatcher authenticates the dispatcher's calls for a named pool before Auth is asked
+	// (nil: none are accepted, and a request naming a target pool is refused).
+	Dispatcher *auth.Dispatcher
 	Pins      *affinity.Store
 	Picker    *pick.Picker
 	Quota     *quota.Limiter // nil: no quotas
@@ -187,6 +191,12 @@ func (e *Engine) newID() string {
 
 // Authenticate resolves the caller (Anonymous without an Authenticator).
 func (e *Engine) Authenticate(ctx context.Context, h http.Header) (*access.Tenant, *openai.Error) {
+	if t, ok, err := e.Dispatcher.Authenticate(h); ok {
+		if err != nil {
+			e.Metrics.Rejected.WithLabelValues(err.Reason).Inc()
+		}
+		return t, err
+	}
 	if e.Auth == nil {
 		if e.Anonymous != nil {
 			return e.Anonymous, nil

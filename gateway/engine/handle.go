@@ -99,7 +99,15 @@ func (r *request) resolve() ([]*route.Pool, *openai.Error) {
 	model := r.body.Model
 	var pools []*route.Pool
 	reason := "forbidden_model"
-	if r.tenant.Allows(model) {
+	switch {
+	case r.tenant.Pool != nil:
+		// The dispatcher's call for one pool: that pool or nothing, never another serving the
+		// same model (a rollout's canary included).
+		if p, ok := r.e.Table.Load().Pool(*r.tenant.Pool); ok && (p.Model == model || p.Model == "") {
+			pools = []*route.Pool{p}
+		}
+		reason = "model_not_found"
+	case r.tenant.Allows(model):
 		pools, reason = r.e.Table.Load().Resolve(r.tenant.Namespace, model), "model_not_found"
 	}
 	if len(pools) == 0 {
