@@ -17,22 +17,22 @@ import (
 
 // options are the command-line flags.
 type options struct {
-	namespaces     string
-	gatewayURL     string
+	namespaces        string
+	gatewayURL        string
 	dispatchTokenFile string
-	gatewayKeyFile string
-	redisAddr      string
-	redisPrefix    string
-	natsURL        string
-	kafkaURL       string
-	redisQueueURL  string
-	adminListen    string
-	toolListen     string
-	member         string
-	drainTimeout   time.Duration
-	statusPeriod   time.Duration
-	auditLog       string
-	idemKeyFile    string
+	gatewayKeyFile    string
+	redisAddr         string
+	redisPrefix       string
+	natsURL           string
+	kafkaURL          string
+	redisQueueURL     string
+	adminListen       string
+	toolListen        string
+	member            string
+	drainTimeout      time.Duration
+	statusPeriod      time.Duration
+	auditLog          string
+	idemKeyFile       string
 	// redisConn: --redis-username, --redis-password-file, --redis-tls, ...
 	redisConn redisconn.Flags
 	// queueURLFromAddr: redisQueueURL defaulted to --redis-addr, so it gets redisConn too.

@@ -138,14 +138,14 @@ type Engine struct {
 	// Dispatcher authenticates the dispatcher's calls for a named pool before Auth is asked
 	// (nil: none are accepted, and a request naming a target pool is refused).
 	Dispatcher *auth.Dispatcher
-	Pins      *affinity.Store
-	Picker    *pick.Picker
-	Quota     *quota.Limiter // nil: no quotas
-	Admission *quota.Admission
-	Upstream  *proxy.Upstream
-	Metrics   *metrics.Metrics
-	Pools     *metrics.PoolStats
-	Ext       stage.Extensions
+	Pins       *affinity.Store
+	Picker     *pick.Picker
+	Quota      *quota.Limiter // nil: no quotas
+	Admission  *quota.Admission
+	Upstream   *proxy.Upstream
+	Metrics    *metrics.Metrics
+	Pools      *metrics.PoolStats
+	Ext        stage.Extensions
 	// Sessions scopes session keys by tenant (nil: a secret of this process, see
 	// sessionkey.Random); every replica sharing pins must hold the same secret.
 	Sessions *sessionkey.Scoper
