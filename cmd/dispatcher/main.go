@@ -196,6 +196,9 @@ func (a *app) close() {
 			c.Close()
 		}
 	}
+	if iv, ok := a.proxy.Invoker.(*toolproxy.Invokers); ok {
+		iv.Close()
+	}
 	_ = a.redis.Close()
 }
 
