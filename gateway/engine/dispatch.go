@@ -118,6 +118,7 @@ func (r *request) attempt(ctx context.Context, ch pick.Choice, pin string, body 
 	defer e.Metrics.InFlight.WithLabelValues(poolLabel).Dec()
 	r.setQueued(ep.Pod)
 
+	r.sent = e.now()
 	x, err := e.Upstream.Send(ctx, ep.Addr, r.body.Route.Path(), body, r.backendHeader(), r.body.Stream)
 	if err != nil {
 		if ctx.Err() == nil && proxy.Retryable(err, r.idempotent()) {

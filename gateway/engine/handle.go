@@ -44,6 +44,8 @@ type request struct {
 	usage     usageState
 	// lease is the current attempt's share of its pod's load.
 	lease *pick.Lease
+	// sent is when the current attempt was sent to its pod.
+	sent time.Time
 }
 
 // Handle runs one request and writes its response to sink.

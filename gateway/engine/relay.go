@@ -101,7 +101,10 @@ func (r *request) relayWhole(ctx context.Context, x *proxy.Exchange) error {
 	if err != nil {
 		return x.Err(err)
 	}
-	r.markFirstToken()
+	// The whole answer's latency is not a TTFT: only the backend's own report is, counted from
+	// the request's arrival like a stream's (queueing and routing included).
+	ttft, ok := proxy.BackendTTFT(x.Resp.Header, r.e.now().Sub(r.sent))
+	r.firstToken(r.sent.Sub(r.start)+ttft, ok)
 	c, perr := openai.ParseChunk(b)
 	if perr == nil {
 		fc := r.newFilters(ctx)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/neuronetes/neuronetes/gateway/access"
 	"github.com/neuronetes/neuronetes/gateway/openai"
+	"github.com/neuronetes/neuronetes/gateway/proxy"
 	"github.com/neuronetes/neuronetes/gateway/route"
 	"github.com/neuronetes/neuronetes/gateway/stage"
 )
@@ -384,5 +385,48 @@ func TestAffinityHoldAndRepin(t *testing.T) {
 		if testutil.ToFloat64(h.e.Metrics.Affinity.WithLabelValues("ns/pool", r)) == 0 {
 			t.Fatalf("affinity %s not counted", r)
 		}
+	}
+}
+
+// TestWholeResponseTTFT: a non-streamed response's TTFT is the backend's own report
+// (proxy.HeaderTTFT), never its whole latency; without a report it has none, so the TTFT
+// histogram the autoscaler and rollouts read holds streamed first tokens and reported ones only.
+func TestWholeResponseTTFT(t *testing.T) {
+	for _, tc := range []struct {
+		name, header string
+		want         bool // a TTFT is observed
+	}{
+		{"no report", "", false},
+		{"reported", "0.05", true},
+		{"report beyond the exchange", "3600", false},
+		{"malformed report", "soon", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBackend(t)
+			b.set(func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+				time.Sleep(300 * time.Millisecond) // the whole generation
+				if tc.header != "" {
+					w.Header().Set(proxy.HeaderTTFT, tc.header)
+				}
+				streamTokens(3, 0)(w, r, body)
+			})
+			h := newHarness(t, b)
+			obs := &observer{}
+			h.e.Ext.Observers = []stage.Observer{obs}
+			if s := h.do(context.Background(), anyone, nil, chat(false, "")); s.err != nil {
+				t.Fatal(s.err)
+			}
+			o := obs.out[0]
+			n := testutil.CollectAndCount(h.e.Metrics.TTFT)
+			if !tc.want {
+				if o.TTFT != 0 || n != 0 {
+					t.Fatalf("TTFT %v, %d series; want none", o.TTFT, n)
+				}
+				return
+			}
+			if o.TTFT < 50*time.Millisecond || o.TTFT > 200*time.Millisecond || n != 1 {
+				t.Fatalf("TTFT %v (%d series), want the reported 50 ms plus the gateway's own time", o.TTFT, n)
+			}
+		})
 	}
 }

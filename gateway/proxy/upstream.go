@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -223,4 +225,24 @@ func (x *Exchange) Close() {
 	if x.Resp != nil {
 		x.Resp.Body.Close()
 	}
+}
+
+// HeaderTTFT is the response header in which a model server of a non-streamed request reports
+// its own time to first token, in seconds (the demo agent sets it; vLLM reports the same
+// quantity in its per-request metrics). Without it a whole response has no TTFT: its latency is
+// the whole generation, not the first token.
+const HeaderTTFT = "X-Neuronetes-Ttft-Seconds"
+
+// BackendTTFT reads HeaderTTFT: ok only for a finite value in (0, elapsed], the exchange's
+// own duration bounding what the backend may claim.
+func BackendTTFT(h http.Header, elapsed time.Duration) (time.Duration, bool) {
+	v := h.Get(HeaderTTFT)
+	if v == "" {
+		return 0, false
+	}
+	s, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(s) || s <= 0 || s > elapsed.Seconds() {
+		return 0, false
+	}
+	return max(time.Duration(s*float64(time.Second)), 1), true
 }
