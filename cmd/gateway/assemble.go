@@ -76,7 +76,7 @@ func assemble(ctx context.Context, o *options) (*gw, error) {
 		picker.Metrics = g.scraper
 	}
 	g.eng = &engine.Engine{Table: g.table, Pins: g.pins, Picker: picker, Quota: g.limiter,
-		Admission: quota.NewAdmission(), Metrics: m, Pools: g.stats,
+		Admission: quota.NewAdmission(), Peers: &quota.Peers{Client: rc, Prefix: o.redisPrefix}, Metrics: m, Pools: g.stats,
 		Upstream: proxy.NewUpstream(proxy.Timeouts{Connect: o.connectTimeout, FirstToken: o.firstTokenTimeout,
 			Idle: o.idleTimeout, Response: o.responseTimeout}),
 		Cfg: engine.Config{MaxResponseBytes: o.maxResponseBytes, ShadowParallel: o.shadowParallel}, Replica: o.replica,
@@ -117,6 +117,7 @@ func (g *gw) background(ctx context.Context) {
 	}
 	go g.pins.Run(ctx, time.Second)
 	go g.limiter.Run(ctx)
+	go g.eng.Peers.Run(ctx)
 	go func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()

@@ -142,10 +142,13 @@ type Engine struct {
 	Picker     *pick.Picker
 	Quota      *quota.Limiter // nil: no quotas
 	Admission  *quota.Admission
-	Upstream   *proxy.Upstream
-	Metrics    *metrics.Metrics
-	Pools      *metrics.PoolStats
-	Ext        stage.Extensions
+	// Peers counts the replicas sharing the pods (nil: this one alone); admission takes this
+	// replica's share of each pool's capacity.
+	Peers    *quota.Peers
+	Upstream *proxy.Upstream
+	Metrics  *metrics.Metrics
+	Pools    *metrics.PoolStats
+	Ext      stage.Extensions
 	// Sessions scopes session keys by tenant (nil: a secret of this process, see
 	// sessionkey.Random); every replica sharing pins must hold the same secret.
 	Sessions *sessionkey.Scoper

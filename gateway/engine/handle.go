@@ -265,7 +265,7 @@ func (r *request) serve(ctx context.Context) *openai.Error {
 	poolLabel := r.pool.Ref.String()
 	e.Metrics.Queued.WithLabelValues(poolLabel).Inc()
 	ticket, aerr := e.Admission.Enter(ctx, r.pool.Ref, quota.Limits{
-		Capacity: len(r.pool.Endpoints) * r.pool.Policy.MaxInFlightPerEndpoint,
+		Capacity: quota.Share(len(r.pool.Endpoints)*r.pool.Policy.MaxInFlightPerEndpoint, e.Peers.Count()),
 		MaxQueue: r.pool.Policy.MaxQueue, Timeout: r.pool.Policy.QueueTimeout}, r.prio)
 	e.Metrics.Queued.WithLabelValues(poolLabel).Dec()
 	if aerr != nil {
