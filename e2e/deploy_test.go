@@ -268,6 +268,7 @@ func TestDeployLocal(t *testing.T) {
 		}
 		deployAttackNetworkPolicy(t, e, r)
 	})
+	t.Run("OpenAISDK", func(t *testing.T) { deployOpenAISDK(t, e, r) })
 	t.Run("DashboardMetrics", func(t *testing.T) {
 		if !examplesOK {
 			t.Skip("needs the walkthrough pool of the Examples subtest, which failed")

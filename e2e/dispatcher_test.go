@@ -51,6 +51,7 @@ func startDispatcher(t *testing.T, e *Env, ns, gwAPI, redisAddr, member string, 
 		t.Fatal(err)
 	}
 	args := append([]string{"--kubeconfig", e.Kubeconfig, "--namespaces", ns, "--gateway-url", "http://" + gwAPI,
+		"--gateway-dispatch-token-file", dispatchTokenFile(t),
 		"--redis-addr", redisAddr, "--redis-prefix", "nn:dispatch:" + ns + ":", "--member", member,
 		"--admin-listen", d.admin, "--tool-listen=", "--status-period=1s", "--drain-timeout=5s",
 		"--egress-allow-cidrs=" + e2eEgressAllow, "-v=2"}, extra...)
@@ -127,13 +128,28 @@ spec:
   models: ["*"]
 `, gatewayAPIKey))
 	d := &dispEnv{e: e, ns: ns, redis: bridgeRedis(t)}
-	d.gw = startGateway(t, e, ns)
+	d.gw = startGateway(t, e, ns, "--dispatcher-token-file", dispatchTokenFile(t))
 	args := []string{"--webhook=false"}
 	if ctlArgs != nil {
 		args = append(args, ctlArgs(e, ns)...)
 	}
 	d.ctl = startController(t, e, ns, "neuronetes.local/no-sidecar:dev", "", args...)
 	return d
+}
+
+// e2eDispatchToken is the dispatcher's gateway credential in the dispatcher tests (the chart
+// makes a random one).
+const e2eDispatchToken = "nn-e2e-dispatcher-token-0123456789abcdef"
+
+// dispatchTokenFile writes e2eDispatchToken to a file for --dispatcher-token-file and
+// --gateway-dispatch-token-file.
+func dispatchTokenFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "dispatch-token")
+	if err := os.WriteFile(p, []byte(e2eDispatchToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // bridgeRedis is a redis-server on the cluster bridge (pods and host processes reach it).
@@ -252,6 +268,15 @@ spec:
   autoscaling: {}
 ---
 apiVersion: neuronetes.io/v1alpha1
+kind: AgentPool
+metadata: {name: a-workers}
+spec:
+  agentClassRef: {name: workers}
+  replicas: 1
+  minReplicas: 1
+  maxReplicas: 1
+---
+apiVersion: neuronetes.io/v1alpha1
 kind: ToolBinding
 metadata: {name: tasks}
 spec:
@@ -275,7 +300,7 @@ spec:
 // TestDispatcherNATS: 500 messages on a NATS JetStream subject are processed by a demo-agent
 // AgentPool through the gateway by two dispatcher replicas; every result arrives once on the
 // response subject with its ids; the pool scales up on the queue's lag while it drains; a poison
-// message (a request the gateway refuses) lands in the dead-letter subject after its retries
+// message (a request the gateway refuses with a 400) lands in the dead-letter subject at once
 // with the error attached; the binding's status says Ready, counts the work and is Degraded by
 // the dead letter.
 func TestDispatcherNATS(t *testing.T) {
@@ -288,6 +313,10 @@ func TestDispatcherNATS(t *testing.T) {
 	e, ns := d.e, d.ns
 	e.Apply(t, ns, fmt.Sprintf(dispNATSYAML, e.Image(t, "demo-agent", "./cmd/demo-agent")))
 	guardPoolReady(t, e, ns, "workers", 1)
+	// a-workers serves the same model and sorts first: the gateway must still serve the
+	// binding by its agentPoolRef, workers.
+	guardPoolReady(t, e, ns, "a-workers", 1)
+	targetPoolIsTheDispatchers(t, d.gw.api, ns)
 	for _, m := range []string{"d-a", "d-b"} {
 		startDispatcher(t, e, ns, d.gw.api, d.redis.Addr, m, "--nats-url", url)
 	}
@@ -326,6 +355,7 @@ func TestDispatcherNATS(t *testing.T) {
 		var i int
 		fmt.Sscanf(id, "msg-%d", &i)
 		if h.Get(queue.HeaderCorrelationID) != fmt.Sprintf("corr-%d", i) || h.Get(queue.HeaderRequestID) == "" || h.Get(queue.HeaderPod) == "" ||
+			h.Get(queue.HeaderPool) != ns+"/workers" ||
 			!bytes.Contains(m.Data(), []byte(`"choices"`)) {
 			t.Fatalf("result %s: headers %v body %.200s", id, h, m.Data())
 		}
@@ -343,7 +373,7 @@ func TestDispatcherNATS(t *testing.T) {
 		t.Fatalf("%d dead letters, want 1", len(dead))
 	}
 	h := dead[0].Headers()
-	if h.Get(queue.HeaderMessageID) != "msg-250" || h.Get(queue.HeaderAttempts) != "3" || !strings.Contains(h.Get(queue.HeaderError), "gateway 400") ||
+	if h.Get(queue.HeaderMessageID) != "msg-250" || h.Get(queue.HeaderAttempts) != "1" || !strings.Contains(h.Get(queue.HeaderError), "gateway 400") ||
 		!strings.Contains(string(dead[0].Data()), "not a list") {
 		t.Fatalf("dead letter headers %v body %s", h, dead[0].Data())
 	}
@@ -460,5 +490,33 @@ spec:
 	}
 	if audit.Entries[2].Outcome != "refused_auth" || audit.Entries[2].Pool != "others" {
 		t.Fatalf("audit entry of the refused pool: %+v", audit.Entries[2])
+	}
+}
+
+// targetPoolIsTheDispatchers: a Tenant's key that names a pool, as the dispatcher does, is
+// refused (403 forbidden_target_pool) and reaches no pod; the dispatcher's credential with it
+// is served by that pool.
+func targetPoolIsTheDispatchers(t *testing.T, gwAPI, ns string) {
+	t.Helper()
+	body := `{"model":"queue-llm","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`
+	for _, tc := range []struct {
+		cred, pool string
+		status     int
+	}{{gatewayAPIKey, ns + "/a-workers", 403}, {e2eDispatchToken, ns + "/a-workers", 200}} {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+gwAPI+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tc.cred)
+		req.Header.Set("X-Neuronetes-Target-Pool", tc.pool)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || tc.status == 403 && !strings.Contains(string(b), "forbidden_target_pool") {
+			t.Fatalf("credential %.6s... naming %s: %d %s, want %d", tc.cred, tc.pool, resp.StatusCode, b, tc.status)
+		}
+		if tc.status == 200 && resp.Header.Get("X-Neuronetes-Pool") != tc.pool {
+			t.Fatalf("served by %q, want %s", resp.Header.Get("X-Neuronetes-Pool"), tc.pool)
+		}
 	}
 }

@@ -76,7 +76,7 @@ func (g *gweEnv) errors(t *testing.T) {
 	}{
 		{"no key", "", ok, 401, "missing_api_key"},
 		{"bad key", "sk-nobody", ok, 401, "invalid_api_key"},
-		{"model not allowed", gweKeyB, ok, 403, "forbidden_model"},
+		{"model not allowed", gweKeyB, ok, 404, "model_not_found"},
 		{"unknown model", gweKeyLoad, `{"model":"nope","messages":[{"role":"user","content":"hi"}]}`, 404, "model_not_found"},
 		{"malformed", gweKeyA, `{"model":`, 400, "bad_request"},
 		{"missing messages", gweKeyA, `{"model":"demo-llm"}`, 400, "bad_request"},
@@ -87,7 +87,7 @@ func (g *gweEnv) errors(t *testing.T) {
 		if status != tc.status || e == nil || e["code"] != tc.code {
 			t.Errorf("%s: %d %v; want %d %s", tc.name, status, out, tc.status, tc.code)
 		}
-		if msg, _ := e["message"].(string); tc.status == 403 && (strings.Contains(msg, "embeddings") || strings.Contains(msg, "team")) {
+		if msg, _ := e["message"].(string); tc.status == 404 && (strings.Contains(msg, "embeddings") || strings.Contains(msg, "team")) {
 			t.Errorf("%s: the error hints at other models or tenants: %s", tc.name, msg)
 		}
 	}

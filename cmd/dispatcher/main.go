@@ -76,6 +76,10 @@ type app struct {
 }
 
 func assemble(o *options) (*app, error) {
+	dtok, err := o.dispatchToken()
+	if err != nil {
+		return nil, err
+	}
 	key, err := o.gatewayKey()
 	if err != nil {
 		return nil, err
@@ -106,7 +110,7 @@ func assemble(o *options) (*app, error) {
 	a.reporter = &binding.Reporter{Redis: a.redis, Prefix: o.redisPrefix, Member: o.member, Store: a.store, Period: o.statusPeriod,
 		Tools: a.tools.Health, Lag: a.lag, Gauges: a.gauges}
 	a.manager = binding.NewManager(binding.Deps{Providers: a.providers, Store: a.store, Member: o.member, Counts: a.counts,
-		Caller: &gwclient.Client{BaseURL: o.gatewayURL, APIKey: key}, Peers: a.reporter.Peers,
+		Caller: &gwclient.Client{BaseURL: o.gatewayURL, APIKey: key, DispatchToken: dtok}, Peers: a.reporter.Peers,
 		Observer: func(s binding.Spec) worker.Observer {
 			return a.metrics.ForBinding(s.Key.String(), s.Key.Name, s.Provider, s.AgentClass)
 		}})
@@ -191,6 +195,9 @@ func (a *app) close() {
 		if c, ok := p.(interface{ Close() }); ok {
 			c.Close()
 		}
+	}
+	if iv, ok := a.proxy.Invoker.(*toolproxy.Invokers); ok {
+		iv.Close()
 	}
 	_ = a.redis.Close()
 }

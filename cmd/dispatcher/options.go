@@ -17,21 +17,22 @@ import (
 
 // options are the command-line flags.
 type options struct {
-	namespaces     string
-	gatewayURL     string
-	gatewayKeyFile string
-	redisAddr      string
-	redisPrefix    string
-	natsURL        string
-	kafkaURL       string
-	redisQueueURL  string
-	adminListen    string
-	toolListen     string
-	member         string
-	drainTimeout   time.Duration
-	statusPeriod   time.Duration
-	auditLog       string
-	idemKeyFile    string
+	namespaces        string
+	gatewayURL        string
+	dispatchTokenFile string
+	gatewayKeyFile    string
+	redisAddr         string
+	redisPrefix       string
+	natsURL           string
+	kafkaURL          string
+	redisQueueURL     string
+	adminListen       string
+	toolListen        string
+	member            string
+	drainTimeout      time.Duration
+	statusPeriod      time.Duration
+	auditLog          string
+	idemKeyFile       string
 	// redisConn: --redis-username, --redis-password-file, --redis-tls, ...
 	redisConn redisconn.Flags
 	// queueURLFromAddr: redisQueueURL defaulted to --redis-addr, so it gets redisConn too.
@@ -49,6 +50,7 @@ type options struct {
 func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces whose ToolBindings are served (default all)")
 	fs.StringVar(&o.gatewayURL, "gateway-url", "", "base URL of the gateway API, e.g. http://neuronetes-gateway.neuronetes-system:8080 (required)")
+	fs.StringVar(&o.dispatchTokenFile, "gateway-dispatch-token-file", "", "file holding the dispatcher's own gateway credential, the gateway's --dispatcher-token-file (default $NEURONETES_GATEWAY_DISPATCH_TOKEN): each call then names the ToolBinding's AgentPool and is served by it alone, in any namespace; without it the API key's Tenant is used and the gateway routes by model in that Tenant's namespace")
 	fs.StringVar(&o.gatewayKeyFile, "gateway-api-key-file", "", "file holding the API key sent to the gateway (default $NEURONETES_GATEWAY_API_KEY; empty: no key)")
 	fs.StringVar(&o.redisAddr, "redis-addr", "", "Redis host:port for dedupe records, shared status and idempotency keys (required)")
 	o.redisConn.Register(fs)
@@ -111,6 +113,26 @@ func (o *options) validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// dispatchToken reads the dispatcher's gateway credential: the file, else
+// $NEURONETES_GATEWAY_DISPATCH_TOKEN ("" without either).
+func (o *options) dispatchToken() (string, error) {
+	tok := os.Getenv("NEURONETES_GATEWAY_DISPATCH_TOKEN")
+	if o.dispatchTokenFile != "" {
+		b, err := os.ReadFile(o.dispatchTokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--gateway-dispatch-token-file: %w", err)
+		}
+		tok = string(b)
+	}
+	if tok = strings.TrimSpace(tok); tok == "" {
+		return "", nil
+	}
+	if len(tok) < 32 {
+		return "", fmt.Errorf("--gateway-dispatch-token-file: %s holds %d bytes, want at least 32", o.dispatchTokenFile, len(tok))
+	}
+	return tok, nil
 }
 
 // gatewayKey reads the API key.

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/neuronetes/neuronetes/gateway/affinity"
+	"github.com/neuronetes/neuronetes/gateway/auth"
 	"github.com/neuronetes/neuronetes/gateway/engine"
 	"github.com/neuronetes/neuronetes/gateway/front"
 	"github.com/neuronetes/neuronetes/gateway/metrics"
@@ -75,11 +76,18 @@ func assemble(ctx context.Context, o *options) (*gw, error) {
 		picker.Metrics = g.scraper
 	}
 	g.eng = &engine.Engine{Table: g.table, Pins: g.pins, Picker: picker, Quota: g.limiter,
-		Admission: quota.NewAdmission(), Metrics: m, Pools: g.stats,
+		Admission: quota.NewAdmission(), Peers: &quota.Peers{Client: rc, Prefix: o.redisPrefix}, Metrics: m, Pools: g.stats,
 		Upstream: proxy.NewUpstream(proxy.Timeouts{Connect: o.connectTimeout, FirstToken: o.firstTokenTimeout,
 			Idle: o.idleTimeout, Response: o.responseTimeout}),
 		Cfg: engine.Config{MaxResponseBytes: o.maxResponseBytes, ShadowParallel: o.shadowParallel}, Replica: o.replica,
 		Sessions: sessions}
+	if o.dispatchToken != "" {
+		d, err := loadDispatcher(o.dispatchToken)
+		if err != nil {
+			return nil, fmt.Errorf("--dispatcher-token-file: %w", err)
+		}
+		g.eng.Dispatcher = d
+	}
 	deps := extensionDeps{Registerer: g.reg, Static: o.static(), Redis: rc, RedisPrefix: o.redisPrefix, Sessions: sessions}
 	start := func() {}
 	if !o.static() {
@@ -109,6 +117,7 @@ func (g *gw) background(ctx context.Context) {
 	}
 	go g.pins.Run(ctx, time.Second)
 	go g.limiter.Run(ctx)
+	go g.eng.Peers.Run(ctx)
 	go func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
@@ -219,4 +228,17 @@ func (o *options) redisClient() (*redis.Client, error) {
 		return nil, err
 	}
 	return redis.NewClient(ro), nil
+}
+
+// loadDispatcher reads the dispatcher's token from path.
+func loadDispatcher(path string) (*auth.Dispatcher, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < auth.MinDispatcherTokenBytes {
+		return nil, fmt.Errorf("%s holds %d bytes, want at least %d", path, len(tok), auth.MinDispatcherTokenBytes)
+	}
+	return auth.NewDispatcher(tok), nil
 }

@@ -46,6 +46,8 @@ func startKube(ctx context.Context, g *gw, pol route.Policy, deps *extensionDeps
 			return nil, err
 		}
 		g.eng.Auth = a
+	} else {
+		g.eng.Anonymous = access.AnonymousIn(g.o.anonNS)
 	}
 	g.ready = w.Synced
 	deps.Client, deps.Cache = cl, c

@@ -38,12 +38,19 @@ func TestOptionsValidate(t *testing.T) {
 	if err != nil || o.auth != "required" || o.mode() != "kubernetes" {
 		t.Fatalf("kubernetes defaults: %v", err)
 	}
+	if o, err = parse(t, "--auth=none", "--anonymous-namespace=demo"); err != nil || o.anonNS != "demo" {
+		t.Fatalf("anonymous namespace: %v", err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--backends=127.0.0.1:8001", "--auth=required"}, "--auth=required needs Kubernetes"},
 		{[]string{"--auth=maybe"}, "--auth must be"},
+		{[]string{"--auth=none"}, "needs --anonymous-namespace"},
+		{[]string{"--auth=none", "--anonymous-namespace=Not_A_NS"}, "--anonymous-namespace \"Not_A_NS\""},
+		{[]string{"--anonymous-namespace=demo"}, "--anonymous-namespace applies only with --auth=none"},
+		{[]string{"--backends=127.0.0.1:8001", "--anonymous-namespace=demo"}, "--anonymous-namespace applies only"},
 		{[]string{"--backends=https://a:1"}, "--backends"},
 		{[]string{"--quota-store-failure=later"}, "--quota-store-failure"},
 		{[]string{"--tls-cert-file=/x"}, "--tls-cert-file and --tls-key-file"},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"os"
 	"strings"
 	"time"
@@ -23,8 +24,10 @@ type options struct {
 	// Kubernetes mode.
 	namespaces string
 	auth       string
+	anonNS     string
 
 	sessionKeyFile string
+	dispatchToken  string
 
 	redisAddr, redisPrefix string
 	redisTimeout           time.Duration
@@ -64,7 +67,9 @@ func (o *options) register(fs *flag.FlagSet) {
 
 	fs.StringVar(&o.namespaces, "namespaces", "", "Kubernetes mode: comma-separated namespaces to watch (empty: all)")
 	fs.StringVar(&o.auth, "auth", "", "authentication: required (Tenants' API keys and OIDC; the default with Kubernetes) or none (every caller is anonymous with access to every model; the default with --backends)")
+	fs.StringVar(&o.anonNS, "anonymous-namespace", "", "with --auth=none and Kubernetes: the one namespace whose pools anonymous callers reach (required there)")
 
+	fs.StringVar(&o.dispatchToken, "dispatcher-token-file", "", "file holding the NeuroNetes dispatcher's bearer token (at least 32 bytes): with it the dispatcher names the ToolBinding's AgentPool (header X-Neuronetes-Target-Pool) and is served by that pool alone (empty: no dispatcher credential; a request naming a target pool is refused)")
 	fs.StringVar(&o.sessionKeyFile, "session-key-file", "", "file holding the secret (at least 32 bytes) that scopes session keys by tenant (HMAC): every replica must hold the same one; required with --redis-addr (empty: a secret of this process, so pins, rollout assignments and agents' session memory keys change on restart)")
 	fs.StringVar(&o.redisAddr, "redis-addr", "", "Redis host:port shared by the gateway replicas for session pins, session activity and quotas (empty: in memory, per replica)")
 	o.redisConn.Register(fs)
@@ -133,6 +138,14 @@ func (o *options) validate() error {
 	}
 	if o.static() && o.auth == "required" {
 		errs = append(errs, errors.New("--auth=required needs Kubernetes (Tenants); static-backends mode serves anonymous callers"))
+	}
+	switch {
+	case o.anonNS != "" && (o.static() || o.auth != "none"):
+		errs = append(errs, errors.New("--anonymous-namespace applies only with --auth=none in Kubernetes mode"))
+	case !o.static() && o.auth == "none" && o.anonNS == "":
+		errs = append(errs, errors.New("--auth=none in Kubernetes mode needs --anonymous-namespace: the namespace whose pools anonymous callers may use"))
+	case o.anonNS != "" && len(validation.IsDNS1123Label(o.anonNS)) > 0:
+		errs = append(errs, fmt.Errorf("--anonymous-namespace %q is not a namespace name", o.anonNS))
 	}
 	if o.quotaFailure != "open" && o.quotaFailure != "closed" {
 		errs = append(errs, fmt.Errorf("--quota-store-failure must be open or closed, got %q", o.quotaFailure))

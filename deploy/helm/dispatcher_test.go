@@ -34,6 +34,19 @@ func TestChartDispatcher(t *testing.T) {
 	if !strings.Contains(toJSON(env), `"name":"NEURONETES_GATEWAY_API_KEY"`) || !strings.Contains(toJSON(env), `"name":"dispatch-key"`) || !strings.Contains(toJSON(env), `"POD_NAME"`) {
 		t.Errorf("env %s", toJSON(env))
 	}
+	// The dispatcher's own credential: one chart-made Secret, in its env and on the gateway's
+	// --dispatcher-token-file, so calls can name the bound pool.
+	if sec := find(objs, "Secret", "nn-neuronetes-dispatcher-token"); sec == nil || get(sec, "data", "token") == nil {
+		t.Error("no dispatcher token Secret")
+	}
+	if !strings.Contains(toJSON(env), `"name":"NEURONETES_GATEWAY_DISPATCH_TOKEN","valueFrom":{"secretKeyRef":{"key":"token","name":"nn-neuronetes-dispatcher-token"}}`) {
+		t.Errorf("dispatcher env lacks the dispatch token: %s", toJSON(env))
+	}
+	gw := find(objs, "Deployment", "nn-neuronetes-gateway")
+	if !contains(args(container(gw, "gateway")), "--dispatcher-token-file=/etc/neuronetes/dispatcher-token/token") ||
+		!strings.Contains(toJSON(get(gw, "spec", "template", "spec", "volumes")), `"secretName":"nn-neuronetes-dispatcher-token"`) {
+		t.Errorf("gateway does not mount the dispatcher token: %v", args(container(gw, "gateway")))
+	}
 	if svc := find(objs, "Service", "nn-neuronetes-tools"); svc == nil || get(svc, "spec", "ports", 0, "targetPort") != "tools" {
 		t.Error("no tool proxy Service")
 	}

@@ -81,6 +81,13 @@ func TestChartGateway(t *testing.T) {
 }
 
 func TestChartGatewayRefusals(t *testing.T) {
+	objs, err := render(t, nil, []string{`gateway={"auth":"none","anonymousNamespace":"demo"}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := args(container(find(objs, "Deployment", "nn-neuronetes-gateway"), "gateway")); !contains(a, "--anonymous-namespace=demo") {
+		t.Errorf("gateway args %v lack --anonymous-namespace=demo", a)
+	}
 	for _, tc := range []struct{ set, want string }{
 		{`gateway={"auth":"maybe"}`, "auth"},
 		{`gateway={"quotaStoreFailure":"sometimes"}`, "quotaStoreFailure"},
@@ -88,6 +95,9 @@ func TestChartGatewayRefusals(t *testing.T) {
 		{`gateway={"defaults":{"sessionKeys":"cookie:x"}}`, "sessionKeys"},
 		{`gateway={"timeouts":{"idle":"soon"}}`, "idle"},
 		{`gateway={"terminationGracePeriodSeconds":5}`, "terminationGracePeriodSeconds"},
+		{`gateway={"auth":"none"}`, "gateway.auth=none needs gateway.anonymousNamespace"},
+		{`gateway={"anonymousNamespace":"demo"}`, "gateway.anonymousNamespace applies only with gateway.auth=none"},
+		{`gateway={"auth":"none","anonymousNamespace":"Demo_NS"}`, "anonymousNamespace"},
 	} {
 		_, err := render(t, nil, []string{tc.set})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -14,7 +14,7 @@ func TestChartProductionRefusals(t *testing.T) {
 		set  []string
 		want string
 	}{
-		{"gateway without auth", []string{`gateway.auth="none"`}, "gateway.auth=none"},
+		{"gateway without auth", []string{`gateway.auth="none"`, `gateway.anonymousNamespace="demo"`}, "gateway.auth=none lets"},
 		{"quotas failing open", []string{`gateway.quotaStoreFailure="open"`}, "gateway.quotaStoreFailure=open"},
 		{"plain-HTTP model S3", []string{`nodeagent.s3Endpoint="http://minio.example.com:9000"`}, "nodeagent.s3Endpoint=http://"},
 		{"plain-HTTP checkpoint S3", []string{`nodeagent={"checkpoint":{"enabled":true,"s3":{"endpoint":"s3.example.com:443","secure":false,"credentialsSecret":"s3"}}}`}, "nodeagent.checkpoint.s3.secure=false"},

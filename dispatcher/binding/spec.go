@@ -118,7 +118,7 @@ func Resolve(b *v1alpha1.ToolBinding, pool *v1alpha1.AgentPool, class *v1alpha1.
 	if q.PrefetchCount != nil {
 		s.Prefetch = int(*q.PrefetchCount)
 	}
-	w := worker.Config{Binding: b.Namespace + "/" + b.Name, Model: ModelOf(class), ResponseQueue: d.ResponseQueue,
+	w := worker.Config{Binding: b.Namespace + "/" + b.Name, Model: ModelOf(class), Pool: b.Namespace + "/" + pool.Name, ResponseQueue: d.ResponseQueue,
 		DeadLetterQueue: d.DeadLetterQueue, MaxRetries: DefaultMaxRetries, SessionKeyField: d.SessionKeyField, Lease: DefaultLease}
 	if d.MaxRetries != nil {
 		w.MaxRetries = int(*d.MaxRetries)

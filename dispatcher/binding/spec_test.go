@@ -36,7 +36,7 @@ func TestResolve(t *testing.T) {
 		{"defaults", nil, pool, class, "", func(t *testing.T, s Spec) {
 			w := s.Worker
 			if s.Group != "neuronetes-ns-tasks" || s.Prefetch != 1 || w.Model != "llama" || s.AgentClass != "chat" || w.MaxRetries != 3 || w.Timeout != time.Minute ||
-				w.Backoff.Initial != time.Second || w.Backoff.Max != time.Minute || w.DedupeTTL != 24*time.Hour || w.Binding != "ns/tasks" {
+				w.Backoff.Initial != time.Second || w.Backoff.Max != time.Minute || w.DedupeTTL != 24*time.Hour || w.Binding != "ns/tasks" || w.Pool != "ns/pool" {
 				t.Fatalf("resolved %+v", s)
 			}
 		}},

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/neuronetes/neuronetes/internal/retryafter"
 )
 
 // Response headers the gateway sets.
@@ -20,6 +22,9 @@ const (
 	headerRequestID = "X-Request-Id"
 	headerPod       = "X-Neuronetes-Pod"
 	headerPool      = "X-Neuronetes-Pool"
+	// headerTargetPool names the AgentPool a dispatcher call is for; the gateway accepts it
+	// only with the dispatcher's token.
+	headerTargetPool = "X-Neuronetes-Target-Pool"
 )
 
 // MaxResponseBytes bounds a response body read into memory.
@@ -29,7 +34,12 @@ const MaxResponseBytes = 16 << 20
 type Client struct {
 	// BaseURL of the gateway API, e.g. http://neuronetes-gateway.neuronetes-system:8080.
 	BaseURL string
-	// APIKey is sent as "Authorization: Bearer <key>" when set.
+	// DispatchToken is the dispatcher's own credential (the gateway's --dispatcher-token-file):
+	// with it each call names its pool and is served by that pool alone. Without it, APIKey (a
+	// Tenant's key) is sent and the gateway routes by model in that Tenant's namespace (static
+	// mode without Kubernetes).
+	DispatchToken string
+	// APIKey is sent as "Authorization: Bearer <key>" when set and DispatchToken is not.
 	APIKey string
 	// HTTP is the client (default: a pooled client without its own timeout; the context
 	// bounds each call).
@@ -74,14 +84,21 @@ var DefaultHTTP = &http.Client{Transport: &http.Transport{
 	IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: 0,
 }}
 
-// Chat posts body (a chat completion request) with the session key and returns the completion.
-func (c *Client) Chat(ctx context.Context, sessionKey string, body []byte) (*Response, error) {
+// Chat posts body (a chat completion request) for pool ("namespace/name", sent with the
+// dispatcher's token only) with the session key and returns the completion.
+func (c *Client) Chat(ctx context.Context, pool, sessionKey string, body []byte) (*Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.BaseURL, "/")+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("gateway request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if c.APIKey != "" {
+	switch {
+	case c.DispatchToken != "":
+		req.Header.Set("Authorization", "Bearer "+c.DispatchToken)
+		if pool != "" {
+			req.Header.Set(headerTargetPool, pool)
+		}
+	case c.APIKey != "":
 		req.Header.Set("Authorization", "Bearer "+c.APIKey)
 	}
 	if sessionKey != "" {
@@ -135,9 +152,7 @@ func statusError(resp *http.Response, raw []byte) *StatusError {
 	} else if len(raw) > 0 {
 		e.Message = strings.TrimSpace(string(raw[:min(len(raw), 512)]))
 	}
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-		e.RetryAfter = time.Duration(s) * time.Second
-	}
+	e.RetryAfter = retryafter.From(resp.Header, time.Now())
 	return e
 }
 

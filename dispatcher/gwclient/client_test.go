@@ -64,6 +64,10 @@ func TestChat(t *testing.T) {
 			w.Header().Set("Retry-After", "3")
 			w.WriteHeader(429)
 			_, _ = w.Write([]byte(`{"error":{"message":"over quota","type":"rate_limit","code":"rate_limited"}}`))
+		case "busy-date":
+			w.Header().Set("Retry-After", time.Now().Add(10*time.Second).UTC().Format(http.TimeFormat))
+			w.WriteHeader(503)
+			_, _ = w.Write([]byte(`{"error":{"message":"overloaded","type":"service_unavailable","code":"overloaded"}}`))
 		case "empty":
 			_, _ = w.Write([]byte(`{"choices":[]}`))
 		default:
@@ -75,22 +79,26 @@ func TestChat(t *testing.T) {
 	c := &Client{BaseURL: srv.URL + "/", APIKey: "k"}
 	ctx := context.Background()
 	body, _ := BuildChat([]byte("x"), "ok", nil)
-	r, err := c.Chat(ctx, "s1", body)
+	r, err := c.Chat(ctx, "ns/pool", "s1", body)
 	if err != nil || r.RequestID != "req-1" || r.Pod != "pod-a" || gotAuth != "Bearer k" || gotSession != "s1" {
 		t.Fatalf("ok: %+v %v auth=%q session=%q", r, err, gotAuth, gotSession)
 	}
 	body, _ = BuildChat([]byte("x"), "busy", nil)
-	_, err = c.Chat(ctx, "", body)
+	_, err = c.Chat(ctx, "ns/pool", "", body)
 	var se *StatusError
 	if !errors.As(err, &se) || se.Status != 429 || se.Code != "rate_limited" || se.RetryAfter != 3*time.Second || se.RequestID != "req-1" {
 		t.Fatalf("429: %#v", err)
 	}
+	body, _ = BuildChat([]byte("x"), "busy-date", nil)
+	if _, err = c.Chat(ctx, "ns/pool", "", body); !errors.As(err, &se) || se.Status != 503 || se.RetryAfter < 8*time.Second || se.RetryAfter > 10*time.Second {
+		t.Fatalf("503 with an HTTP-date Retry-After: %#v", err)
+	}
 	body, _ = BuildChat([]byte("x"), "other", nil)
-	if _, err = c.Chat(ctx, "", body); !errors.As(err, &se) || se.Status != 502 || se.Message != "bad gateway" {
+	if _, err = c.Chat(ctx, "ns/pool", "", body); !errors.As(err, &se) || se.Status != 502 || se.Message != "bad gateway" {
 		t.Fatalf("502: %v", err)
 	}
 	body, _ = BuildChat([]byte("x"), "empty", nil)
-	if _, err = c.Chat(ctx, "", body); err == nil {
+	if _, err = c.Chat(ctx, "ns/pool", "", body); err == nil {
 		t.Fatal("a completion without choices was accepted")
 	}
 	if gotSession != "" {

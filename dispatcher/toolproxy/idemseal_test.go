@@ -112,3 +112,28 @@ func TestLoadIdemKey(t *testing.T) {
 		t.Error("missing file accepted")
 	}
 }
+
+// TestClaimIsALease: a pending claim of a replica that died mid-call expires after the call's
+// lease, so a retry with the same key goes through instead of a 409 for a day.
+func TestClaimIsALease(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rc.Close()
+	st := &RedisIdem{Client: rc, Prefix: "t:", Sealer: sealerOf(t, 1)}
+	ctx := context.Background()
+	key, args := IdemKey("ns", "pay", "agents", "k1"), ArgsDigest([]byte(`{"amount":5}`))
+	if _, err := st.Claim(ctx, key, args, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	// The claiming replica dies: no Store, no Abandon.
+	if _, err := st.Claim(ctx, key, args, 300*time.Millisecond); err != ErrInProgress {
+		t.Fatalf("while the lease holds: %v, want ErrInProgress", err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if a, err := st.Claim(ctx, key, args, 300*time.Millisecond); err != nil || a != nil {
+		t.Fatalf("after the lease: %v %v, want a new claim", a, err)
+	}
+	if got := ClaimLease(2 * time.Second); got != 2*time.Second+claimMargin || got >= IdempotencyTTL {
+		t.Fatalf("ClaimLease(2s) = %v", got)
+	}
+}

@@ -5,21 +5,17 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
-	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/neuronetes/neuronetes/internal/egress"
 )
@@ -41,16 +37,14 @@ type Invokers struct {
 	// timeout (the context) bounds each call.
 	HTTP *http.Client
 
-	once  sync.Once
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
-	descs map[string]protoreflect.MethodDescriptor
+	once sync.Once
+	grpc grpcConns
 }
 
 // Invoke implements Invoker.
 func (iv *Invokers) Invoke(ctx context.Context, t *Tool, c Caller, idemKey string, args []byte) (Answer, error) {
 	if t.Type == "grpc" {
-		return iv.invokeGRPC(ctx, t, args)
+		return iv.invokeGRPC(ctx, t, c, idemKey, args)
 	}
 	return iv.invokeHTTP(ctx, t, c, idemKey, args)
 }
@@ -94,63 +88,6 @@ func (iv *Invokers) invokeHTTP(ctx context.Context, t *Tool, c Caller, idemKey s
 		return Answer{}, fmt.Errorf("tool %s answer over %d bytes", t.Name, MaxAnswerBytes)
 	}
 	return Answer{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: b}, nil
-}
-
-// invokeGRPC converts the JSON arguments to the method's request message (its descriptor is
-// read once by server reflection), calls the method and answers the response as JSON.
-func (iv *Invokers) invokeGRPC(ctx context.Context, t *Tool, args []byte) (Answer, error) {
-	conn, md, err := iv.method(ctx, t)
-	if err != nil {
-		return Answer{}, err
-	}
-	in := dynamicpb.NewMessage(md.Input())
-	if err := protojson.Unmarshal(args, in); err != nil {
-		return Answer{Status: http.StatusBadRequest, ContentType: "application/json",
-			Body: []byte(fmt.Sprintf(`{"error":%q}`, "arguments do not fit "+string(md.Input().FullName())+": "+err.Error()))}, nil
-	}
-	out := dynamicpb.NewMessage(md.Output())
-	if err := conn.Invoke(ctx, "/"+strings.TrimPrefix(t.Method, "/"), in, out); err != nil {
-		return Answer{}, fmt.Errorf("tool %s: %w", t.Name, err)
-	}
-	b, err := protojson.Marshal(out)
-	if err != nil {
-		return Answer{}, fmt.Errorf("tool %s answer: %w", t.Name, err)
-	}
-	return Answer{Status: http.StatusOK, ContentType: "application/json", Body: b}, nil
-}
-
-func (iv *Invokers) method(ctx context.Context, t *Tool) (*grpc.ClientConn, protoreflect.MethodDescriptor, error) {
-	iv.mu.Lock()
-	defer iv.mu.Unlock()
-	if iv.conns == nil {
-		iv.conns, iv.descs = map[string]*grpc.ClientConn{}, map[string]protoreflect.MethodDescriptor{}
-	}
-	conn := iv.conns[t.Endpoint]
-	if conn == nil {
-		var err error
-		// passthrough hands the endpoint's host to the egress dialer unresolved, so host-name
-		// allowlists apply and the dialer checks every address it resolves.
-		target := t.Endpoint
-		if !strings.Contains(target, ":///") {
-			target = "passthrough:///" + target
-		}
-		dial := iv.Egress.Dialer(egress.DefaultDialTimeout)
-		if conn, err = grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dial(ctx, "tcp", addr) })); err != nil {
-			return nil, nil, fmt.Errorf("tool %s endpoint %s: %w", t.Name, t.Endpoint, err)
-		}
-		iv.conns[t.Endpoint] = conn
-	}
-	k := t.Endpoint + " " + t.Method
-	if md := iv.descs[k]; md != nil {
-		return conn, md, nil
-	}
-	md, err := resolveMethod(ctx, conn, t.Method)
-	if err != nil {
-		return nil, nil, fmt.Errorf("tool %s: %w", t.Name, err)
-	}
-	iv.descs[k] = md
-	return conn, md, nil
 }
 
 // resolveMethod finds "pkg.Service/Method" through the server's reflection service.

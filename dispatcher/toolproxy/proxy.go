@@ -27,6 +27,14 @@ const MaxArgumentBytes = 1 << 20
 // IdempotencyTTL is how long an answer to a side-effecting call is replayed.
 const IdempotencyTTL = 24 * time.Hour
 
+// claimMargin is what a pending claim outlives its call's timeout by.
+const claimMargin = 5 * time.Second
+
+// ClaimLease is how long a pending claim holds a key: the call's timeout plus a margin. A
+// replica that dies mid-call leaves a claim that expires with it, so a retry with the key is let
+// through then (the tool gets the same key and can deduplicate on its side).
+func ClaimLease(timeout time.Duration) time.Duration { return timeout + claimMargin }
+
 // Outcomes recorded in the audit and the metrics.
 const (
 	OutcomeOK                 = "ok"
@@ -153,7 +161,7 @@ func (p *Proxy) serve(ctx context.Context, c *call, t *Tool, caller Caller, idem
 			return
 		}
 		key = IdemKey(t.Key.Namespace, t.Name, caller.Pool, idemKey)
-		prev, err := p.Idem.Claim(ctx, key, ArgsDigest(args), IdempotencyTTL)
+		prev, err := p.Idem.Claim(ctx, key, ArgsDigest(args), ClaimLease(t.Timeout))
 		switch {
 		case errors.Is(err, ErrInProgress):
 			c.entry.Outcome = OutcomeRefusedIdempotency

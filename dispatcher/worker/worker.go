@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -43,6 +44,8 @@ type Config struct {
 	Binding string
 	// Model is the model the gateway routes to the binding's pool.
 	Model string
+	// Pool is the bound AgentPool, namespace/name: the gateway serves the call by it alone.
+	Pool string
 	// ResponseQueue and DeadLetterQueue are the destinations.
 	ResponseQueue, DeadLetterQueue string
 	// MaxRetries after the first attempt.
@@ -61,7 +64,7 @@ type Config struct {
 
 // Caller sends one chat completion (gwclient.Client).
 type Caller interface {
-	Chat(ctx context.Context, sessionKey string, body []byte) (*gwclient.Response, error)
+	Chat(ctx context.Context, pool, sessionKey string, body []byte) (*gwclient.Response, error)
 }
 
 // Observer receives the worker's events (dispatcher/metrics).
@@ -260,7 +263,7 @@ func (w *Worker) process(ctx context.Context, m *queue.Message, rec dedupe.Recor
 		}
 		actx, cancel := context.WithTimeout(ctx, w.Timeout)
 		start := time.Now()
-		resp, err := w.Caller.Chat(actx, key, body)
+		resp, err := w.Caller.Chat(actx, w.Pool, key, body)
 		cancel()
 		if w.Observer != nil {
 			w.Observer.Attempt(time.Since(start), err)
@@ -280,6 +283,11 @@ func (w *Worker) process(ctx context.Context, m *queue.Message, rec dedupe.Recor
 			return Abandoned
 		}
 		failures = n
+		if Permanent(err) {
+			// The gateway's verdict on the request itself: running the agent again cannot
+			// change it.
+			return w.deadLetter(ctx, m, failures, lastError(err))
+		}
 		if failures > w.MaxRetries {
 			return w.deadLetter(ctx, m, failures, lastError(err))
 		}
@@ -288,6 +296,22 @@ func (w *Worker) process(ctx context.Context, m *queue.Message, rec dedupe.Recor
 			return Abandoned
 		}
 	}
+}
+
+// Permanent reports whether a failed call is the gateway's final answer on the request: a 4xx
+// other than 408 (timeout), 409 (conflict), 425 (too early) and 429 (rate limited), e.g. 400 bad
+// request, 401/403 credentials, 404 unknown model, 413 too large. Those go to the dead-letter
+// queue at once; 429, 5xx and transport errors are retried.
+func Permanent(err error) bool {
+	var se *gwclient.StatusError
+	if !errors.As(err, &se) || se.Status < 400 || se.Status > 499 {
+		return false
+	}
+	switch se.Status {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
+		return false
+	}
+	return true
 }
 
 // fail records cause; it returns the failure count, or the store's error.

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -30,8 +31,11 @@ type fakeCaller struct {
 	block bool
 }
 
-func (c *fakeCaller) Chat(ctx context.Context, key string, body []byte) (*gwclient.Response, error) {
+func (c *fakeCaller) Chat(ctx context.Context, pool, key string, body []byte) (*gwclient.Response, error) {
 	c.calls++
+	if pool != "ns/workers" {
+		return nil, fmt.Errorf("called for pool %q, want the bound ns/workers", pool)
+	}
 	c.l.add("call:" + key)
 	if c.block {
 		<-ctx.Done()
@@ -70,7 +74,7 @@ func msg(l *log, id string) *queue.Message {
 
 func newWorker(l *log, s dedupe.Store, c Caller, p queue.Publisher, sleeps *[]time.Duration) *Worker {
 	return &Worker{
-		Config: Config{Binding: "ns/b", Model: "m", ResponseQueue: "out", DeadLetterQueue: "dlq", MaxRetries: 2,
+		Config: Config{Binding: "ns/b", Model: "m", Pool: "ns/workers", ResponseQueue: "out", DeadLetterQueue: "dlq", MaxRetries: 2,
 			Timeout: 200 * time.Millisecond, Backoff: backoff.Schedule{Initial: time.Second, Max: 4 * time.Second},
 			DedupeTTL: time.Hour, Lease: time.Minute},
 		Member: "w1", Store: s, Caller: c, Publisher: p, Rand: func() float64 { return 0.5 },
@@ -102,10 +106,24 @@ func TestHandle(t *testing.T) {
 			}
 			return nil
 		}, Succeeded, 2, []time.Duration{3 * time.Second}, "out", "", "2"},
-		{"poison message", func(int) error {
+		{"poison message is dead-lettered at once", func(int) error {
 			return &gwclient.StatusError{Status: 400, Code: "invalid_request", Message: "messages: bad"}
 		},
-			DeadLettered, 3, []time.Duration{500 * time.Millisecond, time.Second}, "dlq", "gateway 400 invalid_request: messages: bad", "3"},
+			DeadLettered, 1, nil, "dlq", "gateway 400 invalid_request: messages: bad", "1"},
+		{"unknown model is dead-lettered at once", func(int) error {
+			return &gwclient.StatusError{Status: 404, Code: "model_not_found", Message: "no such model"}
+		},
+			DeadLettered, 1, nil, "dlq", "gateway 404 model_not_found: no such model", "1"},
+		{"5xx is retried until MaxRetries", func(int) error {
+			return &gwclient.StatusError{Status: 502, Code: "backend_error", Message: "down"}
+		},
+			DeadLettered, 3, []time.Duration{500 * time.Millisecond, time.Second}, "dlq", "gateway 502 backend_error: down", "3"},
+		{"429 is retried after its Retry-After", func(n int) error {
+			if n == 1 {
+				return &gwclient.StatusError{Status: 429, Code: "quota_tokens", RetryAfter: 2 * time.Second}
+			}
+			return nil
+		}, Succeeded, 2, []time.Duration{2 * time.Second}, "out", "", "2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, sleeps := &log{}, []time.Duration{}

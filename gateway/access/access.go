@@ -40,8 +40,11 @@ type Tenant struct {
 	PoolQuotas map[string]Quota
 	// Priorities the tenant may request with the priority header.
 	Priorities map[route.Priority]bool
-	// Anonymous marks the tenant of a gateway without authentication: any namespace's models
-	// are resolved in the empty namespace (static mode) and everything is allowed.
+	// Pool, when set, is the one pool the caller is served by (the dispatcher's calls for a
+	// ToolBinding's AgentPool, gateway/auth.Dispatcher); its model must match the request's.
+	Pool *route.PoolRef
+	// Anonymous marks the tenant of a gateway without authentication: every model and priority
+	// is allowed, in Namespace (AnonymousIn) or, in static-backends mode, the empty namespace.
 	Anonymous bool
 }
 
@@ -69,6 +72,15 @@ func (t *Tenant) QuotaFor(pool string) Quota {
 // Anonymous is the tenant of every request when authentication is off.
 var Anonymous = &Tenant{Name: "anonymous", AllModels: true, Anonymous: true,
 	Priorities: map[route.Priority]bool{route.PriorityLow: true, route.PriorityNormal: true, route.PriorityHigh: true}}
+
+// AnonymousIn is the anonymous tenant of a Kubernetes-mode gateway without authentication: it
+// reaches the pools of namespace ns only, so turning authentication off never opens every
+// tenant's pools at once.
+func AnonymousIn(ns string) *Tenant {
+	t := *Anonymous
+	t.Namespace = ns
+	return &t
+}
 
 // OIDCBinding maps tokens of one issuer and audience (and claim) to a tenant.
 type OIDCBinding struct {

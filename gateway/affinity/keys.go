@@ -5,8 +5,10 @@
 package affinity
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/neuronetes/neuronetes/gateway/openai"
 	"github.com/neuronetes/neuronetes/gateway/route"
@@ -28,6 +30,20 @@ func Extract(sources []route.KeySource, h http.Header, req *openai.Request) (key
 		}
 	}
 	return "", route.KeySource{}
+}
+
+// CheckKey refuses a session key that is not valid UTF-8 or holds a control character (C0, DEL
+// or C1): no client means such a key, and it would not survive a header or a log line.
+func CheckKey(key string) error {
+	if !utf8.ValidString(key) {
+		return fmt.Errorf("session key is not valid UTF-8")
+	}
+	for i, r := range key {
+		if r < 0x20 || r >= 0x7f && r < 0xa0 {
+			return fmt.Errorf("session key has control character %U at byte %d", r, i)
+		}
+	}
+	return nil
 }
 
 func value(s route.KeySource, h http.Header, req *openai.Request) string {

@@ -2,7 +2,6 @@ package affinity
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
 )
 
@@ -59,59 +58,8 @@ func TestRingConsistency(t *testing.T) {
 	}
 }
 
-// TestLoadBound places sessions with consistent hashing and bounded loads (walk the ring until a
-// pod is under LoadBound) while requests finish at random: a pod under the bound always exists,
-// the chosen pod never exceeds ceil((1+ε)·(total+1)/n) after taking the request, and while
-// requests only arrive, no pod ever exceeds it. (Departures lower the mean, so a pod may sit
-// above a later, smaller bound until its own requests end; it gets nothing new meanwhile.)
-func TestLoadBound(t *testing.T) {
-	for _, tc := range []struct {
-		n   int
-		eps float64
-	}{{2, 0.25}, {4, 0.25}, {8, 0.1}, {16, 0.5}, {5, 0}} {
-		t.Run(fmt.Sprintf("n=%d,eps=%v", tc.n, tc.eps), func(t *testing.T) {
-			r := NewRing(names(tc.n))
-			load := make([]int, tc.n)
-			total := 0
-			rng := rand.New(rand.NewPCG(1, uint64(tc.n)))
-			type req struct{ pod int }
-			var open []req
-			for step := 0; step < 20000; step++ {
-				arrivalsOnly := step < 2000
-				if !arrivalsOnly && len(open) > 0 && rng.IntN(3) == 0 {
-					i := rng.IntN(len(open))
-					load[open[i].pod]--
-					total--
-					open = append(open[:i], open[i+1:]...)
-					continue
-				}
-				bound := LoadBound(total, tc.n, tc.eps)
-				placed := -1
-				for _, p := range r.Walk(fmt.Sprintf("s%d", rng.IntN(500)), 0) {
-					if load[p]+1 <= bound {
-						placed = p
-						break
-					}
-				}
-				if placed < 0 {
-					t.Fatalf("step %d: no pod under bound %d (loads %v)", step, bound, load)
-				}
-				load[placed]++
-				total++
-				open = append(open, req{placed})
-				if load[placed] > bound {
-					t.Fatalf("step %d: chosen pod %d has %d > bound %d", step, placed, load[placed], bound)
-				}
-				for p, l := range load {
-					if arrivalsOnly && l > bound {
-						t.Fatalf("step %d: pod %d has %d > bound %d", step, p, l, bound)
-					}
-				}
-			}
-		})
-	}
-}
-
+// The bounded-load placement itself is tested through the Picker that applies it:
+// gateway/pick TestPickerLoadBound.
 func TestLoadBoundValues(t *testing.T) {
 	for _, tc := range []struct {
 		total, n int

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	"github.com/neuronetes/neuronetes/gateway/openai"
 )
 
@@ -10,6 +12,7 @@ type usageState struct {
 	chunks    int // streamed chunks that carried a token
 	estimated int // completion tokens estimated from a whole response's text
 	accounted bool
+	first     bool // the first token (or the whole response) arrived
 }
 
 // count folds one chunk (or a whole response) into the request's usage and marks the first
@@ -34,14 +37,26 @@ func (r *request) count(c *openai.Chunk, whole bool) {
 	}
 }
 
-// markFirstToken records the TTFT once.
+// markFirstToken records the first streamed token once: the request leaves the queue views and
+// its TTFT is now.
 func (r *request) markFirstToken() {
-	if r.out.TTFT > 0 {
+	r.firstToken(max(r.e.now().Sub(r.start), 1), true)
+}
+
+// firstToken marks the request's first token once; with observe, ttft is its TTFT for the
+// histogram, the pool's p95 and the outcome (a whole response without the backend's own report
+// has none).
+func (r *request) firstToken(ttft time.Duration, observe bool) {
+	if r.usage.first {
 		return
 	}
-	r.out.TTFT = max(r.e.now().Sub(r.start), 1)
+	r.usage.first = true
 	r.dequeue()
 	r.lease.FirstToken()
+	if !observe {
+		return
+	}
+	r.out.TTFT = ttft
 	s := r.out.TTFT.Seconds()
 	r.e.Metrics.TTFT.WithLabelValues(r.pool.AgentClass, r.modelLabel(), string(r.body.Route)).Observe(s)
 	r.e.Pools.ObserveTTFT(r.pool.Ref, r.out.Pod, s)

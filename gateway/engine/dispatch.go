@@ -14,6 +14,10 @@ import (
 	"github.com/neuronetes/neuronetes/gateway/proxy"
 )
 
+// StatusClientClosed is the status recorded for a request whose client went away (nginx's
+// 499): nothing is sent, the outcome is Cancelled.
+const StatusClientClosed = 499
+
 // errRetry marks a failure before anything reached the client that may be retried.
 type errRetry struct{ err error }
 
@@ -21,7 +25,8 @@ func (e *errRetry) Error() string { return e.err.Error() }
 func (e *errRetry) Unwrap() error { return e.err }
 
 // dispatch places the request (pin or picker) and exchanges it with the backend, retrying once
-// on the next candidate when the first attempt fails before the first byte reached the client.
+// on the next candidate when the first attempt failed before the first byte reached the client
+// and the backend cannot have run it (proxy.Retryable), or the client sent an idempotency key.
 func (r *request) dispatch(ctx context.Context) *openai.Error {
 	e := r.e
 	pinned := ""
@@ -32,6 +37,13 @@ func (r *request) dispatch(ctx context.Context) *openai.Error {
 	if err != nil {
 		return openai.NewError(http.StatusInternalServerError, "server_error", "encode", "", "%v", err)
 	}
+	// Whatever ends the exchange (a client gone mid-write included), what a pod generated is
+	// billed: account is once-only, and the quota settles on it afterwards.
+	defer func() {
+		if r.out.Pod != "" {
+			r.account()
+		}
+	}()
 	exclude := map[string]bool{}
 	var last error
 	for attempt := 0; attempt < 2; attempt++ {
@@ -60,6 +72,11 @@ func (r *request) dispatch(ctx context.Context) *openai.Error {
 		"pool %s has no ready endpoint", r.pool.Ref.String())
 	er.RetryAfter = time.Second
 	return er
+}
+
+// idempotent reports whether the client sent an idempotency key (checked by run).
+func (r *request) idempotent() bool {
+	return r.in.Header.Get(HeaderIdempotency) != ""
 }
 
 // choose returns the pinned pod when it is routable, not excluded and under its load bound;
@@ -101,9 +118,10 @@ func (r *request) attempt(ctx context.Context, ch pick.Choice, pin string, body 
 	defer e.Metrics.InFlight.WithLabelValues(poolLabel).Dec()
 	r.setQueued(ep.Pod)
 
+	r.sent = e.now()
 	x, err := e.Upstream.Send(ctx, ep.Addr, r.body.Route.Path(), body, r.backendHeader(), r.body.Stream)
 	if err != nil {
-		if ctx.Err() == nil && proxy.Retryable(err) {
+		if ctx.Err() == nil && proxy.Retryable(err, r.idempotent()) {
 			return &errRetry{err}
 		}
 		return err
@@ -166,7 +184,7 @@ func (r *request) upstreamError(ctx context.Context, err error) *openai.Error {
 	}
 	var be *blockError
 	if ctx.Err() != nil || errors.As(err, new(*clientGoneError)) {
-		return openai.NewError(499, "cancelled", "client_closed", "", "client closed the request")
+		return openai.NewError(StatusClientClosed, "cancelled", "client_closed", "", "client closed the request")
 	}
 	var se *proxy.StatusError
 	switch {

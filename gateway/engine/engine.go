@@ -14,6 +14,7 @@ import (
 
 	"github.com/neuronetes/neuronetes/gateway/access"
 	"github.com/neuronetes/neuronetes/gateway/affinity"
+	"github.com/neuronetes/neuronetes/gateway/auth"
 	"github.com/neuronetes/neuronetes/gateway/metrics"
 	"github.com/neuronetes/neuronetes/gateway/openai"
 	"github.com/neuronetes/neuronetes/gateway/pick"
@@ -46,6 +47,10 @@ const (
 	HeaderSession = "X-Session-Id"
 	// HeaderGateway names the gateway replica that served the response.
 	HeaderGateway = "X-Neuronetes-Gateway"
+	// HeaderIdempotency is the client's idempotency key: with it the client accepts that a
+	// request whose backend failed after receiving it runs again on another pod. The gateway
+	// does not forward it (a backend deduplicating on it would mix tenants' keys).
+	HeaderIdempotency = "Idempotency-Key"
 )
 
 // Pin results (the HeaderPin values and the affinity metric's "result" label, where "held" is
@@ -126,16 +131,24 @@ type Config struct {
 
 // Engine runs requests.
 type Engine struct {
-	Table     *route.Table
-	Auth      Authenticator // nil: every caller is access.Anonymous
-	Pins      *affinity.Store
-	Picker    *pick.Picker
-	Quota     *quota.Limiter // nil: no quotas
-	Admission *quota.Admission
-	Upstream  *proxy.Upstream
-	Metrics   *metrics.Metrics
-	Pools     *metrics.PoolStats
-	Ext       stage.Extensions
+	Table *route.Table
+	Auth  Authenticator // nil: every caller is Anonymous
+	// Anonymous is the tenant of every caller when Auth is nil (nil: access.Anonymous).
+	Anonymous *access.Tenant
+	// Dispatcher authenticates the dispatcher's calls for a named pool before Auth is asked
+	// (nil: none are accepted, and a request naming a target pool is refused).
+	Dispatcher *auth.Dispatcher
+	Pins       *affinity.Store
+	Picker     *pick.Picker
+	Quota      *quota.Limiter // nil: no quotas
+	Admission  *quota.Admission
+	// Peers counts the replicas sharing the pods (nil: this one alone); admission takes this
+	// replica's share of each pool's capacity.
+	Peers    *quota.Peers
+	Upstream *proxy.Upstream
+	Metrics  *metrics.Metrics
+	Pools    *metrics.PoolStats
+	Ext      stage.Extensions
 	// Sessions scopes session keys by tenant (nil: a secret of this process, see
 	// sessionkey.Random); every replica sharing pins must hold the same secret.
 	Sessions *sessionkey.Scoper
@@ -179,9 +192,18 @@ func (e *Engine) newID() string {
 	return "gw-" + e.idPrefix + strconv.FormatUint(e.seq.Add(1), 36)
 }
 
-// Authenticate resolves the caller (access.Anonymous without an Authenticator).
+// Authenticate resolves the caller (Anonymous without an Authenticator).
 func (e *Engine) Authenticate(ctx context.Context, h http.Header) (*access.Tenant, *openai.Error) {
+	if t, ok, err := e.Dispatcher.Authenticate(h); ok {
+		if err != nil {
+			e.Metrics.Rejected.WithLabelValues(err.Reason).Inc()
+		}
+		return t, err
+	}
 	if e.Auth == nil {
+		if e.Anonymous != nil {
+			return e.Anonymous, nil
+		}
 		return access.Anonymous, nil
 	}
 	t, err := e.Auth.Authenticate(ctx, h)

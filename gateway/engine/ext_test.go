@@ -32,8 +32,8 @@ func TestAccessAndBadInput(t *testing.T) {
 		{"missing model", anyone, nil, `{"messages":[{"role":"user","content":"x"}]}`, 400, "bad_request"},
 		{"wrong type", anyone, nil, `{"model":"m","messages":"hi"}`, 400, "bad_request"},
 		{"unknown model, wildcard tenant", anyone, nil, `{"model":"nope","messages":[{"role":"user","content":"x"}]}`, 404, "model_not_found"},
-		{"unknown model, restricted tenant", restricted, nil, `{"model":"nope","messages":[{"role":"user","content":"x"}]}`, 403, "forbidden_model"},
-		{"forbidden model", &access.Tenant{Name: "x", Namespace: "ns", Models: map[string]bool{"other": true}}, nil, chat(true, ""), 403, "forbidden_model"},
+		{"unknown model, restricted tenant", restricted, nil, `{"model":"nope","messages":[{"role":"user","content":"x"}]}`, 404, "model_not_found"},
+		{"forbidden model", &access.Tenant{Name: "x", Namespace: "ns", Models: map[string]bool{"other": true}}, nil, chat(true, ""), 404, "model_not_found"},
 		{"priority not allowed", tenant("p", access.Quota{}), map[string]string{HeaderPriority: "low"}, chat(true, ""), 403, "forbidden_priority"},
 		{"priority invalid", anyone, map[string]string{HeaderPriority: "urgent"}, chat(true, ""), 400, "bad_request"},
 	}
@@ -50,6 +50,26 @@ func TestAccessAndBadInput(t *testing.T) {
 	}
 	if s := h.do(context.Background(), tenant("p", access.Quota{}), map[string]string{HeaderPriority: "high"}, chat(true, "")); s.err != nil {
 		t.Fatalf("allowed priority: %v", s.err)
+	}
+	// The pool's own class (normal by default) needs no grant: tenant "p" lists only high.
+	if s := h.do(context.Background(), tenant("p", access.Quota{}), map[string]string{HeaderPriority: "normal"}, chat(true, "")); s.err != nil {
+		t.Fatalf("default priority: %v", s.err)
+	}
+}
+
+// TestModelNotFoundLeaksNothing: a served model the tenant may not use and a model nothing
+// serves get the same status, code and message (but for the model's own name).
+func TestModelNotFoundLeaksNothing(t *testing.T) {
+	h := newHarness(t, newBackend(t))
+	restricted := &access.Tenant{Name: "x", Namespace: "ns", Models: map[string]bool{"other": true}}
+	served := h.do(context.Background(), restricted, nil, chat(false, ""))
+	missing := h.do(context.Background(), restricted, nil, strings.Replace(chat(false, ""), `"model":"m"`, `"model":"nope"`, 1))
+	if served.err == nil || missing.err == nil {
+		t.Fatalf("errors %v, %v", served.err, missing.err)
+	}
+	want := strings.Replace(missing.err.Body.Message, "`nope`", "`m`", 1)
+	if served.err.Status != missing.err.Status || served.err.Body.Message != want || *served.err.Body.Code != *missing.err.Body.Code {
+		t.Fatalf("forbidden %d %q, missing %d %q", served.err.Status, served.err.Body.Message, missing.err.Status, missing.err.Body.Message)
 	}
 }
 
@@ -264,5 +284,55 @@ func TestCarriesToken(t *testing.T) {
 		if got := carriesToken([]byte(tc.data)); got != tc.want {
 			t.Errorf("carriesToken(%s) = %v", tc.data, got)
 		}
+	}
+}
+
+// TestAnonymousNamespace: without authentication in Kubernetes mode the anonymous caller reaches
+// the pools of its one namespace and no other's.
+func TestAnonymousNamespace(t *testing.T) {
+	for _, tc := range []struct {
+		ns     string
+		status int
+	}{{"ns", 0}, {"other", 404}, {"", 404}} {
+		t.Run("namespace "+tc.ns, func(t *testing.T) {
+			b := newBackend(t)
+			h := newHarness(t, b)
+			h.e.Anonymous = access.AnonymousIn(tc.ns)
+			s := h.do(context.Background(), nil, nil, chat(false, ""))
+			status := 0
+			if s.err != nil {
+				status = s.err.Status
+			}
+			if status != tc.status || (status == 0) != (b.count() == 1) {
+				t.Fatalf("status %d (%v), backend calls %d; want %d", status, s.err, b.count(), tc.status)
+			}
+		})
+	}
+}
+
+// TestInvalidSessionKey: a session key with a control character or invalid UTF-8 is a 400 that
+// names where it came from, and reaches no pod.
+func TestInvalidSessionKey(t *testing.T) {
+	b := newBackend(t)
+	h := newHarness(t, b)
+	for _, tc := range []struct {
+		name, extra, param string
+	}{
+		{"control character", `,"conversation_id":"a\u0007b"`, "conversation_id"},
+		{"C1 control", `,"user":"a\u0085b"`, "user"},
+		{"NUL", `,"conversation_id":"\u0000"`, "conversation_id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := h.do(context.Background(), anyone, nil, chat(false, tc.extra))
+			if s.err == nil || s.err.Status != 400 || s.err.Body.Param == nil || *s.err.Body.Param != tc.param {
+				t.Fatalf("err %v, want 400 naming %s", s.err, tc.param)
+			}
+		})
+	}
+	if b.count() != 0 {
+		t.Fatalf("%d requests with invalid keys reached the pod", b.count())
+	}
+	if s := h.do(context.Background(), anyone, nil, chat(false, `,"conversation_id":"ünïcode-ok 42"`)); s.err != nil {
+		t.Fatalf("a printable key was refused: %v", s.err)
 	}
 }

@@ -44,6 +44,8 @@ type request struct {
 	usage     usageState
 	// lease is the current attempt's share of its pod's load.
 	lease *pick.Lease
+	// sent is when the current attempt was sent to its pod.
+	sent time.Time
 }
 
 // Handle runs one request and writes its response to sink.
@@ -68,6 +70,9 @@ func (r *request) run(ctx context.Context) *openai.Error {
 		}
 		r.tenant = t
 	}
+	if k := r.in.Header.Get(HeaderIdempotency); k != "" && !validIdempotencyKey(k) {
+		return openai.BadRequest(HeaderIdempotency, "header %s must be 1 to 255 printable ASCII characters", HeaderIdempotency)
+	}
 	body, err := openai.Parse(r.in.Route, r.in.Body)
 	if err != nil {
 		return asAPIError(err)
@@ -89,25 +94,46 @@ func (r *request) run(ctx context.Context) *openai.Error {
 	return r.serve(ctx)
 }
 
-// resolve finds the pools serving the model for the tenant: 403 when the tenant may not use the
-// model (whether or not it exists), 404 when it may but no pool serves it.
+// resolve finds the pools serving the model for the tenant. A model the tenant may not use and
+// a model nothing serves get the same 404 model_not_found, as OpenAI answers, so a caller
+// cannot tell another tenant's model from a missing one; the metric tells them apart.
 func (r *request) resolve() ([]*route.Pool, *openai.Error) {
 	model := r.body.Model
-	if !r.tenant.Allows(model) {
-		return nil, openai.NewError(http.StatusForbidden, "permission_denied", "forbidden_model", "model",
-			"model %q is not available to this caller", model)
+	var pools []*route.Pool
+	reason := "forbidden_model"
+	switch {
+	case r.tenant.Pool != nil:
+		// The dispatcher's call for one pool: that pool or nothing, never another serving the
+		// same model (a rollout's canary included).
+		if p, ok := r.e.Table.Load().Pool(*r.tenant.Pool); ok && (p.Model == model || p.Model == "") {
+			pools = []*route.Pool{p}
+		}
+		reason = "model_not_found"
+	case r.tenant.Allows(model):
+		pools, reason = r.e.Table.Load().Resolve(r.tenant.Namespace, model), "model_not_found"
 	}
-	pools := r.e.Table.Load().Resolve(r.tenant.Namespace, model)
 	if len(pools) == 0 {
-		return nil, openai.NewError(http.StatusNotFound, "invalid_request_error", "model_not_found", "model",
-			"model %q does not exist", model)
+		r.e.Metrics.Rejected.WithLabelValues(reason).Inc()
+		return nil, ModelNotFound(model)
 	}
 	return pools, nil
 }
 
+// ModelNotFound is OpenAI's answer for a model that does not exist or that the caller may not
+// use; the message is the same in both cases.
+func ModelNotFound(model string) *openai.Error {
+	e := openai.NewError(http.StatusNotFound, "invalid_request_error", "model_not_found", "model",
+		"The model `%s` does not exist or you do not have access to it.", model)
+	e.Reason = ""
+	return e
+}
+
 // stages runs the RequestStages.
 func (r *request) stages(ctx context.Context, pools []*route.Pool) *openai.Error {
-	key := r.sessionKey(pools[0])
+	key, aerr := r.sessionKey(pools[0])
+	if aerr != nil {
+		return aerr
+	}
 	cands := make([]stage.Candidate, len(pools))
 	for i, p := range pools {
 		cands[i] = stage.Candidate{Pool: p.Ref, AgentClass: p.AgentClass, Ready: len(p.Endpoints)}
@@ -148,9 +174,16 @@ func (r *request) stages(ctx context.Context, pools []*route.Pool) *openai.Error
 // sessionKey is the request's session key under pool's policy, scoped by the caller's tenant:
 // everything past this point (stages, the variant selector, pins, activity, the ring, the
 // backend's conversation headers) sees only the scoped key.
-func (r *request) sessionKey(pool *route.Pool) string {
-	key, _ := affinity.Extract(pool.Policy.SessionKeys, r.in.Header, r.body)
-	return r.e.Sessions.Scope(r.tenant, key)
+func (r *request) sessionKey(pool *route.Pool) (string, *openai.Error) {
+	key, from := affinity.Extract(pool.Policy.SessionKeys, r.in.Header, r.body)
+	if err := affinity.CheckKey(key); err != nil {
+		param := from.Header
+		if param == "" {
+			param = from.Body
+		}
+		return "", openai.BadRequest(param, "%s: %v", from.String(), err)
+	}
+	return r.e.Sessions.Scope(r.tenant, key), nil
 }
 
 // selectPool runs the VariantSelector and settles the session key with the chosen pool's
@@ -172,8 +205,11 @@ func (r *request) selectPool(ctx context.Context, pools []*route.Pool) *openai.E
 	}
 	r.sreq.Pool = ref
 	r.meta.Pool = ref.String()
-	r.sreq.SessionKey = r.sessionKey(r.pool)
-	r.keyHash = r.sreq.SessionKey
+	key, aerr := r.sessionKey(r.pool)
+	if aerr != nil {
+		return aerr
+	}
+	r.sreq.SessionKey, r.keyHash = key, key
 	text := r.body.PromptText()
 	r.promptTokens = openai.EstimateTokens(text)
 	if w := r.pool.Policy.Weights; r.e.Picker.Prefix != nil && (w.PrefixCache > 0 || w.Prefill > 0) {
@@ -182,7 +218,8 @@ func (r *request) selectPool(ctx context.Context, pools []*route.Pool) *openai.E
 	return nil
 }
 
-// priority is the header's class when the tenant may set it, else the pool's.
+// priority is the header's class when the tenant may set it, else the pool's. Asking for the
+// pool's own class needs no grant: it changes nothing.
 func (r *request) priority() *openai.Error {
 	r.prio = r.pool.Policy.Priority
 	v := r.in.Header.Get(HeaderPriority)
@@ -193,7 +230,7 @@ func (r *request) priority() *openai.Error {
 	if !ok {
 		return openai.BadRequest(HeaderPriority, "header %s must be high, normal or low, got %q", HeaderPriority, v)
 	}
-	if !r.tenant.Priorities[p] {
+	if p != r.prio && !r.tenant.Priorities[p] {
 		return openai.NewError(http.StatusForbidden, "permission_denied", "forbidden_priority", HeaderPriority,
 			"priority %q is not allowed for this caller", v)
 	}
@@ -228,7 +265,7 @@ func (r *request) serve(ctx context.Context) *openai.Error {
 	poolLabel := r.pool.Ref.String()
 	e.Metrics.Queued.WithLabelValues(poolLabel).Inc()
 	ticket, aerr := e.Admission.Enter(ctx, r.pool.Ref, quota.Limits{
-		Capacity: len(r.pool.Endpoints) * r.pool.Policy.MaxInFlightPerEndpoint,
+		Capacity: quota.Share(len(r.pool.Endpoints)*r.pool.Policy.MaxInFlightPerEndpoint, e.Peers.Count()),
 		MaxQueue: r.pool.Policy.MaxQueue, Timeout: r.pool.Policy.QueueTimeout}, r.prio)
 	e.Metrics.Queued.WithLabelValues(poolLabel).Dec()
 	if aerr != nil {
@@ -276,6 +313,9 @@ func (r *request) fail(ctx context.Context, err *openai.Error) {
 	if r.out.Status == 0 || !r.started {
 		r.out.Status = err.Status
 	}
+	if err.Status == StatusClientClosed {
+		r.out.Cancelled, r.out.Status = true, StatusClientClosed
+	}
 	r.out.Err = err.Body.Message
 	if !r.started && err.Reason != "" {
 		r.e.Metrics.Rejected.WithLabelValues(err.Reason).Inc()
@@ -314,6 +354,19 @@ func (r *request) finish(ctx context.Context) {
 	}
 	klog.FromContext(ctx).V(4).Info("Request done", "pool", poolLabel, "pod", r.out.Pod, "status", r.out.Status,
 		"ttft", r.out.TTFT, "duration", r.out.Duration, "err", r.out.Err)
+}
+
+// validIdempotencyKey: 1 to 255 printable ASCII characters.
+func validIdempotencyKey(k string) bool {
+	if len(k) > 255 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 func asAPIError(err error) *openai.Error {

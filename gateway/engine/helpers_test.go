@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -138,7 +139,12 @@ type sink struct {
 	errAfter bool
 	first    chan struct{}
 	onEvent  func()
+	// gone, when set, makes every write after the first gone events (and a whole response when
+	// gone is 0) fail: the client went away.
+	gone *int
 }
+
+var errClientGone = errors.New("write: broken pipe")
 
 func newSink() *sink { return &sink{first: make(chan struct{})} }
 
@@ -151,6 +157,10 @@ func (s *sink) Start(m Meta) error {
 
 func (s *sink) Event(d []byte) error {
 	s.mu.Lock()
+	if s.gone != nil && len(s.events) >= *s.gone {
+		s.mu.Unlock()
+		return errClientGone
+	}
 	s.events = append(s.events, string(d))
 	n := len(s.events)
 	f := s.onEvent
@@ -168,6 +178,9 @@ func (s *sink) Finish() error { s.mu.Lock(); s.finished = true; s.mu.Unlock(); r
 func (s *sink) Response(m Meta, b []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.gone != nil {
+		return errClientGone
+	}
 	s.meta, s.body = m, string(b)
 	return nil
 }

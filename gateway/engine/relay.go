@@ -101,7 +101,10 @@ func (r *request) relayWhole(ctx context.Context, x *proxy.Exchange) error {
 	if err != nil {
 		return x.Err(err)
 	}
-	r.markFirstToken()
+	// The whole answer's latency is not a TTFT: only the backend's own report is, counted from
+	// the request's arrival like a stream's (queueing and routing included).
+	ttft, ok := proxy.BackendTTFT(x.Resp.Header, r.e.now().Sub(r.sent))
+	r.firstToken(r.sent.Sub(r.start)+ttft, ok)
 	c, perr := openai.ParseChunk(b)
 	if perr == nil {
 		fc := r.newFilters(ctx)
@@ -129,11 +132,15 @@ func (r *request) relayWhole(ctx context.Context, x *proxy.Exchange) error {
 	}
 	r.account()
 	r.out.Status = http.StatusOK
-	return r.sink.Response(r.meta, b)
+	if err := r.sink.Response(r.meta, b); err != nil {
+		return clientGone(err)
+	}
+	return nil
 }
 
 // relayStream relays a streamed response event by event. Nothing is sent to the client before
-// the first event, so a failure before it may still be retried on another pod.
+// the first event, so a failure before it may still be retried on another pod when the client
+// sent an idempotency key.
 func (r *request) relayStream(ctx context.Context, x *proxy.Exchange) error {
 	fc := r.newFilters(ctx)
 	var lastID, lastModel string
@@ -145,7 +152,9 @@ func (r *request) relayStream(ctx context.Context, x *proxy.Exchange) error {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			if !r.started && ctx.Err() == nil && !isTimeout(err) {
+			// The backend had the request: another pod may run it only for a client that
+			// accepts a second run.
+			if !r.started && ctx.Err() == nil && !isTimeout(err) && r.idempotent() {
 				return &errRetry{err}
 			}
 			return r.streamBroke(err)

@@ -102,7 +102,9 @@ func (e *Engine) shadow(ctx context.Context, id, sessionKey string, c shadowCopy
 		} else if c, err := openai.ParseChunk(data); err == nil {
 			out.ToolCalls += toolCalls(c)
 		}
-		out.TTFT = e.now().Sub(start)
+		if ttft, ok := proxy.BackendTTFT(x.Resp.Header, e.now().Sub(start)); ok {
+			out.TTFT = ttft
+		}
 		return
 	}
 	for {

@@ -13,7 +13,9 @@ import (
 
 	"github.com/neuronetes/neuronetes/gateway/access"
 	"github.com/neuronetes/neuronetes/gateway/openai"
+	"github.com/neuronetes/neuronetes/gateway/proxy"
 	"github.com/neuronetes/neuronetes/gateway/route"
+	"github.com/neuronetes/neuronetes/gateway/stage"
 )
 
 // The first chunk reaches the client while the backend has not generated the last token.
@@ -96,8 +98,53 @@ func TestCancelReleasesEveryCounter(t *testing.T) {
 	b.set(streamTokens(2, 0))
 	// The quota lease is back: a second request of the same tenant (cap 1) is admitted.
 	s2 := h.do(context.Background(), tn, nil, chat(false, ""))
-	if s2.err != nil && s2.err.Reason == "quota_concurrency" {
-		t.Fatalf("quota lease leaked: %v", s2.err)
+	if s2.err != nil {
+		t.Fatalf("after the cancel, the tenant's next request failed (a leaked quota lease is quota_concurrency): %v", s2.err)
+	}
+}
+
+// TestClientGone: a client that goes away mid-response is a cancel, not a pool failure (a
+// rollout must not count it against the canary), and what the pod generated is billed.
+func TestClientGone(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stream bool
+		gone   int
+		// output is the completion tokens billed: the backend's usage (5) when it was read, else
+		// the chunks that arrived before the client left.
+		output int
+	}{
+		{"non-streamed, the whole response undeliverable", false, 0, 5},
+		{"streamed, gone after two events", true, 2, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBackend(t)
+			b.set(streamTokens(5, 0))
+			h := newHarness(t, b)
+			obs := &observer{}
+			h.e.Ext.Observers = []stage.Observer{obs}
+			s := newSink()
+			s.gone = &tc.gone
+			h.e.Handle(context.Background(), Inbound{Route: openai.RouteChat, Header: http.Header{}, Body: []byte(chat(tc.stream, "")),
+				Protocol: "http", Tenant: tenant("t", access.Quota{TokensPerMinute: 100000})}, s)
+			if len(obs.out) != 1 {
+				t.Fatalf("%d outcomes", len(obs.out))
+			}
+			o := obs.out[0]
+			if !o.Cancelled || o.Status != StatusClientClosed {
+				t.Fatalf("outcome cancelled=%v status %d err %q, want a 499 cancel", o.Cancelled, o.Status, o.Err)
+			}
+			if o.CompletionTokens < tc.output-1 || o.CompletionTokens > tc.output {
+				t.Fatalf("billed %d completion tokens, want about %d", o.CompletionTokens, tc.output)
+			}
+			if v := testutil.ToFloat64(h.e.Metrics.Tokens.WithLabelValues("cls", "m", "output")); int(v) != o.CompletionTokens {
+				t.Fatalf("tokens_total output %v, outcome %d", v, o.CompletionTokens)
+			}
+			if v := testutil.ToFloat64(h.e.Metrics.Requests.WithLabelValues("ns/pool", "499", map[bool]string{true: "sse", false: "http"}[tc.stream])); v != 1 {
+				t.Fatalf("requests_total{code=499} = %v", v)
+			}
+			h.assertReleased(t)
+		})
 	}
 }
 
@@ -167,6 +214,69 @@ func TestRetryBeforeFirstByteOnly(t *testing.T) {
 			t.Fatalf("error event %q", s.err.Body.Message)
 		}
 		h.assertReleased(t)
+	})
+}
+
+// TestNoSecondRun: an agent that received the request may have run it, so a failure after the
+// request reached it is not retried on another pod, unless the client sent an idempotency key.
+// Each backend records every run it received.
+func TestNoSecondRun(t *testing.T) {
+	dropAfterRead := func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		panic(http.ErrAbortHandler) // the body was read (and recorded): the agent ran, then died
+	}
+	brokenBeforeFirstEvent := func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}
+	for _, tc := range []struct {
+		name   string
+		handle func(http.ResponseWriter, *http.Request, map[string]any)
+		stream bool
+		key    string
+		runs   int
+	}{
+		{"dropped after reading, non-streamed", dropAfterRead, false, "", 1},
+		{"dropped after reading, streamed", dropAfterRead, true, "", 1},
+		{"stream broke before its first event", brokenBeforeFirstEvent, true, "", 1},
+		{"dropped after reading, idempotency key", dropAfterRead, false, "order-17", 2},
+		{"stream broke before its first event, idempotency key", brokenBeforeFirstEvent, true, "order-18", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := newBackend(t), newBackend(t)
+			a.set(tc.handle)
+			b.set(tc.handle)
+			h := newHarness(t, a, b)
+			hdr := map[string]string{}
+			if tc.key != "" {
+				hdr[HeaderIdempotency] = tc.key
+			}
+			s := h.do(context.Background(), anyone, hdr, chat(tc.stream, ""))
+			if s.err == nil {
+				t.Fatal("a failed backend answered")
+			}
+			if runs := a.count() + b.count(); runs != tc.runs {
+				t.Fatalf("the agent ran %d times, want %d (err %v)", runs, tc.runs, s.err)
+			}
+			if a.count() > 1 || b.count() > 1 {
+				t.Fatalf("one pod ran the request twice: %d, %d", a.count(), b.count())
+			}
+			for _, be := range []*backend{a, b} {
+				if be.count() == 1 && be.last().header.Get(HeaderIdempotency) != "" {
+					t.Fatal("the idempotency key was forwarded to the backend")
+				}
+			}
+			h.assertReleased(t)
+		})
+	}
+	t.Run("malformed idempotency key", func(t *testing.T) {
+		a := newBackend(t)
+		h := newHarness(t, a)
+		s := h.do(context.Background(), anyone, map[string]string{HeaderIdempotency: strings.Repeat("k", 256)}, chat(false, ""))
+		if s.err == nil || s.err.Status != 400 || s.err.Body.Param == nil || *s.err.Body.Param != HeaderIdempotency || a.count() != 0 {
+			t.Fatalf("err %v, backend runs %d", s.err, a.count())
+		}
 	})
 }
 
@@ -275,5 +385,48 @@ func TestAffinityHoldAndRepin(t *testing.T) {
 		if testutil.ToFloat64(h.e.Metrics.Affinity.WithLabelValues("ns/pool", r)) == 0 {
 			t.Fatalf("affinity %s not counted", r)
 		}
+	}
+}
+
+// TestWholeResponseTTFT: a non-streamed response's TTFT is the backend's own report
+// (proxy.HeaderTTFT), never its whole latency; without a report it has none, so the TTFT
+// histogram the autoscaler and rollouts read holds streamed first tokens and reported ones only.
+func TestWholeResponseTTFT(t *testing.T) {
+	for _, tc := range []struct {
+		name, header string
+		want         bool // a TTFT is observed
+	}{
+		{"no report", "", false},
+		{"reported", "0.05", true},
+		{"report beyond the exchange", "3600", false},
+		{"malformed report", "soon", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBackend(t)
+			b.set(func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+				time.Sleep(300 * time.Millisecond) // the whole generation
+				if tc.header != "" {
+					w.Header().Set(proxy.HeaderTTFT, tc.header)
+				}
+				streamTokens(3, 0)(w, r, body)
+			})
+			h := newHarness(t, b)
+			obs := &observer{}
+			h.e.Ext.Observers = []stage.Observer{obs}
+			if s := h.do(context.Background(), anyone, nil, chat(false, "")); s.err != nil {
+				t.Fatal(s.err)
+			}
+			o := obs.out[0]
+			n := testutil.CollectAndCount(h.e.Metrics.TTFT)
+			if !tc.want {
+				if o.TTFT != 0 || n != 0 {
+					t.Fatalf("TTFT %v, %d series; want none", o.TTFT, n)
+				}
+				return
+			}
+			if o.TTFT < 50*time.Millisecond || o.TTFT > 200*time.Millisecond || n != 1 {
+				t.Fatalf("TTFT %v (%d series), want the reported 50 ms plus the gateway's own time", o.TTFT, n)
+			}
+		})
 	}
 }

@@ -90,7 +90,7 @@ func TestCaseVariantKeysDoNotBypassChecks(t *testing.T) {
 		{"Messages benign first", `{"model":"m","Messages":` + benign + `,"messages":` + forbidden + `}`, "messages", 400},
 		{"model allowed, Model not", `{"model":"m","Model":"other","messages":` + benign + `}`, "model", 400},
 		{"Model not, model allowed", `{"Model":"other","model":"m","messages":` + benign + `}`, "model", 400},
-		{"plain other model is forbidden", `{"model":"other","messages":` + benign + `}`, "model", 403},
+		{"plain other model is not found", `{"model":"other","messages":` + benign + `}`, "model", 404},
 		{"ordinary body", `{"model":"m","messages":` + benign + `}`, "", 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -33,14 +33,16 @@ func TestEventReader(t *testing.T) {
 
 func TestRetryable(t *testing.T) {
 	for _, tc := range []struct {
-		err  error
-		want bool
+		err              error
+		idempotent, want bool
 	}{
-		{&StatusError{Status: 503}, true}, {&StatusError{Status: 429}, true}, {&StatusError{Status: 500}, false},
-		{&StatusError{Status: 400}, false}, {&ConnError{Err: io.EOF}, true}, {ErrFirstTokenTimeout, false},
+		{&StatusError{Status: 503}, false, true}, {&StatusError{Status: 429}, false, true},
+		{&StatusError{Status: 500}, true, false}, {&StatusError{Status: 400}, true, false},
+		{&ConnError{Err: io.EOF}, false, true}, {&ConnError{Err: io.EOF, Sent: true}, false, false},
+		{&ConnError{Err: io.EOF, Sent: true}, true, true}, {ErrFirstTokenTimeout, true, false},
 	} {
-		if got := Retryable(tc.err); got != tc.want {
-			t.Errorf("Retryable(%v) = %v", tc.err, got)
+		if got := Retryable(tc.err, tc.idempotent); got != tc.want {
+			t.Errorf("Retryable(%v, idempotent=%v) = %v", tc.err, tc.idempotent, got)
 		}
 	}
 }

@@ -10,11 +10,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/neuronetes/neuronetes/internal/retryafter"
 )
 
 // Timeouts of the backend request.
@@ -109,18 +113,24 @@ func (e *StatusError) Error() string {
 }
 
 // Retryable reports whether err, met before anything was sent to the client, may be retried on
-// another pod: a connection failure, or a 429 or 503 answer.
-func Retryable(err error) bool {
+// another pod without running the request twice: a 429 or 503 answer (the backend refused it),
+// or a connection failure before the whole request was written. With idempotent (the client
+// sent an idempotency key) any connection failure is retryable: the client accepts a second run.
+func Retryable(err error, idempotent bool) bool {
 	var se *StatusError
 	if errors.As(err, &se) {
 		return se.Status == http.StatusTooManyRequests || se.Status == http.StatusServiceUnavailable
 	}
 	var ce *ConnError
-	return errors.As(err, &ce)
+	return errors.As(err, &ce) && (idempotent || !ce.Sent)
 }
 
-// ConnError is a failure to connect or to get a response at all.
-type ConnError struct{ Err error }
+// ConnError is a failure to connect or to get a response at all. Sent reports whether the whole
+// request had been written when it failed: then the backend may have started it.
+type ConnError struct {
+	Err  error
+	Sent bool
+}
 
 func (e *ConnError) Error() string { return "backend connection: " + e.Err.Error() }
 func (e *ConnError) Unwrap() error { return e.Err }
@@ -143,6 +153,10 @@ func (u *Upstream) Send(ctx context.Context, addr, path string, body []byte, h h
 	}
 	req.Header = h
 	req.ContentLength = int64(len(body))
+	var sent atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(cctx, &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) { sent.Store(sent.Load() || i.Err == nil) },
+	}))
 	resp, err := u.client.Do(req)
 	if err != nil {
 		x.Close()
@@ -152,16 +166,13 @@ func (u *Upstream) Send(ctx context.Context, addr, path string, body []byte, h h
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &ConnError{Err: err}
+		return nil, &ConnError{Err: err, Sent: sent.Load()}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 		x.Close()
-		se := &StatusError{Status: resp.StatusCode, Body: b}
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-			se.RetryAfter = time.Duration(s) * time.Second
-		}
+		se := &StatusError{Status: resp.StatusCode, Body: b, RetryAfter: retryafter.From(resp.Header, time.Now())}
 		return nil, se
 	}
 	x.Resp = resp
@@ -214,4 +225,24 @@ func (x *Exchange) Close() {
 	if x.Resp != nil {
 		x.Resp.Body.Close()
 	}
+}
+
+// HeaderTTFT is the response header in which a model server of a non-streamed request reports
+// its own time to first token, in seconds (the demo agent sets it; vLLM reports the same
+// quantity in its per-request metrics). Without it a whole response has no TTFT: its latency is
+// the whole generation, not the first token.
+const HeaderTTFT = "X-Neuronetes-Ttft-Seconds"
+
+// BackendTTFT reads HeaderTTFT: ok only for a finite value in (0, elapsed], the exchange's
+// own duration bounding what the backend may claim.
+func BackendTTFT(h http.Header, elapsed time.Duration) (time.Duration, bool) {
+	v := h.Get(HeaderTTFT)
+	if v == "" {
+		return 0, false
+	}
+	s, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(s) || s <= 0 || s > elapsed.Seconds() {
+		return 0, false
+	}
+	return max(time.Duration(s*float64(time.Second)), 1), true
 }

@@ -1,7 +1,7 @@
 // Package redisacl holds the Redis ACL rules of the gateway's user: the key
 // families of gateway/affinity (pins and session activity), gateway/quota
-// (token buckets and concurrency leases) and gateway/rollout (variant
-// assignments), all under the gateway's --redis-prefix, and the commands
+// (token buckets, concurrency leases and the replicas' announcements) and
+// gateway/rollout (variant assignments), all under the gateway's --redis-prefix, and the commands
 // those stores send directly or from their scripts (scripts run with the
 // caller's rights). The chart renders the same rules into the bundled Redis'
 // ACL file; deploy/helm's TestRedisBundledACL compares the two.

@@ -188,4 +188,6 @@ func (s *Splitter) attribute(req *stage.Request) *decision {
 }
 
 // failed is the gate's notion of an error: a 5xx, or a stream that broke after it started.
-func failed(o stage.Outcome) bool { return o.Status >= 500 || o.Err != "" && o.Status < 400 }
+func failed(o stage.Outcome) bool {
+	return !o.Cancelled && (o.Status >= 500 || o.Err != "" && o.Status < 400)
+}

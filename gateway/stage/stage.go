@@ -179,6 +179,9 @@ type Outcome struct {
 	Flags []string
 	// Blocked is the reason a ChunkFilter stopped the response ("" when none did).
 	Blocked string
+	// Cancelled is true when the client went away before the response ended (Status is then
+	// 499): the client's choice, not a failure of the pool.
+	Cancelled bool
 	// Shadow is true for a mirrored copy.
 	Shadow bool
 	// ToolCalls counts the tool calls in a shadow copy's response (which is discarded, so none
