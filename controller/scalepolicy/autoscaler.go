@@ -121,7 +121,7 @@ func (p Policy) Validate() error {
 	}
 	for i, act := range p.Cost.OnBudgetExceeded {
 		switch act {
-		case ActionScaleToMin:
+		case ActionScaleToMin, ActionUseFallbackModel, ActionEnableSpot:
 		default:
 			return fmt.Errorf("costConstraints.onBudgetExceeded[%d]: unknown action %q", i, act)
 		}

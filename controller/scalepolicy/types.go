@@ -150,9 +150,18 @@ type Predictive struct {
 // BudgetAction is one onBudgetExceeded action.
 type BudgetAction string
 
-// ActionScaleToMin, the one budget action, scales the pool to its minimum;
-// Decision.Actions reports it too.
-const ActionScaleToMin BudgetAction = "scale-to-min"
+// The budget actions. Decide carries out scale-to-min; the other two are
+// reported in Decision.Actions and carried out by the controller (package cost
+// decides their state, the AgentPool reconciler places spot pods, the gateway
+// reads the fallback from the pool's status).
+const (
+	// ActionScaleToMin scales the pool to its minimum.
+	ActionScaleToMin BudgetAction = "scale-to-min"
+	// ActionUseFallbackModel routes the pool's traffic to its fallback pool.
+	ActionUseFallbackModel BudgetAction = "use-fallback-model"
+	// ActionEnableSpot lets the pool place pods on spot capacity.
+	ActionEnableSpot BudgetAction = "enable-spot"
+)
 
 // CostConstraints caps spend. Costs are per replica-hour, from the AgentClass.
 type CostConstraints struct {
