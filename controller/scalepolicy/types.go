@@ -163,7 +163,9 @@ const (
 	ActionEnableSpot BudgetAction = "enable-spot"
 )
 
-// CostConstraints caps spend. Costs are per replica-hour, from the AgentClass.
+// CostConstraints caps spend. Spend comes in through Input (SpentToday,
+// PricePerReplicaHour), priced by the node price model; CostPerReplicaHour, the
+// AgentClass price, stands in where no node price is known.
 type CostConstraints struct {
 	// CostPerReplicaHour is the AgentClass cost of one replica (serving or warm).
 	CostPerReplicaHour float64
@@ -246,6 +248,9 @@ type Input struct {
 	QueueLag int64
 	// SpentToday is the cost accumulated since UTC midnight.
 	SpentToday float64
+	// PricePerReplicaHour is the pool's current mean $/hour of one replica from the
+	// node price model (package cost); 0: the AgentClass CostPerReplicaHour.
+	PricePerReplicaHour float64
 	// Override, when set, is a manual scale request.
 	Override *Override
 	// TTFT counts the first tokens since the previous decision against the
