@@ -44,6 +44,7 @@ type options struct {
 	leaderElect               bool
 	leaderElectionNamespace   string
 	namespace                 string
+	prices                    priceOptions
 	webhookEnabled            bool
 	webhookHost               string
 	webhookPort               int
@@ -99,6 +100,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.agentNetPolFile, "agent-network-policy-file", "", "NetworkPolicySpec (YAML) kept in every namespace with AgentPools under --agent-network-policy-name (empty: none)")
 	flag.StringVar(&o.agentNetPolName, "agent-network-policy-name", "neuronetes-agents", "name of the agent NetworkPolicy in each namespace")
 	o.autoscaler.addFlags(flag.CommandLine)
+	o.prices.addFlags(flag.CommandLine)
 	o.rollout.addFlags(flag.CommandLine)
 	o.redisUsers.addFlags(flag.CommandLine)
 	klog.InitFlags(nil)
@@ -175,7 +177,11 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("manager: %w", err)
 	}
 
-	rec := &agentpool.Reconciler{Metrics: agentpool.NewMetrics(crmetrics.Registry)}
+	prices, err := o.prices.kubePrices(mgr)
+	if err != nil {
+		return err
+	}
+	rec := &agentpool.Reconciler{Metrics: agentpool.NewMetrics(crmetrics.Registry), Prices: prices}
 	// Warm-pool restores need the AgentCheckpoint CRD; without it the pools work as before.
 	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: nnv1.GroupVersion.Group, Kind: "AgentCheckpoint"}, nnv1.GroupVersion.Version); err == nil {
 		rec.Checkpoints = true
@@ -201,7 +207,7 @@ func run(ctx context.Context, o *options) error {
 		if o.autoscaler.certDir == "" {
 			o.autoscaler.certDir = o.webhookCertDir
 		}
-		if err := setupAutoscaler(mgr, &o.autoscaler, scaleTokens, o.namespace); err != nil {
+		if err := setupAutoscaler(mgr, &o.autoscaler, scaleTokens, o.namespace, prices); err != nil {
 			return err
 		}
 	}

@@ -45,6 +45,9 @@ type Reconciler struct {
 	Now func() time.Time
 	// Checkpoints enables warm-pool restores from AgentCheckpoints (set when that CRD is served).
 	Checkpoints bool
+	// Prices quotes the cluster's nodes for optimization.spotMaxPrice (nil: no node is known to be
+	// under the cap, so a capped pool prefers no spot node).
+	Prices SpotQuoter
 
 	mu sync.Mutex
 	// expected holds, per pool, the names of pods this process created that the cache has not
@@ -207,7 +210,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Desired: size.desired, WarmTarget: size.warmTarget, UseWarmPool: size.useWarmPool,
 		Delay: size.delay, BatchSize: size.batch, LastActivation: lastAct, Now: now, Pods: in,
 	})
-	build.spot = resolveSpot(&pool.Spec, size.desired+size.warmTarget)
+	build.spot = resolveSpot(&pool, size.desired+size.warmTarget, r.spotPrices(ctx, &pool))
 	spotDrain(&plan, byName, in, build.spot)
 	if plan.Changed() {
 		logger.Info("applying plan", "desired", size.desired, "warmTarget", size.warmTarget,
@@ -270,6 +273,7 @@ func (r *Reconciler) apply(ctx context.Context, pool *nnv1.AgentPool, plan warmp
 		delete(byName, name)
 	}
 	spotNow := spotCount(byName, nil) // after the drains above
+	typeCounts := spotTypeCounts(byName)
 	create := func(n int32, state warmpool.State) error {
 		for _, name := range freeSlots(pool.Name, used, int(n)) {
 			used[name] = true
@@ -279,10 +283,13 @@ func (r *Reconciler) apply(ctx context.Context, pool *nnv1.AgentPool, plan warmp
 			}
 			if b.spot.enabled {
 				spot := spotNow < b.spot.limit
-				applySpot(pod, spot, b.spot.instanceTypes)
+				picked := ""
 				if spot {
+					picked = pickInstanceType(b.spot.instanceTypes, typeCounts)
+					typeCounts[picked]++
 					spotNow++
 				}
+				applySpot(pod, spot, b.spot, picked)
 			}
 			if err := controllerutil.SetControllerReference(pool, pod, r.Scheme); err != nil {
 				return fmt.Errorf("owner reference: %w", err)

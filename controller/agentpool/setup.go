@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -29,7 +30,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.APIReader = mgr.GetAPIReader()
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&nnv1.AgentPool{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		For(&nnv1.AgentPool{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, spotShareChanged))).
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.Service{}).
 		Watches(&nnv1.AgentClass{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfNamespace)).
@@ -60,4 +61,26 @@ func (r *Reconciler) poolsOfNamespace(ctx context.Context, obj client.Object) []
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
 	}
 	return out
+}
+
+// spotShareChanged passes status updates that change status.cost.spotPercent, the spot share the
+// budget action enable-spot grants, so that new pods are placed by it at once.
+var spotShareChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*nnv1.AgentPool)
+		n, ok2 := e.ObjectNew.(*nnv1.AgentPool)
+		if !ok1 || !ok2 {
+			return false
+		}
+		share := func(p *nnv1.AgentPool) int32 {
+			if p.Status.Cost == nil || p.Status.Cost.SpotPercent == nil {
+				return -1
+			}
+			return *p.Status.Cost.SpotPercent
+		}
+		return share(o) != share(n)
+	},
 }

@@ -72,3 +72,32 @@ func (k KubePrices) table(ctx context.Context) (Table, error) {
 	}
 	return t, nil
 }
+
+// NodeQuote is one node's price.
+type NodeQuote struct {
+	// Name of the node.
+	Name string
+	NodePrice
+}
+
+// Quotes lists every node with its price, and the price table.
+func (k KubePrices) Quotes(ctx context.Context) ([]NodeQuote, Table, error) {
+	table, err := k.table(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var nodes corev1.NodeList
+	if err := k.Nodes.List(ctx, &nodes); err != nil {
+		return nil, nil, fmt.Errorf("list nodes: %w", err)
+	}
+	out := make([]NodeQuote, 0, len(nodes.Items))
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		p, err := PriceNode(n.Labels, n.Annotations, table)
+		if err != nil {
+			klog.FromContext(ctx).V(2).Info("Ignoring node price annotation", "node", n.Name, "err", err)
+		}
+		out = append(out, NodeQuote{Name: n.Name, NodePrice: p})
+	}
+	return out, table, nil
+}
