@@ -45,6 +45,7 @@ type options struct {
 	leaderElectionNamespace   string
 	namespace                 string
 	prices                    priceOptions
+	interruption              interruptionOptions
 	webhookEnabled            bool
 	webhookHost               string
 	webhookPort               int
@@ -101,6 +102,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.agentNetPolName, "agent-network-policy-name", "neuronetes-agents", "name of the agent NetworkPolicy in each namespace")
 	o.autoscaler.addFlags(flag.CommandLine)
 	o.prices.addFlags(flag.CommandLine)
+	o.interruption.addFlags(flag.CommandLine)
 	o.rollout.addFlags(flag.CommandLine)
 	o.redisUsers.addFlags(flag.CommandLine)
 	klog.InitFlags(nil)
@@ -181,7 +183,11 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	rec := &agentpool.Reconciler{Metrics: agentpool.NewMetrics(crmetrics.Registry), Prices: prices}
+	taints, err := o.interruption.keys()
+	if err != nil {
+		return err
+	}
+	rec := &agentpool.Reconciler{Metrics: agentpool.NewMetrics(crmetrics.Registry), Prices: prices, InterruptionTaints: taints}
 	// Warm-pool restores need the AgentCheckpoint CRD; without it the pools work as before.
 	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: nnv1.GroupVersion.Group, Kind: "AgentCheckpoint"}, nnv1.GroupVersion.Version); err == nil {
 		rec.Checkpoints = true

@@ -25,3 +25,15 @@ func TestPriceTableFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestInterruptionTaintFlag(t *testing.T) {
+	o := interruptionOptions{taints: "example.com/reclaim, spot.example.org/notice"}
+	got, err := o.keys()
+	if err != nil || len(got) != 2 || got[1] != "spot.example.org/notice" {
+		t.Fatalf("%v %v", got, err)
+	}
+	o.taints = "bad key!"
+	if _, err := o.keys(); err == nil || !strings.Contains(err.Error(), "--interruption-taint") {
+		t.Fatalf("bad key accepted: %v", err)
+	}
+}

@@ -45,6 +45,9 @@ type Reconciler struct {
 	Now func() time.Time
 	// Checkpoints enables warm-pool restores from AgentCheckpoints (set when that CRD is served).
 	Checkpoints bool
+	// InterruptionTaints are node taint keys that announce an interruption, besides
+	// DefaultInterruptionTaints (the controller's --interruption-taint).
+	InterruptionTaints []string
 	// Prices quotes the cluster's nodes for optimization.spotMaxPrice (nil: no node is known to be
 	// under the cap, so a capped pool prefers no spot node).
 	Prices SpotQuoter
@@ -188,6 +191,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// Pods on nodes with an interruption notice count as gone for the planner, which replaces
+	// them (warm pods first); they leave once the replacement serves (interrupt.go).
+	intr := resolveInterruption(&pool.Spec)
+	var interrupted []interruptedPod
+	gone := map[string]bool{}
+	if intr.migrate {
+		if interrupted, err = r.interruptions(ctx, byName, r.now()); err != nil {
+			return ctrl.Result{}, err
+		}
+		for _, ip := range interrupted {
+			gone[ip.name] = true
+		}
+	}
+	build.onDemandOnly = len(interrupted) > 0
 	for i := range podList.Items {
 		p := &podList.Items[i]
 		if byName[p.Name] != p {
@@ -195,7 +212,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		in = append(in, warmpool.Pod{
 			Name: p.Name, State: podState(p), Ready: warmReady[p.Name],
-			Terminating: !p.DeletionTimestamp.IsZero() || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded,
+			Terminating: !p.DeletionTimestamp.IsZero() || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded || gone[p.Name],
 			Created:     p.CreationTimestamp.Time,
 		})
 	}
@@ -218,6 +235,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			"drain", plan.Drain, "trim", plan.Trim)
 	}
 	applyErr := r.apply(ctx, &pool, plan, byName, used, build)
+	var intrRequeue time.Duration
+	if applyErr == nil && len(interrupted) > 0 {
+		intrRequeue, applyErr = r.migrate(ctx, interrupted, byName, gone, size.desired, intr, build.drainGrace, now)
+	}
 	if len(plan.Activate) > 0 {
 		r.recordActivation(req.NamespacedName, now)
 		pool.Status.LastActivationTime = &metav1.Time{Time: now}
@@ -240,6 +261,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, applyErr
 	}
 	res := ctrl.Result{RequeueAfter: plan.RequeueAfter}
+	if intrRequeue > 0 && (res.RequeueAfter == 0 || intrRequeue < res.RequeueAfter) {
+		res.RequeueAfter = intrRequeue
+	}
 	if plan.Changed() && res.RequeueAfter == 0 {
 		res.RequeueAfter = 2 * time.Second
 	}
@@ -281,7 +305,9 @@ func (r *Reconciler) apply(ctx context.Context, pool *nnv1.AgentPool, plan warmp
 			if err != nil {
 				return err
 			}
-			if b.spot.enabled {
+			if b.onDemandOnly {
+				requireOnDemand(pod) // a replacement of an interrupted spot pod
+			} else if b.spot.enabled {
 				spot := spotNow < b.spot.limit
 				picked := ""
 				if spot {

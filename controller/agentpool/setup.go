@@ -2,6 +2,8 @@ package agentpool
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -44,6 +46,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return out
 		}))
 	}
+	// A node's interruption taint reaches the pools with pods on it (onInterruption).
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podNodeNameField, func(o client.Object) []string {
+		if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" && p.Labels[nnv1.PoolLabel] != "" {
+			return []string{p.Spec.NodeName}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index pods by node: %w", err)
+	}
+	b = b.Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.poolsOnNode), builder.WithPredicates(taintsChanged))
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("agentpool").
 		Complete(r)
@@ -82,5 +94,38 @@ var spotShareChanged = predicate.Funcs{
 			return *p.Status.Cost.SpotPercent
 		}
 		return share(o) != share(n)
+	},
+}
+
+// podNodeNameField indexes pool pods by spec.nodeName.
+const podNodeNameField = "spec.nodeName"
+
+// poolsOnNode enqueues the pools with pods on the node.
+func (r *Reconciler) poolsOnNode(ctx context.Context, obj client.Object) []reconcile.Request {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.MatchingFields{podNodeNameField: obj.GetName()}); err != nil {
+		return nil
+	}
+	seen := map[reconcile.Request]bool{}
+	var out []reconcile.Request
+	for _, p := range pods.Items {
+		req := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: p.Namespace, Name: p.Labels[nnv1.PoolLabel]}}
+		if req.Name != "" && !seen[req] {
+			seen[req] = true
+			out = append(out, req)
+		}
+	}
+	return out
+}
+
+// taintsChanged passes node updates that change the taints (an interruption notice).
+var taintsChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Node)
+		n, ok2 := e.ObjectNew.(*corev1.Node)
+		return ok1 && ok2 && !reflect.DeepEqual(o.Spec.Taints, n.Spec.Taints)
 	},
 }
