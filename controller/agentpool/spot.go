@@ -2,6 +2,7 @@ package agentpool
 
 import (
 	"context"
+	"slices"
 	"sort"
 
 	"k8s.io/klog/v2"
@@ -63,10 +64,16 @@ func spotPercent(pool *nnv1.AgentPool) (int32, bool) {
 	if (as.SpotStrategy != nil && as.SpotStrategy.Enabled) || preferSpot(pool) {
 		return pct, true
 	}
-	if c := pool.Status.Cost; c != nil && c.SpotPercent != nil {
+	if c := pool.Status.Cost; c != nil && c.SpotPercent != nil && listsEnableSpot(as.CostConstraints) {
 		return min(max(*c.SpotPercent, 0), 100), true
 	}
 	return 0, false
+}
+
+// listsEnableSpot reports whether onBudgetExceeded lists enable-spot: a status.cost.spotPercent
+// left from a spec that listed it is ignored.
+func listsEnableSpot(c *nnv1.CostConstraints) bool {
+	return c != nil && slices.Contains(c.OnBudgetExceeded, nnv1.BudgetEnableSpot)
 }
 
 func preferSpot(pool *nnv1.AgentPool) bool {

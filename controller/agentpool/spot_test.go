@@ -89,6 +89,7 @@ func TestResolveSpot(t *testing.T) {
 		return &nnv1.AgentPool{Spec: nnv1.AgentPoolSpec{Autoscaling: &nnv1.AutoscalingSpec{SpotStrategy: s, CostConstraints: c}},
 			Status: nnv1.AgentPoolStatus{Cost: st}}
 	}
+	enableSpot := &nnv1.CostConstraints{OnBudgetExceeded: []nnv1.BudgetAction{nnv1.BudgetEnableSpot}}
 	preferCapped := &nnv1.CostConstraints{Optimization: &nnv1.CostOptimization{PreferSpot: true, SpotMaxPrice: "5.0"}}
 	for _, tc := range []struct {
 		name   string
@@ -105,7 +106,8 @@ func TestResolveSpot(t *testing.T) {
 		{"preferSpot turns spot on, capped", pool(nil, preferCapped, nil), 4, spotPlacement{enabled: true, limit: 4}, true},
 		{"preferSpot without a cap", pool(nil, &nnv1.CostConstraints{Optimization: &nnv1.CostOptimization{PreferSpot: true}}, nil), 4, spotPlacement{enabled: true, limit: 4}, false},
 		{"spotMaxPrice without preferSpot does nothing", pool(nil, &nnv1.CostConstraints{Optimization: &nnv1.CostOptimization{SpotMaxPrice: "5"}}, nil), 4, spotPlacement{}, false},
-		{"enable-spot in force: status share", pool(&nnv1.SpotStrategy{MaxSpotPercent: ptr.To[int32](50)}, nil, &nnv1.CostStatus{SpotPercent: ptr.To[int32](50)}), 4, spotPlacement{enabled: true, limit: 2}, false},
+		{"enable-spot in force: status share", pool(&nnv1.SpotStrategy{MaxSpotPercent: ptr.To[int32](50)}, enableSpot, &nnv1.CostStatus{SpotPercent: ptr.To[int32](50)}), 4, spotPlacement{enabled: true, limit: 2}, false},
+		{"stale share without enable-spot in the spec", pool(nil, &nnv1.CostConstraints{}, &nnv1.CostStatus{SpotPercent: ptr.To[int32](50)}), 4, spotPlacement{}, false},
 		{"enable-spot cleared", pool(&nnv1.SpotStrategy{MaxSpotPercent: ptr.To[int32](50)}, nil, &nnv1.CostStatus{}), 4, spotPlacement{}, false},
 	} {
 		if got := resolveSpot(tc.pool, tc.total, cost.SpotCap{}); got.enabled != tc.want.enabled || got.limit != tc.want.limit || got.capped != tc.capped {

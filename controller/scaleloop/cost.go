@@ -84,9 +84,9 @@ func budgetPolicy(pool *v1alpha1.AgentPool) (cost.BudgetPolicy, error) {
 }
 
 // publishCost decides the budget actions on the day's spend, writes status.cost (a merge patch
-// of that field only: the AgentPool reconciler owns the rest of the status) and records an Event
-// for each condition that fires (Warning CostActionFired) or clears (Normal CostActionCleared),
-// in spec order.
+// of that field only: the AgentPool reconciler owns the rest of the status; removed with
+// costConstraints) and records an Event for each condition that fires (Warning CostActionFired)
+// or clears (Normal CostActionCleared), in spec order.
 func (l *Loop) publishCost(ctx context.Context, pool *v1alpha1.AgentPool, st *poolState) error {
 	bp, err := budgetPolicy(pool)
 	if err != nil {
@@ -115,6 +115,9 @@ func (l *Loop) publishCost(ctx context.Context, pool *v1alpha1.AgentPool, st *po
 	}
 	orig := pool.DeepCopy()
 	pool.Status.Cost = next
+	if pool.Spec.Autoscaling.CostConstraints == nil {
+		pool.Status.Cost = nil // costConstraints removed: every condition clears with its Event
+	}
 	if err := l.Client.Status().Patch(ctx, pool, client.MergeFrom(orig)); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("patch status.cost: %w", err)
 	}

@@ -130,4 +130,24 @@ func TestLoopBudgetActions(t *testing.T) {
 	if ev := events(rec); !strings.Contains(ev, "CostActionCleared BudgetExceeded") {
 		t.Fatalf("budget raised events %q", ev)
 	}
+
+	// costConstraints removed: status.cost goes with it.
+	if err := c.Get(context.Background(), key, &p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Autoscaling.CostConstraints = nil
+	p.Generation++
+	if err := c.Update(context.Background(), &p); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Minute)
+	if _, err := l.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(context.Background(), key, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Status.Cost != nil {
+		t.Fatalf("status.cost kept after costConstraints were removed: %+v", p.Status.Cost)
+	}
 }

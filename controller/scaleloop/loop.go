@@ -257,7 +257,7 @@ func (l *Loop) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 		// Held decisions are recorded when their reason changes (every one is counted in the metrics).
 		l.Recorder.Eventf(&pool, corev1.EventTypeNormal, "ScaleHeld", "%s (%s)", d.Message, d.Reason)
 	}
-	if pool.Spec.Autoscaling.CostConstraints != nil {
+	if pool.Spec.Autoscaling.CostConstraints != nil || pool.Status.Cost != nil {
 		if err := l.publishCost(ctx, &pool, st); err != nil {
 			logger.Error(err, "Publishing the cost status failed")
 		}
