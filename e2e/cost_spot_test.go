@@ -35,6 +35,22 @@ spec:
         image: neuronetes.local/never-pulled:dev
 `
 
+// costODClassYAML pins the budget pool to the on-demand node, so its price is the table's.
+const costODClassYAML = `apiVersion: neuronetes.io/v1alpha1
+kind: AgentClass
+metadata:
+  name: kwok-od
+spec:
+  template:
+    spec:
+      nodeSelector: {kubernetes.io/hostname: "%s"}
+      tolerations:
+      - {key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}
+      containers:
+      - name: agent
+        image: neuronetes.local/never-pulled:dev
+`
+
 const costPoolsYAML = `apiVersion: neuronetes.io/v1alpha1
 kind: AgentPool
 metadata:
@@ -60,7 +76,7 @@ kind: AgentPool
 metadata:
   name: budget
 spec:
-  agentClassRef: {name: kwok}
+  agentClassRef: {name: kwok-od}
   replicas: 2
   minReplicas: 1
   maxReplicas: 4
@@ -120,6 +136,7 @@ data: {g5.12xlarge.on-demand: "6", g5.12xlarge.spot: "9"}
 	ctl := startController(t, e, ns, "neuronetes.local/never-pulled:dev", "", "--autoscaler=true",
 		"--autoscaler-sync-period=2s", "--price-table="+ns+"/node-prices", "--sidecar-keys-secret=", "--sidecar-redis-secret=")
 	e.Apply(t, ns, fmt.Sprintf(costClassYAML, ns))
+	e.Apply(t, ns, fmt.Sprintf(costODClassYAML, onDemand))
 	e.Apply(t, ns, costPoolsYAML)
 
 	// Spot placement under the price cap.
