@@ -88,6 +88,10 @@ type AgentPoolStatus struct {
 	// WarmActivations counts warm pods turned into serving ones over the pool's life.
 	// +optional
 	WarmActivations int64 `json:"warmActivations,omitempty"`
+	// Cost is the spend and the budget decisions of an autoscaled pool with costConstraints,
+	// written by the autoscaler.
+	// +optional
+	Cost *CostStatus `json:"cost,omitempty"`
 	// Conditions: Ready, Scaling, WarmPoolReady.
 	// +listType=map
 	// +listMapKey=type

@@ -192,28 +192,103 @@ type AdaptiveSLO struct {
 	AttainmentPercent Decimal `json:"attainmentPercent,omitempty"`
 }
 
-// BudgetAction is what to do when the daily budget is spent. Only scale-to-min is implemented;
-// the seed's use-fallback-model and enable-spot are refused (no fallback route, no budget-driven
-// placement exists).
-// +kubebuilder:validation:Enum=scale-to-min
+// BudgetAction is what to do when the daily budget is spent (docs/autoscaling.md).
+// +kubebuilder:validation:Enum=scale-to-min;use-fallback-model;enable-spot
 type BudgetAction string
 
-// CostConstraints bound the pool's spend.
+// The onBudgetExceeded actions.
+const (
+	// BudgetScaleToMin sets the serving replicas to minReplicas while the budget is exceeded.
+	BudgetScaleToMin BudgetAction = "scale-to-min"
+	// BudgetUseFallbackModel publishes costConstraints.fallbackPoolRef in status.cost.fallback
+	// (scope all) while the budget is exceeded, for the gateway to route the pool's traffic to.
+	BudgetUseFallbackModel BudgetAction = "use-fallback-model"
+	// BudgetEnableSpot lets up to spotStrategy.maxSpotPercent (default DefaultMaxSpotPercent) of the
+	// pool's pods created while the budget is exceeded be placed on spot nodes.
+	BudgetEnableSpot BudgetAction = "enable-spot"
+)
+
+// DynamicModelSelection sends new conversations to the fallback pool once the day's spend passes
+// costThreshold x dailyBudget.
+type DynamicModelSelection struct {
+	// Enabled turns it on.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+	// CostThreshold is the fraction of dailyBudget, in (0,1], past which new conversations go to
+	// costConstraints.fallbackPoolRef (default 1: at the budget).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:ExclusiveMinimum=true
+	// +kubebuilder:validation:Maximum=1
+	// +optional
+	CostThreshold Decimal `json:"costThreshold,omitempty"`
+}
+
+// CostOptimization prefers cheaper capacity and models.
+type CostOptimization struct {
+	// PreferSpot makes the pool's spot-eligible pods prefer spot nodes whose price (the cost
+	// package's price model) is at most spotMaxPrice; a spot node priced above the cap is not
+	// preferred.
+	// +optional
+	PreferSpot bool `json:"preferSpot,omitempty"`
+	// SpotMaxPrice is the highest $/hour of a spot node that preferSpot prefers (0 or unset: no
+	// cap, every spot node is preferred).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	SpotMaxPrice Decimal `json:"spotMaxPrice,omitempty"`
+	// DynamicModelSelection moves new conversations to the fallback pool under budget pressure.
+	// +optional
+	DynamicModelSelection *DynamicModelSelection `json:"dynamicModelSelection,omitempty"`
+}
+
+// CostConstraints bound the pool's spend. Spend is priced by the node price model
+// (docs/autoscaling.md, "Prices"): each pod is charged its node's $/hour, the AgentClass
+// costPerReplicaHour where no node price is known.
 type CostConstraints struct {
 	// MaxCostPerHour in $.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	MaxCostPerHour Decimal `json:"maxCostPerHour,omitempty"`
-	// DailyBudget in $.
+	// DailyBudget in $ per UTC day.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	DailyBudget Decimal `json:"dailyBudget,omitempty"`
-	// OnBudgetExceeded actions, in order: scale-to-min sets the serving replicas to minReplicas
-	// until the UTC day ends.
+	// OnBudgetExceeded actions, applied in the order given while the day's spend is at or above
+	// dailyBudget; each sets its status.cost condition (and an Event) when it fires and when it
+	// clears (the next UTC day, or a raised budget).
 	// +kubebuilder:validation:MaxItems=8
 	// +optional
 	OnBudgetExceeded []BudgetAction `json:"onBudgetExceeded,omitempty"`
+	// FallbackPoolRef names the AgentPool (same namespace, typically serving a smaller model) that
+	// use-fallback-model and dynamicModelSelection publish in status.cost.fallback. Without it
+	// those two do nothing but report condition FallbackActive=False, reason NoFallbackPool.
+	// +optional
+	FallbackPoolRef *LocalObjectReference `json:"fallbackPoolRef,omitempty"`
+	// Optimization preferences.
+	// +optional
+	Optimization *CostOptimization `json:"optimization,omitempty"`
 }
+
+// InterruptionAction is what the pool does when a spot node of one of its pods gets an
+// interruption notice.
+// +kubebuilder:validation:Enum=migrate-to-on-demand
+type InterruptionAction string
+
+// InterruptionMigrateToOnDemand starts a replacement on on-demand capacity (a warm pod first),
+// then drains the interrupted pod within the timeout.
+const InterruptionMigrateToOnDemand InterruptionAction = "migrate-to-on-demand"
+
+// InterruptionPolicy says what to do when a spot node is reclaimed.
+type InterruptionPolicy struct {
+	// Action on interruption.
+	// +optional
+	Action InterruptionAction `json:"action,omitempty"`
+	// Timeout within which the interrupted pod is drained (default 30s).
+	// +optional
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// DefaultMaxSpotPercent is spotStrategy.maxSpotPercent when unset, also under enable-spot.
+const DefaultMaxSpotPercent int32 = 100
 
 // SpotStrategy runs part of the pool on spot capacity. The pool's pods (serving and warm) are
 // placed so that at most maxSpotPercent of them may land on spot nodes: those pods tolerate the
@@ -230,8 +305,15 @@ type SpotStrategy struct {
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	MaxSpotPercent *int32 `json:"maxSpotPercent,omitempty"`
-	// InstanceTypes the spot pods prefer (node.kubernetes.io/instance-type), to diversify across.
+	// OnInterruption policy.
+	// +optional
+	OnInterruption *InterruptionPolicy `json:"onInterruption,omitempty"`
+	// InstanceTypes (node.kubernetes.io/instance-type) the spot pods are spread over: the i-th
+	// spot pod prefers the type the fewest spot pods of the pool prefer, so spot replicas
+	// diversify across the listed types.
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
 	// +optional
 	InstanceTypes []string `json:"instanceTypes,omitempty"`
 }

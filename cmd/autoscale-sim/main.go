@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/neuronetes/neuronetes/controller/cost"
 	"github.com/neuronetes/neuronetes/controller/scalesim"
 )
 
@@ -30,6 +31,12 @@ type options struct {
 	cfg           scalesim.Config
 	attainment    float64
 	parallel      int
+	priceTable    string
+	instanceType  string
+	capacityType  string
+	nodePrice     float64
+	dailyBudget   float64
+	pricing       scalesim.Pricing
 }
 
 func parseFlags() options {
@@ -52,6 +59,11 @@ func parseFlags() options {
 	flag.Float64Var(&o.cfg.PrewarmPercent, "prewarm-percent", 0, "NeuroNetes warm pool in percent of max replicas (warmpool.Target, rounded up)")
 	flag.Float64Var(&o.attainment, "attainment", 99, "percent of requests NeuroNetes holds within the SLO, and the verdict's target")
 	flag.IntVar(&o.parallel, "parallel", 2, "simulations run at once")
+	flag.StringVar(&o.priceTable, "price-table", "deploy/examples/autoscaling/06-price-table.yaml", "ConfigMap manifest of node prices, as the controller's --price-table (controller/cost)")
+	flag.StringVar(&o.instanceType, "instance-type", "g5.12xlarge", "instance type of the simulated replicas' nodes (one replica per node)")
+	flag.StringVar(&o.capacityType, "capacity-type", "on-demand", "capacity type of those nodes: on-demand or spot")
+	flag.Float64Var(&o.nodePrice, "node-price", -1, "$/hour of those nodes, as the neuronetes.io/price-per-hour annotation (< 0: from --price-table)")
+	flag.Float64Var(&o.dailyBudget, "daily-budget", 1000, "daily budget in $ the spend per day is compared with (seed 001's budget-pool: 1000; 0: none)")
 	flag.Parse()
 	return o
 }
@@ -68,6 +80,10 @@ func main() {
 	}
 	target := o.attainment / 100
 	o.cfg.Attainment = target
+	if err := o.resolvePricing(); err != nil {
+		fmt.Fprintf(os.Stderr, "autoscale-sim: %v\n", err)
+		os.Exit(2)
+	}
 	var outs []scalesim.Outcome
 	var errs []string
 	for _, spec := range strings.Split(o.traces, ",") {
@@ -149,10 +165,35 @@ func runTrace(o options, spec string, target float64) (scalesim.Outcome, error) 
 	out := scalesim.Outcome{Trace: tr.Name, SLO: m.SLO, Oracle: oracle, Causal: ref, Results: res}
 	out.Iso = scalesim.BestIsoCosts(tr, m, o.cfg, out.NeuroNetes().ReplicaSeconds, curve[0], o.parallel)
 	scalesim.WriteOutcome(os.Stdout, out, target)
+	scalesim.WriteSpend(os.Stdout, out, o.pricing, tr.Duration())
 	png := filepath.Join(o.out, tr.Name+".png")
 	if err := scalesim.WritePNG(png, fmt.Sprintf("%s: TTFT SLO %s, %s", tr.Name, m.SLO, "load, replicas and SLO attainment"), out, target); err != nil {
 		return scalesim.Outcome{}, err
 	}
 	fmt.Printf("(%s simulated in %s; plot %s)\n\n", tr.Name, time.Since(start).Round(time.Millisecond), png)
 	return out, nil
+}
+
+// resolvePricing prices the simulated nodes with the controller's price model.
+func (o *options) resolvePricing() error {
+	capacity := cost.Capacity(o.capacityType)
+	if capacity != cost.Spot && capacity != cost.OnDemand {
+		return fmt.Errorf("--capacity-type: want spot or on-demand, got %q", o.capacityType)
+	}
+	if o.dailyBudget < 0 {
+		return fmt.Errorf("--daily-budget: must be >= 0, got %v", o.dailyBudget)
+	}
+	var table cost.Table
+	if o.nodePrice < 0 {
+		var err error
+		if table, err = scalesim.LoadPriceTable(o.priceTable); err != nil {
+			return fmt.Errorf("--price-table: %w", err)
+		}
+	}
+	node, err := scalesim.NodePricing(o.instanceType, capacity, table, o.nodePrice)
+	if err != nil {
+		return fmt.Errorf("--instance-type/--capacity-type: %w", err)
+	}
+	o.pricing = scalesim.Pricing{Node: node, DailyBudget: o.dailyBudget}
+	return nil
 }

@@ -78,7 +78,7 @@ func (a *autoscalerOptions) validate() (*scaleapi.Tokens, error) {
 // setupAutoscaler registers the autoscaling loop (leader only) and, when addr is set, the scale
 // webhook. The webhook runs on every replica: it stores overrides on the AgentPool, where the
 // leader's loop sees them through its watch.
-func setupAutoscaler(mgr ctrl.Manager, a *autoscalerOptions, tokens *scaleapi.Tokens, namespace string) error {
+func setupAutoscaler(mgr ctrl.Manager, a *autoscalerOptions, tokens *scaleapi.Tokens, namespace string, prices scaleloop.PriceSource) error {
 	var prom *scaleloop.PromSource
 	if a.promURL != "" {
 		var err error
@@ -88,6 +88,7 @@ func setupAutoscaler(mgr ctrl.Manager, a *autoscalerOptions, tokens *scaleapi.To
 	}
 	l := scaleloop.NewLoop(a.natsURL, prom, scaleloop.NewMetrics(crmetrics.Registry))
 	l.SyncPeriod = a.syncPeriod
+	l.Prices = prices
 	if err := gatewayMetrics.apply(l, mgr); err != nil {
 		return err
 	}

@@ -46,6 +46,8 @@ type options struct {
 	leaderElect               bool
 	leaderElectionNamespace   string
 	namespace                 string
+	prices                    priceOptions
+	interruption              interruptionOptions
 	webhookEnabled            bool
 	webhookHost               string
 	webhookPort               int
@@ -105,6 +107,8 @@ func parseFlags() *options {
 	flag.StringVar(&o.modelSourceNamespace, "model-source-namespace", "", "namespace where the credentials of each Model's spec.source.secretRef (read in the Model's namespace) are copied for the node agents (controller/modelcreds; empty: none)")
 	flag.DurationVar(&o.modelSourceResync, "model-source-resync", modelcreds.DefaultResync, "how often a Model's source Secret is read again (tenant Secrets are not watched)")
 	o.autoscaler.addFlags(flag.CommandLine)
+	o.prices.addFlags(flag.CommandLine)
+	o.interruption.addFlags(flag.CommandLine)
 	o.rollout.addFlags(flag.CommandLine)
 	o.redisUsers.addFlags(flag.CommandLine)
 	klog.InitFlags(nil)
@@ -188,7 +192,15 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("manager: %w", err)
 	}
 
-	rec := &agentpool.Reconciler{Metrics: agentpool.NewMetrics(crmetrics.Registry)}
+	prices, err := o.prices.kubePrices(mgr)
+	if err != nil {
+		return err
+	}
+	taints, err := o.interruption.keys()
+	if err != nil {
+		return err
+	}
+	rec := &agentpool.Reconciler{Metrics: agentpool.NewMetrics(crmetrics.Registry), Prices: prices, InterruptionTaints: taints}
 	// Warm-pool restores need the AgentCheckpoint CRD; without it the pools work as before.
 	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: nnv1.GroupVersion.Group, Kind: "AgentCheckpoint"}, nnv1.GroupVersion.Version); err == nil {
 		rec.Checkpoints = true
@@ -217,7 +229,7 @@ func run(ctx context.Context, o *options) error {
 		if o.autoscaler.certDir == "" {
 			o.autoscaler.certDir = o.webhookCertDir
 		}
-		if err := setupAutoscaler(mgr, &o.autoscaler, scaleTokens, o.namespace); err != nil {
+		if err := setupAutoscaler(mgr, &o.autoscaler, scaleTokens, o.namespace, prices); err != nil {
 			return err
 		}
 	}

@@ -64,6 +64,7 @@ type podBuild struct {
 	warmNodeLabel string // empty: no placement preference
 	drainGrace    int64
 	spot          spotPlacement // spotStrategy; disabled: no capacity placement
+	onDemandOnly  bool          // an interruption is being migrated: new pods require on-demand nodes
 }
 
 // buildPod renders the pod of one slot from the AgentClass template.

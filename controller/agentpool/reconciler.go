@@ -45,6 +45,12 @@ type Reconciler struct {
 	Now func() time.Time
 	// Checkpoints enables warm-pool restores from AgentCheckpoints (set when that CRD is served).
 	Checkpoints bool
+	// InterruptionTaints are node taint keys that announce an interruption, besides
+	// DefaultInterruptionTaints (the controller's --interruption-taint).
+	InterruptionTaints []string
+	// Prices quotes the cluster's nodes for optimization.spotMaxPrice (nil: no node is known to be
+	// under the cap, so a capped pool prefers no spot node).
+	Prices SpotQuoter
 
 	mu sync.Mutex
 	// expected holds, per pool, the names of pods this process created that the cache has not
@@ -185,6 +191,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// Pods on nodes with an interruption notice count as gone for the planner, which replaces
+	// them (warm pods first); they leave once the replacement serves (interrupt.go).
+	intr := resolveInterruption(&pool.Spec)
+	var interrupted []interruptedPod
+	gone := map[string]bool{}
+	if intr.migrate {
+		if interrupted, err = r.interruptions(ctx, byName, r.now()); err != nil {
+			return ctrl.Result{}, err
+		}
+		for _, ip := range interrupted {
+			gone[ip.name] = true
+		}
+	}
+	build.onDemandOnly = len(interrupted) > 0
 	for i := range podList.Items {
 		p := &podList.Items[i]
 		if byName[p.Name] != p {
@@ -192,7 +212,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		in = append(in, warmpool.Pod{
 			Name: p.Name, State: podState(p), Ready: warmReady[p.Name],
-			Terminating: !p.DeletionTimestamp.IsZero() || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded,
+			Terminating: !p.DeletionTimestamp.IsZero() || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded || gone[p.Name],
 			Created:     p.CreationTimestamp.Time,
 		})
 	}
@@ -207,7 +227,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Desired: size.desired, WarmTarget: size.warmTarget, UseWarmPool: size.useWarmPool,
 		Delay: size.delay, BatchSize: size.batch, LastActivation: lastAct, Now: now, Pods: in,
 	})
-	build.spot = resolveSpot(&pool.Spec, size.desired+size.warmTarget)
+	build.spot = resolveSpot(&pool, size.desired+size.warmTarget, r.spotPrices(ctx, &pool))
 	spotDrain(&plan, byName, in, build.spot)
 	if plan.Changed() {
 		logger.Info("applying plan", "desired", size.desired, "warmTarget", size.warmTarget,
@@ -215,6 +235,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			"drain", plan.Drain, "trim", plan.Trim)
 	}
 	applyErr := r.apply(ctx, &pool, plan, byName, used, build)
+	var intrRequeue time.Duration
+	if applyErr == nil && len(interrupted) > 0 {
+		intrRequeue, applyErr = r.migrate(ctx, interrupted, byName, gone, size.desired, intr, build.drainGrace, now)
+	}
 	if len(plan.Activate) > 0 {
 		r.recordActivation(req.NamespacedName, now)
 		pool.Status.LastActivationTime = &metav1.Time{Time: now}
@@ -237,6 +261,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, applyErr
 	}
 	res := ctrl.Result{RequeueAfter: plan.RequeueAfter}
+	if intrRequeue > 0 && (res.RequeueAfter == 0 || intrRequeue < res.RequeueAfter) {
+		res.RequeueAfter = intrRequeue
+	}
 	if plan.Changed() && res.RequeueAfter == 0 {
 		res.RequeueAfter = 2 * time.Second
 	}
@@ -270,6 +297,7 @@ func (r *Reconciler) apply(ctx context.Context, pool *nnv1.AgentPool, plan warmp
 		delete(byName, name)
 	}
 	spotNow := spotCount(byName, nil) // after the drains above
+	typeCounts := spotTypeCounts(byName)
 	create := func(n int32, state warmpool.State) error {
 		for _, name := range freeSlots(pool.Name, used, int(n)) {
 			used[name] = true
@@ -277,12 +305,17 @@ func (r *Reconciler) apply(ctx context.Context, pool *nnv1.AgentPool, plan warmp
 			if err != nil {
 				return err
 			}
-			if b.spot.enabled {
+			if b.onDemandOnly {
+				requireOnDemand(pod) // a replacement of an interrupted spot pod
+			} else if b.spot.enabled {
 				spot := spotNow < b.spot.limit
-				applySpot(pod, spot, b.spot.instanceTypes)
+				picked := ""
 				if spot {
+					picked = pickInstanceType(b.spot.instanceTypes, typeCounts)
+					typeCounts[picked]++
 					spotNow++
 				}
+				applySpot(pod, spot, b.spot, picked)
 			}
 			if err := controllerutil.SetControllerReference(pool, pod, r.Scheme); err != nil {
 				return fmt.Errorf("owner reference: %w", err)

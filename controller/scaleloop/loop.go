@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1alpha1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/controller/cost"
 	"github.com/neuronetes/neuronetes/controller/scaleapi"
 	"github.com/neuronetes/neuronetes/controller/scalepolicy"
 )
@@ -106,6 +107,9 @@ type Loop struct {
 	Now func() time.Time
 	// Name is the controller name (default "autoscaling"); names are unique per process.
 	Name string
+	// Prices prices the nodes of the pool's pods (nil: every pod costs the AgentClass
+	// costPerReplicaHour).
+	Prices PriceSource
 	// State persists each pool's history and spend (nil: kept in memory only).
 	State StateStore
 	// PersistInterval is the longest a pool's state goes unsaved while it is evaluated (default
@@ -130,6 +134,7 @@ type poolState struct {
 	a          *scalepolicy.Autoscaler
 	coll       Collector
 	meter      scalepolicy.CostMeter
+	rate       cost.Rate // the pool's spend rate at the last evaluation
 	lastReason scalepolicy.Reason
 }
 
@@ -252,8 +257,10 @@ func (l *Loop) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 		// Held decisions are recorded when their reason changes (every one is counted in the metrics).
 		l.Recorder.Eventf(&pool, corev1.EventTypeNormal, "ScaleHeld", "%s (%s)", d.Message, d.Reason)
 	}
-	for _, a := range d.Actions {
-		l.Recorder.Eventf(&pool, corev1.EventTypeWarning, "BudgetExceeded", "daily budget exceeded: action %s", a)
+	if pool.Spec.Autoscaling.CostConstraints != nil || pool.Status.Cost != nil {
+		if err := l.publishCost(ctx, &pool, st); err != nil {
+			logger.Error(err, "Publishing the cost status failed")
+		}
 	}
 	st.lastReason = d.Reason
 	return ctrl.Result{RequeueAfter: l.period()}, nil
@@ -299,6 +306,11 @@ func (l *Loop) evaluate(ctx context.Context, pool *v1alpha1.AgentPool, st *poolS
 		st.a, st.policy = a, policy
 	}
 	st.meter.CostPerReplicaHour = policy.Cost.CostPerReplicaHour
+	rate, err := l.poolRate(ctx, pool, policy.Cost.CostPerReplicaHour)
+	if err != nil {
+		return scalepolicy.Decision{}, err
+	}
+	st.rate = rate
 
 	samples, err := l.scrapePool(ctx, pool)
 	if err != nil {
@@ -319,8 +331,8 @@ func (l *Loop) evaluate(ctx context.Context, pool *v1alpha1.AgentPool, st *poolS
 	in := scalepolicy.Input{
 		Now: now, CurrentReplicas: currentReplicas(pool), ReadyReplicas: int32(obs.Reporting), WarmReplicas: pool.Status.WarmReplicas,
 		Metrics: obs.Metrics, QueueLag: lag,
-		SpentToday: st.meter.Observe(now, pool.Status.Replicas+pool.Status.WarmReplicas),
-		TTFT:       TTFTCounts(obs.FirstTokens, policy.SLO.TTFT),
+		SpentToday: st.meter.ObserveRate(now, rate.PerHour), PricePerReplicaHour: rate.PerPod(),
+		TTFT: TTFTCounts(obs.FirstTokens, policy.SLO.TTFT),
 	}
 	in.Override = l.override(ctx, pool, now)
 	return st.a.Decide(in), nil

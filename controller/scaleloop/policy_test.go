@@ -122,7 +122,6 @@ func TestPolicyFromAgentPoolErrors(t *testing.T) {
 		{"bad target", "spec: {autoscaling: {metrics: [{type: queue-depth, target: lots}]}}", "metrics[0].target", nil},
 		{"bad window", "spec: {autoscaling: {metrics: [{type: queue-depth, target: '1', averagingWindow: soon}]}}", "metrics[0].averagingWindow", nil},
 		{"slo without class ttft", "spec: {autoscaling: {sloTarget: {enabled: true}}}", "sloTarget", nil},
-		{"budget without cost", "spec: {autoscaling: {costConstraints: {dailyBudget: 5}}}", "costConstraints", nil},
 		{"unknown strategy", "spec: {autoscaling: {strategy: median}}", "strategy", nil},
 		{"max below min", "spec: {minReplicas: 5, maxReplicas: 2}", "maxReplicas", nil},
 	}

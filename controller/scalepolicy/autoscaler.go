@@ -116,12 +116,12 @@ func (p Policy) Validate() error {
 	if p.Predictive.Enabled && p.Predictive.Horizon <= 0 {
 		return fmt.Errorf("predictive.horizonMinutes: must be > 0 when predictive.enabled")
 	}
-	if (p.Cost.MaxCostPerHour > 0 || p.Cost.DailyBudget > 0) && p.Cost.CostPerReplicaHour <= 0 {
-		return fmt.Errorf("costConstraints: the AgentClass cost per replica-hour must be > 0 to enforce a budget")
+	if p.Cost.CostPerReplicaHour < 0 || p.Cost.MaxCostPerHour < 0 || p.Cost.DailyBudget < 0 {
+		return fmt.Errorf("costConstraints: prices and budgets must be >= 0")
 	}
 	for i, act := range p.Cost.OnBudgetExceeded {
 		switch act {
-		case ActionScaleToMin:
+		case ActionScaleToMin, ActionUseFallbackModel, ActionEnableSpot:
 		default:
 			return fmt.Errorf("costConstraints.onBudgetExceeded[%d]: unknown action %q", i, act)
 		}
@@ -258,7 +258,7 @@ func (a *Autoscaler) finish(d *Decision, in Input, why []string) {
 		d.Desired, d.Reason = b, ReasonBounds
 		why = append(why, fmt.Sprintf("bounded to [%d,%d]", p.MinReplicas, p.MaxReplicas))
 	}
-	if capN, ok := costCap(p.Cost, in.WarmReplicas); ok && d.Desired > capN && d.Desired > in.CurrentReplicas {
+	if capN, ok := costCap(p.Cost, in.WarmReplicas, in.PricePerReplicaHour); ok && d.Desired > capN && d.Desired > in.CurrentReplicas {
 		c := max(capN, min(in.CurrentReplicas, d.Desired), p.MinReplicas)
 		if c != d.Desired {
 			d.Desired, d.Reason = c, ReasonBudget

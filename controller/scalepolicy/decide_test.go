@@ -269,7 +269,7 @@ func TestValidate(t *testing.T) {
 		{"slo ttft", func(p *Policy) { p.SLO.Enabled = true }, "sloTarget.ttft"},
 		{"confidence", func(p *Policy) { p.Predictive.MinConfidence = 2 }, "predictive.minConfidence"},
 		{"horizon", func(p *Policy) { p.Predictive.Enabled = true }, "predictive.horizonMinutes"},
-		{"budget without cost", func(p *Policy) { p.Cost.DailyBudget = 1 }, "costConstraints"},
+		{"negative budget", func(p *Policy) { p.Cost.DailyBudget = -1 }, "costConstraints"},
 		{"budget action", func(p *Policy) {
 			p.Cost = CostConstraints{CostPerReplicaHour: 1, OnBudgetExceeded: []BudgetAction{"pray"}}
 		}, "onBudgetExceeded[0]"},
@@ -308,6 +308,37 @@ func TestCostMeter(t *testing.T) {
 	for i, s := range steps {
 		if got := m.Observe(start.Add(s.at), s.replicas); got < s.want-1e-9 || got > s.want+1e-9 {
 			t.Fatalf("step %d: spent %v, want %v", i, got, s.want)
+		}
+	}
+}
+
+// TestCostMeterRate: rates from the node price model are charged as given, across a restore.
+func TestCostMeterRate(t *testing.T) {
+	m := CostMeter{CostPerReplicaHour: 100} // not used by ObserveRate
+	start := time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
+	m.ObserveRate(start, 7.5)
+	if got := m.ObserveRate(start.Add(2*time.Hour), 1); got != 15 {
+		t.Fatalf("spent %v, want 15 (2h at $7.5/h)", got)
+	}
+	var r CostMeter
+	r.Restore(m.Snapshot())
+	if got := r.ObserveRate(start.Add(3*time.Hour), 0); got != 16 {
+		t.Fatalf("restored meter spent %v, want 16 (1h more at $1/h)", got)
+	}
+	if r.Day() != "2026-11-29" {
+		t.Fatalf("day %q", r.Day())
+	}
+}
+
+func TestCostCapUsesNodePrice(t *testing.T) {
+	c := CostConstraints{CostPerReplicaHour: 10, MaxCostPerHour: 100}
+	for _, tc := range []struct {
+		price float64
+		warm  int32
+		want  int32
+	}{{0, 0, 10}, {4, 0, 25}, {4, 5, 20}, {200, 0, 0}} {
+		if got, ok := costCap(c, tc.warm, tc.price); !ok || got != tc.want {
+			t.Errorf("price %v warm %d: cap %d, want %d", tc.price, tc.warm, got, tc.want)
 		}
 	}
 }

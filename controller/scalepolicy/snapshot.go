@@ -118,15 +118,27 @@ type MeterState struct {
 	Replicas int32 `json:"replicas"`
 	// Spent is the spend of Last's UTC day up to Last.
 	Spent float64 `json:"spent"`
+	// Rate is the $/hour charged from Last on; absent in states of older controllers, which
+	// charge Replicas at the cost per replica-hour.
+	Rate *float64 `json:"rate,omitempty"`
 }
 
 // Snapshot returns the meter's state.
 func (m *CostMeter) Snapshot() MeterState {
-	return MeterState{Last: m.last, Replicas: m.replicas, Spent: m.spent}
+	s := MeterState{Last: m.last, Replicas: m.replicas, Spent: m.spent}
+	if m.rateSet {
+		r := m.rate
+		s.Rate = &r
+	}
+	return s
 }
 
-// Restore resumes from s: the next Observe charges s.Replicas from s.Last on, so the time the
-// controller was down is charged at the count it last saw.
+// Restore resumes from s: the next observation charges s.Rate (else s.Replicas) from s.Last on,
+// so the time the controller was down is charged at the rate it last saw.
 func (m *CostMeter) Restore(s MeterState) {
 	m.last, m.replicas, m.spent = s.Last, s.Replicas, s.Spent
+	m.rate, m.rateSet = 0, s.Rate != nil
+	if s.Rate != nil {
+		m.rate = *s.Rate
+	}
 }

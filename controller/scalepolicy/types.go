@@ -150,11 +150,22 @@ type Predictive struct {
 // BudgetAction is one onBudgetExceeded action.
 type BudgetAction string
 
-// ActionScaleToMin, the one budget action, scales the pool to its minimum;
-// Decision.Actions reports it too.
-const ActionScaleToMin BudgetAction = "scale-to-min"
+// The budget actions. Decide carries out scale-to-min; the other two are
+// reported in Decision.Actions and carried out by the controller (package cost
+// decides their state, the AgentPool reconciler places spot pods, the gateway
+// reads the fallback from the pool's status).
+const (
+	// ActionScaleToMin scales the pool to its minimum.
+	ActionScaleToMin BudgetAction = "scale-to-min"
+	// ActionUseFallbackModel routes the pool's traffic to its fallback pool.
+	ActionUseFallbackModel BudgetAction = "use-fallback-model"
+	// ActionEnableSpot lets the pool place pods on spot capacity.
+	ActionEnableSpot BudgetAction = "enable-spot"
+)
 
-// CostConstraints caps spend. Costs are per replica-hour, from the AgentClass.
+// CostConstraints caps spend. Spend comes in through Input (SpentToday,
+// PricePerReplicaHour), priced by the node price model; CostPerReplicaHour, the
+// AgentClass price, stands in where no node price is known.
 type CostConstraints struct {
 	// CostPerReplicaHour is the AgentClass cost of one replica (serving or warm).
 	CostPerReplicaHour float64
@@ -237,6 +248,9 @@ type Input struct {
 	QueueLag int64
 	// SpentToday is the cost accumulated since UTC midnight.
 	SpentToday float64
+	// PricePerReplicaHour is the pool's current mean $/hour of one replica from the
+	// node price model (package cost); 0: the AgentClass CostPerReplicaHour.
+	PricePerReplicaHour float64
 	// Override, when set, is a manual scale request.
 	Override *Override
 	// TTFT counts the first tokens since the previous decision against the
