@@ -33,6 +33,9 @@ const (
 	HeaderPod = "X-Neuronetes-Pod"
 	// HeaderPool names the pool that served the response.
 	HeaderPool = "X-Neuronetes-Pool"
+	// HeaderModel names the model that served the response: the requested one, or the cost
+	// fallback pool's.
+	HeaderModel = "X-Neuronetes-Model"
 	// HeaderPin says what happened to the session's pin: held, new, repinned or none.
 	HeaderPin = "X-Neuronetes-Pin"
 	// HeaderRequestID is the gateway's request id (also sent to the backend).
@@ -85,6 +88,8 @@ type Inbound struct {
 // Meta describes the response.
 type Meta struct {
 	RequestID, Pool, Pod, Pin, Gateway string
+	// Model is the model id of the pool that served the request (HeaderModel).
+	Model string
 }
 
 // Header writes the meta as response headers.
@@ -94,6 +99,9 @@ func (m Meta) Header(h http.Header) {
 	}
 	if m.Pool != "" {
 		h.Set(HeaderPool, m.Pool)
+	}
+	if m.Model != "" {
+		h.Set(HeaderModel, m.Model)
 	}
 	if m.Pod != "" {
 		h.Set(HeaderPod, m.Pod)

@@ -210,6 +210,8 @@ func (r *request) selectPool(ctx context.Context, pools []*route.Pool) *openai.E
 		return aerr
 	}
 	r.sreq.SessionKey, r.keyHash = key, key
+	r.costFallback(ctx)
+	r.meta.Model = servedModel(r.pool, r.body.Model)
 	text := r.body.PromptText()
 	r.promptTokens = openai.EstimateTokens(text)
 	if w := r.pool.Policy.Weights; r.e.Picker.Prefix != nil && (w.PrefixCache > 0 || w.Prefill > 0) {

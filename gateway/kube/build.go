@@ -68,7 +68,8 @@ func BuildTable(o Objects, def route.Policy) (*route.Snapshot, []error) {
 		ref := route.PoolRef{Namespace: p.Namespace, Name: p.Name}
 		pol, perrs := policyFor(def, policies[target{p.Namespace, "AgentClass", className}], policies[target{p.Namespace, "AgentPool", p.Name}])
 		errs = append(errs, perrs...)
-		pools = append(pools, &route.Pool{Ref: ref, AgentClass: className, Model: model, Endpoints: eps[ref], Policy: pol})
+		pools = append(pools, &route.Pool{Ref: ref, AgentClass: className, Model: model, Endpoints: eps[ref], Policy: pol,
+			Fallback: fallbackOf(p)})
 	}
 	return route.NewSnapshot(pools), errs
 }
@@ -172,4 +173,14 @@ func policyFor(def route.Policy, class, pool *v1alpha1.RoutingPolicy) (route.Pol
 		}
 	}
 	return p, errs
+}
+
+// fallbackOf is the pool's cost fallback as the controller published it (status.cost.fallback).
+func fallbackOf(p *v1alpha1.AgentPool) *route.Fallback {
+	c := p.Status.Cost
+	if c == nil || c.Fallback == nil || c.Fallback.PoolRef.Name == "" || c.Fallback.PoolRef.Name == p.Name {
+		return nil
+	}
+	return &route.Fallback{Pool: route.PoolRef{Namespace: p.Namespace, Name: c.Fallback.PoolRef.Name},
+		AllSessions: c.Fallback.Scope == v1alpha1.FallbackAllSessions, Reason: c.Fallback.Reason}
 }

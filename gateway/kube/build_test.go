@@ -131,3 +131,31 @@ func TestBuildDirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestFallbackOf: the controller's status.cost.fallback becomes the pool's route fallback, in
+// the pool's own namespace; a fallback to itself or without a name is none.
+func TestFallbackOf(t *testing.T) {
+	pool := func(fb *v1alpha1.CostFallback) *v1alpha1.AgentPool {
+		p := &v1alpha1.AgentPool{}
+		p.Namespace, p.Name = "ns", "big"
+		if fb != nil {
+			p.Status.Cost = &v1alpha1.CostStatus{Fallback: fb}
+		}
+		return p
+	}
+	if fallbackOf(pool(nil)) != nil {
+		t.Fatal("no status: a fallback")
+	}
+	for _, fb := range []*v1alpha1.CostFallback{{}, {PoolRef: v1alpha1.LocalObjectReference{Name: "big"}, Scope: v1alpha1.FallbackAllSessions}} {
+		if fallbackOf(pool(fb)) != nil {
+			t.Fatalf("fallback %+v is used", fb)
+		}
+	}
+	got := fallbackOf(pool(&v1alpha1.CostFallback{PoolRef: v1alpha1.LocalObjectReference{Name: "small"}, Scope: v1alpha1.FallbackAllSessions, Reason: "BudgetExceeded"}))
+	if got == nil || got.Pool != (route.PoolRef{Namespace: "ns", Name: "small"}) || !got.AllSessions || got.Reason != "BudgetExceeded" {
+		t.Fatalf("fallback %+v", got)
+	}
+	if got := fallbackOf(pool(&v1alpha1.CostFallback{PoolRef: v1alpha1.LocalObjectReference{Name: "small"}, Scope: v1alpha1.FallbackNewSessions})); got == nil || got.AllSessions {
+		t.Fatalf("NewSessions fallback %+v", got)
+	}
+}

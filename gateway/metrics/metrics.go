@@ -31,6 +31,7 @@ type Metrics struct {
 	StoreErrors  *prometheus.CounterVec   // store, op
 	Stages       *prometheus.CounterVec   // stage, action
 	Shadows      *prometheus.CounterVec   // pool, result
+	Fallbacks    *prometheus.CounterVec   // pool, fallback, reason
 	Endpoints    *prometheus.GaugeVec     // pool
 
 	rate *rateWindow
@@ -76,12 +77,14 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Decisions of request stages other than allow."}, []string{"stage", "action"}),
 		Shadows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "neuronetes_gateway_shadow_requests_total",
 			Help: "Mirrored requests by result (ok, error, dropped)."}, []string{"pool", "result"}),
+		Fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "neuronetes_gateway_cost_fallbacks_total",
+			Help: "Requests a pool's cost fallback (AgentPool status.cost.fallback) served instead of the pool."}, []string{"pool", "fallback", "reason"}),
 		Endpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "neuronetes_gateway_endpoints",
 			Help: "Routable endpoints per pool."}, []string{"pool"}),
 		rate: newRateWindow(),
 	}
 	reg.MustRegister(m.TTFT, m.TokensPerSecond, m.Tokens, m.Cost, m.Requests, m.Affinity, m.InFlight, m.QueueWait,
-		m.Queued, m.Rejected, m.Retries, m.StreamErrors, m.StoreErrors, m.Stages, m.Shadows, m.Endpoints)
+		m.Queued, m.Rejected, m.Retries, m.StreamErrors, m.StoreErrors, m.Stages, m.Shadows, m.Fallbacks, m.Endpoints)
 	return m
 }
 

@@ -80,6 +80,17 @@ func (p Priority) String() string {
 	return "normal"
 }
 
+// Fallback is a pool's cost fallback (AgentPool status.cost.fallback): conversations go to Pool
+// instead, all of them or only those not pinned to this pool yet.
+type Fallback struct {
+	// Pool is the fallback AgentPool, in the same namespace.
+	Pool PoolRef
+	// AllSessions sends every request; otherwise only new conversations go.
+	AllSessions bool
+	// Reason is the controller's (BudgetExceeded, CostThreshold).
+	Reason string
+}
+
 // Policy is the routing configuration of one pool.
 type Policy struct {
 	// SessionKeys are tried in order; the first non-empty value is the session key.
@@ -135,6 +146,8 @@ type Pool struct {
 	Endpoints []Endpoint
 	// Policy is the pool's routing policy.
 	Policy Policy
+	// Fallback, when set, sends the pool's conversations to another pool (cost control).
+	Fallback *Fallback
 }
 
 // Endpoint returns the endpoint of pod, if routable.
