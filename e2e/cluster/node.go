@@ -1,11 +1,16 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	criv1 "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 func containerdConfig(p Paths) string {
@@ -65,17 +70,42 @@ func startContainerd(p Paths) error {
 	if _, err := startProcess(p, "containerd", env, p.Binary("containerd"), "--config", cfg); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if fileExists(p.ContainerdSocket()) {
-			return nil
+			break
 		}
 		if _, ok := runningPid(p, "containerd"); !ok {
-			break
+			return fmt.Errorf("containerd exited; last lines of its log:\n%s", logTail(p, "containerd", 20))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("containerd did not create %s; last lines of its log:\n%s", p.ContainerdSocket(), logTail(p, "containerd", 20))
+	// The socket exists before the CRI plugin serves: the kubelet refuses to start against
+	// "server is not initialized yet", so wait until the runtime API answers.
+	err := waitCRI(p.ContainerdSocket(), deadline)
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("containerd's CRI API at %s did not answer: %w; last lines of its log:\n%s", p.ContainerdSocket(), err, logTail(p, "containerd", 20))
+}
+
+// waitCRI calls the CRI runtime service's Version on socket until it answers or deadline.
+func waitCRI(socket string, deadline time.Time) error {
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	rs := criv1.NewRuntimeServiceClient(conn)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err = rs.Version(ctx, &criv1.VersionRequest{})
+		cancel()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // kubeletConfig is the node's KubeletConfiguration. Pods' nameserver is
