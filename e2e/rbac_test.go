@@ -171,6 +171,26 @@ func deployAdmissionPolicies(t *testing.T, e *Env, r *deployRelease) {
 		_, err := ctl.CoreV1().Pods(r.exampleNS).Create(ctx, pod, metav1.CreateOptions{})
 		wantRefused(t, err, "labelled neuronetes.io/pool")
 	})
+	t.Run("TenantPassesPodOffAsPoolPod", func(t *testing.T) {
+		// A namespace user (here the test's own admin identity, which the policy treats like any
+		// user but the controller) creates a pod whose controller is an AgentPool, then tries to
+		// add that owner to a plain pod: both refused, so no pod it runs is taken for a pool's.
+		yes := true
+		owner := metav1.OwnerReference{APIVersion: "neuronetes.io/v1alpha1", Kind: "AgentPool", Name: "agents", UID: "0b7d4f0e-0000-4000-8000-000000000001", Controller: &yes}
+		forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nn-e2e-forged-pool-pod", OwnerReferences: []metav1.OwnerReference{owner}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		_, err := e.Kube.CoreV1().Pods(r.exampleNS).Create(ctx, forged, metav1.CreateOptions{})
+		wantRefused(t, err, "only the NeuroNetes controller may create a pod owned by an AgentPool")
+		plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nn-e2e-plain-pod"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		plain, err = e.Kube.CoreV1().Pods(r.exampleNS).Create(ctx, plain, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			t.Fatalf("a plain pod was refused: %v", err)
+		}
+		plain.OwnerReferences = []metav1.OwnerReference{owner}
+		_, err = e.Kube.CoreV1().Pods(r.exampleNS).Create(ctx, plain, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		wantRefused(t, err, "only the NeuroNetes controller")
+	})
 	t.Run("NodeAgentPatchesAnotherNode", func(t *testing.T) {
 		patch := []byte(`{"metadata":{"labels":{"nn-e2e-attack":"1"}}}`)
 		for _, tc := range []struct {
