@@ -171,6 +171,32 @@ func deployAdmissionPolicies(t *testing.T, e *Env, r *deployRelease) {
 		_, err := ctl.CoreV1().Pods(r.exampleNS).Create(ctx, pod, metav1.CreateOptions{})
 		wantRefused(t, err, "labelled neuronetes.io/pool")
 	})
+	t.Run("TenantPassesPodOffAsPoolPod", func(t *testing.T) {
+		// A namespace user (here the test's own admin identity, which the policy treats like any
+		// user but the controller) creates a pod whose controller is an AgentPool, then adds that
+		// owner to a plain pod of its own: both refused, so no pod it runs is taken for a pool's.
+		yes, no, uid := true, false, int64(65532)
+		owner := metav1.OwnerReference{APIVersion: "neuronetes.io/v1alpha1", Kind: "AgentPool", Name: "agents", UID: "0b7d4f0e-0000-4000-8000-000000000001", Controller: &yes}
+		spec := corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid,
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"sleep", "3600"},
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}}}
+		forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nn-e2e-forged-pool-pod", OwnerReferences: []metav1.OwnerReference{owner}}, Spec: spec}
+		_, err := e.Kube.CoreV1().Pods(r.exampleNS).Create(ctx, forged, metav1.CreateOptions{})
+		wantRefused(t, err, "only the NeuroNetes controller may create a pod owned by an AgentPool")
+		plain, err := e.Kube.CoreV1().Pods(r.exampleNS).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nn-e2e-plain-pod"}, Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("a plain pod was refused: %v", err)
+		}
+		t.Cleanup(func() { _ = e.Kube.CoreV1().Pods(r.exampleNS).Delete(context.Background(), plain.Name, metav1.DeleteOptions{}) })
+		plain.OwnerReferences = []metav1.OwnerReference{owner}
+		_, err = e.Kube.CoreV1().Pods(r.exampleNS).Update(ctx, plain, metav1.UpdateOptions{})
+		wantRefused(t, err, "only the NeuroNetes controller")
+		now, err := e.Kube.CoreV1().Pods(r.exampleNS).Get(ctx, plain.Name, metav1.GetOptions{})
+		if err != nil || len(now.OwnerReferences) != 0 {
+			t.Fatalf("the plain pod has owners %v (%v)", now.OwnerReferences, err)
+		}
+	})
 	t.Run("NodeAgentPatchesAnotherNode", func(t *testing.T) {
 		patch := []byte(`{"metadata":{"labels":{"nn-e2e-attack":"1"}}}`)
 		for _, tc := range []struct {

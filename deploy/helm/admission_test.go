@@ -1,9 +1,11 @@
 package helm_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/google/cel-go/cel"
@@ -68,6 +70,9 @@ func admitsRequest(t *testing.T, p *admissionregv1.ValidatingAdmissionPolicy, re
 	}
 	for _, v := range p.Spec.Validations {
 		if ok, _ := eval(v.Expression).(bool); !ok {
+			if v.MessageExpression == "" {
+				return false, v.Message
+			}
 			msg, _ := eval(v.MessageExpression).(string)
 			return false, msg
 		}
@@ -116,6 +121,55 @@ func TestRestoreSourcePolicyMatchesGoRule(t *testing.T) {
 	} {
 		if ok, msg := admits(t, p, ns, obj); !ok {
 			t.Errorf("%s refused: %s", name, msg)
+		}
+	}
+}
+
+// TestAgentPoolPodsPolicy: nobody but the controller (the policy's matchCondition leaves it
+// out) creates a pod owned by an AgentPool or adds that owner to a pod; pods that already had it
+// may be updated (labels, the garbage collector), other pods are untouched.
+func TestAgentPoolPodsPolicy(t *testing.T) {
+	objs, err := render(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(find(objs, "ValidatingAdmissionPolicy", "nn-neuronetes-agentpool-pods"))
+	var p admissionregv1.ValidatingAdmissionPolicy
+	if err := json.Unmarshal(raw, &p); err != nil || len(p.Spec.Validations) == 0 {
+		t.Fatalf("policy: %v %s", err, raw)
+	}
+	if c := p.Spec.MatchConditions[0].Expression; !strings.Contains(c, `!= "system:serviceaccount:neuronetes-system:nn-neuronetes-controller"`) {
+		t.Fatalf("matchCondition %s does not leave out exactly the controller", c)
+	}
+	pod := func(owners ...map[string]any) map[string]any {
+		md := map[string]any{"name": "p"}
+		if len(owners) > 0 {
+			l := make([]any, len(owners))
+			for i, o := range owners {
+				l[i] = o
+			}
+			md["ownerReferences"] = l
+		}
+		return map[string]any{"metadata": md}
+	}
+	pool := map[string]any{"apiVersion": "neuronetes.io/v1alpha1", "kind": "AgentPool", "name": "agents", "uid": "u1", "controller": true}
+	rs := map[string]any{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u2", "controller": true}
+	for _, tc := range []struct {
+		name        string
+		op          string
+		obj, oldObj map[string]any
+		want        bool
+	}{
+		{"plain pod", "CREATE", pod(), nil, true},
+		{"pod of a ReplicaSet", "CREATE", pod(rs), nil, true},
+		{"pod passed off as an AgentPool's", "CREATE", pod(pool), nil, false},
+		{"AgentPool owner added by an update", "UPDATE", pod(pool), pod(), false},
+		{"update of a pool pod (labels, GC)", "UPDATE", pod(pool), pod(pool), true},
+		{"owner removed (orphaned)", "UPDATE", pod(), pod(pool), true},
+	} {
+		ok, msg := admitsRequest(t, &p, map[string]any{"operation": tc.op, "namespace": "team-a"}, tc.obj, tc.oldObj)
+		if ok != tc.want {
+			t.Errorf("%s: admitted %v (%s), want %v", tc.name, ok, msg, tc.want)
 		}
 	}
 }

@@ -119,6 +119,8 @@ func TestChartAdmissionPolicies(t *testing.T) {
 	want := map[string][]string{
 		"nn-neuronetes-controller-writes": {sa + "nn-neuronetes-controller"},
 		"nn-neuronetes-node-writes":       {sa + "nn-neuronetes-driver", sa + "nn-neuronetes-nodeagent"},
+		// Matches everyone but the controller (the condition names it with !=).
+		"nn-neuronetes-agentpool-pods": {sa + "nn-neuronetes-controller"},
 	}
 	for _, o := range objs {
 		switch o.kind() {
