@@ -44,6 +44,9 @@ type request struct {
 	usage     usageState
 	// lease is the current attempt's share of its pod's load.
 	lease *pick.Lease
+	// filtered is set when a RequestStage blocked the request and it is answered with a
+	// content_filter completion.
+	filtered bool
 }
 
 // Handle runs one request and writes its response to sink.
@@ -79,6 +82,9 @@ func (r *request) run(ctx context.Context) *openai.Error {
 	}
 	if aerr := r.stages(ctx, pools); aerr != nil {
 		return aerr
+	}
+	if r.filtered {
+		return r.answerFiltered()
 	}
 	if aerr := r.selectPool(ctx, pools); aerr != nil {
 		return aerr
@@ -133,6 +139,10 @@ func (r *request) stages(ctx context.Context, pools []*route.Pool) *openai.Error
 			}
 			if code == "" {
 				code = "content_blocked"
+			}
+			if r.filteredAnswer(st) {
+				r.filtered = true
+				return nil
 			}
 			return openai.NewError(st, "invalid_request_error", code, "", "request blocked by %s: %s", s.Name(), d.Reason)
 		case stage.Redact:
