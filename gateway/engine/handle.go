@@ -214,10 +214,7 @@ func (r *request) priority() *openai.Error {
 // serve applies quotas and admission, then dispatches.
 func (r *request) serve(ctx context.Context) *openai.Error {
 	e := r.e
-	maxTok := r.body.MaxTokens
-	if maxTok <= 0 {
-		maxTok = openai.DefaultMaxTokens
-	}
+	maxTok := r.body.CompletionBudget()
 	estimate := r.promptTokens + maxTok
 	var grant *quota.Grant
 	if e.Quota != nil {
