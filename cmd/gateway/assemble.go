@@ -78,7 +78,8 @@ func assemble(ctx context.Context, o *options) (*gw, error) {
 		Admission: quota.NewAdmission(), Metrics: m, Pools: g.stats,
 		Upstream: proxy.NewUpstream(proxy.Timeouts{Connect: o.connectTimeout, FirstToken: o.firstTokenTimeout,
 			Idle: o.idleTimeout, Response: o.responseTimeout}),
-		Cfg: engine.Config{MaxResponseBytes: o.maxResponseBytes, ShadowParallel: o.shadowParallel}, Replica: o.replica,
+		Cfg: engine.Config{MaxResponseBytes: o.maxResponseBytes, ShadowParallel: o.shadowParallel,
+			BlockedAsError: o.blockedAnswer == "error"}, Replica: o.replica,
 		Sessions: sessions}
 	deps := extensionDeps{Registerer: g.reg, Static: o.static(), Redis: rc, RedisPrefix: o.redisPrefix, Sessions: sessions}
 	start := func() {}
