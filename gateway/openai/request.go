@@ -362,6 +362,27 @@ func (r *Request) Set(field string, value json.RawMessage) {
 	r.set[field] = value
 }
 
+// SetMetadata sets metadata[key] to value, in place: the rest of the metadata object (or a new
+// one) is kept as sent, and Metadata is updated.
+func (r *Request) SetMetadata(key, value string) error {
+	m := r.Field("metadata")
+	if len(m) == 0 || m[0] != '{' {
+		m = json.RawMessage("{}")
+	}
+	b, err := setString(m, key, value)
+	if err != nil {
+		return fmt.Errorf("set metadata.%s: %w", key, err)
+	}
+	r.Set("metadata", b)
+	md := maps.Clone(r.Metadata)
+	if md == nil {
+		md = map[string]string{}
+	}
+	md[key] = value
+	r.Metadata = md
+	return nil
+}
+
 // Field returns a top-level field as it will be sent (nil when absent).
 func (r *Request) Field(name string) json.RawMessage {
 	if v, ok := r.set[name]; ok {
