@@ -105,7 +105,8 @@ func TestParseToolFields(t *testing.T) {
 		{`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"a","function":{"name":"f","arguments":{"x":1}}}]}]}`, "messages[0].tool_calls[0].function.arguments"},
 		{`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"a","function":{"name":"f","Arguments":"{}","arguments":"{}"}}]}]}`, "messages[0].tool_calls[0].function.arguments"},
 		{`{"model":"m","messages":[{"role":"user","content":"a","Tool_calls":[]}]}`, "messages[0].tool_calls"},
-		{`{"model":"m","messages":["x"]}`, "messages[0]"},
+		{`{"model":"m","messages":["x"]}`, "messages"},
+		{`{"model":"m","messages":[null]}`, "messages[0]"},
 		{`{"model":"m","input":[1,2]}`, "input"},
 	} {
 		route := RouteChat

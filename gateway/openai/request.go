@@ -121,7 +121,7 @@ type wire struct {
 	StreamOptions       *StreamOptions    `json:"stream_options"`
 	MaxTokens           *int              `json:"max_tokens"`
 	MaxCompletionTokens *int              `json:"max_completion_tokens"`
-	Messages            json.RawMessage   `json:"messages"`
+	Messages            []wireMessage     `json:"messages"`
 	Prompt              json.RawMessage   `json:"prompt"`
 	Input               json.RawMessage   `json:"input"`
 	User                string            `json:"user"`
@@ -165,7 +165,7 @@ func Parse(route Route, body []byte) (*Request, error) {
 	}
 	switch route {
 	case RouteChat:
-		return r, r.parseMessages(w.Messages)
+		return r, r.parseMessages(body, w.Messages)
 	case RouteEmbeddings:
 		// Embeddings do not stream; a "stream" field is the model server's to refuse.
 		r.Stream, r.IncludeUsage = false, false
@@ -174,18 +174,20 @@ func Parse(route Route, body []byte) (*Request, error) {
 	return r, r.parsePrompt("prompt", w.Prompt)
 }
 
-func (r *Request) parseMessages(raw json.RawMessage) error {
-	if len(raw) == 0 || raw[0] != '[' {
+// parseMessages pairs the decoded messages with their objects as sent.
+func (r *Request) parseMessages(body []byte, ws []wireMessage) error {
+	if len(ws) == 0 {
 		return BadRequest("messages", "missing required field \"messages\" (a non-empty array)")
 	}
+	raw := memberValue(body, "messages")
 	els, err := rawElements(raw)
-	if err != nil || len(els) == 0 {
-		return BadRequest("messages", "missing required field \"messages\" (a non-empty array)")
+	if err != nil || len(els) != len(ws) {
+		return BadRequest("messages", "\"messages\" must be an array of objects")
 	}
 	r.messages = raw
-	r.Messages = make([]Message, len(els))
-	for i, el := range els {
-		m, err := parseMessage(el, fmt.Sprintf("messages[%d]", i))
+	r.Messages = make([]Message, len(ws))
+	for i := range ws {
+		m, err := messageFrom(&ws[i], els[i], fmt.Sprintf("messages[%d]", i))
 		if err != nil {
 			return err
 		}
@@ -218,6 +220,14 @@ func parseMessage(raw json.RawMessage, path string) (Message, error) {
 			f = join(path, name)
 		}
 		return Message{}, BadRequest(f, "%s: %v", path, err)
+	}
+	return messageFrom(&w, raw, path)
+}
+
+// messageFrom checks a decoded message and keeps raw, its object as sent.
+func messageFrom(w *wireMessage, raw json.RawMessage, path string) (Message, error) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return Message{}, BadRequest(path, "%s must be an object", path)
 	}
 	if w.Role == "" {
 		return Message{}, BadRequest(path+".role", "%s: missing \"role\"", path)
@@ -294,6 +304,18 @@ func (m Message) Text() string {
 
 // Raw is the message object as the gateway will send it.
 func (m Message) Raw() json.RawMessage { return m.raw }
+
+// MarshalJSON encodes the message as the gateway will send it: the object as received, with the
+// gateway's edits; a Message built in code encodes its role and content.
+func (m Message) MarshalJSON() ([]byte, error) {
+	if m.raw != nil {
+		return m.raw, nil
+	}
+	return json.Marshal(struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content,omitempty"`
+	}{m.Role, m.Content})
+}
 
 // PromptText is the whole prompt as one text: every message as "role: text" lines, or the
 // completions prompt (embeddings input). Conversations that extend each other give texts that

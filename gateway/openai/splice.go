@@ -19,53 +19,61 @@ type span struct {
 }
 
 // spans lists the members of the object or the elements of the array in doc, with their byte
-// offsets, and the offset just past the opening bracket.
+// offsets, and the offset just past the opening bracket. It walks doc with the key scanner
+// (strings are skipped with bytes.IndexByte), not a decoder.
 func spans(doc []byte) ([]span, int, error) {
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, 0, err
-	}
-	d, ok := tok.(json.Delim)
-	if !ok || (d != '{' && d != '[') {
+	sc := &keyScanner{b: doc}
+	sc.ws()
+	if sc.i >= len(doc) || (doc[sc.i] != '{' && doc[sc.i] != '[') {
 		return nil, 0, fmt.Errorf("not a JSON object or array")
 	}
-	open := int(dec.InputOffset())
+	object := doc[sc.i] == '{'
+	closer := byte(']')
+	if object {
+		closer = '}'
+	}
+	sc.i++
+	open := sc.i
+	sc.ws()
+	if sc.i < len(doc) && doc[sc.i] == closer {
+		return nil, open, nil
+	}
 	var out []span
-	prev := open
-	for dec.More() {
-		var s span
-		s.start = skipSep(doc, prev)
-		if d == '{' {
-			k, err := dec.Token()
+	for {
+		sc.ws()
+		s := span{start: sc.i}
+		if object {
+			if sc.i >= len(doc) || doc[sc.i] != '"' {
+				return nil, 0, errSyntax
+			}
+			raw, err := sc.str()
 			if err != nil {
 				return nil, 0, err
 			}
-			s.key, _ = k.(string)
+			if s.key, err = unquote(raw); err != nil {
+				return nil, 0, err
+			}
+			sc.ws()
+			if sc.i >= len(doc) || doc[sc.i] != ':' {
+				return nil, 0, errSyntax
+			}
+			sc.i++
+			sc.ws()
 		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
+		s.val = sc.i
+		if err := sc.value(nil, "", 0); err != nil {
 			return nil, 0, err
 		}
-		s.end = int(dec.InputOffset())
-		s.val = s.end - len(raw)
+		s.end = sc.i
 		out = append(out, s)
-		prev = s.end
-	}
-	return out, open, nil
-}
-
-// skipSep skips white space and one comma from i.
-func skipSep(doc []byte, i int) int {
-	for i < len(doc) {
-		switch doc[i] {
-		case ' ', '\t', '\r', '\n', ',':
-			i++
-		default:
-			return i
+		done, err := sc.after(closer)
+		if err != nil {
+			return nil, 0, err
+		}
+		if done {
+			return out, open, nil
 		}
 	}
-	return i
 }
 
 // spliceObject returns obj with the members named in edits replaced by their values (every
