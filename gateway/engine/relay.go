@@ -240,13 +240,15 @@ var (
 	keyError     = []byte(`"error":`)
 	keyContent   = []byte(`"content":"`)
 	keyText      = []byte(`"text":"`)
+	keyReasoning = []byte(`"reasoning_content":"`)
+	keyReasonNew = []byte(`"reasoning":"`)
 	keyToolCalls = []byte(`"tool_calls"`)
 )
 
-// carriesToken reports whether a chunk's JSON has a non-empty content or text string, or tool
-// calls. Keys inside string values are escaped (\"content\"), so they cannot match.
+// carriesToken reports whether a chunk's JSON has a non-empty content, text or reasoning string,
+// or tool calls. Keys inside string values are escaped (\"content\"), so they cannot match.
 func carriesToken(data []byte) bool {
-	for _, k := range [][]byte{keyContent, keyText} {
+	for _, k := range [][]byte{keyContent, keyText, keyReasoning, keyReasonNew} {
 		if i := bytes.Index(data, k); i >= 0 && i+len(k) < len(data) && data[i+len(k)] != '"' {
 			return true
 		}
