@@ -405,7 +405,8 @@ func (r *Request) SetMetadata(key, value string) error {
 	return nil
 }
 
-// Field returns a top-level field as it will be sent (nil when absent).
+// Field returns a top-level field as sent, or as Set replaced it (nil when absent). Edits of
+// messages and prompts are read through Messages, Prompt and TextFields.
 func (r *Request) Field(name string) json.RawMessage {
 	if v, ok := r.set[name]; ok {
 		return v
