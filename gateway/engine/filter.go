@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"sort"
 
 	"github.com/neuronetes/neuronetes/gateway/openai"
@@ -218,9 +217,7 @@ func (r *request) answerFiltered() *openai.Error {
 	}
 	err := send(openai.ContentFilterChunk(r.body.Route, id, r.body.Model, created, 0))
 	if err == nil && r.body.IncludeUsage {
-		b, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion.chunk", "created": created,
-			"model": r.body.Model, "choices": []any{}, "usage": openai.Usage{}})
-		err = send(b)
+		err = send(r.synthChunk(id, r.body.Model, -1, nil, &openai.Usage{}))
 	}
 	if err == nil {
 		err = r.sink.Finish()

@@ -115,6 +115,8 @@ func TestBlockedAnswerIsContentFilter(t *testing.T) {
 		{"whole legacy", false, true, whole, chat(false, ""), "response_blocked", nil},
 		{"streamed legacy", true, true, streamed, chat(true, ""), "response_blocked", nil},
 		{"request", false, false, nil, `{"model":"m","messages":[{"role":"user","content":"a forbidden thing"}]}`, "", []string{`"finish_reason":"content_filter"`, `"object":"chat.completion"`}},
+		{"request streamed", true, false, nil, `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"a forbidden thing"}]}`, "",
+			[]string{`"finish_reason":"content_filter"`, `"object":"chat.completion.chunk"`, `"usage":{"prompt_tokens":0`}},
 		{"request legacy", false, true, nil, `{"model":"m","messages":[{"role":"user","content":"a forbidden thing"}]}`, "content_blocked", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
