@@ -233,8 +233,6 @@ func (c *clientGoneError) Unwrap() error { return c.err }
 
 func clientGone(err error) error { return &clientGoneError{err} }
 
-func ptr[T any](v T) *T { return &v }
-
 var (
 	keyUsage     = []byte(`"usage":`)
 	keyError     = []byte(`"error":`)
