@@ -142,7 +142,7 @@ spec:
 	}
 	Eventually(t, 30*time.Second, "the guard blocks the plain card number", func() (bool, error) {
 		status, body := post(`{"model":"guarded-model","messages":` + card + `}`)
-		return status == http.StatusBadRequest && strings.Contains(body, "content_blocked"), fmt.Errorf("%d %s", status, body)
+		return status == http.StatusOK && strings.Contains(body, `"finish_reason":"content_filter"`) && !strings.Contains(body, "4111"), fmt.Errorf("%d %s", status, body)
 	})
 	for _, tc := range []struct{ name, body, param string }{
 		{"card in messages, benign Messages", `{"model":"guarded-model","messages":` + card + `,"Messages":` + benign + `}`, "messages"},

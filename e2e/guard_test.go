@@ -305,12 +305,18 @@ spec:
 	}
 	card := "please charge my card 4111 1111 1111 1111 today"
 	var r gwReply
+	// A block is answered as OpenAI answers a filtered completion: 200, finish_reason
+	// content_filter, no text.
 	Eventually(t, time.Minute, "the gateway routes guarded-model with its policy", func() (bool, error) {
 		r = g.chat(t, "guarded-model", "s1", card, false, nil)
-		return r.status == http.StatusBadRequest, fmt.Errorf("status %d: %s", r.status, r.body)
+		return r.status == http.StatusOK && strings.Contains(r.body, `"finish_reason":"content_filter"`), fmt.Errorf("status %d: %s", r.status, r.body)
 	})
-	if !strings.Contains(r.body, "content_blocked") || strings.Contains(r.body, "4111") {
+	if r.content != "" || strings.Contains(r.body, "4111") {
 		t.Fatalf("block body: %s", r.body)
+	}
+	if r = g.chat(t, "guarded-model", "s1", card, true, nil); r.status != http.StatusOK || !strings.Contains(r.body, `"finish_reason":"content_filter"`) ||
+		!strings.Contains(r.body, "data: [DONE]") || strings.Contains(r.body, "4111") {
+		t.Fatalf("streamed block: %d %s", r.status, r.body)
 	}
 	if v := g.metric(t, "neuronetes_safety_blocks_total", map[string]string{"guardrail_type": "pii", "action": "block"}); v < 1 {
 		t.Fatalf("neuronetes_safety_blocks_total{pii,block} = %v", v)

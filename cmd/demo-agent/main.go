@@ -76,7 +76,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.Int64Var(&o.srv.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body accepted")
 	fs.Float64Var(&o.srv.FailRate, "fail-rate", 0, "share of requests (0-1) failed on purpose, evenly spread")
 	fs.StringVar(&o.failMode, "fail-mode", string(server.FailStatus), "how failed requests fail: status (HTTP 500 before any token), midstream (error event after half the tokens), disconnect (connection dropped after half the tokens)")
-	fs.BoolVar(&o.srv.ToolCalls, "tool-calls", false, "answer chat requests that list tools with a call of the chosen tool")
+	fs.BoolVar(&o.srv.ToolCalls, "tool-calls", false, "with tool_choice auto (or none given), answer chat requests that list tools with a call of the chosen tool (vLLM's --enable-auto-tool-choice); tool_choice required or a named function always gets a call")
+	fs.IntVar(&o.srv.EmbeddingDim, "embedding-dim", server.DefaultEmbeddingDim, "length of /v1/embeddings vectors")
 	fs.StringVar(&o.weights, "weights", os.Getenv("NEURONETES_WEIGHTS_PATH"), "weights file read fully at start (optional)")
 	fs.DurationVar(&o.readyDelay, "ready-delay", 0, "extra simulated load time before /readyz succeeds")
 	fs.StringVar(&o.srv.SidecarURL, "sidecar-url", os.Getenv("NEURONETES_SIDECAR_URL"), "sidecar base URL; empty disables session memory")
@@ -98,6 +99,7 @@ func parseFlags(args []string) (*options, error) {
 		{o.srv.DefaultMaxTokens < 1, "--default-max-tokens", o.srv.DefaultMaxTokens},
 		{o.srv.MaxBodyBytes < 1, "--max-body-bytes", o.srv.MaxBodyBytes},
 		{!(o.srv.FailRate >= 0 && o.srv.FailRate <= 1), "--fail-rate (0-1)", o.srv.FailRate},
+		{o.srv.EmbeddingDim < 1, "--embedding-dim", o.srv.EmbeddingDim},
 	} {
 		if c.bad {
 			return nil, fmt.Errorf("%s: bad value %v", c.flag, c.val)

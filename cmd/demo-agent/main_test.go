@@ -49,6 +49,7 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--ttft-base=-1s"}, "--ttft-base"},
 		{[]string{"--default-max-tokens=0"}, "--default-max-tokens"},
 		{[]string{"--max-body-bytes=0"}, "--max-body-bytes"},
+		{[]string{"--embedding-dim=0"}, "--embedding-dim"},
 	}
 	for _, tt := range tests {
 		_, err := parseFlags(tt.args)

@@ -79,7 +79,8 @@ func assemble(ctx context.Context, o *options) (*gw, error) {
 		Admission: quota.NewAdmission(), Peers: &quota.Peers{Client: rc, Prefix: o.redisPrefix}, Metrics: m, Pools: g.stats,
 		Upstream: proxy.NewUpstream(proxy.Timeouts{Connect: o.connectTimeout, FirstToken: o.firstTokenTimeout,
 			Idle: o.idleTimeout, Response: o.responseTimeout}),
-		Cfg: engine.Config{MaxResponseBytes: o.maxResponseBytes, ShadowParallel: o.shadowParallel}, Replica: o.replica,
+		Cfg: engine.Config{MaxResponseBytes: o.maxResponseBytes, ShadowParallel: o.shadowParallel,
+			BlockedAsError: o.blockedAnswer == "error"}, Replica: o.replica,
 		Sessions: sessions}
 	if o.dispatchToken != "" {
 		d, err := loadDispatcher(o.dispatchToken)

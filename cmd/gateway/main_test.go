@@ -53,6 +53,7 @@ func TestOptionsValidate(t *testing.T) {
 		{[]string{"--backends=127.0.0.1:8001", "--anonymous-namespace=demo"}, "--anonymous-namespace applies only"},
 		{[]string{"--backends=https://a:1"}, "--backends"},
 		{[]string{"--quota-store-failure=later"}, "--quota-store-failure"},
+		{[]string{"--blocked-answer=403"}, "--blocked-answer"},
 		{[]string{"--tls-cert-file=/x"}, "--tls-cert-file and --tls-key-file"},
 		{[]string{"--session-keys=cookie:x"}, "--session-keys"},
 		{[]string{"--scorer-weights=speed=1"}, "--scorer-weights"},

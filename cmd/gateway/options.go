@@ -32,6 +32,7 @@ type options struct {
 	redisAddr, redisPrefix string
 	redisTimeout           time.Duration
 	quotaFailure           string
+	blockedAnswer          string
 	// redisConn: --redis-username, --redis-password-file, --redis-tls, ...
 	redisConn redisconn.Flags
 
@@ -76,6 +77,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.redisPrefix, "redis-prefix", "nn:gw:", "prefix of the gateway's Redis keys")
 	fs.DurationVar(&o.redisTimeout, "redis-timeout", 100*time.Millisecond, "bound of one Redis call on the request path; beyond it routing falls back to load balancing")
 	fs.StringVar(&o.quotaFailure, "quota-store-failure", "open", "when the quota store (Redis) fails: open (admit) or closed (503)")
+	fs.StringVar(&o.blockedAnswer, "blocked-answer", "content_filter", "how a guardrail block is answered: content_filter (200, finish_reason content_filter, as OpenAI) or error (400 content_blocked/content_filter, streams end with an error event)")
 
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 2*time.Second, "backend connect timeout")
 	fs.DurationVar(&o.firstTokenTimeout, "first-token-timeout", 60*time.Second, "streamed requests: longest wait for the first event")
@@ -149,6 +151,9 @@ func (o *options) validate() error {
 	}
 	if o.quotaFailure != "open" && o.quotaFailure != "closed" {
 		errs = append(errs, fmt.Errorf("--quota-store-failure must be open or closed, got %q", o.quotaFailure))
+	}
+	if o.blockedAnswer != "content_filter" && o.blockedAnswer != "error" {
+		errs = append(errs, fmt.Errorf("--blocked-answer must be content_filter or error, got %q", o.blockedAnswer))
 	}
 	if (o.tlsCert == "") != (o.tlsKey == "") {
 		errs = append(errs, errors.New("--tls-cert-file and --tls-key-file go together"))

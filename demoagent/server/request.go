@@ -129,6 +129,9 @@ func (r *completionRequest) validate(chat bool, defaultMax int) *requestError {
 			return badRequest(fmt.Sprintf("messages[%d].content", i), "messages[%d].content must be a string, an array of text parts, or null", i)
 		}
 		m.text = text
+		if err := m.validateTools(i); err != nil {
+			return err
+		}
 	}
 	for i, t := range r.Tools {
 		if t.Type != "function" || t.Function.Name == "" {
@@ -137,6 +140,30 @@ func (r *completionRequest) validate(chat bool, defaultMax int) *requestError {
 	}
 	if _, err := r.chosenTool(); err != nil {
 		return err
+	}
+	return nil
+}
+
+// validateTools refuses a tool conversation with a missing field, as vLLM's request schema
+// does: a tool message needs the tool_call_id it answers; an assistant's tool call needs its
+// id, type "function" and function.name.
+func (m *message) validateTools(i int) *requestError {
+	if m.Role == "tool" && m.ToolCallID == "" {
+		return badRequest(fmt.Sprintf("messages[%d].tool_call_id", i), "messages[%d]: a tool message requires \"tool_call_id\"", i)
+	}
+	if len(m.ToolCalls) > 0 && m.Role != "assistant" {
+		return badRequest(fmt.Sprintf("messages[%d].tool_calls", i), "messages[%d]: only assistant messages carry \"tool_calls\"", i)
+	}
+	for j, c := range m.ToolCalls {
+		p := fmt.Sprintf("messages[%d].tool_calls[%d]", i, j)
+		switch {
+		case c.ID == "":
+			return badRequest(p+".id", "%s: missing required field \"id\"", p)
+		case c.Type != "function":
+			return badRequest(p+".type", "%s: \"type\" must be \"function\", got %q", p, c.Type)
+		case c.Function.Name == "":
+			return badRequest(p+".function.name", "%s: missing required field \"function.name\"", p)
+		}
 	}
 	return nil
 }
@@ -218,6 +245,18 @@ func (r *completionRequest) chosenTool() (*tool, *requestError) {
 		}
 	}
 	return nil, badRequest("tool_choice", "tool_choice names function %q, which is not in tools", named.Function.Name)
+}
+
+// forcesCall reports whether tool_choice forces a tool call: "required" or a named function.
+func (r *completionRequest) forcesCall() bool {
+	if len(r.Tools) == 0 || len(r.ToolChoice) == 0 {
+		return false
+	}
+	var mode string
+	if json.Unmarshal(r.ToolChoice, &mode) == nil {
+		return mode == "required"
+	}
+	return true // a named function (chosenTool checked it)
 }
 
 // conversationID is the session key of a request: the X-Conversation-ID or X-Session-ID header,

@@ -1,6 +1,7 @@
 // Package server is the demo agent's OpenAI-compatible HTTP front over the engine model:
 // /v1/chat/completions and /v1/completions (streamed as server-sent events or not, usage in the
-// last chunk when stream_options.include_usage is set, tool calls on request), /v1/models,
+// last chunk when stream_options.include_usage is set, tool calls on request), /v1/embeddings,
+// /v1/models,
 // /metrics under vLLM's current names plus the seed's neuronetes_* names, /healthz and /readyz.
 // Session memory comes from the NeuroNetes sidecar when one is configured.
 package server
@@ -41,6 +42,8 @@ type Config struct {
 	ToolCalls bool
 	// SidecarURL is the sidecar's base URL; empty disables session memory.
 	SidecarURL string
+	// EmbeddingDim is the length of /v1/embeddings vectors (default DefaultEmbeddingDim).
+	EmbeddingDim int
 }
 
 // Validate names the first bad field.
@@ -54,6 +57,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max body bytes must be positive, got %d", c.MaxBodyBytes)
 	case !(c.FailRate >= 0 && c.FailRate <= 1):
 		return fmt.Errorf("fail rate must be within [0, 1], got %v", c.FailRate)
+	case c.EmbeddingDim < 0:
+		return fmt.Errorf("embedding dimensions must not be negative, got %d", c.EmbeddingDim)
 	}
 	if _, err := ParseFailMode(string(c.FailMode)); err != nil {
 		return err
@@ -80,6 +85,9 @@ func New(cfg Config, eng *engine.Engine, clk clock.Clock) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.EmbeddingDim == 0 {
+		cfg.EmbeddingDim = DefaultEmbeddingDim
+	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	s := &Server{cfg: cfg, eng: eng, clk: clk, fail: failer{rate: cfg.FailRate}, idBase: hex.EncodeToString(b[:]),
@@ -102,6 +110,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.complete(w, r, true) })
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.complete(w, r, false) })
+	mux.HandleFunc("POST /v1/embeddings", s.embeddings)
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{map[string]any{
 			"id": s.cfg.Model, "object": "model", "owned_by": "neuronetes", "max_model_len": s.eng.MaxTokens()}}})

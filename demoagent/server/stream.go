@@ -17,14 +17,20 @@ type generation struct {
 	frags  []string  // argument fragments of call
 }
 
-// plan decides the output of a request.
+// plan decides the output of a request. As vLLM does, a request that forces a call (tool_choice
+// "required" or a named function) gets one; with tool_choice "auto" (or none given) the model
+// may call: the demo agent calls when ToolCalls is on (vLLM's --enable-auto-tool-choice) and
+// the conversation does not end with a tool's result, which it answers with text.
 func (s *Server) plan(req *completionRequest, chat bool) (*generation, *requestError) {
-	if !chat || !s.cfg.ToolCalls {
+	if !chat {
 		return &generation{tokens: req.maxTokens()}, nil
 	}
 	t, rerr := req.chosenTool()
 	if rerr != nil || t == nil {
 		return &generation{tokens: req.maxTokens()}, rerr
+	}
+	if !req.forcesCall() && (!s.cfg.ToolCalls || req.Messages[len(req.Messages)-1].Role == "tool") {
+		return &generation{tokens: req.maxTokens()}, nil
 	}
 	c := &toolCall{ID: "chatcmpl-tool-" + strconv.FormatInt(s.nextID.Add(1), 10), Type: "function"}
 	c.Function.Name = t.Function.Name

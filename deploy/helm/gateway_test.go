@@ -29,7 +29,7 @@ func TestChartGateway(t *testing.T) {
 	}
 	for _, want := range []string{"--auth=required", "--namespaces=agents,chat", "--redis-addr=nn-neuronetes-redis.neuronetes-system.svc:6379",
 		"--drain-delay=10s", "--shutdown-timeout=75s", "--tls-cert-file=/etc/neuronetes/gateway-tls/tls.crt", "--quota-store-failure=open",
-		"--listen=:8080", "--admin-listen=:9090", "--redis-prefix=nn:gw:",
+		"--blocked-answer=content_filter", "--listen=:8080", "--admin-listen=:9090", "--redis-prefix=nn:gw:",
 		"--session-keys=header:x-session-id,header:x-conversation-id,body:conversation_id,body:metadata.conversation_id,body:user",
 		"--scorer-weights=prefill=4,prefix=1,queue=1,kv=1,inflight=1,hash=1"} {
 		if !contains(a, want) {

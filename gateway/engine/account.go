@@ -23,7 +23,10 @@ func (r *request) count(c *openai.Chunk, whole bool) {
 	}
 	for i := range c.Choices {
 		ch := &c.Choices[i]
-		text := ch.Content()
+		text := ""
+		for _, p := range ch.Pieces() { // content, reasoning and tool-call arguments
+			text += p.Text
+		}
 		tool := ch.Delta != nil && len(ch.Delta.ToolCalls) > 0
 		if text == "" && !tool {
 			continue

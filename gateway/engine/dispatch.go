@@ -106,10 +106,7 @@ func (r *request) choose(pinned string, exclude map[string]bool, attempt int) (p
 func (r *request) attempt(ctx context.Context, ch pick.Choice, pin string, body []byte) error {
 	e := r.e
 	ep := ch.Endpoint
-	maxTok := r.body.MaxTokens
-	if maxTok <= 0 {
-		maxTok = openai.DefaultMaxTokens
-	}
+	maxTok := r.body.CompletionBudget()
 	lease := e.Picker.Load.Acquire(r.pool.Ref, ep.Pod, r.promptTokens+maxTok, ch.Uncached)
 	defer lease.Release()
 	r.lease = lease

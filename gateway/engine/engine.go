@@ -135,6 +135,11 @@ type Config struct {
 	MaxResponseBytes int64
 	// ShadowParallel bounds the shadow copies in flight (default 64); beyond it copies are dropped.
 	ShadowParallel int
+	// BlockedAsError answers guardrail blocks the legacy way: a blocked request or non-streamed
+	// answer is a 400 error (content_blocked, content_filter) and a blocked stream ends with an
+	// error event. By default a block is a 200 completion that finishes with "content_filter",
+	// as OpenAI answers (docs/guardrails.md).
+	BlockedAsError bool
 }
 
 // Engine runs requests.

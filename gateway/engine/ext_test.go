@@ -159,9 +159,11 @@ func TestStagesAndFilters(t *testing.T) {
 	h.e.Ext.Filters = []stage.ChunkFilter{redactor{}}
 	h.e.Ext.Observers = []stage.Observer{obs}
 
+	// A blocked request is answered as OpenAI answers a filtered completion (200, finish_reason
+	// content_filter, no text); nothing reaches the backend.
 	s := h.do(context.Background(), anyone, nil, `{"model":"m","stream":true,"messages":[{"role":"user","content":"a forbidden thing"}]}`)
-	if s.err == nil || s.err.Status != 400 || *s.err.Body.Code != "content_blocked" || b.count() != 0 {
-		t.Fatalf("block: %v (backend calls %d)", s.err, b.count())
+	if s.err != nil || !s.finished || len(s.events) != 1 || !strings.Contains(s.events[0], `"finish_reason":"content_filter"`) || b.count() != 0 {
+		t.Fatalf("block: %v %q (backend calls %d)", s.err, s.events, b.count())
 	}
 	s = h.do(context.Background(), anyone, nil, `{"model":"m","stream":true,"messages":[{"role":"user","content":"call 555-1234"}]}`)
 	if s.err != nil {
@@ -197,7 +199,7 @@ func TestStagesAndFilters(t *testing.T) {
 	}
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
-	if len(obs.out) != 4 || obs.out[0].Status != 400 || obs.out[2].TTFT <= 0 || obs.out[2].Pod != b.name || len(obs.out[3].Flags) != 1 {
+	if len(obs.out) != 4 || obs.out[0].Status != 200 || obs.out[2].TTFT <= 0 || obs.out[2].Pod != b.name || len(obs.out[3].Flags) != 1 {
 		t.Fatalf("outcomes %+v", obs.out)
 	}
 	if v := testutil.ToFloat64(h.e.Metrics.Stages.WithLabelValues("block-word", "redact")); v != 1 {
@@ -278,6 +280,8 @@ func TestCarriesToken(t *testing.T) {
 		{`{"choices":[{"delta":{"role":"assistant"}}]}`, false},
 		{`{"choices":[{"text":" x","index":0}]}`, true},
 		{`{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}`, true},
+		{`{"choices":[{"delta":{"reasoning_content":"hm"}}]}`, true},
+		{`{"choices":[{"delta":{"reasoning":"hm"}}]}`, true},
 		{`{"choices":[{"delta":{"content":"\"quoted\""}}]}`, true},
 		{`{"choices":[{"delta":{"content":""}}],"note":"\"content\":\"x\""}`, false},
 	} {

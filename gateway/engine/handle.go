@@ -46,6 +46,9 @@ type request struct {
 	lease *pick.Lease
 	// sent is when the current attempt was sent to its pod.
 	sent time.Time
+	// filtered is set when a RequestStage blocked the request and it is answered with a
+	// content_filter completion.
+	filtered bool
 }
 
 // Handle runs one request and writes its response to sink.
@@ -84,6 +87,9 @@ func (r *request) run(ctx context.Context) *openai.Error {
 	}
 	if aerr := r.stages(ctx, pools); aerr != nil {
 		return aerr
+	}
+	if r.filtered {
+		return r.answerFiltered()
 	}
 	if aerr := r.selectPool(ctx, pools); aerr != nil {
 		return aerr
@@ -159,6 +165,10 @@ func (r *request) stages(ctx context.Context, pools []*route.Pool) *openai.Error
 			}
 			if code == "" {
 				code = "content_blocked"
+			}
+			if r.filteredAnswer(st) {
+				r.filtered = true
+				return nil
 			}
 			return openai.NewError(st, "invalid_request_error", code, "", "request blocked by %s: %s", s.Name(), d.Reason)
 		case stage.Redact:
@@ -243,10 +253,7 @@ func (r *request) priority() *openai.Error {
 // serve applies quotas and admission, then dispatches.
 func (r *request) serve(ctx context.Context) *openai.Error {
 	e := r.e
-	maxTok := r.body.MaxTokens
-	if maxTok <= 0 {
-		maxTok = openai.DefaultMaxTokens
-	}
+	maxTok := r.body.CompletionBudget()
 	estimate := r.promptTokens + maxTok
 	var grant *quota.Grant
 	if e.Quota != nil {

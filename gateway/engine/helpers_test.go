@@ -39,6 +39,7 @@ type backend struct {
 type seen struct {
 	header http.Header
 	body   map[string]any
+	raw    []byte
 }
 
 func newBackend(t *testing.T) *backend {
@@ -48,7 +49,7 @@ func newBackend(t *testing.T) *backend {
 		var body map[string]any
 		_ = json.Unmarshal(raw, &body)
 		b.mu.Lock()
-		b.reqs = append(b.reqs, seen{r.Header.Clone(), body})
+		b.reqs = append(b.reqs, seen{r.Header.Clone(), body, raw})
 		h := b.handle
 		b.mu.Unlock()
 		if h == nil {

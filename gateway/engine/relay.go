@@ -8,92 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 
 	"github.com/neuronetes/neuronetes/gateway/openai"
 	"github.com/neuronetes/neuronetes/gateway/proxy"
-	"github.com/neuronetes/neuronetes/gateway/stage"
 )
-
-// filterChain is the StreamFilters of one response.
-type filterChain struct {
-	fs     []stage.StreamFilter
-	closed map[int]bool
-	seen   map[int]bool
-}
-
-func (r *request) newFilters(ctx context.Context) *filterChain {
-	fc := &filterChain{closed: map[int]bool{}, seen: map[int]bool{}}
-	for _, f := range r.e.Ext.Filters {
-		if s := f.NewStream(ctx, r.sreq); s != nil {
-			fc.fs = append(fc.fs, s)
-		}
-	}
-	return fc
-}
-
-// apply passes text of choice through every filter; closing also ends the choice's text.
-func (fc *filterChain) apply(choice int, text string, closing bool) (string, error) {
-	fc.seen[choice] = true
-	var err error
-	for _, f := range fc.fs {
-		if text, err = f.Write(choice, text); err != nil {
-			return "", err
-		}
-		if closing {
-			rest, err := f.Close(choice)
-			if err != nil {
-				return "", err
-			}
-			text += rest
-		}
-	}
-	if closing {
-		fc.closed[choice] = true
-	}
-	return text, nil
-}
-
-func (fc *filterChain) blocked() (string, bool) {
-	for _, f := range fc.fs {
-		if why, ok := f.Blocked(); ok {
-			return why, true
-		}
-	}
-	return "", false
-}
-
-// open lists the choices seen and not closed, in order.
-func (fc *filterChain) open() []int {
-	var out []int
-	for c := range fc.seen {
-		if !fc.closed[c] {
-			out = append(out, c)
-		}
-	}
-	sort.Ints(out)
-	return out
-}
-
-// filterChunk runs c's choices through the filters; changed reports a content change.
-func (fc *filterChain) filterChunk(c *openai.Chunk) (changed bool, err error) {
-	if len(fc.fs) == 0 {
-		return false, nil
-	}
-	for i := range c.Choices {
-		ch := &c.Choices[i]
-		in := ch.Content()
-		out, err := fc.apply(ch.Index, in, ch.FinishReason != nil)
-		if err != nil {
-			return false, err
-		}
-		if out != in {
-			ch.SetContent(out)
-			changed = true
-		}
-	}
-	return changed, nil
-}
 
 // relayWhole relays a non-streamed response.
 func (r *request) relayWhole(ctx context.Context, x *proxy.Exchange) error {
@@ -108,25 +26,18 @@ func (r *request) relayWhole(ctx context.Context, x *proxy.Exchange) error {
 	c, perr := openai.ParseChunk(b)
 	if perr == nil {
 		fc := r.newFilters(ctx)
-		for i := range c.Choices {
-			c.Choices[i].FinishReason = ptr("stop") // closes every choice
-		}
-		changed, ferr := fc.filterChunk(c)
+		edits, ferr := fc.filterChunk(c, true)
 		if ferr != nil {
 			return fmt.Errorf("response filter: %w", ferr)
 		}
 		if why, ok := fc.blocked(); ok {
 			r.out.Blocked = why
-			return blockedError(why)
-		}
-		if changed {
-			orig, _ := openai.ParseChunk(b)
-			for i := range orig.Choices {
-				orig.Choices[i].SetContent(c.Choices[i].Content())
+			if r.e.Cfg.BlockedAsError {
+				return blockedError(why)
 			}
-			if b, err = openai.ReplaceContents(b, orig); err != nil {
-				return fmt.Errorf("response filter: %w", err)
-			}
+			b = openai.ContentFilterResponse(r.body.Route, c.ID, c.Model, c.Created, fc.stopped(), c.Usage)
+		} else if b, err = openai.EditChoices(b, edits); err != nil {
+			return fmt.Errorf("response filter: %w", err)
 		}
 		r.count(c, true)
 	}
@@ -183,18 +94,15 @@ func (r *request) relayStream(ctx context.Context, x *proxy.Exchange) error {
 			if lastID == "" {
 				lastID = "-" // decoded once; chunks without an id need no more
 			}
-			changed, ferr := fc.filterChunk(c)
+			edits, ferr := fc.filterChunk(c, false)
 			if ferr != nil {
 				return r.streamBroke(fmt.Errorf("response filter: %w", ferr))
 			}
 			if why, ok := fc.blocked(); ok {
-				r.out.Blocked = why
-				return r.streamBroke(blockedError(why))
+				return r.streamFiltered(fc, why, lastID, lastModel, usageSent)
 			}
-			if changed {
-				if data, err = openai.ReplaceContents(data, c); err != nil {
-					return r.streamBroke(fmt.Errorf("response filter: %w", err))
-				}
+			if data, err = openai.EditChoices(data, edits); err != nil {
+				return r.streamBroke(fmt.Errorf("response filter: %w", err))
 			}
 			r.count(c, false)
 			if c.Usage != nil && len(c.Choices) == 0 {
@@ -229,26 +137,25 @@ func (r *request) send(data []byte) error {
 // the backend gave none, and ends the stream.
 func (r *request) endStream(fc *filterChain, id, model string, usageSent bool) error {
 	for _, choice := range fc.open() {
-		rest, err := fc.apply(choice, "", true)
+		rest, err := fc.closeChoice(choice, nil)
 		if err != nil {
 			return r.streamBroke(fmt.Errorf("response filter: %w", err))
 		}
-		if rest == "" {
+		if why, ok := fc.blocked(); ok {
+			return r.streamFiltered(fc, why, id, model, usageSent)
+		}
+		if len(rest) == 0 {
 			continue
 		}
 		if err := r.send(r.synthChunk(id, model, choice, rest, nil)); err != nil {
 			return err
 		}
 	}
-	if why, ok := fc.blocked(); ok {
-		r.out.Blocked = why
-		return r.streamBroke(blockedError(why))
-	}
 	r.account()
 	if r.body.IncludeUsage && !usageSent {
 		u := &openai.Usage{PromptTokens: r.out.PromptTokens, CompletionTokens: r.out.CompletionTokens,
 			TotalTokens: r.out.PromptTokens + r.out.CompletionTokens}
-		if err := r.send(r.synthChunk(id, model, -1, "", u)); err != nil {
+		if err := r.send(r.synthChunk(id, model, -1, nil, u)); err != nil {
 			return err
 		}
 	}
@@ -263,8 +170,8 @@ func (r *request) endStream(fc *filterChain, id, model string, usageSent bool) e
 	return nil
 }
 
-// synthChunk builds a chunk of the gateway's own: text for choice (choice >= 0), or usage.
-func (r *request) synthChunk(id, model string, choice int, text string, u *openai.Usage) []byte {
+// synthChunk builds a chunk of the gateway's own: the pieces of choice (choice >= 0), or usage.
+func (r *request) synthChunk(id, model string, choice int, pieces []openai.Piece, u *openai.Usage) []byte {
 	obj := "chat.completion.chunk"
 	if r.body.Route != openai.RouteChat {
 		obj = "text_completion"
@@ -273,9 +180,9 @@ func (r *request) synthChunk(id, model string, choice int, text string, u *opena
 	if choice >= 0 {
 		ch := map[string]any{"index": choice, "finish_reason": nil}
 		if r.body.Route == openai.RouteChat {
-			ch["delta"] = map[string]string{"content": text}
+			ch["delta"] = map[string]any{}
 		} else {
-			ch["text"] = text
+			ch["text"] = ""
 		}
 		c["choices"] = []any{ch}
 	}
@@ -283,6 +190,9 @@ func (r *request) synthChunk(id, model string, choice int, text string, u *opena
 		c["usage"] = u
 	}
 	b, _ := json.Marshal(c)
+	if len(pieces) > 0 {
+		b, _ = openai.EditChoices(b, []openai.ChoiceEdit{{Choice: 0, Pieces: pieces}}) // b is the gateway's own JSON
+	}
 	return b
 }
 
@@ -306,6 +216,8 @@ func (r *request) streamBroke(err error) error {
 	}
 	var be *blockError
 	if errors.As(err, &be) {
+		// Only with Config.BlockedAsError: otherwise a block ends the stream with a
+		// content_filter chunk (streamFiltered).
 		return openai.NewError(http.StatusOK, "content_filter", "response_blocked", "", "%s", be.Error())
 	}
 	return openai.NewError(http.StatusOK, "server_error", "stream_"+kind, "", "backend stream failed: %v", err)
@@ -330,20 +242,20 @@ func (c *clientGoneError) Unwrap() error { return c.err }
 
 func clientGone(err error) error { return &clientGoneError{err} }
 
-func ptr[T any](v T) *T { return &v }
-
 var (
 	keyUsage     = []byte(`"usage":`)
 	keyError     = []byte(`"error":`)
 	keyContent   = []byte(`"content":"`)
 	keyText      = []byte(`"text":"`)
+	keyReasoning = []byte(`"reasoning_content":"`)
+	keyReasonNew = []byte(`"reasoning":"`)
 	keyToolCalls = []byte(`"tool_calls"`)
 )
 
-// carriesToken reports whether a chunk's JSON has a non-empty content or text string, or tool
-// calls. Keys inside string values are escaped (\"content\"), so they cannot match.
+// carriesToken reports whether a chunk's JSON has a non-empty content, text or reasoning string,
+// or tool calls. Keys inside string values are escaped (\"content\"), so they cannot match.
 func carriesToken(data []byte) bool {
-	for _, k := range [][]byte{keyContent, keyText} {
+	for _, k := range [][]byte{keyContent, keyText, keyReasoning, keyReasonNew} {
 		if i := bytes.Index(data, k); i >= 0 && i+len(k) < len(data) && data[i+len(k)] != '"' {
 			return true
 		}

@@ -78,6 +78,7 @@ func TestCaseVariantKeysDoNotBypassChecks(t *testing.T) {
 	b := newBackend(t)
 	h := newHarness(t, b)
 	h.e.Ext.Stages = []stage.RequestStage{blocker{}}
+	h.e.Cfg.BlockedAsError = true            // a block is a 400 here, told apart from a pass by its status
 	only := tenant("only-m", access.Quota{}) // may use model "m" only
 	forbidden := `[{"role":"user","content":"forbidden words"}]`
 	benign := `[{"role":"user","content":"hello"}]`

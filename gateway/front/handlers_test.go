@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,29 @@ func TestHandlersGetTheCaller(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != tc.status || tc.status == 200 && string(b) != tc.body {
 			t.Errorf("%s: %d %q, want %d %q", tc.auth, resp.StatusCode, b, tc.status, tc.body)
+		}
+	}
+}
+
+// TestEmbeddingsRoute checks POST /v1/embeddings is served (it was a 404): authenticated, then
+// relayed to the model server.
+func TestEmbeddingsRoute(t *testing.T) {
+	base := gateway(t, keyAuth{})
+	for _, tc := range []struct {
+		key  string
+		want int
+	}{{"", 401}, {"Bearer good", 200}} {
+		req, _ := http.NewRequest("POST", base+"/v1/embeddings", strings.NewReader(`{"model":"m","input":"hi"}`))
+		if tc.key != "" {
+			req.Header.Set("Authorization", tc.key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("key %q: status %d, want %d", tc.key, resp.StatusCode, tc.want)
 		}
 	}
 }

@@ -31,7 +31,7 @@ func tooLarge(limit int64) *openai.Error {
 		"request body larger than %d bytes", limit)
 }
 
-// completions serves POST /v1/chat/completions and /v1/completions.
+// completions serves POST /v1/chat/completions, /v1/completions and /v1/embeddings.
 func (s *Server) completions(route openai.Route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		// Credentials are checked before the body is read.

@@ -80,6 +80,7 @@ func (s *Server) Init() {
 	chat, compl := s.completions(openai.RouteChat), s.completions(openai.RouteCompletions)
 	mux.HandleFunc("POST /v1/chat/completions", chat)
 	mux.HandleFunc("POST /v1/completions", compl)
+	mux.HandleFunc("POST /v1/embeddings", s.completions(openai.RouteEmbeddings))
 	mux.HandleFunc("GET /v1/chat/completions", s.upgradeOnly(openai.RouteChat))
 	mux.HandleFunc("GET /v1/completions", s.upgradeOnly(openai.RouteCompletions))
 	mux.HandleFunc("GET /v1/models", s.models)

@@ -33,8 +33,9 @@ func (p PIIPlugin) Check(ctx context.Context, req *Request) (*GuardrailResult, e
 	return &GuardrailResult{Detected: len(spans) > 0, Spans: spans, Reason: reasonOf(spans)}, nil
 }
 
-// JailbreakPlugin scores the texts a caller controls (every role but system and assistant) with
-// package jailbreak and detects at or above Threshold.
+// JailbreakPlugin scores every text of a request with package jailbreak and detects at or
+// above Threshold. Every role counts: the API caller writes the system and assistant messages
+// and the tool-call arguments of the history as much as the user's.
 type JailbreakPlugin struct {
 	// Threshold is the detection score (default jailbreak.DefaultThreshold when 0).
 	Threshold float64
@@ -51,9 +52,6 @@ func (p JailbreakPlugin) Check(ctx context.Context, req *Request) (*GuardrailRes
 	}
 	best := 0.0
 	for _, t := range req.Texts {
-		if t.Role == "system" || t.Role == "assistant" {
-			continue
-		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}

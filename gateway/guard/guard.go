@@ -52,9 +52,11 @@ func ParseAction(s string) (Action, bool) {
 	return "", false
 }
 
-// Text is one piece of a request that checks read: a chat message or the completions prompt.
+// Text is one piece of a request that checks read: a message's content or text part, a tool
+// call's arguments in the history, a completions prompt string or an embeddings input string.
 type Text struct {
-	// Role is the message role ("user", "system", ...; "prompt" for completions).
+	// Role is the message role ("user", "system", ...; "prompt" for completions, "input" for
+	// embeddings).
 	Role string
 	// Text is the content.
 	Text string

@@ -2,11 +2,13 @@ package guard
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
 	"sync"
 
+	"github.com/neuronetes/neuronetes/gateway/openai"
 	"github.com/neuronetes/neuronetes/gateway/stage"
 )
 
@@ -117,7 +119,8 @@ func (s *Stage) Check(ctx context.Context, req *stage.Request) (stage.Decision, 
 	if len(pols) == 0 {
 		return stage.Decision{Action: stage.Allow}, nil
 	}
-	gr := &Request{Tenant: req.Tenant, Pool: poolLabel(req), Model: req.Model, Header: req.Header, Texts: textsOf(req)}
+	texts, refs := textsOf(req)
+	gr := &Request{Tenant: req.Tenant, Pool: poolLabel(req), Model: req.Model, Header: req.Header, Texts: texts}
 	orig := make([]string, len(gr.Texts))
 	for i, t := range gr.Texts {
 		orig[i] = t.Text
@@ -136,7 +139,7 @@ func (s *Stage) Check(ctx context.Context, req *stage.Request) (stage.Decision, 
 	}
 	switch worst {
 	case Redact:
-		if err := writeBack(req, gr, orig); err != nil {
+		if err := writeBack(req, gr, orig, refs); err != nil {
 			return stage.Decision{}, err
 		}
 		req.Flags = append(req.Flags, FlagRequestRedacted)
@@ -158,33 +161,27 @@ func blockDecision(d Decision) stage.Decision {
 	return stage.Decision{Action: stage.Block, Reason: d.By + ": " + d.Reason, Status: http.StatusBadRequest, Code: "content_blocked"}
 }
 
-func textsOf(req *stage.Request) []Text {
-	b := req.Body
-	if b == nil {
-		return nil
+// textsOf lists every text of the request the caller wrote, whatever the role (system and
+// assistant messages are the caller's too): message contents and text parts, the arguments of
+// tool calls in the history, the completions prompt's or embeddings input's strings.
+func textsOf(req *stage.Request) ([]Text, []openai.TextRef) {
+	if req.Body == nil {
+		return nil, nil
 	}
-	if len(b.Messages) == 0 {
-		return []Text{{Role: "prompt", Text: b.Prompt}}
+	fs := req.Body.TextFields()
+	texts, refs := make([]Text, len(fs)), make([]openai.TextRef, len(fs))
+	for i, f := range fs {
+		texts[i], refs[i] = Text{Role: f.Role, Text: f.Text}, f.Ref
 	}
-	out := make([]Text, len(b.Messages))
-	for i, m := range b.Messages {
-		out[i] = Text{Role: m.Role, Text: m.Text()}
-	}
-	return out
+	return texts, refs
 }
 
-func writeBack(req *stage.Request, gr *Request, orig []string) error {
-	b := req.Body
-	if len(b.Messages) == 0 {
-		if gr.Texts[0].Text != orig[0] {
-			b.SetPrompt(gr.Texts[0].Text)
-		}
-		return nil
-	}
+// writeBack sets the texts the checks changed, each in its own place in the body.
+func writeBack(req *stage.Request, gr *Request, orig []string, refs []openai.TextRef) error {
 	for i, t := range gr.Texts {
 		if t.Text != orig[i] {
-			if err := b.SetMessageText(i, t.Text); err != nil {
-				return err
+			if err := req.Body.SetText(refs[i], t.Text); err != nil {
+				return fmt.Errorf("write back redacted text: %w", err)
 			}
 		}
 	}

@@ -32,13 +32,14 @@ type shape struct {
 
 var (
 	partShape    = &shape{fields: map[string]*shape{"type": nil, "text": nil}}
-	messageShape = &shape{fields: map[string]*shape{"role": nil, "content": {elem: partShape}}}
-	// bodyShape is the request body as the wire struct and Message.Text read it.
+	callShape    = &shape{fields: map[string]*shape{"id": nil, "function": {fields: map[string]*shape{"name": nil, "arguments": nil}}}}
+	messageShape = &shape{fields: map[string]*shape{"role": nil, "content": {elem: partShape}, "tool_calls": {elem: callShape}}}
+	// bodyShape is the request body as the wire structs and Message.Text read it.
 	bodyShape = &shape{fields: map[string]*shape{
 		"model": nil, "stream": nil, "max_tokens": nil, "max_completion_tokens": nil,
 		"stream_options": {fields: map[string]*shape{"include_usage": nil}},
 		"messages":       {elem: messageShape},
-		"prompt":         nil, "user": nil, "conversation_id": nil,
+		"prompt":         nil, "input": nil, "user": nil, "conversation_id": nil,
 		"metadata": {Map: true},
 	}}
 	// folded maps each shape's folded field names to the exact ones.

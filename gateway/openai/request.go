@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -22,20 +24,47 @@ type Route string
 const (
 	RouteChat        Route = "chat"
 	RouteCompletions Route = "completions"
+	RouteEmbeddings  Route = "embeddings"
 )
 
 // Path is the URL path of the route on the model server.
 func (r Route) Path() string {
-	if r == RouteChat {
+	switch r {
+	case RouteChat:
 		return "/v1/chat/completions"
+	case RouteEmbeddings:
+		return "/v1/embeddings"
 	}
 	return "/v1/completions"
 }
 
-// Message is one chat message. Content is kept raw: a JSON string or an array of parts.
+// Generates reports whether the route produces tokens (chat and completions do; embeddings
+// produce vectors only, so no completion tokens are reserved or billed).
+func (r Route) Generates() bool { return r != RouteEmbeddings }
+
+// Message is one chat message as sent: the gateway reads its role, content and tool calls, and
+// keeps the whole object so that every other field (tool_call_id, name, image parts, fields the
+// gateway does not know) reaches the model server byte for byte.
 type Message struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content,omitempty"`
+	// Role is the message role.
+	Role string
+	// Content is kept raw: a JSON string, an array of parts, null, or absent (nil).
+	Content json.RawMessage
+	// ToolCalls are the function calls of an assistant message in the history.
+	ToolCalls []ToolCall
+
+	// raw is the message object, with the gateway's edits applied.
+	raw json.RawMessage
+}
+
+// ToolCall is one entry of a message's tool_calls: what the gateway reads of it.
+type ToolCall struct {
+	// ID is the call's id.
+	ID string
+	// Name is function.name.
+	Name string
+	// Arguments is function.arguments (a JSON text inside a string).
+	Arguments string
 }
 
 // StreamOptions is the stream_options object.
@@ -43,13 +72,13 @@ type StreamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
-// Request is a decoded chat/completions or completions body.
+// Request is a decoded chat/completions, completions or embeddings body.
 type Request struct {
 	// Route is the endpoint the request came in on.
 	Route Route
 	// Model is the requested model id.
 	Model string
-	// Stream asks for server-sent events.
+	// Stream asks for server-sent events (never set for embeddings).
 	Stream bool
 	// IncludeUsage is stream_options.include_usage.
 	IncludeUsage bool
@@ -57,7 +86,8 @@ type Request struct {
 	MaxTokens int
 	// Messages of a chat request.
 	Messages []Message
-	// Prompt of a completions request (a string, or the strings of an array joined).
+	// Prompt of a completions request, or input of an embeddings request (the strings of an
+	// array joined).
 	Prompt string
 	// User is the "user" field.
 	User string
@@ -66,13 +96,22 @@ type Request struct {
 	// Metadata is the "metadata" object (string values only).
 	Metadata map[string]string
 
-	// fields keeps every top-level field of the body as sent, for re-encoding; decoded from body
-	// on first use (most requests are forwarded as sent and never need it).
+	// fields keeps every top-level field of the body as sent; decoded from body on first use
+	// (most requests are forwarded as sent and never need it).
 	fields map[string]json.RawMessage
-	// body is the body as sent; raw is the same until the request is changed, then nil.
-	body, raw []byte
-	// promptParts records whether the completions prompt was an array.
+	// body is the body as sent; it is never modified.
+	body []byte
+	// set holds the top-level fields replaced by Set (nil: removed).
+	set map[string]json.RawMessage
+	// messages is the messages array as sent; dirty marks the messages the gateway changed.
+	messages json.RawMessage
+	dirty    map[int]bool
+	// prompts are the prompt's (or input's) strings; promptParts records an array, promptDirty
+	// marks changed elements (-1: a string prompt changed).
+	prompts     []string
+	promptRaw   json.RawMessage
 	promptParts bool
+	promptDirty map[int]bool
 }
 
 // wire is the decoding shape of the fields the gateway reads.
@@ -82,8 +121,9 @@ type wire struct {
 	StreamOptions       *StreamOptions    `json:"stream_options"`
 	MaxTokens           *int              `json:"max_tokens"`
 	MaxCompletionTokens *int              `json:"max_completion_tokens"`
-	Messages            []Message         `json:"messages"`
+	Messages            []wireMessage     `json:"messages"`
 	Prompt              json.RawMessage   `json:"prompt"`
+	Input               json.RawMessage   `json:"input"`
 	User                string            `json:"user"`
 	ConversationID      string            `json:"conversation_id"`
 	Metadata            map[string]string `json:"metadata"`
@@ -106,8 +146,8 @@ func Parse(route Route, body []byte) (*Request, error) {
 		}
 		return nil, BadRequest(fieldOf(err), "invalid request body: %v", err)
 	}
-	r := &Request{Route: route, Model: w.Model, Stream: w.Stream, Messages: w.Messages, User: w.User,
-		ConversationID: w.ConversationID, Metadata: w.Metadata, body: body, raw: body}
+	r := &Request{Route: route, Model: w.Model, Stream: w.Stream, User: w.User,
+		ConversationID: w.ConversationID, Metadata: w.Metadata, body: body}
 	if w.StreamOptions != nil {
 		r.IncludeUsage = w.StreamOptions.IncludeUsage
 	}
@@ -123,38 +163,106 @@ func Parse(route Route, body []byte) (*Request, error) {
 	if r.MaxTokens < 0 {
 		return nil, BadRequest("max_tokens", "max_tokens must not be negative, got %d", r.MaxTokens)
 	}
-	if route == RouteChat {
-		if len(r.Messages) == 0 {
-			return nil, BadRequest("messages", "missing required field \"messages\" (a non-empty array)")
-		}
-		for i, m := range r.Messages {
-			if m.Role == "" {
-				return nil, BadRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d]: missing \"role\"", i)
-			}
-		}
-		return r, nil
+	switch route {
+	case RouteChat:
+		return r, r.parseMessages(body, w.Messages)
+	case RouteEmbeddings:
+		// Embeddings do not stream; a "stream" field is the model server's to refuse.
+		r.Stream, r.IncludeUsage = false, false
+		return r, r.parsePrompt("input", w.Input)
 	}
-	if len(w.Prompt) == 0 || string(w.Prompt) == "null" {
-		return nil, BadRequest("prompt", "missing required field \"prompt\"")
-	}
-	p, parts, err := decodePrompt(w.Prompt)
-	if err != nil {
-		return nil, err
-	}
-	r.Prompt, r.promptParts = p, parts
-	return r, nil
+	return r, r.parsePrompt("prompt", w.Prompt)
 }
 
-func decodePrompt(raw json.RawMessage) (string, bool, error) {
+// parseMessages pairs the decoded messages with their objects as sent.
+func (r *Request) parseMessages(body []byte, ws []wireMessage) error {
+	if len(ws) == 0 {
+		return BadRequest("messages", "missing required field \"messages\" (a non-empty array)")
+	}
+	raw := memberValue(body, "messages")
+	els, err := rawElements(raw)
+	if err != nil || len(els) != len(ws) {
+		return BadRequest("messages", "\"messages\" must be an array of objects")
+	}
+	r.messages = raw
+	r.Messages = make([]Message, len(ws))
+	for i := range ws {
+		m, err := messageFrom(&ws[i], els[i], fmt.Sprintf("messages[%d]", i))
+		if err != nil {
+			return err
+		}
+		r.Messages[i] = m
+	}
+	return nil
+}
+
+// wireMessage is what the gateway reads of a message.
+type wireMessage struct {
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	ToolCalls []struct {
+		ID       string `json:"id"`
+		Function struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+func parseMessage(raw json.RawMessage, path string) (Message, error) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return Message{}, BadRequest(path, "%s must be an object", path)
+	}
+	var w wireMessage
+	if err := json.Unmarshal(raw, &w); err != nil {
+		f := path
+		if name := fieldOf(err); name != "" {
+			f = join(path, name)
+		}
+		return Message{}, BadRequest(f, "%s: %v", path, err)
+	}
+	return messageFrom(&w, raw, path)
+}
+
+// messageFrom checks a decoded message and keeps raw, its object as sent.
+func messageFrom(w *wireMessage, raw json.RawMessage, path string) (Message, error) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return Message{}, BadRequest(path, "%s must be an object", path)
+	}
+	if w.Role == "" {
+		return Message{}, BadRequest(path+".role", "%s: missing \"role\"", path)
+	}
+	m := Message{Role: w.Role, Content: w.Content, raw: raw}
+	for j, c := range w.ToolCalls {
+		tc := ToolCall{ID: c.ID, Name: c.Function.Name}
+		if a := c.Function.Arguments; len(a) > 0 && string(a) != "null" {
+			if err := json.Unmarshal(a, &tc.Arguments); err != nil {
+				f := fmt.Sprintf("%s.tool_calls[%d].function.arguments", path, j)
+				return Message{}, BadRequest(f, "%s must be a string (the arguments as JSON text)", f)
+			}
+		}
+		m.ToolCalls = append(m.ToolCalls, tc)
+	}
+	return m, nil
+}
+
+// parsePrompt reads a completions prompt or an embeddings input: a string or an array of
+// strings. Token arrays are refused: the gateway's guardrails and quotas read text.
+func (r *Request) parsePrompt(field string, raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return BadRequest(field, "missing required field %q", field)
+	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, false, nil
+		r.Prompt, r.prompts, r.promptRaw = s, []string{s}, raw
+		return nil
 	}
 	var ss []string
-	if err := json.Unmarshal(raw, &ss); err == nil {
-		return strings.Join(ss, ""), true, nil
+	if err := json.Unmarshal(raw, &ss); err != nil || len(ss) == 0 {
+		return BadRequest(field, "%q must be a string or a non-empty array of strings", field)
 	}
-	return "", false, BadRequest("prompt", "\"prompt\" must be a string or an array of strings")
+	r.Prompt, r.prompts, r.promptRaw, r.promptParts = strings.Join(ss, ""), ss, raw, true
+	return nil
 }
 
 // fieldOf extracts the field name of a json type error.
@@ -194,8 +302,24 @@ func (m Message) Text() string {
 	return b.String()
 }
 
+// Raw is the message object as the gateway will send it.
+func (m Message) Raw() json.RawMessage { return m.raw }
+
+// MarshalJSON encodes the message as the gateway will send it: the object as received, with the
+// gateway's edits; a Message built in code encodes its role and content.
+func (m Message) MarshalJSON() ([]byte, error) {
+	if m.raw != nil {
+		return m.raw, nil
+	}
+	return json.Marshal(struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content,omitempty"`
+	}{m.Role, m.Content})
+}
+
 // PromptText is the whole prompt as one text: every message as "role: text" lines, or the
-// completions prompt. Conversations that extend each other give texts that extend each other.
+// completions prompt (embeddings input). Conversations that extend each other give texts that
+// extend each other.
 func (r *Request) PromptText() string {
 	if r.Route != RouteChat {
 		return r.Prompt
@@ -210,25 +334,37 @@ func (r *Request) PromptText() string {
 	return b.String()
 }
 
-// SetMessageText replaces the text of message i (string content; every text part of an array is
-// replaced in order by the matching line of text when the counts agree, else the array becomes
-// one text part).
+// SetMessageText replaces the whole content of message i with text (a string content); every
+// other field of the message is kept as sent.
 func (r *Request) SetMessageText(i int, text string) error {
 	if i < 0 || i >= len(r.Messages) {
 		return fmt.Errorf("message index %d out of range [0,%d)", i, len(r.Messages))
 	}
-	b, err := json.Marshal(text)
+	return r.editMessage(i, func(raw []byte) ([]byte, error) { return setString(raw, "content", text) })
+}
+
+// editMessage applies edit to message i's object and re-reads what the gateway reads of it.
+func (r *Request) editMessage(i int, edit func([]byte) ([]byte, error)) error {
+	raw, err := edit(r.Messages[i].raw)
 	if err != nil {
-		return fmt.Errorf("encode message %d: %w", i, err)
+		return fmt.Errorf("edit message %d: %w", i, err)
 	}
-	r.Messages[i].Content = b
-	r.raw = nil
+	m, err := parseMessage(raw, fmt.Sprintf("messages[%d]", i))
+	if err != nil {
+		return fmt.Errorf("edit message %d: %w", i, err)
+	}
+	r.Messages[i] = m
+	if r.dirty == nil {
+		r.dirty = map[int]bool{}
+	}
+	r.dirty[i] = true
 	return nil
 }
 
-// SetPrompt replaces the completions prompt.
+// SetPrompt replaces the completions prompt (embeddings input) with one string.
 func (r *Request) SetPrompt(text string) {
-	r.Prompt, r.promptParts, r.raw = text, false, nil
+	r.Prompt, r.prompts, r.promptParts = text, []string{text}, false
+	r.promptDirty = map[int]bool{-1: true}
 }
 
 // loadFields decodes the top-level fields of the body once (Parse checked it is an object).
@@ -242,81 +378,127 @@ func (r *Request) loadFields() {
 // Set replaces (or with a nil value removes) a top-level field of the body; the gateway's typed
 // fields are not re-read, so Set is for fields the gateway does not route on (e.g. "tools").
 func (r *Request) Set(field string, value json.RawMessage) {
-	r.loadFields()
-	if value == nil {
-		delete(r.fields, field)
-	} else {
-		r.fields[field] = value
+	if r.set == nil {
+		r.set = map[string]json.RawMessage{}
 	}
-	r.raw = nil
+	r.set[field] = value
 }
 
-// Field returns a top-level field as sent (nil when absent).
+// SetMetadata sets metadata[key] to value, in place: the rest of the metadata object (or a new
+// one) is kept as sent, and Metadata is updated.
+func (r *Request) SetMetadata(key, value string) error {
+	m := r.Field("metadata")
+	if len(m) == 0 || m[0] != '{' {
+		m = json.RawMessage("{}")
+	}
+	b, err := setString(m, key, value)
+	if err != nil {
+		return fmt.Errorf("set metadata.%s: %w", key, err)
+	}
+	r.Set("metadata", b)
+	md := maps.Clone(r.Metadata)
+	if md == nil {
+		md = map[string]string{}
+	}
+	md[key] = value
+	r.Metadata = md
+	return nil
+}
+
+// Field returns a top-level field as sent, or as Set replaced it (nil when absent). Edits of
+// messages and prompts are read through Messages, Prompt and TextFields.
 func (r *Request) Field(name string) json.RawMessage {
+	if v, ok := r.set[name]; ok {
+		return v
+	}
 	r.loadFields()
 	return r.fields[name]
 }
 
 // Clone returns a deep copy whose changes do not affect r.
 func (r *Request) Clone() *Request {
-	r.loadFields()
 	c := *r
-	c.fields = make(map[string]json.RawMessage, len(r.fields))
-	for k, v := range r.fields {
-		c.fields[k] = v
+	c.set = maps.Clone(r.set)
+	c.dirty = maps.Clone(r.dirty)
+	c.promptDirty = maps.Clone(r.promptDirty)
+	c.prompts = slices.Clone(r.prompts)
+	c.Messages = slices.Clone(r.Messages)
+	for i := range c.Messages {
+		c.Messages[i].ToolCalls = slices.Clone(c.Messages[i].ToolCalls)
 	}
-	c.Messages = append([]Message(nil), r.Messages...)
 	return &c
 }
 
-// Body encodes the request for the model server. An unchanged streamed request that already
-// asks for usage is returned as sent; otherwise stream_options.include_usage is set to true on
-// streamed requests, so the gateway can bill and count from the backend's usage.
+// Body encodes the request for the model server. The body is the one the client sent with the
+// gateway's edits spliced in: changed message contents, text parts and tool-call arguments,
+// changed prompt strings, fields replaced by Set, and stream_options.include_usage set to true on
+// a streamed request (so the gateway can bill from the backend's usage). Every byte the gateway
+// did not change is sent as received; an unchanged request is sent as it came.
 func (r *Request) Body() ([]byte, error) {
-	if r.raw != nil && (!r.Stream || r.IncludeUsage) {
-		return r.raw, nil
+	edits := maps.Clone(r.set)
+	if edits == nil {
+		edits = map[string]json.RawMessage{}
 	}
-	if r.raw != nil && r.Stream {
-		if !bytes.Contains(r.raw, []byte(`"stream_options"`)) {
-			// Splice the field in after the opening brace: no re-encoding of a large body.
-			i := bytes.IndexByte(r.raw, '{')
-			out := make([]byte, 0, len(r.raw)+40)
-			out = append(out, r.raw[:i+1]...)
-			out = append(out, `"stream_options":{"include_usage":true},`...)
-			return append(out, r.raw[i+1:]...), nil
+	if len(r.dirty) > 0 {
+		ms := make(map[int]json.RawMessage, len(r.dirty))
+		for i := range r.dirty {
+			ms[i] = r.Messages[i].raw
 		}
-	}
-	r.loadFields()
-	f := make(map[string]json.RawMessage, len(r.fields)+1)
-	for k, v := range r.fields {
-		f[k] = v
-	}
-	if r.Route == RouteChat {
-		m, err := json.Marshal(r.Messages)
+		b, err := spliceArray(r.messages, ms)
 		if err != nil {
 			return nil, fmt.Errorf("encode messages: %w", err)
 		}
-		f["messages"] = m
-	} else {
-		p, err := json.Marshal(r.Prompt)
-		if err != nil {
-			return nil, fmt.Errorf("encode prompt: %w", err)
-		}
-		f["prompt"] = p
+		edits["messages"] = b
 	}
-	if r.Stream {
-		so := map[string]json.RawMessage{}
-		_ = json.Unmarshal(f["stream_options"], &so) // a malformed object is replaced
-		so["include_usage"] = json.RawMessage("true")
-		b, err := json.Marshal(so)
+	if len(r.promptDirty) > 0 {
+		b, err := r.promptValue()
 		if err != nil {
-			return nil, fmt.Errorf("encode stream_options: %w", err)
+			return nil, err
 		}
-		f["stream_options"] = b
+		edits[r.promptField()] = b
 	}
-	out, err := json.Marshal(f)
+	if r.Stream && !r.IncludeUsage {
+		if _, ok := edits["stream_options"]; !ok {
+			so := r.Field("stream_options")
+			if len(so) == 0 || so[0] != '{' {
+				so = json.RawMessage("{}")
+			}
+			b, err := spliceObject(so, map[string]json.RawMessage{"include_usage": json.RawMessage("true")})
+			if err != nil {
+				return nil, fmt.Errorf("encode stream_options: %w", err)
+			}
+			edits["stream_options"] = b
+		}
+	}
+	if len(edits) == 0 {
+		return r.body, nil
+	}
+	out, err := spliceObject(r.body, edits)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
 	return out, nil
+}
+
+func (r *Request) promptField() string {
+	if r.Route == RouteEmbeddings {
+		return "input"
+	}
+	return "prompt"
+}
+
+// promptValue is the prompt (input) with its changed strings spliced in.
+func (r *Request) promptValue() (json.RawMessage, error) {
+	if r.promptDirty[-1] || !r.promptParts {
+		return quote(r.Prompt), nil
+	}
+	es := make(map[int]json.RawMessage, len(r.promptDirty))
+	for i := range r.promptDirty {
+		es[i] = quote(r.prompts[i])
+	}
+	b, err := spliceArray(r.promptRaw, es)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", r.promptField(), err)
+	}
+	return b, nil
 }

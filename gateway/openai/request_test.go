@@ -81,15 +81,23 @@ func TestParseAndBody(t *testing.T) {
 	}
 }
 
-func TestReplaceContents(t *testing.T) {
-	d := []byte(`{"id":"x","choices":[{"index":0,"delta":{"content":"a","role":"assistant"},"logprobs":null,"finish_reason":null}],"system_fingerprint":"fp"}`)
-	c, _ := ParseChunk(d)
-	c.Choices[0].SetContent("b")
-	out, err := ReplaceContents(d, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(out), `"content":"b"`) || !strings.Contains(string(out), `"system_fingerprint":"fp"`) || !strings.Contains(string(out), `"role":"assistant"`) {
-		t.Fatalf("%s", out)
+func TestEditChoices(t *testing.T) {
+	d := []byte(`{"id":"x","choices":[{"index":0,"delta":{"content":"a","role":"assistant"},"logprobs":{"content":[{"token":"a"}]},"finish_reason":null}],"system_fingerprint":"fp"}`)
+	for _, tc := range []struct {
+		name string
+		edit ChoiceEdit
+		want string
+	}{
+		{"content", ChoiceEdit{Pieces: []Piece{{Field: FieldContent, Text: "b"}}, DropLogprobs: true},
+			`{"id":"x","choices":[{"index":0,"delta":{"content":"b","role":"assistant"},"logprobs":null,"finish_reason":null}],"system_fingerprint":"fp"}`},
+		{"added tool arguments", ChoiceEdit{Pieces: []Piece{{Field: FieldToolArguments, Tool: 2, Text: "{}"}}},
+			`{"id":"x","choices":[{"index":0,"delta":{"content":"a","role":"assistant","tool_calls":[{"index":2,"function":{"arguments":"{}"}}]},"logprobs":{"content":[{"token":"a"}]},"finish_reason":null}],"system_fingerprint":"fp"}`},
+		{"reasoning", ChoiceEdit{Pieces: []Piece{{Field: FieldReasoningContent, Text: "<R>"}}},
+			`{"id":"x","choices":[{"index":0,"delta":{"content":"a","role":"assistant","reasoning_content":"<R>"},"logprobs":{"content":[{"token":"a"}]},"finish_reason":null}],"system_fingerprint":"fp"}`},
+	} {
+		out, err := EditChoices(d, []ChoiceEdit{tc.edit})
+		if err != nil || string(out) != tc.want {
+			t.Errorf("%s:\n got %s (%v)\nwant %s", tc.name, out, err, tc.want)
+		}
 	}
 }

@@ -15,11 +15,15 @@ type Usage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
-// Delta is the delta of a streamed chat choice.
+// Delta is the delta of a streamed chat choice, or the message of a whole one.
 type Delta struct {
-	Role      string          `json:"role,omitempty"`
-	Content   string          `json:"content,omitempty"`
-	ToolCalls json.RawMessage `json:"tool_calls,omitempty"`
+	Role    string `json:"role,omitempty"`
+	Content string `json:"content,omitempty"`
+	// ReasoningContent and Reasoning are the model's reasoning (vLLM's reasoning parsers; the
+	// newer versions name it "reasoning").
+	ReasoningContent string          `json:"reasoning_content,omitempty"`
+	Reasoning        string          `json:"reasoning,omitempty"`
+	ToolCalls        json.RawMessage `json:"tool_calls,omitempty"`
 }
 
 // Choice is one choice of a chunk or of a whole response.
@@ -29,6 +33,8 @@ type Choice struct {
 	Message      *Delta  `json:"message,omitempty"`
 	Text         *string `json:"text,omitempty"`
 	FinishReason *string `json:"finish_reason"`
+	// Logprobs is the choice's logprobs as sent (its tokens are the text again).
+	Logprobs json.RawMessage `json:"logprobs,omitempty"`
 }
 
 // Content is the text the choice carries: the delta's or message's content, or the text.
@@ -75,50 +81,6 @@ func ParseChunk(data []byte) (*Chunk, error) {
 		return nil, fmt.Errorf("decode chunk: %w", err)
 	}
 	return &c, nil
-}
-
-// ReplaceContents re-encodes data with the contents of c's choices, keeping every other field
-// of data as sent.
-func ReplaceContents(data []byte, c *Chunk) ([]byte, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(data, &top); err != nil {
-		return nil, fmt.Errorf("decode chunk: %w", err)
-	}
-	var choices []map[string]json.RawMessage
-	if err := json.Unmarshal(top["choices"], &choices); err != nil {
-		return nil, fmt.Errorf("decode choices: %w", err)
-	}
-	for i := range choices {
-		if i >= len(c.Choices) {
-			break
-		}
-		ch := &c.Choices[i]
-		key, inner := "text", ""
-		switch {
-		case ch.Delta != nil:
-			key, inner = "delta", "content"
-		case ch.Message != nil:
-			key, inner = "message", "content"
-		}
-		text, _ := json.Marshal(ch.Content())
-		if inner == "" {
-			choices[i][key] = text
-			continue
-		}
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(choices[i][key], &obj); err != nil || obj == nil {
-			obj = map[string]json.RawMessage{}
-		}
-		obj[inner] = text
-		b, _ := json.Marshal(obj)
-		choices[i][key] = b
-	}
-	b, err := json.Marshal(choices)
-	if err != nil {
-		return nil, fmt.Errorf("encode choices: %w", err)
-	}
-	top["choices"] = b
-	return json.Marshal(top)
 }
 
 // ErrorBody is the "error" object of an OpenAI error response.

@@ -13,3 +13,15 @@ func EstimateTokens(s string) int {
 // DefaultMaxTokens is the completion length assumed for quotas when a request sets no
 // max_tokens; usage corrects it.
 const DefaultMaxTokens = 256
+
+// CompletionBudget is the completion tokens a request may produce, for quotas and load: its
+// max_tokens, else DefaultMaxTokens; 0 for embeddings, which produce none.
+func (r *Request) CompletionBudget() int {
+	switch {
+	case !r.Route.Generates():
+		return 0
+	case r.MaxTokens > 0:
+		return r.MaxTokens
+	}
+	return DefaultMaxTokens
+}

@@ -244,3 +244,40 @@ func TestErrorsAndBlockedRequestsAreAttributed(t *testing.T) {
 		t.Fatalf("safety %v errors %v", safety, errs)
 	}
 }
+
+// TestShadowCopyKeepsEveryField checks the canary's copy of a tool conversation is the client's
+// body byte for byte but for the marker added to metadata (merged with the client's own).
+func TestShadowCopyKeepsEveryField(t *testing.T) {
+	const msgs = `"messages":[{"role":"user","content":[{"type":"text","text":"mail"},{"type":"image_url","image_url":{"url":"https://x/i.png"}}]},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"send","arguments":"{\"to\":\"a\u00e9\"}"}}]},` +
+		`{"role":"tool","tool_call_id":"call_1","name":"send","content":"ok"}],"temperature":1.0e0,"tools":[{"type":"function","function":{"name":"send"}}]`
+	for _, tc := range []struct{ name, body, want string }{
+		{"no metadata", `{"model":"m",` + msgs + `}`, `{"model":"m",` + msgs + `,"metadata":{"neuronetes_shadow":"true"}}`},
+		{"metadata", `{"model":"m","metadata":{ "k" : "v\u00e9" },` + msgs + `}`, `{"model":"m","metadata":{ "k" : "v\u00e9","neuronetes_shadow":"true" },` + msgs + `}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := view(nnv1.RolloutProgressing, 0, 100, "1-0")
+			s, _ := newSplitter(v, NewMemoryStore(time.Hour, 0))
+			req := request("r", "c")
+			body, err := openai.Parse(openai.RouteChat, []byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Body = body
+			if _, err := s.Select(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			shs := s.Shadows(context.Background(), req)
+			if len(shs) != 1 {
+				t.Fatalf("%d shadows", len(shs))
+			}
+			got, err := shs[0].Body.Body()
+			if err != nil || string(got) != tc.want {
+				t.Fatalf("shadow body\n got %s (%v)\nwant %s", got, err, tc.want)
+			}
+			if orig, _ := req.Body.Body(); string(orig) != tc.body {
+				t.Fatalf("the client's body changed: %s", orig)
+			}
+		})
+	}
+}

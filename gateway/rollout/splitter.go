@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"time"
 
@@ -136,15 +135,10 @@ func (s *Splitter) Shadows(_ context.Context, req *stage.Request) []stage.Shadow
 	if d.variant != Stable || !d.matched || !v.Mirrored(req.ID) {
 		return nil
 	}
+	// The copy is the client's body byte for byte but for the marker spliced into metadata: a
+	// tool conversation reaches the canary as it reached the stable pool.
 	body := req.Body.Clone()
-	meta := map[string]string{}
-	for k, val := range body.Metadata {
-		meta[k] = val
-	}
-	meta[ShadowMarker] = "true"
-	if b, err := json.Marshal(meta); err == nil {
-		body.Set("metadata", b)
-	}
+	_ = body.SetMetadata(ShadowMarker, "true") // metadata was decoded by Parse: it is an object or absent
 	step := d.step
 	return []stage.Shadow{{Pool: stage.PoolRef{Namespace: v.Namespace, Name: v.Canary}, Body: body,
 		Done: func(o stage.Outcome) {

@@ -94,7 +94,9 @@ type Decision struct {
 	// Reason is shown to the client on Block and recorded on Flag. It must not contain the
 	// matched text.
 	Reason string
-	// Status is the HTTP status of a Block (default 400, as OpenAI's content policy errors).
+	// Status is the HTTP status of a Block (default 400: a policy decision, which the gateway
+	// answers on chat and completions with a 200 completion that finishes with
+	// "content_filter" unless configured for errors; any other status is an error).
 	Status int
 	// Code is the error code of a Block's body (default "content_blocked").
 	Code string
@@ -118,16 +120,18 @@ type ChunkFilter interface {
 	NewStream(ctx context.Context, req *Request) StreamFilter
 }
 
-// StreamFilter transforms the text of one response choice by choice, as it streams. It may hold
-// back text (for example the tail of a chunk that could begin a value split across chunks), but
-// its hold-back must be bounded; Close returns whatever it still holds.
+// StreamFilter transforms the texts of one response, stream by stream, as they arrive. Every text
+// of every choice is its own stream (the content, the reasoning, each tool call's arguments),
+// identified by an opaque key; texts of one key continue each other. It may hold back text (for
+// example the tail of a chunk that could begin a value split across chunks), but its hold-back
+// must be bounded; Close returns whatever it still holds.
 type StreamFilter interface {
-	// Write takes the next text of choice and returns the text to send now.
-	Write(choice int, text string) (string, error)
-	// Close ends choice's text and returns the rest to send.
-	Close(choice int) (string, error)
+	// Write takes the next text of stream key and returns the text to send now.
+	Write(key int, text string) (string, error)
+	// Close ends key's text and returns the rest to send.
+	Close(key int) (string, error)
 	// Blocked reports a reason when the filter decided the response must stop; the gateway then
-	// ends the stream with an error event carrying the reason.
+	// ends the answer with finish_reason "content_filter" (or, configured so, an error).
 	Blocked() (reason string, blocked bool)
 }
 
