@@ -216,6 +216,11 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	if s.remembers(chat, conv) {
 		s.sidecar.appendTurn(r.Context(), conv, "assistant", gen.text())
 	}
+	if !req.Stream && !tm.FirstToken.IsZero() {
+		// A whole response's latency is no TTFT: report the first token's, as the gateway reads
+		// it (gateway/proxy.HeaderTTFT).
+		w.Header().Set(HeaderTTFT, strconv.FormatFloat(tm.FirstToken.Sub(start).Seconds(), 'f', 6, 64))
+	}
 	out.finish(usage{PromptTokens: len(prompt), CompletionTokens: gen.tokens, TotalTokens: len(prompt) + gen.tokens,
 		PromptTokensDetails: &promptDetails{CachedTokens: tm.CachedTokens}, ContextTokens: len(prompt)})
 	s.observeFinished(start, tm, gen, req.maxTokens())
@@ -287,6 +292,9 @@ func (s *Server) observeFinished(start time.Time, tm engine.Timing, gen *generat
 	s.m.reqGen.Observe(float64(gen.tokens))
 	s.m.reqMax.Observe(float64(maxTokens))
 }
+
+// HeaderTTFT reports a non-streamed response's time to first token in seconds.
+const HeaderTTFT = "X-Neuronetes-Ttft-Seconds"
 
 func (s *Server) newID(chat bool) string {
 	prefix := "cmpl-"

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/utils/clock"
 
@@ -250,5 +251,22 @@ func TestTextChunkMatchesEvent(t *testing.T) {
 				t.Errorf("chat=%v token %d:\nfast %s\nslow %s", chat, i, fast.Body, slow.Body)
 			}
 		}
+	}
+}
+
+// TestWholeResponseReportsTTFT: a non-streamed answer carries its first token's time in
+// HeaderTTFT (what the gateway takes as its TTFT), a streamed one does not need it.
+func TestWholeResponseReportsTTFT(t *testing.T) {
+	_, ts := newTestServer(t, fastEngine(), testConfig(), nil)
+	start := time.Now()
+	resp := post(t, ts.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":3}`, nil)
+	elapsed := time.Since(start)
+	v, err := strconv.ParseFloat(resp.Header.Get(HeaderTTFT), 64)
+	if resp.StatusCode != 200 || err != nil || v <= 0 || v > elapsed.Seconds() {
+		t.Fatalf("status %d, %s = %q (%v), want a TTFT within the %v the request took", resp.StatusCode, HeaderTTFT, resp.Header.Get(HeaderTTFT), err, elapsed)
+	}
+	stream := post(t, ts.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"stream":true}`, nil)
+	if stream.Header.Get(HeaderTTFT) != "" {
+		t.Fatal("a stream reports a TTFT header; its first chunk is its TTFT")
 	}
 }
