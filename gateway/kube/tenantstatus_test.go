@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -78,5 +79,39 @@ func TestTenantStatusNamesSecretAndLabel(t *testing.T) {
 	_ = c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "new-user"}, &after)
 	if before.ResourceVersion != after.ResourceVersion {
 		t.Fatalf("an unchanged condition was written again (%s -> %s)", before.ResourceVersion, after.ResourceVersion)
+	}
+}
+
+// The watcher hands each rebuild's tenants to the status loop, which syncs the latest off the
+// rebuild goroutine.
+func TestWatcherStatusLoop(t *testing.T) {
+	s, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn := &v1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "t", Generation: 1},
+		Spec: v1alpha1.TenantSpec{APIKeys: []v1alpha1.APIKeySource{{SecretName: "missing"}}}}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(tn).WithStatusSubresource(&v1alpha1.Tenant{}).Build()
+	w := &Watcher{Status: &TenantStatus{Client: c, Reader: c}, statusKick: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.statusLoop(ctx)
+	tenants := []v1alpha1.Tenant{*tn}
+	_, problems := BuildDirectory(tenants, nil)
+	w.queueStatus(tenants, problems)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var got v1alpha1.Tenant
+		if err := c.Get(ctx, client.ObjectKeyFromObject(tn), &got); err != nil {
+			t.Fatal(err)
+		}
+		if cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.TenantAPIKeysReady); cond != nil {
+			if cond.Reason != ReasonSecretNotFound {
+				t.Fatalf("condition %+v", cond)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the status loop wrote no condition")
+		}
 	}
 }
