@@ -133,11 +133,29 @@ type TenantSpec struct {
 	AllowedPriorities []Priority `json:"allowedPriorities,omitempty"`
 }
 
+// TenantAPIKeysReady is the Tenant condition the gateway sets: True when every Secret of
+// spec.apiKeys is read, False naming the Secret and what is wrong with it.
+const TenantAPIKeysReady = "APIKeysReady"
+
+// TenantStatus is what the gateway observed of a Tenant.
+type TenantStatus struct {
+	// ObservedGeneration is the generation the conditions describe.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: APIKeysReady.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
 // Tenant is a caller of the gateway.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=neuronetes
 // +kubebuilder:printcolumn:name="Models",type=string,JSONPath=`.spec.models`
+// +kubebuilder:printcolumn:name="Keys",type=string,JSONPath=`.status.conditions[?(@.type=="APIKeysReady")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Tenant struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -145,6 +163,9 @@ type Tenant struct {
 
 	// Spec declares the tenant.
 	Spec TenantSpec `json:"spec"`
+	// Status is written by the gateway.
+	// +optional
+	Status TenantStatus `json:"status,omitempty"`
 }
 
 // TenantList is a list of Tenants.

@@ -89,7 +89,13 @@ func assemble(ctx context.Context, o *options) (*gw, error) {
 		}
 		g.eng.Dispatcher = d
 	}
-	deps := extensionDeps{Registerer: g.reg, Static: o.static(), Redis: rc, RedisPrefix: o.redisPrefix, Sessions: sessions}
+	var synced []func() bool
+	deps := extensionDeps{Registerer: g.reg, Static: o.static(), Redis: rc, RedisPrefix: o.redisPrefix, Sessions: sessions,
+		WaitFor: func(s func() bool) {
+			if s != nil {
+				synced = append(synced, s)
+			}
+		}}
 	start := func() {}
 	if !o.static() {
 		if start, err = startKube(ctx, g, pol, &deps); err != nil {
@@ -100,8 +106,10 @@ func assemble(ctx context.Context, o *options) (*gw, error) {
 	if err != nil {
 		return nil, fmt.Errorf("extensions: %w", err)
 	}
+	g.ready = allReady(append([]func() bool{g.ready}, synced...))
 	start()
 	g.eng.Ext = ext
+	g.adminHandlers = ext.AdminHandlers
 	g.eng.Init()
 	g.front = &front.Server{Engine: g.eng, MaxBodyBytes: o.maxBodyBytes, WriteTimeout: o.writeTimeout,
 		WebSocketOrigins: splitList(o.wsOrigins), Handlers: ext.Handlers}
@@ -148,7 +156,21 @@ func (g *gw) tableChanged() {
 	}
 }
 
-// adminMux serves metrics, health and the per-pool autoscaler view.
+// allReady is ready when every condition is (the routing table's first snapshot, then each
+// extension's handlers).
+func allReady(conds []func() bool) func() bool {
+	return func() bool {
+		for _, c := range conds {
+			if !c() {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// adminMux serves metrics, health, the per-pool autoscaler view and the extensions' admin
+// handlers.
 func (g *gw) adminMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{}))
@@ -165,6 +187,9 @@ func (g *gw) adminMux() *http.ServeMux {
 	})
 	mux.Handle("GET /pools/{namespace}/{name}/metrics", pools)
 	mux.Handle("GET /pools/{name}/metrics", pools)
+	for pattern, h := range g.adminHandlers {
+		mux.Handle(pattern, h)
+	}
 	return mux
 }
 

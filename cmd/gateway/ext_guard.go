@@ -27,7 +27,8 @@ func init() {
 }
 
 // buildGuard adds the guardrail stage and chunk filter and serves the built-in detector at
-// Presidio's POST /analyze and GET /supportedentities.
+// Presidio's POST /analyze and GET /supportedentities: on the API port behind the gateway's
+// authentication, and unauthenticated on the admin port for stock Presidio clients.
 func buildGuard(ctx context.Context, deps extensionDeps, ext *stage.Extensions) error {
 	pol, err := gatewayEgress()
 	if err != nil {
@@ -75,9 +76,11 @@ func buildGuard(ctx context.Context, deps extensionDeps, ext *stage.Extensions) 
 			}
 			return string(v), nil
 		}
-		if err := guard.Watch(ctx, deps.Cache, pols, co, secret); err != nil {
+		synced, err := guard.Watch(ctx, deps.Cache, pols, co, secret)
+		if err != nil {
 			return err
 		}
+		deps.WaitFor(synced)
 	}
 	s := &guard.Stage{Policies: pols, Metrics: m}
 	ext.Stages = append(ext.Stages, s)
@@ -85,9 +88,14 @@ func buildGuard(ctx context.Context, deps extensionDeps, ext *stage.Extensions) 
 	if ext.Handlers == nil {
 		ext.Handlers = map[string]http.Handler{}
 	}
+	if ext.AdminHandlers == nil {
+		ext.AdminHandlers = map[string]http.Handler{}
+	}
 	h := guard.AnalyzeHandler()
-	ext.Handlers["POST /analyze"] = h
-	ext.Handlers["GET /supportedentities"] = h
+	for _, p := range []string{"POST /analyze", "GET /supportedentities"} {
+		ext.Handlers[p] = h
+		ext.AdminHandlers[p] = h
+	}
 	return nil
 }
 

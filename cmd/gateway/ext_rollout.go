@@ -55,9 +55,11 @@ func buildRollout(ctx context.Context, deps extensionDeps, ext *stage.Extensions
 	if err != nil {
 		return err
 	}
-	if err := rollout.Watch(ctx, deps.Cache, table, rollout.NewClassifierClient(pol)); err != nil {
+	synced, err := rollout.Watch(ctx, deps.Cache, table, rollout.NewClassifierClient(pol))
+	if err != nil {
 		return err
 	}
+	deps.WaitFor(synced)
 	ext.Selector = sp
 	ext.Mirrors = append(ext.Mirrors, sp)
 	ext.Observers = append(ext.Observers, sp)

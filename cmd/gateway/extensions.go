@@ -31,6 +31,10 @@ type extensionDeps struct {
 	RedisPrefix string
 	// Sessions scopes session keys by tenant, as the engine does.
 	Sessions *sessionkey.Scoper
+	// WaitFor adds a condition of readiness: an extension that watches the cache passes its
+	// handler's HasSynced, so the gateway is not ready before its first objects are applied
+	// (nil conditions are ignored).
+	WaitFor func(synced func() bool)
 }
 
 // extensionBuilder adds extensions (request stages, chunk filters, a variant selector, mirrors,

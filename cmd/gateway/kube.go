@@ -14,7 +14,8 @@ import (
 )
 
 // startKube watches the cluster and keeps the routing table and the tenant directory current;
-// with --auth=required the Tenants authenticate callers. Readiness waits for the first snapshot.
+// with --auth=required the Tenants authenticate callers and get their APIKeysReady condition.
+// Readiness waits for the first snapshot.
 // It returns the function that starts the watch, to be called once the extension builders have
 // registered their own informers.
 func startKube(ctx context.Context, g *gw, pol route.Policy, deps *extensionDeps) (func(), error) {
@@ -46,6 +47,14 @@ func startKube(ctx context.Context, g *gw, pol route.Policy, deps *extensionDeps
 			return nil, err
 		}
 		g.eng.Auth = a
+		// Tenants whose key Secrets cannot be used say so in their status (tenants/status
+		// patch); the Secret's metadata is read directly, since the cache holds only
+		// labelled Secrets.
+		direct, err := client.New(cfg, client.Options{Scheme: s})
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client: %w", err)
+		}
+		w.Status = &kube.TenantStatus{Client: cl, Reader: direct}
 	} else {
 		g.eng.Anonymous = access.AnonymousIn(g.o.anonNS)
 	}

@@ -67,6 +67,8 @@ type gw struct {
 	limiter *quota.Limiter
 	stats   *metrics.PoolStats
 	ready   func() bool
+	// adminHandlers are the extensions' handlers on the admin port.
+	adminHandlers map[string]http.Handler
 }
 
 func run(ctx context.Context, o *options) error {

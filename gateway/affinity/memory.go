@@ -1,11 +1,11 @@
 package affinity
 
 import (
-	"container/list"
 	"sync"
 	"time"
 
 	"github.com/neuronetes/neuronetes/gateway/route"
+	"github.com/neuronetes/neuronetes/internal/lru"
 )
 
 // ActivityWindow is how recent a session's last request must be for it to count as a concurrent
@@ -13,16 +13,19 @@ import (
 const ActivityWindow = 5 * time.Minute
 
 // Memory is an in-process pin table bounded by an LRU: the table of a replica without Redis, and
-// the fallback of the Redis table. It also tracks session activity per pod.
+// the fallback of the Redis table. It also tracks session activity per pod, in a second LRU of
+// the same bound.
+//
+// Invariants, under mu: act is ordered by last activity (a touch moves a session to the front),
+// so expired activity is always at its back and is dropped from there, a few entries per call,
+// never by a sweep of the whole table; counts[pool][pod] is the number of sessions of pool in act
+// whose pod is pod.
 type Memory struct {
-	mu    sync.Mutex
-	max   int
-	lru   *list.List // of *memPin, most recent first
-	pins  map[memKey]*list.Element
-	act   map[route.PoolRef]map[string]activity // pool -> key hash -> activity
-	nowFn func() time.Time
-	// touches counts activity records since the last sweep of old ones.
-	touches int
+	mu     sync.Mutex
+	pins   *lru.Cache[memKey, memPin]
+	act    *lru.Cache[memKey, activity]
+	counts map[route.PoolRef]map[string]int
+	nowFn  func() time.Time
 }
 
 type memKey struct {
@@ -31,7 +34,6 @@ type memKey struct {
 }
 
 type memPin struct {
-	k       memKey
 	pod     string
 	expires time.Time
 }
@@ -41,8 +43,8 @@ type activity struct {
 	last time.Time
 }
 
-// NewMemory returns a table of at most max pins (max <= 0: 1,000,000). now is the clock (nil:
-// time.Now).
+// NewMemory returns a table of at most max pins and max sessions' activity (max <= 0:
+// 1,000,000). now is the clock (nil: time.Now).
 func NewMemory(max int, now func() time.Time) *Memory {
 	if max <= 0 {
 		max = 1_000_000
@@ -50,7 +52,10 @@ func NewMemory(max int, now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &Memory{max: max, lru: list.New(), pins: map[memKey]*list.Element{}, act: map[route.PoolRef]map[string]activity{}, nowFn: now}
+	m := &Memory{counts: map[route.PoolRef]map[string]int{}, nowFn: now}
+	m.pins = lru.New[memKey, memPin](max, nil)
+	m.act = lru.New(max, func(k memKey, a activity) { m.uncount(k.pool, a.pod) })
+	return m
 }
 
 // Lookup returns the pod pinned for the key hash, refreshing the pin's TTL, or "".
@@ -58,19 +63,29 @@ func (m *Memory) Lookup(pool route.PoolRef, keyHash string, ttl time.Duration) s
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.nowFn()
-	e, ok := m.pins[memKey{pool, keyHash}]
+	k := memKey{pool, keyHash}
+	p, ok := m.pins.Get(k)
 	if !ok {
 		return ""
 	}
-	p := e.Value.(*memPin)
 	if now.After(p.expires) {
-		m.lru.Remove(e)
-		delete(m.pins, p.k)
+		m.pins.Remove(k)
 		return ""
 	}
 	p.expires = now.Add(ttl)
-	m.lru.MoveToFront(e)
-	m.touch(pool, keyHash, p.pod, now)
+	m.pins.Put(k, p)
+	m.touch(k, p.pod, now)
+	return p.pod
+}
+
+// peek returns the pod pinned for the key hash ("" when none) without refreshing anything.
+func (m *Memory) peek(pool route.PoolRef, keyHash string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.pins.Peek(memKey{pool, keyHash})
+	if !ok || m.nowFn().After(p.expires) {
+		return ""
+	}
 	return p.pod
 }
 
@@ -80,59 +95,57 @@ func (m *Memory) Pin(pool route.PoolRef, keyHash, pod string, ttl time.Duration)
 	defer m.mu.Unlock()
 	now := m.nowFn()
 	k := memKey{pool, keyHash}
-	if e, ok := m.pins[k]; ok {
-		p := e.Value.(*memPin)
-		p.pod, p.expires = pod, now.Add(ttl)
-		m.lru.MoveToFront(e)
-	} else {
-		m.pins[k] = m.lru.PushFront(&memPin{k: k, pod: pod, expires: now.Add(ttl)})
-		for m.lru.Len() > m.max {
-			old := m.lru.Back()
-			m.lru.Remove(old)
-			delete(m.pins, old.Value.(*memPin).k)
-		}
-	}
-	m.touch(pool, keyHash, pod, now)
+	m.pins.Put(k, memPin{pod: pod, expires: now.Add(ttl)})
+	m.touch(k, pod, now)
 }
 
-// touch records activity; m.mu is held.
-func (m *Memory) touch(pool route.PoolRef, keyHash, pod string, now time.Time) {
-	a := m.act[pool]
-	if a == nil {
-		a = map[string]activity{}
-		m.act[pool] = a
+// touch records activity and drops expired activity from the back; m.mu is held.
+func (m *Memory) touch(k memKey, pod string, now time.Time) {
+	if old, ok := m.act.Remove(k); ok {
+		m.uncount(k.pool, old.pod)
 	}
-	a[keyHash] = activity{pod: pod, last: now}
-	if m.touches++; m.touches >= sweepEvery {
-		m.touches = 0
-		from := now.Add(-ActivityWindow)
-		for _, pa := range m.act {
-			for k, v := range pa {
-				if v.last.Before(from) {
-					delete(pa, k)
-				}
-			}
+	m.act.Put(k, activity{pod: pod, last: now})
+	c := m.counts[k.pool]
+	if c == nil {
+		c = map[string]int{}
+		m.counts[k.pool] = c
+	}
+	c[pod]++
+	m.expire(now)
+}
+
+// expire drops the activity older than ActivityWindow; m.mu is held. Each entry is dropped once,
+// so the cost is spread over the touches that added them.
+func (m *Memory) expire(now time.Time) {
+	from := now.Add(-ActivityWindow)
+	for {
+		_, a, ok := m.act.Oldest()
+		if !ok || !a.last.Before(from) {
+			return
 		}
+		m.act.RemoveOldest()
 	}
 }
 
-// sweepEvery is how many activity records pass between sweeps of expired ones, which bounds the
-// activity table even when nobody reads it.
-const sweepEvery = 4096
+// uncount takes one session of pool off pod; m.mu is held.
+func (m *Memory) uncount(pool route.PoolRef, pod string) {
+	c := m.counts[pool]
+	if c[pod]--; c[pod] <= 0 {
+		delete(c, pod)
+	}
+	if len(c) == 0 {
+		delete(m.counts, pool)
+	}
+}
 
-// Active counts, per pod, the sessions of pool active within ActivityWindow, and forgets older
-// activity.
+// Active counts, per pod, the sessions of pool active within ActivityWindow.
 func (m *Memory) Active(pool route.PoolRef) map[string]int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	from := m.nowFn().Add(-ActivityWindow)
-	out := map[string]int{}
-	for k, a := range m.act[pool] {
-		if a.last.Before(from) {
-			delete(m.act[pool], k)
-			continue
-		}
-		out[a.pod]++
+	m.expire(m.nowFn())
+	out := make(map[string]int, len(m.counts[pool]))
+	for pod, n := range m.counts[pool] {
+		out[pod] = n
 	}
 	return out
 }
@@ -141,5 +154,12 @@ func (m *Memory) Active(pool route.PoolRef) map[string]int {
 func (m *Memory) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.lru.Len()
+	return m.pins.Len()
+}
+
+// activeLen is the number of sessions whose activity is held.
+func (m *Memory) activeLen() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.act.Len()
 }

@@ -17,26 +17,54 @@ import (
 //	<prefix>pin:{<ns>/<pool>}:<key hash>   string: the pinned pod, with the pin's TTL
 //	<prefix>act:{<ns>/<pool>}:<pod>        sorted set: key hash -> last activity (unix ms)
 //
-// lookupScript refreshes a pin's TTL and records activity on its pod in one round trip.
-var lookupScript = redis.NewScript(`
+// Every key a script touches is passed in KEYS (Redis Cluster routes by them and ACL key rules
+// check them); no script builds a key name.
+//
+// An activity set is trimmed on every write, not only when counted: entries older than the
+// activity window go, and beyond RedisTable.MaxActive sessions the least recent go, so a pod
+// whose sessions are never counted still holds a bounded set.
+const luaTouch = `
+local function touch(act, score, member, cutoff, max, ttl)
+  redis.call('ZADD', act, score, member)
+  redis.call('ZREMRANGEBYSCORE', act, '-inf', '(' .. cutoff)
+  redis.call('ZREMRANGEBYRANK', act, 0, -(max + 1))
+  redis.call('PEXPIRE', act, ttl)
+end
+`
+
+// lookupScript refreshes a pin's TTL and, when the pin is on the pod whose activity set is
+// KEYS[2], records the activity in the same round trip. It returns {pod, touched}.
+//
+//	KEYS: pin, act of the expected pod
+//	ARGV: pin TTL ms, expected pod, now ms, key hash, cutoff ms, max, act TTL ms
+var lookupScript = redis.NewScript(luaTouch + `
 local pod = redis.call('GET', KEYS[1])
 if not pod then return false end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
-local act = ARGV[4] .. pod
-redis.call('ZADD', act, ARGV[2], ARGV[3])
-redis.call('PEXPIRE', act, ARGV[5])
-return pod
+if pod ~= ARGV[2] then return {pod, 0} end
+touch(KEYS[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]), ARGV[7])
+return {pod, 1}
 `)
 
-// pinScript sets a pin, records activity on the new pod and removes it from the previous one.
-var pinScript = redis.NewScript(`
+// touchScript records activity in the set KEYS[1].
+//
+//	ARGV: now ms, key hash, cutoff ms, max, act TTL ms
+var touchScript = redis.NewScript(luaTouch + `
+touch(KEYS[1], ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5])
+return 1
+`)
+
+// pinScript sets a pin and records activity on the new pod; it returns the previous pod ("" when
+// none), whose activity the caller removes.
+//
+//	KEYS: pin, act of the new pod
+//	ARGV: pod, pin TTL ms, now ms, key hash, cutoff ms, max, act TTL ms
+var pinScript = redis.NewScript(luaTouch + `
 local prev = redis.call('GET', KEYS[1])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-local act = ARGV[5] .. ARGV[1]
-redis.call('ZADD', act, ARGV[3], ARGV[4])
-redis.call('PEXPIRE', act, ARGV[6])
-if prev and prev ~= ARGV[1] then redis.call('ZREM', ARGV[5] .. prev, ARGV[4]) end
-return 1
+touch(KEYS[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]), ARGV[7])
+if not prev then return '' end
+return prev
 `)
 
 // activeScript drops activity older than ARGV[1] and counts the rest, per pod key given.
@@ -49,10 +77,16 @@ end
 return out
 `)
 
+// DefaultMaxActive bounds the sessions held in one pod's activity set.
+const DefaultMaxActive = 100_000
+
 // RedisTable is the shared pin table in Redis.
 type RedisTable struct {
 	c      redis.UniversalClient
 	prefix string
+	// MaxActive bounds the sessions kept in one pod's activity set (<= 0: DefaultMaxActive);
+	// beyond it the least recent are dropped.
+	MaxActive int
 }
 
 // NewRedisTable uses c with key prefix (default "nn:gw:").
@@ -74,25 +108,56 @@ func (r *RedisTable) actPrefix(pool route.PoolRef) string {
 // actTTL keeps an idle activity set a little longer than the activity window.
 const actTTL = 2 * ActivityWindow
 
+func (r *RedisTable) actKey(pool route.PoolRef, pod string) string { return r.actPrefix(pool) + pod }
+
+func (r *RedisTable) maxActive() int {
+	if r.MaxActive > 0 {
+		return r.MaxActive
+	}
+	return DefaultMaxActive
+}
+
+// touchArgs are the ARGV tail of luaTouch's callers: now, key hash, cutoff, max, act TTL.
+func (r *RedisTable) touchArgs(keyHash string, now time.Time) []any {
+	return []any{now.UnixMilli(), keyHash, now.Add(-ActivityWindow).UnixMilli(), r.maxActive(), actTTL.Milliseconds()}
+}
+
 // Lookup returns the pinned pod ("" when none), refreshing the TTL and recording activity.
-func (r *RedisTable) Lookup(ctx context.Context, pool route.PoolRef, keyHash string, ttl time.Duration, now time.Time) (string, error) {
-	v, err := lookupScript.Run(ctx, r.c, []string{r.pinKey(pool, keyHash)},
-		ttl.Milliseconds(), now.UnixMilli(), keyHash, r.actPrefix(pool), actTTL.Milliseconds()).Text()
+// expect is the pod the caller believes pinned ("" when none): when right, the lookup takes one
+// round trip, else a second records the activity.
+func (r *RedisTable) Lookup(ctx context.Context, pool route.PoolRef, keyHash string, ttl time.Duration, now time.Time, expect string) (string, error) {
+	args := append([]any{ttl.Milliseconds(), expect}, r.touchArgs(keyHash, now)...)
+	v, err := lookupScript.Run(ctx, r.c, []string{r.pinKey(pool, keyHash), r.actKey(pool, expect)}, args...).Slice()
 	if errors.Is(err, redis.Nil) {
 		return "", nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("redis pin lookup: %w", err)
 	}
-	return v, nil
+	if len(v) != 2 {
+		return "", fmt.Errorf("redis pin lookup: unexpected reply %v", v)
+	}
+	pod, _ := v[0].(string)
+	if touched, _ := v[1].(int64); touched == 1 || pod == "" {
+		return pod, nil
+	}
+	if err := touchScript.Run(ctx, r.c, []string{r.actKey(pool, pod)}, r.touchArgs(keyHash, now)...).Err(); err != nil {
+		return "", fmt.Errorf("redis activity write: %w", err)
+	}
+	return pod, nil
 }
 
 // Pin sets the pin to pod and moves the session's activity to it.
 func (r *RedisTable) Pin(ctx context.Context, pool route.PoolRef, keyHash, pod string, ttl time.Duration, now time.Time) error {
-	err := pinScript.Run(ctx, r.c, []string{r.pinKey(pool, keyHash)},
-		pod, ttl.Milliseconds(), now.UnixMilli(), keyHash, r.actPrefix(pool), actTTL.Milliseconds()).Err()
+	args := append([]any{pod, ttl.Milliseconds()}, r.touchArgs(keyHash, now)...)
+	prev, err := pinScript.Run(ctx, r.c, []string{r.pinKey(pool, keyHash), r.actKey(pool, pod)}, args...).Text()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("redis pin write: %w", err)
+	}
+	if prev != "" && prev != pod {
+		if err := r.c.ZRem(ctx, r.actKey(pool, prev), keyHash).Err(); err != nil {
+			return fmt.Errorf("redis activity move: %w", err)
+		}
 	}
 	return nil
 }
@@ -105,7 +170,7 @@ func (r *RedisTable) Active(ctx context.Context, pool route.PoolRef, pods []stri
 	}
 	keys := make([]string, len(pods))
 	for i, p := range pods {
-		keys[i] = r.actPrefix(pool) + p
+		keys[i] = r.actKey(pool, p)
 	}
 	vals, err := activeScript.Run(ctx, r.c, keys, strconv.FormatInt(now.Add(-ActivityWindow).UnixMilli(), 10)).Int64Slice()
 	if err != nil {

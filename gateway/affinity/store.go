@@ -87,7 +87,7 @@ func (s *Store) Shared() bool { return s.redisUp() }
 func (s *Store) Lookup(ctx context.Context, pool route.PoolRef, keyHash string, ttl time.Duration) string {
 	if s.redisUp() {
 		cctx, cancel := context.WithTimeout(ctx, s.timeout())
-		pod, err := s.Redis.Lookup(cctx, pool, keyHash, ttl, s.now())
+		pod, err := s.Redis.Lookup(cctx, pool, keyHash, ttl, s.now(), s.Mem.peek(pool, keyHash))
 		cancel()
 		if err == nil {
 			if pod != "" {

@@ -155,3 +155,80 @@ func TestRedisOutageFallbackAndWriteBack(t *testing.T) {
 		t.Fatal("no Redis error was reported during the outage")
 	}
 }
+
+// The activity table holds at most the table's bound of sessions, dropping the least recent,
+// and drops expired activity as new activity comes, without anyone counting.
+func TestMemoryActivityBounded(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	m := NewMemory(3, c.now)
+	for _, k := range []string{"k1", "k2", "k3", "k4", "k5"} {
+		m.Pin(poolA, k, "p1", time.Hour)
+	}
+	if got := m.Active(poolA); got["p1"] != 3 {
+		t.Fatalf("active = %v, want p1:3 (the bound)", got)
+	}
+	c.add(6 * time.Minute)
+	m.Pin(poolA, "k6", "p2", time.Hour)
+	if n := m.activeLen(); n != 1 {
+		t.Fatalf("activity held after the window = %d, want 1 (expired dropped on write)", n)
+	}
+	if got := m.Active(poolA); len(got) != 1 || got["p2"] != 1 {
+		t.Fatalf("active = %v, want p2:1", got)
+	}
+}
+
+// A pod's activity set is trimmed on every write: sessions beyond MaxActive and those older than
+// the window go even when nobody counts the pod's sessions.
+func TestRedisActivityTrimmedOnWrite(t *testing.T) {
+	_, rc := startRedis(t)
+	ctx := context.Background()
+	r := NewRedisTable(rc, "t3:")
+	r.MaxActive = 3
+	now := time.Now()
+	act := "t3:act:{ns/a}:pod-1"
+	if err := r.Pin(ctx, poolA, "old", "pod-1", time.Hour, now.Add(-10*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range []string{"k1", "k2", "k3", "k4"} {
+		if err := r.Pin(ctx, poolA, k, "pod-1", time.Hour, now.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := rc.ZRange(ctx, act, 0, -1).Val()
+	if len(got) != 3 || got[0] != "k2" || got[2] != "k4" {
+		t.Fatalf("activity set = %v, want the 3 most recent [k2 k3 k4]", got)
+	}
+	if _, err := r.Lookup(ctx, poolA, "k1", time.Hour, now.Add(5*time.Second), ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := rc.ZRange(ctx, act, 0, -1).Val(); len(got) != 3 || got[2] != "k1" {
+		t.Fatalf("activity set after a lookup = %v, want k1 most recent within 3", got)
+	}
+}
+
+// Every key the pin scripts touch is passed in KEYS, whether the caller's expected pod is right,
+// wrong or unknown, and when a session moves.
+func TestRedisScriptsDeclareKeys(t *testing.T) {
+	srv, rc := startRedis(t)
+	ctx := context.Background()
+	w := redistest.WatchScriptKeys(t, srv.Addr)
+	r := NewRedisTable(rc, "t4:")
+	now := time.Now()
+	steps := []func() error{
+		func() error { return r.Pin(ctx, poolA, "h", "pod-1", time.Minute, now) },
+		func() error { _, err := r.Lookup(ctx, poolA, "h", time.Minute, now, "pod-1"); return err },
+		func() error { _, err := r.Lookup(ctx, poolA, "h", time.Minute, now, "pod-9"); return err },
+		func() error { _, err := r.Lookup(ctx, poolA, "h", time.Minute, now, ""); return err },
+		func() error { return r.Pin(ctx, poolA, "h", "pod-2", time.Minute, now) },
+		func() error { _, err := r.Active(ctx, poolA, []string{"pod-1", "pod-2"}, now); return err },
+	}
+	for i, s := range steps {
+		if err := s(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	if got := rc.ZRange(ctx, "t4:act:{ns/a}:pod-1", 0, -1).Val(); len(got) != 0 {
+		t.Fatalf("pod-1 still holds the moved session: %v", got)
+	}
+	w.Check(t, func() error { return rc.Ping(ctx).Err() })
+}

@@ -326,3 +326,31 @@ func TestGRPCErrors(t *testing.T) {
 		t.Fatalf("non-streamed over gRPC: %v %v", whole, err)
 	}
 }
+
+// A draining front refuses new gRPC streams with UNAVAILABLE (and GOAWAY), so clients whose
+// connections outlive the Service's endpoint change go elsewhere; HTTP requests are still served.
+func TestDrainRefusesNewGRPCStreams(t *testing.T) {
+	var srv *Server
+	base := gatewayWith(t, keyAuth{}, func(s *Server) { srv = s })
+	cc, err := grpc.NewClient(strings.TrimPrefix(base, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if got := grpcTokens(t, base); len(got) == 0 {
+		t.Fatal("no tokens before the drain")
+	}
+	srv.Drain()
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer good")
+	st, err := gatewayv1.NewInferenceClient(cc).ChatCompletions(ctx, &gatewayv1.CompletionRequest{Model: "m", Stream: true,
+		Messages: []*gatewayv1.Message{{Role: "user", Content: "hi"}}})
+	if err == nil {
+		_, err = st.Recv()
+	}
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("new gRPC stream while draining: %v, want UNAVAILABLE", err)
+	}
+	if got := sseTokens(t, base); len(got) == 0 {
+		t.Fatal("HTTP request refused while draining")
+	}
+}

@@ -132,10 +132,12 @@ func (s *grpcSink) header(m engine.Meta) error {
 
 func (s *grpcSink) Start(m engine.Meta) error { return s.header(m) }
 
+// Event sends one chunk. An event that is not a JSON chunk (a model server's own event) is sent
+// as it came, in json only, rather than ending the stream.
 func (s *grpcSink) Event(data []byte) error {
 	c, err := chunkProto(data)
 	if err != nil {
-		return err
+		c = &gatewayv1.CompletionChunk{Json: append([]byte(nil), data...)}
 	}
 	return s.st.Send(c)
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	"github.com/neuronetes/neuronetes/gateway/access"
 	gatewayv1 "github.com/neuronetes/neuronetes/gateway/api/v1"
@@ -93,6 +94,10 @@ func (s *Server) Init() {
 	})
 	s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			if s.draining.Load() {
+				refuseGRPC(w)
+				return
+			}
 			s.grpc.ServeHTTP(w, r)
 			return
 		}
@@ -102,6 +107,17 @@ func (s *Server) Init() {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// refuseGRPC answers a gRPC call with a trailers-only UNAVAILABLE; "Connection: close" makes the
+// HTTP/2 server send GOAWAY after it.
+func refuseGRPC(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Connection", "close")
+	h.Set("Content-Type", "application/grpc")
+	h.Set("Grpc-Status", strconv.Itoa(int(codes.Unavailable)))
+	h.Set("Grpc-Message", "gateway replica is draining; retry")
+	w.WriteHeader(http.StatusOK)
 }
 
 // Handler returns the API handler (after Init).
@@ -155,8 +171,10 @@ func (s *Server) httpServer(addr string, tlsConfig *tls.Config, h http.Handler) 
 	return srv
 }
 
-// Drain marks the server as draining (HTTP/1.1 responses ask clients to close) and stops the
-// gRPC service from taking new streams; open streams continue.
+// Drain marks the server as draining: HTTP/1.1 responses ask clients to close, HTTP/2 responses
+// send GOAWAY, and new gRPC streams are refused with UNAVAILABLE, so gRPC clients, whose
+// connections outlive the Service dropping this replica, reconnect and retry elsewhere; open
+// streams continue.
 func (s *Server) Drain() {
 	s.draining.Store(true)
 }

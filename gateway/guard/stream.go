@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"k8s.io/klog/v2"
@@ -84,6 +85,9 @@ type StreamGuard struct {
 	states  map[int][]*streamState
 	blocked string
 	counted map[string]bool
+	// amu guards lengths, which the request's goroutine adds to and auditLines, also run when
+	// ctx ends, drains.
+	amu     sync.Mutex
 	lengths map[string][]int
 }
 
@@ -93,11 +97,15 @@ type streamState struct {
 	endMarker  string // the END line that ends it
 }
 
-// NewStreamGuard returns a guard for one response.
+// NewStreamGuard returns a guard for one response. Its audit lines are written when the last
+// choice closes, when a check blocks, and otherwise when ctx ends (a response the client
+// cancelled or the gateway abandoned), so every action taken is audited once.
 func NewStreamGuard(ctx context.Context, m *Metrics, a Audit, checks ...ResponseCheck) *StreamGuard {
 	a.Direction = "response"
-	return &StreamGuard{checks: checks, metrics: m, audit: a, ctx: ctx, states: map[int][]*streamState{},
+	g := &StreamGuard{checks: checks, metrics: m, audit: a, ctx: ctx, states: map[int][]*streamState{},
 		counted: map[string]bool{}, lengths: map[string][]int{}}
+	context.AfterFunc(ctx, func() { g.auditLines("cancelled") })
+	return g
 }
 
 func (g *StreamGuard) state(choice int) []*streamState {
@@ -142,7 +150,7 @@ func (g *StreamGuard) Close(choice int) (string, error) {
 	}
 	delete(g.states, choice)
 	if len(g.states) == 0 {
-		g.auditLines()
+		g.auditLines("complete")
 	}
 	return text, nil
 }
@@ -240,7 +248,7 @@ func (g *StreamGuard) act(c ResponseCheck, text string, fs []pii.Finding, cut in
 	}
 	switch c.Action {
 	case Block:
-		g.blocked = "response blocked by guardrail " + c.Name + " (" + string(in[0].Entity) + ")"
+		g.block("response blocked by guardrail " + c.Name + " (" + string(in[0].Entity) + ")")
 		return ""
 	case Redact:
 		return pii.Redact(text, in)
@@ -252,7 +260,7 @@ func (g *StreamGuard) placeholder(c ResponseCheck, f pii.Finding) string {
 	g.note(c, f)
 	switch c.Action {
 	case Block:
-		g.blocked = "response blocked by guardrail " + c.Name + " (" + string(f.Entity) + ")"
+		g.block("response blocked by guardrail " + c.Name + " (" + string(f.Entity) + ")")
 		return ""
 	case Redact:
 		return pii.Placeholder(f.Entity)
@@ -266,14 +274,27 @@ func (g *StreamGuard) note(c ResponseCheck, f pii.Finding) {
 		g.counted[c.Name] = true
 		g.metrics.countStream(c.Type, c.Action)
 	}
+	g.amu.Lock()
 	g.lengths[c.Name] = append(g.lengths[c.Name], f.End-f.Start)
+	g.amu.Unlock()
 }
 
-func (g *StreamGuard) auditLines() {
+// block ends the response and audits what was found so far.
+func (g *StreamGuard) block(reason string) {
+	g.blocked = reason
+	g.auditLines("blocked")
+}
+
+// auditLines writes one line per check that acted and has not been audited yet; end says how the
+// response ended ("complete", "blocked", "cancelled").
+func (g *StreamGuard) auditLines(end string) {
+	g.amu.Lock()
+	defer g.amu.Unlock()
 	for _, c := range g.checks {
 		if ls := g.lengths[c.Name]; len(ls) > 0 {
 			klog.FromContext(g.ctx).Info("guardrail decision", "direction", g.audit.Direction, "tenant", g.audit.Tenant,
-				"pool", g.audit.Pool, "guardrail", c.Name, "type", c.Type, "action", string(c.Action), "spanLengths", ls)
+				"pool", g.audit.Pool, "guardrail", c.Name, "type", c.Type, "action", string(c.Action), "spanLengths", ls,
+				"end", end)
 			delete(g.lengths, c.Name)
 		}
 	}

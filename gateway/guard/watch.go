@@ -13,11 +13,13 @@ import (
 
 // Watch keeps pols current from the GuardrailPolicies in c (the gateway's informer cache). A
 // policy that does not compile is logged with the field at fault and, so that nothing it should
-// have caught passes, its target's requests are blocked with 503 until it is fixed.
-func Watch(ctx context.Context, c crcache.Cache, pols *Policies, o CompileOptions, secret func(ns, name, key string) (string, error)) error {
+// have caught passes, its target's requests are blocked with 503 until it is fixed. synced
+// reports whether the handler has applied every policy of the cache's first list: the gateway is
+// not ready before, so no request runs without its policy.
+func Watch(ctx context.Context, c crcache.Cache, pols *Policies, o CompileOptions, secret func(ns, name, key string) (string, error)) (synced func() bool, err error) {
 	inf, err := c.GetInformer(ctx, &nnv1.GuardrailPolicy{})
 	if err != nil {
-		return fmt.Errorf("watch GuardrailPolicies: %w", err)
+		return nil, fmt.Errorf("watch GuardrailPolicies: %w", err)
 	}
 	log := klog.FromContext(ctx)
 	targets := map[string]nnv1.PolicyTargetRef{} // policy key -> target it was attached to
@@ -42,7 +44,7 @@ func Watch(ctx context.Context, c crcache.Cache, pols *Policies, o CompileOption
 		targets[key] = gp.Spec.TargetRef
 		pols.Set(gp.Namespace, gp.Spec.TargetRef.Kind, gp.Spec.TargetRef.Name, gp.Name, p)
 	}
-	_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    set,
 		UpdateFunc: func(_, obj any) { set(obj) },
 		DeleteFunc: func(obj any) {
@@ -59,9 +61,9 @@ func Watch(ctx context.Context, c crcache.Cache, pols *Policies, o CompileOption
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("watch GuardrailPolicies: %w", err)
+		return nil, fmt.Errorf("watch GuardrailPolicies: %w", err)
 	}
-	return nil
+	return reg.HasSynced, nil
 }
 
 // refuseAll is the stand-in for a policy that does not compile: a chain whose one check fails

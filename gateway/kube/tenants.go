@@ -36,8 +36,7 @@ func BuildDirectory(tenants []v1alpha1.Tenant, secrets []corev1.Secret) (*access
 		for _, ks := range tn.Spec.APIKeys {
 			s := sec[route.PoolRef{Namespace: tn.Namespace, Name: ks.SecretName}]
 			if s == nil {
-				errs = append(errs, fmt.Errorf("tenant %s: spec.apiKeys: Secret %s/%s not found or not labelled %s",
-					t.Key(), tn.Namespace, ks.SecretName, v1alpha1.APIKeysSecretLabel))
+				errs = append(errs, &SecretError{Tenant: tn.Namespace + "/" + tn.Name, Namespace: tn.Namespace, Secret: ks.SecretName})
 				continue
 			}
 			keys := make([]string, 0, len(s.Data))
@@ -61,6 +60,20 @@ func BuildDirectory(tenants []v1alpha1.Tenant, secrets []corev1.Secret) (*access
 		}
 	}
 	return d, errs
+}
+
+// SecretError is a Tenant's API-key Secret the gateway's cache does not hold: absent, or without
+// the v1alpha1.APIKeysSecretLabel label (the cache holds only labelled Secrets).
+type SecretError struct {
+	// Tenant is "<namespace>/<name>".
+	Tenant string
+	// Namespace and Secret name the Secret.
+	Namespace, Secret string
+}
+
+func (e *SecretError) Error() string {
+	return fmt.Sprintf("tenant %s: spec.apiKeys: Secret %s/%s not found or not labelled %s",
+		e.Tenant, e.Namespace, e.Secret, v1alpha1.APIKeysSecretLabel)
 }
 
 func tenantOf(tn *v1alpha1.Tenant) *access.Tenant {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -74,10 +76,25 @@ type Watcher struct {
 	Default route.Policy
 	// OnChange runs after each rebuild (optional).
 	OnChange func()
+	// Status writes the Tenants' APIKeysReady condition after rebuilds (optional), on its own
+	// goroutine and at most every StatusInterval, so the apiserver calls never delay routing.
+	Status *TenantStatus
 
 	kick    chan struct{}
 	synced  atomic.Bool
 	lastErr string
+
+	statusKick chan struct{}
+	statusMu   sync.Mutex
+	statusJob  *statusJob // the latest rebuild's tenants and problems, not yet synced
+}
+
+// StatusInterval is the least time between two Tenant status syncs.
+const StatusInterval = 2 * time.Second
+
+type statusJob struct {
+	tenants  []v1alpha1.Tenant
+	problems []error
 }
 
 // watched are the kinds a change of which rebuilds the snapshots.
@@ -122,6 +139,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if !w.Cache.WaitForCacheSync(ctx) {
 		return fmt.Errorf("informer caches did not sync")
 	}
+	if w.Status != nil {
+		w.statusKick = make(chan struct{}, 1)
+		go w.statusLoop(ctx)
+	}
 	w.rebuild(ctx)
 	w.synced.Store(true)
 	for {
@@ -156,9 +177,47 @@ func (w *Watcher) rebuild(ctx context.Context) {
 	w.Table.Store(snap)
 	w.Dir.Store(dir)
 	w.report(logger, append(errs, derrs...))
+	w.queueStatus(tenants.Items, derrs)
 	logger.V(3).Info("Routing table rebuilt", "pools", len(snap.Pools()), "tenants", len(dir.Tenants), "apiKeys", dir.Keys())
 	if w.OnChange != nil {
 		w.OnChange()
+	}
+}
+
+// queueStatus hands the tenants and their problems to the status loop (latest wins).
+func (w *Watcher) queueStatus(tenants []v1alpha1.Tenant, problems []error) {
+	if w.statusKick == nil {
+		return
+	}
+	w.statusMu.Lock()
+	w.statusJob = &statusJob{tenants: tenants, problems: problems}
+	w.statusMu.Unlock()
+	select {
+	case w.statusKick <- struct{}{}:
+	default:
+	}
+}
+
+// statusLoop syncs the latest queued job until ctx ends.
+func (w *Watcher) statusLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.statusKick:
+		}
+		w.statusMu.Lock()
+		job := w.statusJob
+		w.statusJob = nil
+		w.statusMu.Unlock()
+		if job != nil {
+			w.Status.Sync(ctx, job.tenants, job.problems)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(StatusInterval):
+		}
 	}
 }
 

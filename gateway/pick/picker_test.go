@@ -134,6 +134,33 @@ other_metric 7
 	}
 }
 
+// The exposition is parsed by the Prometheus text parser: escaped label values and UTF-8 quoted
+// names read as Prometheus reads them, non-finite samples are not used, and a body that is not an
+// exposition is an error rather than an idle pod.
+func TestParseServerMetricsFormat(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     ServerMetrics
+		err      bool
+	}{
+		{name: "escaped quote and brace", in: `vllm:num_requests_waiting{model_name="a",note="x\" } y"} 4` + "\n", want: ServerMetrics{Waiting: 4, HasQueue: true}},
+		{name: "quoted name", in: `{"vllm:num_requests_running",model_name="a"} 2` + "\n", want: ServerMetrics{Running: 2, HasQueue: true}},
+		{name: "NaN and Inf skipped", in: "vllm:kv_cache_usage_perc{m=\"a\"} NaN\nvllm:kv_cache_usage_perc{m=\"b\"} 0.5\nvllm:num_requests_waiting +Inf\n", want: ServerMetrics{KVUsage: 0.5, HasKV: true}},
+		{name: "not an exposition", in: "<html>vllm:num_requests_waiting 3</html>\n", err: true},
+		{name: "truncated label set", in: `vllm:num_requests_waiting{model_name="a" 3` + "\n", err: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := ParseServerMetrics(strings.NewReader(tc.in))
+			if (err != nil) != tc.err {
+				t.Fatalf("err = %v, want error %v", err, tc.err)
+			}
+			if err == nil && m != tc.want {
+				t.Fatalf("parsed %+v, want %+v", m, tc.want)
+			}
+		})
+	}
+}
+
 // The prefill scorer sends a request where its first token comes soonest by the gateway's
 // estimate: the pod's pending prefill plus the request's tokens it has not cached.
 func TestPickPrefillCost(t *testing.T) {

@@ -1,16 +1,18 @@
 package pick
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"k8s.io/klog/v2"
 
 	"github.com/neuronetes/neuronetes/gateway/route"
@@ -151,7 +153,8 @@ func (s *Scraper) scrapeAll(ctx context.Context) {
 
 // scrapeQuery asks the server for the three metrics only: Prometheus' client libraries (Go's
 // promhttp, Python's prometheus_client under vLLM) honour name[] and skip encoding the rest;
-// servers that do not answer with everything, which the parser skips.
+// servers that do not answer with everything, which the parser skips. The Accept header asks for
+// the text format the parser reads.
 var scrapeQuery = "name[]=" + MetricWaiting + "&name[]=" + MetricRunning + "&name[]=" + MetricKVUsage
 
 func (s *Scraper) scrape(ctx context.Context, url string) (ServerMetrics, error) {
@@ -167,6 +170,7 @@ func (s *Scraper) scrape(ctx context.Context, url string) (ServerMetrics, error)
 	if err != nil {
 		return ServerMetrics{}, fmt.Errorf("scrape %s: %w", url, err)
 	}
+	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
 	resp, err := c.Do(req)
 	if err != nil {
 		return ServerMetrics{}, fmt.Errorf("scrape %s: %w", url, err)
@@ -183,81 +187,45 @@ func (s *Scraper) scrape(ctx context.Context, url string) (ServerMetrics, error)
 	return m, nil
 }
 
-// ParseServerMetrics reads the three scorer metrics from a Prometheus text exposition, summing
-// each over its label sets (a server exports one series per model).
+// ParseServerMetrics reads the three scorer metrics from a Prometheus text exposition (parsed by
+// expfmt, as controller/rollout does), summing each over its label sets (a server exports one
+// series per model). A NaN or infinite sample is not used; an exposition that does not parse is an
+// error, so its pod's metrics are not trusted.
 func ParseServerMetrics(r io.Reader) (ServerMetrics, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return ServerMetrics{}, fmt.Errorf("parse metrics: %w", err)
+	}
 	var m ServerMetrics
-	var kvSum float64
-	kvN := 0
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' || line[0] != 'v' {
-			continue
-		}
-		name, v, ok := sampleLine(line)
-		if !ok {
-			continue
-		}
-		switch name {
-		case MetricWaiting:
-			m.Waiting += v
-			m.HasQueue = true
-		case MetricRunning:
-			m.Running += v
-			m.HasQueue = true
-		case MetricKVUsage:
-			kvSum += v
-			kvN++
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return m, fmt.Errorf("read metrics: %w", err)
-	}
-	if kvN > 0 {
-		m.KVUsage, m.HasKV = kvSum/float64(kvN), true
+	w, nw := sumOf(fams[MetricWaiting])
+	run, nr := sumOf(fams[MetricRunning])
+	m.Waiting, m.Running, m.HasQueue = w, run, nw+nr > 0
+	if kv, n := sumOf(fams[MetricKVUsage]); n > 0 {
+		m.KVUsage, m.HasKV = kv/float64(n), true
 	}
 	return m, nil
 }
 
-// sampleLine splits "name{labels} value [timestamp]".
-func sampleLine(line string) (string, float64, bool) {
-	end := strings.IndexAny(line, "{ ")
-	if end < 0 {
-		return "", 0, false
-	}
-	name, rest := line[:end], line[end:]
-	if rest[0] == '{' {
-		close := labelsEnd(rest)
-		if close < 0 {
-			return "", 0, false
+// sumOf sums the finite gauge, counter or untyped samples of f and counts them.
+func sumOf(f *dto.MetricFamily) (sum float64, n int) {
+	for _, mt := range f.GetMetric() {
+		var v float64
+		switch {
+		case mt.Gauge != nil:
+			v = mt.GetGauge().GetValue()
+		case mt.Counter != nil:
+			v = mt.GetCounter().GetValue()
+		case mt.Untyped != nil:
+			v = mt.GetUntyped().GetValue()
+		default:
+			continue
 		}
-		rest = rest[close+1:]
-	}
-	f := strings.Fields(rest)
-	if len(f) == 0 {
-		return "", 0, false
-	}
-	v, err := strconv.ParseFloat(f[0], 64)
-	if err != nil {
-		return "", 0, false
-	}
-	return name, v, true
-}
-
-// labelsEnd finds the '}' closing a label set, skipping quoted values.
-func labelsEnd(s string) int {
-	inQ := false
-	for i := 1; i < len(s); i++ {
-		switch c := s[i]; {
-		case inQ && c == '\\':
-			i++
-		case c == '"':
-			inQ = !inQ
-		case !inQ && c == '}':
-			return i
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
 		}
+		sum += v
+		n++
 	}
-	return -1
+	return sum, n
 }

@@ -67,8 +67,39 @@ func stores(t *testing.T, f func(t *testing.T, s Store)) {
 		srv := redistest.Start(t, redistest.Options{})
 		rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
 		t.Cleanup(func() { rc.Close() })
-		f(t, NewRedis(rc, "qt:"))
+		r := NewRedis(rc, "qt:")
+		r.callerClock = true // the steps below run on the test's clock
+		f(t, r)
 	})
+}
+
+// The Redis store runs its buckets and leases on Redis' clock: a replica whose clock is an hour
+// ahead gets no refill and cannot expire another replica's lease early.
+func TestRedisStoreUsesRedisTime(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rc.Close() })
+	s := NewRedis(rc, "qt:")
+	ctx := context.Background()
+	k := Keys{Scope: "ns/t|ns/p"}
+	sp := Spec{ReqRate: 1.0 / 3600, ReqBurst: 1, MaxConcurrent: 1}
+	now := time.Now()
+	if res, err := s.Admit(ctx, k, sp, 0, "a", now.Add(LeaseTTL), now); err != nil || !res.OK {
+		t.Fatalf("first request: %+v %v", res, err)
+	}
+	ahead := now.Add(time.Hour)
+	res, err := s.Admit(ctx, k, Spec{ReqRate: sp.ReqRate, ReqBurst: 1}, 0, "", ahead.Add(LeaseTTL), ahead)
+	if err != nil || res.OK || res.Reason != "requests" {
+		t.Fatalf("replica an hour ahead: %+v %v, want refused on requests (no refill on Redis' clock)", res, err)
+	}
+	res, err = s.Admit(ctx, Keys{Scope: k.Scope}, Spec{MaxConcurrent: 1}, 0, "b", ahead.Add(LeaseTTL), ahead)
+	if err != nil || res.OK || res.Reason != "concurrency" {
+		t.Fatalf("replica an hour ahead: %+v %v, want lease a still held", res, err)
+	}
+	exp := rc.ZScore(ctx, "qt:q:{ns/t|ns/p}:c", "a").Val()
+	if d := time.Duration(exp)*time.Millisecond - time.Duration(now.UnixMilli())*time.Millisecond; d < LeaseTTL-5*time.Second || d > LeaseTTL+5*time.Second {
+		t.Fatalf("lease expiry %v after now, want about LeaseTTL %v", d, LeaseTTL)
+	}
 }
 
 // Both stores apply the same rules.

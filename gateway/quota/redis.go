@@ -16,8 +16,21 @@ import (
 //	<prefix>q:{<scope>}:c   sorted set: lease id -> expiry (unix ms)
 //
 // The scripts apply the rules of bucket.go: a bucket starts full, refills at its rate up to its
-// burst, and a cost above the burst needs a full bucket and leaves it in debt.
-const luaLevel = `
+// burst, and a cost above the burst needs a full bucket and leaves it in debt. Their clock is
+// Redis' own (TIME), never a replica's: replicas whose clocks disagree still refill a bucket at
+// its rate, and lease expiries are set from durations the caller passes.
+//
+// ARGV[1] of every script is "" in production; tests set Redis.callerClock to pass the caller's
+// now there instead, to step a bucket through time.
+const luaNow = `
+local function nowms()
+  if ARGV[1] ~= '' then return tonumber(ARGV[1]) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+`
+
+const luaLevel = luaNow + `
 local function level(key, rate, burst, now)
   local v = redis.call('HMGET', key, 't', 'ts')
   local t, ts = tonumber(v[1]), tonumber(v[2])
@@ -30,8 +43,10 @@ local function put(key, t, rate, burst, now)
 end
 `
 
+// admitScript ARGV: clock override, request rate, burst, token rate, burst, cost, concurrency limit,
+// lease id, lease TTL ms.
 var admitScript = redis.NewScript(luaLevel + `
-local now = tonumber(ARGV[1])
+local now = nowms()
 local rRate, rBurst = tonumber(ARGV[2]), tonumber(ARGV[3])
 local tRate, tBurst = tonumber(ARGV[4]), tonumber(ARGV[5])
 local cost, limit = tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -53,14 +68,15 @@ end
 if rRate > 0 then put(KEYS[1], rt - 1, rRate, rBurst, now) end
 if tRate > 0 then put(KEYS[2], tt - cost, tRate, tBurst, now) end
 if limit > 0 then
-  redis.call('ZADD', KEYS[3], ARGV[9], ARGV[8])
-  redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[9]) - now + 60000)
+  redis.call('ZADD', KEYS[3], now + tonumber(ARGV[9]), ARGV[8])
+  redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[9]) + 60000)
 end
 return {1, '', 0}
 `)
 
+// settleScript ARGV: clock override, token rate, burst, delta, lease id.
 var settleScript = redis.NewScript(luaLevel + `
-local now = tonumber(ARGV[1])
+local now = nowms()
 local tRate, tBurst, delta = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 if ARGV[5] ~= '' then redis.call('ZREM', KEYS[2], ARGV[5]) end
 if tRate > 0 and delta ~= 0 then
@@ -69,9 +85,11 @@ end
 return 1
 `)
 
-var refreshScript = redis.NewScript(`
-for i = 2, #ARGV do
-  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then redis.call('ZADD', KEYS[1], ARGV[1], ARGV[i]) end
+// refreshScript ARGV: clock override, lease TTL ms, lease ids.
+var refreshScript = redis.NewScript(luaNow + `
+local exp = nowms() + tonumber(ARGV[2])
+for i = 3, #ARGV do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then redis.call('ZADD', KEYS[1], exp, ARGV[i]) end
 end
 return 1
 `)
@@ -80,6 +98,16 @@ return 1
 type Redis struct {
 	c      redis.UniversalClient
 	prefix string
+	// callerClock makes the scripts use the caller's now instead of Redis TIME (tests only).
+	callerClock bool
+}
+
+// clock is ARGV[1] of the scripts: "" (Redis TIME) unless callerClock.
+func (r *Redis) clock(now time.Time) string {
+	if r.callerClock {
+		return strconv.FormatInt(now.UnixMilli(), 10)
+	}
+	return ""
 }
 
 // NewRedis uses c with key prefix (default "nn:gw:").
@@ -96,11 +124,12 @@ func (r *Redis) key(k Keys, kind string) string {
 
 func ff(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
-// Admit implements Store.
+// Admit implements Store. now is used only to turn leaseExpiry into a TTL: the buckets and the
+// lease expiry run on Redis' clock.
 func (r *Redis) Admit(ctx context.Context, k Keys, s Spec, cost float64, lease string, leaseExpiry, now time.Time) (Result, error) {
 	v, err := admitScript.Run(ctx, r.c, []string{r.key(k, "r"), r.key(k, "t"), r.key(k, "c")},
-		now.UnixMilli(), ff(s.ReqRate), ff(s.ReqBurst), ff(s.TokRate), ff(s.TokBurst), ff(cost),
-		s.MaxConcurrent, lease, leaseExpiry.UnixMilli()).Slice()
+		r.clock(now), ff(s.ReqRate), ff(s.ReqBurst), ff(s.TokRate), ff(s.TokBurst), ff(cost),
+		s.MaxConcurrent, lease, leaseExpiry.Sub(now).Milliseconds()).Slice()
 	if err != nil {
 		return Result{}, fmt.Errorf("redis quota admit: %w", err)
 	}
@@ -113,21 +142,25 @@ func (r *Redis) Admit(ctx context.Context, k Keys, s Spec, cost float64, lease s
 	return Result{OK: ok == 1, Reason: reason, Wait: time.Duration(ms) * time.Millisecond}, nil
 }
 
-// Settle implements Store.
+// Settle implements Store, on Redis' clock.
 func (r *Redis) Settle(ctx context.Context, k Keys, s Spec, delta float64, lease string, now time.Time) error {
 	err := settleScript.Run(ctx, r.c, []string{r.key(k, "t"), r.key(k, "c")},
-		now.UnixMilli(), ff(s.TokRate), ff(s.TokBurst), ff(delta), lease).Err()
+		r.clock(now), ff(s.TokRate), ff(s.TokBurst), ff(delta), lease).Err()
 	if err != nil {
 		return fmt.Errorf("redis quota settle: %w", err)
 	}
 	return nil
 }
 
-// Refresh implements Store.
+// Refresh implements Store: the leases expire expiry-time.Now() from Redis' clock.
 func (r *Redis) Refresh(ctx context.Context, leases map[Keys][]string, expiry time.Time) error {
+	clock, ttl := "", time.Until(expiry).Milliseconds()
+	if r.callerClock {
+		clock, ttl = r.clock(expiry), 0
+	}
 	for k, ids := range leases {
-		args := make([]any, 0, len(ids)+1)
-		args = append(args, expiry.UnixMilli())
+		args := make([]any, 0, len(ids)+2)
+		args = append(args, clock, ttl)
 		for _, id := range ids {
 			args = append(args, id)
 		}

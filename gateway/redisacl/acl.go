@@ -24,8 +24,8 @@ func ACLRules(prefix string) []string {
 	return redisconn.Rules([]string{prefix + "*"},
 		// Affinity and quota scripts (EVALSHA, then EVAL when Redis lost them).
 		"+evalsha", "+eval",
-		// The scripts' own commands.
-		"+get", "+set", "+pexpire", "+zadd", "+zrem", "+zremrangebyscore", "+zcard", "+zscore",
+		// The scripts' own commands (TIME: the quota scripts' clock).
+		"+time", "+get", "+set", "+pexpire", "+zadd", "+zrem", "+zremrangebyscore", "+zremrangebyrank", "+zcard", "+zscore",
 		"+hmget", "+hset",
 		// Rollout assignments: GETEX and SET NX GET.
 		"+getex",

@@ -47,7 +47,10 @@ func TestACLRulesServeTheGatewayOnly(t *testing.T) {
 		}{
 			{"ping", func() error { return pins.Ping(ctx) }},
 			{"pin", func() error { return pins.Pin(ctx, pool, "h", "pod-1", time.Minute, now) }},
-			{"lookup", func() error { _, err := pins.Lookup(ctx, pool, "h", time.Minute, now); return err }},
+			{"lookup", func() error { _, err := pins.Lookup(ctx, pool, "h", time.Minute, now, "pod-1"); return err }},
+			{"lookup, pod unknown", func() error { _, err := pins.Lookup(ctx, pool, "h", time.Minute, now, ""); return err }},
+			{"re-pin", func() error { return pins.Pin(ctx, pool, "h", "pod-2", time.Minute, now) }},
+			{"pin back", func() error { return pins.Pin(ctx, pool, "h", "pod-1", time.Minute, now) }},
 			{"active", func() error { _, err := pins.Active(ctx, pool, []string{"pod-1"}, now); return err }},
 			{"admit", func() error { _, err := q.Admit(ctx, k, spec, 1, "l1", now.Add(time.Minute), now); return err }},
 			{"settle", func() error { return q.Settle(ctx, k, spec, 1, "l1", now) }},

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/neuronetes/neuronetes/internal/lru"
 )
 
 // Store keeps each conversation's variant, so it never changes mid-conversation, across every
@@ -23,15 +25,18 @@ type Store interface {
 // DefaultAssignmentTTL is how long an unused assignment is kept (the affinity pins' default).
 const DefaultAssignmentTTL = 30 * time.Minute
 
-// MemoryStore is a Store in process memory, for a single replica or static mode.
+// MemoryStore is a Store in process memory, for a single replica or static mode. Its entries
+// are held in an LRU (internal/lru): every operation is O(1), and beyond the bound the least
+// recently used assignment is dropped.
+//
+// Invariant, under mu: every entry shares one TTL refreshed on each use, so the LRU's order is
+// the order of expiry and expired entries are dropped from its back.
 type MemoryStore struct {
 	TTL time.Duration
 	Now func() time.Time
 
-	mu   sync.Mutex
-	m    map[string]memEntry
-	ops  int
-	maxN int
+	mu sync.Mutex
+	m  *lru.Cache[string, memEntry]
 }
 
 type memEntry struct {
@@ -39,10 +44,10 @@ type memEntry struct {
 	exp time.Time
 }
 
-// NewMemoryStore returns a store holding at most maxEntries assignments (expired ones are swept
-// as it grows; beyond the bound the oldest-expiring are dropped).
+// NewMemoryStore returns a store holding at most maxEntries assignments (<= 0: unbounded);
+// expired ones are dropped as new ones come, and beyond the bound the least recently used.
 func NewMemoryStore(ttl time.Duration, maxEntries int) *MemoryStore {
-	return &MemoryStore{TTL: ttl, Now: time.Now, m: map[string]memEntry{}, maxN: maxEntries}
+	return &MemoryStore{TTL: ttl, Now: time.Now, m: lru.New[string, memEntry](maxEntries, nil)}
 }
 
 // Get implements Store.
@@ -50,13 +55,13 @@ func (s *MemoryStore) Get(_ context.Context, key string) (Variant, bool, error) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.Now()
-	e, ok := s.m[key]
+	e, ok := s.m.Get(key)
 	if !ok || now.After(e.exp) {
-		delete(s.m, key)
+		s.m.Remove(key)
 		return "", false, nil
 	}
 	e.exp = now.Add(s.TTL)
-	s.m[key] = e
+	s.m.Put(key, e)
 	return e.v, true, nil
 }
 
@@ -65,33 +70,25 @@ func (s *MemoryStore) Assign(_ context.Context, key string, v Variant) (Variant,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.Now()
-	if e, ok := s.m[key]; ok && !now.After(e.exp) {
+	if e, ok := s.m.Get(key); ok && !now.After(e.exp) {
 		return e.v, nil
 	}
-	s.m[key] = memEntry{v: v, exp: now.Add(s.TTL)}
-	if s.maxN > 0 && len(s.m) > s.maxN {
-		s.sweep(now)
+	s.m.Put(key, memEntry{v: v, exp: now.Add(s.TTL)})
+	for {
+		_, e, ok := s.m.Oldest()
+		if !ok || !now.After(e.exp) {
+			break
+		}
+		s.m.RemoveOldest()
 	}
 	return v, nil
 }
 
-// sweep drops expired entries, then the earliest-expiring ones down to 90% of the bound.
-func (s *MemoryStore) sweep(now time.Time) {
-	for k, e := range s.m {
-		if now.After(e.exp) {
-			delete(s.m, k)
-		}
-	}
-	for len(s.m) > s.maxN*9/10 {
-		var oldest string
-		var t time.Time
-		for k, e := range s.m {
-			if oldest == "" || e.exp.Before(t) {
-				oldest, t = k, e.exp
-			}
-		}
-		delete(s.m, oldest)
-	}
+// Len is the number of assignments held.
+func (s *MemoryStore) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.Len()
 }
 
 // RedisStore is a Store in Redis, shared by every gateway replica.

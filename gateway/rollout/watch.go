@@ -13,11 +13,12 @@ import (
 )
 
 // Watch keeps table current from the AgentRollouts in c (the gateway's informer cache). A
-// rollout whose match rules cannot be built is logged and routes everything to stable.
-func Watch(ctx context.Context, c crcache.Cache, table *Table, client *http.Client) error {
+// rollout whose match rules cannot be built is logged and routes everything to stable. synced
+// reports whether the handler has applied every rollout of the cache's first list.
+func Watch(ctx context.Context, c crcache.Cache, table *Table, client *http.Client) (synced func() bool, err error) {
 	inf, err := c.GetInformer(ctx, &nnv1.AgentRollout{})
 	if err != nil {
-		return fmt.Errorf("watch AgentRollouts: %w", err)
+		return nil, fmt.Errorf("watch AgentRollouts: %w", err)
 	}
 	log := klog.FromContext(ctx)
 	upsert := func(obj any) {
@@ -33,7 +34,7 @@ func Watch(ctx context.Context, c crcache.Cache, table *Table, client *http.Clie
 		}
 		table.Upsert(v)
 	}
-	_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    upsert,
 		UpdateFunc: func(_, obj any) { upsert(obj) },
 		DeleteFunc: func(obj any) {
@@ -46,7 +47,7 @@ func Watch(ctx context.Context, c crcache.Cache, table *Table, client *http.Clie
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("watch AgentRollouts: %w", err)
+		return nil, fmt.Errorf("watch AgentRollouts: %w", err)
 	}
-	return nil
+	return reg.HasSynced, nil
 }

@@ -214,4 +214,9 @@ type Extensions struct {
 	// Handlers are extra HTTP handlers mounted on the gateway's API port by path pattern (for
 	// example "POST /analyze"); the gateway authenticates their callers as it does API calls.
 	Handlers map[string]http.Handler
+	// AdminHandlers are extra handlers mounted on the gateway's admin port, unauthenticated:
+	// that port is reachable only from the controller and the monitoring namespace (the
+	// chart's NetworkPolicy). For clients that cannot send the gateway's credentials (stock
+	// Presidio clients on "POST /analyze").
+	AdminHandlers map[string]http.Handler
 }

@@ -22,7 +22,7 @@ address nor a password Secret. */ -}}
 
 {{- /* gateway/redisacl.ACLRules(prefix) */ -}}
 {{- define "neuronetes.redisACL.gateway" -}}
-resetkeys ~{{ . }}* resetchannels nocommands {{ include "neuronetes.redisSession" . }} +evalsha +eval +get +set +pexpire +zadd +zrem +zremrangebyscore +zcard +zscore +hmget +hset +getex
+resetkeys ~{{ . }}* resetchannels nocommands {{ include "neuronetes.redisSession" . }} +evalsha +eval +time +get +set +pexpire +zadd +zrem +zremrangebyscore +zremrangebyrank +zcard +zscore +hmget +hset +getex
 {{- end -}}
 
 {{- /* dispatcher/redisacl.ACLRules(prefix) */ -}}
