@@ -86,6 +86,10 @@ func runMain(m *testing.M) int {
 	c, err := cluster.Up(ctx, cluster.Options{Root: root, KwokNodes: kwokNodes, Logf: logf})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: the local cluster could not start: %v\n", err)
+		// What did start (etcd, the apiserver, ...) must not outlive the run.
+		if derr := cluster.Down(ctx, root, logf); derr != nil {
+			fmt.Fprintf(os.Stderr, "e2e: cluster-down after the failed start: %v\n", derr)
+		}
 		return 1
 	}
 	if c.Started && os.Getenv("NEURONETES_E2E_KEEP") != "1" {
