@@ -207,18 +207,29 @@ type GateResult struct {
 
 // AgentRolloutStatus reports the rollout.
 type AgentRolloutStatus struct {
-	// ObservedGeneration is the spec generation the rollout runs; a new generation restarts the
-	// rollout from step 0.
+	// ObservedGeneration is the last spec generation the controller acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Run counts the starts from step 0 (1 for the first). The gateway keys each conversation's
+	// variant by the run, so assignments survive pauses and edits that keep the run.
+	// +optional
+	Run int64 `json:"run,omitempty"`
+	// Revision identifies the variants (a hash of spec.stablePool and spec.canaryPool): a new
+	// revision starts a new run from step 0.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+	// SpecHash is a hash of the spec without spec.paused, as last acted on: a change with the
+	// same revision keeps the run's progress (or, after a rollback, starts a new run).
+	// +optional
+	SpecHash string `json:"specHash,omitempty"`
 	// Phase of the rollout.
 	// +optional
 	Phase RolloutPhase `json:"phase,omitempty"`
 	// CurrentStep indexes spec.steps.
 	// +optional
 	CurrentStep int32 `json:"currentStep"`
-	// StepID names the current step's sample window ("<generation>-<step>"); the gateway labels
-	// the step's samples with it.
+	// StepID names the current step's sample window ("<generation>-<step>", the generation the
+	// step was entered at); the gateway labels the step's samples with it.
 	// +optional
 	StepID string `json:"stepID,omitempty"`
 	// StepStartTime is when the current step began.

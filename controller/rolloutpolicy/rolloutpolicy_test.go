@@ -194,15 +194,73 @@ func TestRollbackAndRestart(t *testing.T) {
 	if c := findCond(r.Status.Conditions, nnv1.RolloutConditionRolledBack); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("RolledBack condition: %+v", r.Status.Conditions)
 	}
-	r.Generation = 2 // the user fixed the canary and edited the spec
+	r.Generation = 2 // a new generation that changes nothing but paused is no retry
+	r.Spec.Paused = true
+	Decide(r, cfg, nil, t0.Add(30*time.Minute))
+	if r.Status.Phase != nnv1.RolloutRolledBack || r.Status.Run != 1 {
+		t.Fatalf("pausing a rolled-back rollout restarted it: %+v", r.Status)
+	}
+	r.Generation, r.Spec.Paused = 3, false
+	r.Spec.Steps[0].Pause = "2m" // the user fixed the canary and edited the spec: a retry
 	Decide(r, cfg, nil, t0.Add(time.Hour))
-	if r.Status.Phase != nnv1.RolloutProgressing || r.Status.StepID != "2-0" || findCond(r.Status.Conditions, nnv1.RolloutConditionRolledBack) != nil {
+	if r.Status.Phase != nnv1.RolloutProgressing || r.Status.StepID != "3-0" || r.Status.Run != 2 || findCond(r.Status.Conditions, nnv1.RolloutConditionRolledBack) != nil {
 		t.Fatalf("restart: %+v", r.Status)
 	}
 	r.Spec.Paused = true
 	Decide(r, cfg, nil, t0.Add(2*time.Hour))
 	if r.Status.Phase != nnv1.RolloutPaused || r.Status.CanaryWeight != 10 {
 		t.Fatalf("pause keeps the split: %+v", r.Status)
+	}
+}
+
+// TestPauseAndEditKeepProgress: pausing, resuming and editing the gate keep the run, the step and
+// its samples; editing the current step's weight re-enters it in the same run; removing steps
+// clamps; only a new pool (a new revision) starts a new run from step 0.
+func TestPauseAndEditKeepProgress(t *testing.T) {
+	r := rollout(nnv1.RolloutStep{Weight: 0, Mirror: 50, Pause: "1m"}, nnv1.RolloutStep{Weight: 20, Pause: "1m"},
+		nnv1.RolloutStep{Weight: 50, Pause: "1m"}, nnv1.RolloutStep{Weight: 100})
+	r.Spec.Gate.MinSamples = ptr(int32(100))
+	cfg, _ := ParseConfig(&r.Spec)
+	t0 := time.Unix(1_000_000, 0)
+	rnd := rand.New(rand.NewPCG(7, 8))
+	healthy := &Samples{Stable: variant(rnd, 500, 0.01, 0.2, 0), Canary: variant(rnd, 300, 0.01, 0.2, 0)}
+	Decide(r, cfg, nil, t0)
+	Decide(r, cfg, healthy, t0.Add(61*time.Second))
+	if r.Status.CurrentStep != 1 || r.Status.StepID != "1-1" || r.Status.Run != 1 {
+		t.Fatalf("advance: %+v", r.Status)
+	}
+	started := r.Status.StepStartTime
+	type want struct {
+		phase      nnv1.RolloutPhase
+		step       int32
+		id         string
+		run        int64
+		weight     int32
+		keepsStart bool
+	}
+	for i, c := range []struct {
+		name string
+		edit func(*nnv1.AgentRolloutSpec)
+		want want
+	}{
+		{"pause", func(s *nnv1.AgentRolloutSpec) { s.Paused = true }, want{nnv1.RolloutPaused, 1, "1-1", 1, 20, true}},
+		{"edit gate while paused", func(s *nnv1.AgentRolloutSpec) { s.Gate.MaxTTFTRatio = "1.5" }, want{nnv1.RolloutPaused, 1, "1-1", 1, 20, true}},
+		{"resume", func(s *nnv1.AgentRolloutSpec) { s.Paused = false }, want{nnv1.RolloutProgressing, 1, "1-1", 1, 20, true}},
+		{"edit a later step", func(s *nnv1.AgentRolloutSpec) { s.Steps[2].Weight = 60 }, want{nnv1.RolloutProgressing, 1, "1-1", 1, 20, true}},
+		{"edit the current step", func(s *nnv1.AgentRolloutSpec) { s.Steps[1].Weight = 30 }, want{nnv1.RolloutProgressing, 1, "6-1", 1, 30, false}},
+		{"remove steps", func(s *nnv1.AgentRolloutSpec) { s.Steps = s.Steps[:1] }, want{nnv1.RolloutProgressing, 0, "7-0", 1, 0, false}},
+		{"new canary pool", func(s *nnv1.AgentRolloutSpec) { s.CanaryPool.Name = "v3" }, want{nnv1.RolloutProgressing, 0, "8-0", 2, 0, false}},
+	} {
+		r.Generation++
+		c.edit(&r.Spec)
+		cfg, _ = ParseConfig(&r.Spec)
+		Decide(r, cfg, healthy, t0.Add(time.Duration(62+i)*time.Second))
+		st := r.Status
+		got := want{st.Phase, st.CurrentStep, st.StepID, st.Run, st.CanaryWeight, st.StepStartTime.Equal(started)}
+		if got != c.want {
+			t.Fatalf("%s: got %+v, want %+v", c.name, got, c.want)
+		}
+		started = st.StepStartTime
 	}
 }
 
