@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/neuronetes/neuronetes/gateway/openai"
 	"github.com/neuronetes/neuronetes/gateway/stage"
 )
 
@@ -136,15 +137,7 @@ func (s *Splitter) Shadows(_ context.Context, req *stage.Request) []stage.Shadow
 	if d.variant != Stable || !d.matched || !v.Mirrored(req.ID) {
 		return nil
 	}
-	body := req.Body.Clone()
-	meta := map[string]string{}
-	for k, val := range body.Metadata {
-		meta[k] = val
-	}
-	meta[ShadowMarker] = "true"
-	if b, err := json.Marshal(meta); err == nil {
-		body.Set("metadata", b)
-	}
+	body := shadowBody(req.Body)
 	step := d.step
 	return []stage.Shadow{{Pool: stage.PoolRef{Namespace: v.Namespace, Name: v.Canary}, Body: body,
 		Done: func(o stage.Outcome) {
@@ -154,6 +147,37 @@ func (s *Splitter) Shadows(_ context.Context, req *stage.Request) []stage.Shadow
 				s.Recorder.ShadowToolCalls.WithLabelValues(v.Namespace, v.Name).Add(float64(o.ToolCalls))
 			}
 		}}}
+}
+
+// shadowSessionFields are the body fields that carry a session key by default
+// (route.DefaultSessionKeys): a shadow copy has none of them, and the engine sends it without
+// X-Conversation-Id and X-Session-Id, so the canary's agent cannot write the copy's turn into
+// the live conversation's session memory.
+var shadowSessionFields = []string{"conversation_id", "user"}
+
+// shadowMetadataKeys are the metadata entries removed from a copy for the same reason.
+var shadowMetadataKeys = []string{"conversation_id"}
+
+// shadowBody is the canary's copy of a live body: the session fields removed and the shadow
+// marker set in its metadata. The live body is not changed.
+func shadowBody(live *openai.Request) *openai.Request {
+	body := live.Clone()
+	for _, f := range shadowSessionFields {
+		body.Set(f, nil)
+	}
+	meta := map[string]string{}
+	for k, val := range live.Metadata {
+		meta[k] = val
+	}
+	for _, k := range shadowMetadataKeys {
+		delete(meta, k)
+	}
+	meta[ShadowMarker] = "true"
+	if b, err := json.Marshal(meta); err == nil {
+		body.Set("metadata", b)
+	}
+	body.ConversationID, body.User, body.Metadata = "", "", meta
+	return body
 }
 
 // Observe implements stage.Observer.
