@@ -32,7 +32,8 @@ func (r *request) mirror(ctx context.Context) {
 				klog.FromContext(ctx).Error(err, "Shadow copy not encoded", "pool", sh.Pool.String())
 				continue
 			}
-			c := shadowCopy{sh: sh, body: b, route: body.Route, stream: body.Stream, prompt: openai.EstimateTokens(body.PromptText())}
+			c := shadowCopy{sh: sh, body: b, route: body.Route, stream: body.Stream, prompt: openai.EstimateTokens(body.PromptText()),
+				sreq: shadowRequest(r.sreq, sh)}
 			select {
 			case r.e.shadowSem <- struct{}{}:
 				go r.e.shadow(klog.NewContext(context.WithoutCancel(ctx), klog.FromContext(ctx)), r.sreq.ID, r.sreq.SessionKey, c)
@@ -50,6 +51,56 @@ type shadowCopy struct {
 	route  openai.Route
 	stream bool
 	prompt int
+	// sreq is the copy's own stage request (the shadow pool chosen, the request checks' flags
+	// so far): the response filters run against it and add their flags to it, not to the
+	// client's request.
+	sreq *stage.Request
+}
+
+// shadowRequest is the stage request of a copy, made on the request's goroutine: the live
+// request's flags are copied before its own response filters can add to them.
+func shadowRequest(live *stage.Request, sh stage.Shadow) *stage.Request {
+	c := *live
+	c.Pool, c.Body = sh.Pool, sh.Body
+	c.Flags = append([]string(nil), live.Flags...)
+	return &c
+}
+
+// shadowFilters runs the response filters (the guardrails of the shadow pool's policy) over a
+// copy's response, so the copy's outcome carries the guardrail actions the live response of
+// that pool would have had; the response is still discarded.
+func (e *Engine) shadowFilters(ctx context.Context, sreq *stage.Request) *filterChain {
+	fc := &filterChain{closed: map[int]bool{}, seen: map[int]bool{}}
+	for _, f := range e.Ext.Filters {
+		if s := f.NewStream(ctx, sreq); s != nil {
+			fc.fs = append(fc.fs, s)
+		}
+	}
+	return fc
+}
+
+// filterShadow passes a parsed chunk of the copy's response through fc; end closes every open
+// choice. It records a block in out and reports whether the copy's response is done.
+func filterShadow(fc *filterChain, c *openai.Chunk, end bool, out *stage.Outcome) bool {
+	if c != nil {
+		if _, err := fc.filterChunk(c); err != nil {
+			out.Err = "response filter: " + err.Error()
+			return true
+		}
+	}
+	if end {
+		for _, choice := range fc.open() {
+			if _, err := fc.apply(choice, "", true); err != nil {
+				out.Err = "response filter: " + err.Error()
+				return true
+			}
+		}
+	}
+	if why, ok := fc.blocked(); ok {
+		out.Blocked = why
+		return true
+	}
+	return false
 }
 
 // shadow sends one copy and discards its response.
@@ -58,7 +109,12 @@ func (e *Engine) shadow(ctx context.Context, id, sessionKey string, c shadowCopy
 	sh := c.sh
 	start := e.now()
 	out := stage.Outcome{Pool: sh.Pool, Shadow: true}
+	sreq := c.sreq
+	if sreq == nil {
+		sreq = &stage.Request{ID: id, SessionKey: sessionKey, Pool: sh.Pool}
+	}
 	defer func() {
+		out.Flags = sreq.Flags
 		out.Duration = e.now().Sub(start)
 		res := "ok"
 		if out.Err != "" {
@@ -99,12 +155,17 @@ func (e *Engine) shadow(ctx context.Context, id, sessionKey string, c shadowCopy
 		data, err := x.ReadAll(e.Cfg.MaxResponseBytes)
 		if err != nil {
 			out.Err = x.Err(err).Error()
-		} else if c, err := openai.ParseChunk(data); err == nil {
-			out.ToolCalls += toolCalls(c)
+		} else if ch, err := openai.ParseChunk(data); err == nil {
+			out.ToolCalls += toolCalls(ch)
+			for i := range ch.Choices {
+				ch.Choices[i].FinishReason = ptr("stop") // closes every choice
+			}
+			filterShadow(e.shadowFilters(ctx, sreq), ch, false, &out)
 		}
 		out.TTFT = e.now().Sub(start)
 		return
 	}
+	fc := e.shadowFilters(ctx, sreq)
 	for {
 		data, err := x.Stream.Next()
 		if err != nil {
@@ -119,12 +180,16 @@ func (e *Engine) shadow(ctx context.Context, id, sessionKey string, c shadowCopy
 			lease.FirstToken()
 		}
 		if bytes.Equal(data, proxy.Done) {
+			filterShadow(fc, nil, true, &out)
 			return
 		}
-		if c, err := openai.ParseChunk(data); err == nil {
-			out.ToolCalls += toolCalls(c)
-			if c.Usage != nil {
-				out.PromptTokens, out.CompletionTokens = c.Usage.PromptTokens, c.Usage.CompletionTokens
+		if ch, err := openai.ParseChunk(data); err == nil {
+			out.ToolCalls += toolCalls(ch)
+			if ch.Usage != nil {
+				out.PromptTokens, out.CompletionTokens = ch.Usage.PromptTokens, ch.Usage.CompletionTokens
+			}
+			if filterShadow(fc, ch, false, &out) {
+				return // blocked: the live response would have stopped here
 			}
 		}
 	}
