@@ -29,6 +29,7 @@ type Config struct {
 	Gate     GateConfig
 	Interval time.Duration
 	Pauses   []time.Duration
+	Drain    DrainConfig
 }
 
 // ParseConfig validates the parts of spec the API schema cannot and applies defaults. Errors
@@ -62,6 +63,9 @@ func ParseConfig(spec *nnv1.AgentRolloutSpec) (Config, error) {
 		}
 	}
 	if c.Interval, err = duration(g.Interval, DefaultInterval, "spec.gate.interval"); err != nil {
+		return c, err
+	}
+	if c.Drain, err = parseDrain(spec.Drain); err != nil {
 		return c, err
 	}
 	for i, s := range spec.Steps {

@@ -55,9 +55,10 @@ func observeSpec(r *nnv1.AgentRollout, now time.Time) ([]Event, bool) {
 	case st.Phase == "" || st.Revision != rev || (changed && st.Phase == nnv1.RolloutRolledBack):
 		st.Revision = rev
 		st.Run++
-		st.LastGate, st.Samples = nil, nil
+		st.LastGate, st.Samples, st.Drained = nil, nil, false
 		meta.RemoveStatusCondition(&st.Conditions, nnv1.RolloutConditionRolledBack)
 		meta.RemoveStatusCondition(&st.Conditions, nnv1.RolloutConditionPromoted)
+		meta.RemoveStatusCondition(&st.Conditions, nnv1.RolloutConditionDrained)
 		ev := []Event{{Type: "Normal", Reason: "Started", Message: fmt.Sprintf("rollout run %d (generation %d) started: %s -> %s",
 			st.Run, r.Generation, spec.StablePool.Name, spec.CanaryPool.Name)}}
 		return append(ev, enterStep(r, 0, now)...), true

@@ -275,6 +275,53 @@ func TestParseConfigNamesFields(t *testing.T) {
 	if _, err := ParseConfig(&r.Spec); err == nil || !contains(err.Error(), "spec.steps[0].pause") {
 		t.Fatalf("%v", err)
 	}
+	r.Spec.Steps[0].Pause = ""
+	r.Spec.Drain = &nnv1.RolloutDrain{Timeout: "later"}
+	if _, err := ParseConfig(&r.Spec); err == nil || !contains(err.Error(), "spec.drain.timeout") {
+		t.Fatalf("%v", err)
+	}
+}
+
+// TestDrain: a promoted rollout keeps its stable conversations on the old pool until the drain
+// timeout, then is Drained (every request to the canary) and scales the old pool down once,
+// unless scaleDown is false; other phases never drain.
+func TestDrain(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	for _, c := range []struct {
+		name      string
+		phase     nnv1.RolloutPhase
+		drain     *nnv1.RolloutDrain
+		drained   bool
+		after     time.Duration
+		want      DrainDecision
+		wantDrain bool
+	}{
+		{"progressing", nnv1.RolloutProgressing, nil, false, time.Hour, DrainDecision{}, false},
+		{"rolled back", nnv1.RolloutRolledBack, nil, false, time.Hour, DrainDecision{}, false},
+		{"before the default timeout", nnv1.RolloutPromoted, nil, false, 20 * time.Minute, DrainDecision{RequeueAfter: 10 * time.Minute}, false},
+		{"at the default timeout", nnv1.RolloutPromoted, nil, false, 30 * time.Minute, DrainDecision{ScaleDown: "v1"}, true},
+		{"own timeout", nnv1.RolloutPromoted, &nnv1.RolloutDrain{Timeout: "5m"}, false, 5 * time.Minute, DrainDecision{ScaleDown: "v1"}, true},
+		{"no scale-down", nnv1.RolloutPromoted, &nnv1.RolloutDrain{ScaleDown: ptr(false)}, false, time.Hour, DrainDecision{}, true},
+		{"already drained", nnv1.RolloutPromoted, nil, true, 2 * time.Hour, DrainDecision{}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := rollout(nnv1.RolloutStep{Weight: 100})
+			r.Spec.Drain = c.drain
+			start := metav1.NewTime(t0)
+			r.Status = nnv1.AgentRolloutStatus{Phase: c.phase, StepStartTime: &start, Drained: c.drained}
+			cfg, err := ParseConfig(&r.Spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, ev := Drain(r, cfg, t0.Add(c.after))
+			if d != c.want || r.Status.Drained != c.wantDrain {
+				t.Fatalf("got %+v drained %v, want %+v drained %v", d, r.Status.Drained, c.want, c.wantDrain)
+			}
+			if fresh := c.wantDrain && !c.drained; fresh != (len(ev) == 1) || fresh != (findCond(r.Status.Conditions, nnv1.RolloutConditionDrained) != nil) {
+				t.Fatalf("events %v conditions %+v", ev, r.Status.Conditions)
+			}
+		})
+	}
 }
 
 func contains(s, sub string) bool { return indexOf(s, sub) >= 0 }

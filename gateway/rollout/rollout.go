@@ -53,6 +53,9 @@ type View struct {
 	// Run is the rollout's run (status.run): assignments are kept per run, so a pause or an
 	// edit that keeps the run keeps every conversation's variant.
 	Run int64
+	// Drained is status.drained: after a promotion, the stable pool is drained and every
+	// request, of every conversation, goes to the canary.
+	Drained bool
 	// Match selects the participating requests (nil: all).
 	Match *Matcher
 }
@@ -104,7 +107,7 @@ func (v *View) Pool(x Variant) string {
 func ViewOf(r *nnv1.AgentRollout, m *Matcher) *View {
 	return &View{Namespace: r.Namespace, Name: r.Name, UID: string(r.UID), Stable: r.Spec.StablePool.Name,
 		Canary: r.Spec.CanaryPool.Name, Phase: r.Status.Phase, Weight: r.Status.CanaryWeight, Mirror: r.Status.Mirror,
-		StepID: r.Status.StepID, Run: r.Status.Run, Match: m}
+		StepID: r.Status.StepID, Run: r.Status.Run, Drained: r.Status.Drained, Match: m}
 }
 
 // Table holds the views, found by the pools they name. A pool named by several rollouts

@@ -279,3 +279,40 @@ func TestPauseAndEditKeepAssignments(t *testing.T) {
 		}
 	}
 }
+
+// TestPromotionDrainsOldPool: after a promotion conversations assigned to the stable pool
+// finish there while new ones go to the canary; once the rollout is drained every request, of
+// every conversation, goes to the canary.
+func TestPromotionDrainsOldPool(t *testing.T) {
+	v := view(nnv1.RolloutProgressing, 50, 0, "1-1")
+	s, _ := newSplitter(v, NewMemoryStore(time.Hour, 0))
+	var onStable []string
+	for c := 0; c < 200; c++ {
+		conv := fmt.Sprint("conv-", c)
+		if p, _ := s.Select(context.Background(), request(fmt.Sprint("a", c), conv)); p.Name == "v1" {
+			onStable = append(onStable, conv)
+		}
+	}
+	if len(onStable) == 0 {
+		t.Fatal("no conversation on stable at weight 50")
+	}
+	promoted := *v
+	promoted.Phase, promoted.Weight, promoted.StepID = nnv1.RolloutPromoted, 100, "1-2"
+	s.Table.Upsert(&promoted)
+	for _, conv := range onStable {
+		if p, _ := s.Select(context.Background(), request("b"+conv, conv)); p.Name != "v1" {
+			t.Fatalf("promoted, not drained: %s left the stable pool", conv)
+		}
+	}
+	if p, _ := s.Select(context.Background(), request("new", "conv-new")); p.Name != "v2" {
+		t.Fatalf("a new conversation after promotion went to %s", p.Name)
+	}
+	drained := promoted
+	drained.Drained = true
+	s.Table.Upsert(&drained)
+	for _, conv := range onStable {
+		if p, _ := s.Select(context.Background(), request("c"+conv, conv)); p.Name != "v2" {
+			t.Fatalf("drained: %s still on %s", conv, p.Name)
+		}
+	}
+}
