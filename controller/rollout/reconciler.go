@@ -65,7 +65,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	meta.RemoveStatusCondition(&ro.Status.Conditions, ConditionInvalid)
 	var samples *rolloutpolicy.Samples
-	if ro.Status.Phase == nnv1.RolloutProgressing && ro.Status.ObservedGeneration == ro.Generation {
+	// The step's samples, where the gate may look at them: a new generation keeps the step in
+	// most cases (rolloutpolicy.Decide ignores them when it re-enters or restarts), and a
+	// rollout being resumed is judged at once.
+	if st := ro.Status.Phase; st == nnv1.RolloutProgressing || st == nnv1.RolloutPaused && !ro.Spec.Paused {
 		if samples, err = r.Source.Samples(ctx, &ro); err != nil {
 			log.Info("Rollout samples unavailable; the gate waits", "err", err.Error())
 			samples = nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -227,5 +228,40 @@ func TestMissingPoolIsInvalid(t *testing.T) {
 	}
 	if !strings.Contains(events(rec), "InvalidSpec") {
 		t.Fatal("no InvalidSpec event")
+	}
+}
+
+// TestPauseHoldsStepAndResumeJudges: pausing a rollout holds its step and samples (no restart),
+// and the reconcile that resumes it judges the step's samples at once.
+func TestPauseHoldsStepAndResumeJudges(t *testing.T) {
+	r, _, reps, now := setup(t, objects()...)
+	ctx := context.Background()
+	reconcileOnce(t, r)
+	(*reps)[0].serve("1-0", "stable", "live", 300, 2, 0.2)
+	(*reps)[0].serve("1-0", "canary", "shadow", 150, 1, 0.2)
+	edit := func(paused bool) *nnv1.AgentRollout {
+		var ro nnv1.AgentRollout
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "chat"}, &ro); err != nil {
+			t.Fatal(err)
+		}
+		ro.Spec.Paused = paused
+		ro.Generation++
+		if err := r.Client.Update(ctx, &ro); err != nil {
+			t.Fatal(err)
+		}
+		*now = now.Add(10 * time.Second)
+		return reconcileOnce(t, r)
+	}
+	ro := edit(true)
+	if ro.Status.Phase != nnv1.RolloutPaused || ro.Status.StepID != "1-0" || ro.Status.Run != 1 {
+		t.Fatalf("pause: %+v", ro.Status)
+	}
+	*now = now.Add(time.Minute) // the step's pause (30s) ends while paused
+	ro = edit(false)
+	if ro.Status.CurrentStep != 1 || ro.Status.Run != 1 || ro.Status.StepID == "1-0" {
+		t.Fatalf("resume did not judge step 0's samples: %+v %+v", ro.Status, ro.Status.LastGate)
+	}
+	if c := meta.FindStatusCondition(ro.Status.Conditions, nnv1.RolloutConditionProgressing); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("Progressing condition after resume: %+v", c)
 	}
 }

@@ -131,8 +131,11 @@ func Decide(r *nnv1.AgentRollout, cfg Config, samples *Samples, now time.Time) [
 		hold(r)
 		return nil
 	}
-	st.Phase = nnv1.RolloutProgressing
 	step := int(st.CurrentStep)
+	if st.Phase == nnv1.RolloutPaused {
+		setCond(st, nnv1.RolloutConditionProgressing, metav1.ConditionTrue, "Resumed", fmt.Sprintf("resumed on step %d", step), r.Generation)
+	}
+	st.Phase = nnv1.RolloutProgressing
 	cur := spec.Steps[step]
 	var out Outcome
 	if cur.Weight == 0 && cur.Mirror == 0 {

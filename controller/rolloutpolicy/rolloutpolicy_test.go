@@ -260,6 +260,9 @@ func TestPauseAndEditKeepProgress(t *testing.T) {
 		if got != c.want {
 			t.Fatalf("%s: got %+v, want %+v", c.name, got, c.want)
 		}
+		if p := findCond(st.Conditions, nnv1.RolloutConditionProgressing); p == nil || (p.Status == metav1.ConditionTrue) != (st.Phase == nnv1.RolloutProgressing) {
+			t.Fatalf("%s: Progressing condition %+v in phase %s", c.name, p, st.Phase)
+		}
 		started = st.StepStartTime
 	}
 }
