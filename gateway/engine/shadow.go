@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -12,6 +13,7 @@ import (
 	"github.com/neuronetes/neuronetes/gateway/openai"
 	"github.com/neuronetes/neuronetes/gateway/pick"
 	"github.com/neuronetes/neuronetes/gateway/proxy"
+	"github.com/neuronetes/neuronetes/gateway/route"
 	"github.com/neuronetes/neuronetes/gateway/stage"
 )
 
@@ -27,6 +29,7 @@ func (r *request) mirror(ctx context.Context) {
 			if body == nil {
 				body = r.body
 			}
+			body = withoutSessionKeys(body, r.pool, r.e.Table.Load(), sh.Pool)
 			b, err := body.Body()
 			if err != nil {
 				klog.FromContext(ctx).Error(err, "Shadow copy not encoded", "pool", sh.Pool.String())
@@ -42,6 +45,50 @@ func (r *request) mirror(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// withoutSessionKeys returns body without the session key fields of the live pool's and the
+// shadow pool's policies (conversation_id, user, metadata.<key>), cloned when it has any. The
+// copy is sent without the session headers too, so the shadow pool's agent cannot resolve the
+// live conversation and write the copy's turn into its session memory.
+func withoutSessionKeys(body *openai.Request, live *route.Pool, snap *route.Snapshot, shadow route.PoolRef) *openai.Request {
+	var sources []route.KeySource
+	if live != nil {
+		sources = append(sources, live.Policy.SessionKeys...)
+	}
+	if p, ok := snap.Pool(shadow); ok {
+		sources = append(sources, p.Policy.SessionKeys...)
+	}
+	var out *openai.Request
+	var meta map[string]json.RawMessage
+	for _, s := range sources {
+		key, inMeta := strings.CutPrefix(s.Body, "metadata.")
+		switch {
+		case s.Body == "":
+			continue
+		case !inMeta && body.Field(s.Body) != nil:
+			if out == nil {
+				out = body.Clone()
+			}
+			out.Set(s.Body, nil)
+		case inMeta:
+			if meta == nil && json.Unmarshal(body.Field("metadata"), &meta) != nil {
+				continue
+			}
+			if _, has := meta[key]; has {
+				if out == nil {
+					out = body.Clone()
+				}
+				delete(meta, key)
+				b, _ := json.Marshal(meta) // raw values decoded from JSON: cannot fail
+				out.Set("metadata", b)
+			}
+		}
+	}
+	if out == nil {
+		return body
+	}
+	return out
 }
 
 // shadowCopy is one encoded shadow request.

@@ -60,7 +60,8 @@ func rolloutHarness(t *testing.T, stableB, canaryB *backend) (*harness, *rollout
 }
 
 // TestShadowCopyKeepsOutOfLiveSession: the rollout's shadow copy reaches the canary without
-// any session key (no session header, no conversation_id, user or metadata.conversation_id),
+// any session key (no session header, no conversation_id, user or metadata.<key> its pools'
+// policies read),
 // so the live conversation's session memory is written once, by the stable pool's agent.
 func TestShadowCopyKeepsOutOfLiveSession(t *testing.T) {
 	stableB, canaryB := newBackend(t), newBackend(t)
@@ -68,8 +69,11 @@ func TestShadowCopyKeepsOutOfLiveSession(t *testing.T) {
 	stableB.set(mem.agent(streamTokens(3, 0)))
 	canaryB.set(mem.agent(streamTokens(3, 0)))
 	h, _ := rolloutHarness(t, stableB, canaryB)
+	// The stable pool's policy also reads a session key from metadata.chat (a RoutingPolicy's
+	// body:metadata.<key>): the copy drops that field too.
+	h.pool.Policy.SessionKeys = append([]route.KeySource{{Body: "metadata.chat"}}, route.DefaultSessionKeys...)
 
-	s := h.do(context.Background(), anyone, nil, chat(true, `,"conversation_id":"conv-1","user":"alice","metadata":{"conversation_id":"conv-1","app":"x"}`))
+	s := h.do(context.Background(), anyone, nil, chat(true, `,"conversation_id":"conv-1","user":"alice","metadata":{"conversation_id":"conv-1","chat":"c-9","app":"x"}`))
 	if s.err != nil || s.meta.Pool != "ns/pool" {
 		t.Fatalf("live request: %v %+v", s.err, s.meta)
 	}
@@ -92,7 +96,7 @@ func TestShadowCopyKeepsOutOfLiveSession(t *testing.T) {
 		}
 	}
 	md, _ := sh.body["metadata"].(map[string]any)
-	if _, has := md["conversation_id"]; has || md["app"] != "x" || md[rollout.ShadowMarker] != "true" {
+	if _, has := md["conversation_id"]; has || md["chat"] != nil || md["app"] != "x" || md[rollout.ShadowMarker] != "true" {
 		t.Errorf("shadow metadata %v", md)
 	}
 	live := stableB.last()

@@ -154,34 +154,19 @@ func (s *Splitter) Shadows(_ context.Context, req *stage.Request) []stage.Shadow
 		}}}
 }
 
-// shadowSessionFields are the body fields that carry a session key by default
-// (route.DefaultSessionKeys): a shadow copy has none of them, and the engine sends it without
-// X-Conversation-Id and X-Session-Id, so the canary's agent cannot write the copy's turn into
-// the live conversation's session memory.
-var shadowSessionFields = []string{"conversation_id", "user"}
-
-// shadowMetadataKeys are the metadata entries removed from a copy for the same reason.
-var shadowMetadataKeys = []string{"conversation_id"}
-
-// shadowBody is the canary's copy of a live body: the session fields removed and the shadow
-// marker set in its metadata. The live body is not changed.
+// shadowBody is the canary's copy of a live body with the shadow marker set in its metadata;
+// the engine removes the session key fields from every copy. The live body is not changed.
 func shadowBody(live *openai.Request) *openai.Request {
 	body := live.Clone()
-	for _, f := range shadowSessionFields {
-		body.Set(f, nil)
-	}
 	meta := map[string]string{}
 	for k, val := range live.Metadata {
 		meta[k] = val
-	}
-	for _, k := range shadowMetadataKeys {
-		delete(meta, k)
 	}
 	meta[ShadowMarker] = "true"
 	if b, err := json.Marshal(meta); err == nil {
 		body.Set("metadata", b)
 	}
-	body.ConversationID, body.User, body.Metadata = "", "", meta
+	body.Metadata = meta
 	return body
 }
 
