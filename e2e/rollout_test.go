@@ -205,10 +205,11 @@ spec:
   canaryPool: {name: canary}
   steps:
     - {weight: 0, mirror: 100, pause: 20s}
-    - {weight: 30, pause: 2s}
+    - {weight: 30, pause: 20s}
     - {weight: 60, pause: 2s}
     - {weight: 100}
   gate: {minSamples: 15, interval: 2s, maxTTFTRatio: 3, maxErrorRateIncrease: 0.05}
+  drain: {timeout: 40s}
 `)
 	guardPoolReady(t, e, ns, "stable", 1)
 	guardPoolReady(t, e, ns, "canary", 1)
@@ -235,6 +236,20 @@ spec:
 			t.Fatalf("conversation %s was served by %s during the shadow step", conv, p)
 		}
 	}
+	// A pause holds the weighted step (no restart at step 0), and no conversation changes variant.
+	tr.driveUntil(2*time.Minute, 4, func() bool { return fmt.Sprint(rolloutStatus(t, e, ns, "chat")["currentStep"]) == "1" })
+	e.Kubectl(t, "patch", "agentrollout", "chat", "-n", ns, "--type=merge", "-p", `{"spec":{"paused":true}}`)
+	held := rolloutStatus(t, e, ns, "chat")["stepID"]
+	Eventually(t, 30*time.Second, "rollout paused on step 1", func() (bool, error) {
+		st := rolloutStatus(t, e, ns, "chat")
+		return st["phase"] == "Paused", fmt.Errorf("status %v", st)
+	})
+	tr.round(tr.known(), 4)
+	time.Sleep(5 * time.Second) // two gate intervals
+	if st := rolloutStatus(t, e, ns, "chat"); st["phase"] != "Paused" || fmt.Sprint(st["currentStep"]) != "1" || st["stepID"] != held {
+		t.Fatalf("the pause did not hold step 1 (%v): %v", held, st)
+	}
+	e.Kubectl(t, "patch", "agentrollout", "chat", "-n", ns, "--type=merge", "-p", `{"spec":{"paused":false}}`)
 	tr.driveUntil(5*time.Minute, 4, func() bool { return rolloutStatus(t, e, ns, "chat")["phase"] == "Promoted" })
 	if len(tr.flips) > 0 {
 		t.Fatalf("conversations changed variant: %v", tr.flips)
@@ -264,5 +279,30 @@ spec:
 	if len(tr.flips) > 0 {
 		t.Fatalf("conversations changed variant after promotion: %v", tr.flips)
 	}
-	t.Logf("responses by status %v; %d conversations, %d on the canary", tr.codes, len(tr.pool), onCanary)
+	// Drain: spec.drain.timeout after the promotion every request goes to the canary, and the
+	// stable pool is scaled to 0.
+	Eventually(t, 2*time.Minute, "rollout drained", func() (bool, error) {
+		st := rolloutStatus(t, e, ns, "chat")
+		return st["drained"] == true, fmt.Errorf("status %v", st)
+	})
+	var onStable []string
+	for conv, p := range tr.pool {
+		if strings.HasSuffix(p, "/stable") {
+			onStable = append(onStable, conv)
+		}
+	}
+	Eventually(t, 30*time.Second, "drained conversations on the canary", func() (bool, error) {
+		tr.flips = nil
+		tr.round(onStable, 0)
+		return len(tr.flips) == len(onStable), fmt.Errorf("%d of %d stable conversations moved: %v", len(tr.flips), len(onStable), tr.flips)
+	})
+	for _, f := range tr.flips {
+		if !strings.HasSuffix(f.to, "/canary") {
+			t.Fatalf("a drained conversation went to %s", f.to)
+		}
+	}
+	if r := e.Kubectl(t, "get", "agentpool", "stable", "-n", ns, "-o", "jsonpath={.spec.replicas}/{.spec.minReplicas}"); strings.TrimSpace(r) != "0/0" {
+		t.Fatalf("drained stable pool replicas/minReplicas %q, want 0/0", r)
+	}
+	t.Logf("responses by status %v; %d conversations, %d on the canary, %d moved by the drain", tr.codes, len(tr.pool), onCanary, len(onStable))
 }

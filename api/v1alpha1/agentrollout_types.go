@@ -110,6 +110,19 @@ type RolloutGate struct {
 	Quality *QualityGate `json:"quality,omitempty"`
 }
 
+// RolloutDrain configures the drain of the stable pool after a promotion.
+type RolloutDrain struct {
+	// Timeout is how long conversations assigned to the stable pool keep it after the promotion
+	// (default 30m, the gateway's default assignment TTL); then every request goes to the canary
+	// pool and the stable pool is drained.
+	// +optional
+	Timeout Duration `json:"timeout,omitempty"`
+	// ScaleDown sets the stable pool's spec.replicas and spec.minReplicas to 0 once it is
+	// drained (default true).
+	// +optional
+	ScaleDown *bool `json:"scaleDown,omitempty"`
+}
+
 // AgentRolloutSpec declares a rollout from a stable AgentPool to a canary AgentPool of the same
 // model (the pools may differ in model version, system prompt, tools, runtime or guardrails).
 //
@@ -134,6 +147,9 @@ type AgentRolloutSpec struct {
 	// Paused holds the rollout on its current step (traffic keeps its split; no gate decisions).
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+	// Drain configures the drain of the stable pool after a promotion.
+	// +optional
+	Drain *RolloutDrain `json:"drain,omitempty"`
 }
 
 // RolloutPhase is where a rollout stands.
@@ -207,18 +223,29 @@ type GateResult struct {
 
 // AgentRolloutStatus reports the rollout.
 type AgentRolloutStatus struct {
-	// ObservedGeneration is the spec generation the rollout runs; a new generation restarts the
-	// rollout from step 0.
+	// ObservedGeneration is the last spec generation the controller acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Run counts the starts from step 0 (1 for the first). The gateway keys each conversation's
+	// variant by the run, so assignments survive pauses and edits that keep the run.
+	// +optional
+	Run int64 `json:"run,omitempty"`
+	// Revision identifies the variants (a hash of spec.stablePool and spec.canaryPool): a new
+	// revision starts a new run from step 0.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+	// SpecHash is a hash of the spec without spec.paused, as last acted on: a change with the
+	// same revision keeps the run's progress (or, after a rollback, starts a new run).
+	// +optional
+	SpecHash string `json:"specHash,omitempty"`
 	// Phase of the rollout.
 	// +optional
 	Phase RolloutPhase `json:"phase,omitempty"`
 	// CurrentStep indexes spec.steps.
 	// +optional
 	CurrentStep int32 `json:"currentStep"`
-	// StepID names the current step's sample window ("<generation>-<step>"); the gateway labels
-	// the step's samples with it.
+	// StepID names the current step's sample window ("<generation>-<step>", the generation the
+	// step was entered at); the gateway labels the step's samples with it.
 	// +optional
 	StepID string `json:"stepID,omitempty"`
 	// StepStartTime is when the current step began.
@@ -230,6 +257,10 @@ type AgentRolloutStatus struct {
 	// Mirror is the share of stable requests mirrored to the canary now.
 	// +optional
 	Mirror int32 `json:"mirror"`
+	// Drained is true once a promoted rollout's stable pool is drained: the gateway then sends
+	// every request, of every conversation, to the canary pool.
+	// +optional
+	Drained bool `json:"drained,omitempty"`
 	// Samples on the current step.
 	// +optional
 	Samples *RolloutSamples `json:"samples,omitempty"`
@@ -251,6 +282,8 @@ const (
 	RolloutConditionRolledBack = "RolledBack"
 	// RolloutConditionPromoted is true after the last step passed.
 	RolloutConditionPromoted = "Promoted"
+	// RolloutConditionDrained is true once the stable pool is drained after a promotion.
+	RolloutConditionDrained = "Drained"
 )
 
 // Metric names the gateway exports per rollout and the controller's gate reads (Prometheus text

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -64,23 +65,51 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	meta.RemoveStatusCondition(&ro.Status.Conditions, ConditionInvalid)
 	var samples *rolloutpolicy.Samples
-	if ro.Status.Phase == nnv1.RolloutProgressing && ro.Status.ObservedGeneration == ro.Generation {
+	// The step's samples, where the gate may look at them: a new generation keeps the step in
+	// most cases (rolloutpolicy.Decide ignores them when it re-enters or restarts), and a
+	// rollout being resumed is judged at once.
+	if st := ro.Status.Phase; st == nnv1.RolloutProgressing || st == nnv1.RolloutPaused && !ro.Spec.Paused {
 		if samples, err = r.Source.Samples(ctx, &ro); err != nil {
 			log.Info("Rollout samples unavailable; the gate waits", "err", err.Error())
 			samples = nil
 		}
 	}
-	for _, ev := range rolloutpolicy.Decide(&ro, cfg, samples, r.now()) {
+	events := rolloutpolicy.Decide(&ro, cfg, samples, r.now())
+	drain, ev := rolloutpolicy.Drain(&ro, cfg, r.now())
+	events = append(events, ev...)
+	if drain.ScaleDown != "" {
+		// Before the status: a failed scale-down leaves the rollout undrained, and the next
+		// reconcile decides the drain again.
+		if err := r.scaleDown(ctx, ro.Namespace, drain.ScaleDown); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	for _, ev := range events {
 		r.Recorder.Eventf(&ro, ev.Type, ev.Reason, "%s", ev.Message)
 		log.Info("Rollout event", "reason", ev.Reason, "message", ev.Message)
 	}
 	if err := r.writeStatus(ctx, &ro, before); err != nil {
 		return ctrl.Result{}, err
 	}
-	if ro.Status.Phase == nnv1.RolloutPromoted || ro.Status.Phase == nnv1.RolloutRolledBack {
+	switch ro.Status.Phase {
+	case nnv1.RolloutPromoted:
+		return ctrl.Result{RequeueAfter: drain.RequeueAfter}, nil
+	case nnv1.RolloutRolledBack:
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{RequeueAfter: cfg.Interval}, nil
+}
+
+// scaleDown sets a drained stable pool's spec.replicas and spec.minReplicas to 0 (a merge patch:
+// nothing else of the pool changes).
+func (r *Reconciler) scaleDown(ctx context.Context, namespace, pool string) error {
+	p := &nnv1.AgentPool{}
+	p.Namespace, p.Name = namespace, pool
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":0,"minReplicas":0}}`))
+	if err := r.Client.Patch(ctx, p, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("scale down drained pool %s/%s: %w", namespace, pool, err)
+	}
+	return nil
 }
 
 func (r *Reconciler) now() time.Time {

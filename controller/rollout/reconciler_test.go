@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -133,6 +134,55 @@ func TestHealthyCanaryIsPromotedThroughAllSteps(t *testing.T) {
 	if ev := events(rec); !strings.Contains(ev, "Normal Promoted") || !strings.Contains(ev, "StepPassed") {
 		t.Fatalf("events: %s", ev)
 	}
+	testDrain(t, r, rec, now)
+}
+
+// testDrain: a promoted rollout drains the stable pool after spec.drain.timeout (default 30m):
+// status.drained, condition and Event Drained, the pool scaled to 0 once (a later scale-up by
+// the user is left alone).
+func testDrain(t *testing.T, r *Reconciler, rec *record.FakeRecorder, now *time.Time) {
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: "ns", Name: "v1"}
+	var pool nnv1.AgentPool
+	if err := r.Client.Get(ctx, key, &pool); err != nil {
+		t.Fatal(err)
+	}
+	pool.Spec.Replicas, pool.Spec.MinReplicas = ptr(int32(3)), ptr(int32(2))
+	if err := r.Client.Update(ctx, &pool); err != nil {
+		t.Fatal(err)
+	}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "chat"}}
+	*now = now.Add(29 * time.Minute)
+	res, err := r.Reconcile(ctx, req)
+	if err != nil || res.RequeueAfter != time.Minute {
+		t.Fatalf("before the drain timeout: %+v %v", res, err)
+	}
+	if err := r.Client.Get(ctx, key, &pool); err != nil || *pool.Spec.Replicas != 3 {
+		t.Fatalf("scaled before the drain ended: %+v %v", pool.Spec, err)
+	}
+	*now = now.Add(time.Minute)
+	if res, err = r.Reconcile(ctx, req); err != nil || res.RequeueAfter != 0 {
+		t.Fatalf("drain: %+v %v", res, err)
+	}
+	var ro nnv1.AgentRollout
+	if err := r.Client.Get(ctx, req.NamespacedName, &ro); err != nil || !ro.Status.Drained {
+		t.Fatalf("not drained: %+v %v", ro.Status, err)
+	}
+	if err := r.Client.Get(ctx, key, &pool); err != nil || *pool.Spec.Replicas != 0 || *pool.Spec.MinReplicas != 0 {
+		t.Fatalf("stable pool not scaled down: %+v %v", pool.Spec, err)
+	}
+	if ev := events(rec); !strings.Contains(ev, "Normal Drained") {
+		t.Fatalf("events: %s", ev)
+	}
+	pool.Spec.Replicas = ptr(int32(1))
+	if err := r.Client.Update(ctx, &pool); err != nil {
+		t.Fatal(err)
+	}
+	*now = now.Add(time.Hour)
+	reconcileOnce(t, r)
+	if err := r.Client.Get(ctx, key, &pool); err != nil || *pool.Spec.Replicas != 1 {
+		t.Fatalf("a drained pool scaled up again was scaled down: %+v %v", pool.Spec, err)
+	}
 }
 
 func TestErroringCanaryIsRolledBack(t *testing.T) {
@@ -178,5 +228,40 @@ func TestMissingPoolIsInvalid(t *testing.T) {
 	}
 	if !strings.Contains(events(rec), "InvalidSpec") {
 		t.Fatal("no InvalidSpec event")
+	}
+}
+
+// TestPauseHoldsStepAndResumeJudges: pausing a rollout holds its step and samples (no restart),
+// and the reconcile that resumes it judges the step's samples at once.
+func TestPauseHoldsStepAndResumeJudges(t *testing.T) {
+	r, _, reps, now := setup(t, objects()...)
+	ctx := context.Background()
+	reconcileOnce(t, r)
+	(*reps)[0].serve("1-0", "stable", "live", 300, 2, 0.2)
+	(*reps)[0].serve("1-0", "canary", "shadow", 150, 1, 0.2)
+	edit := func(paused bool) *nnv1.AgentRollout {
+		var ro nnv1.AgentRollout
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "chat"}, &ro); err != nil {
+			t.Fatal(err)
+		}
+		ro.Spec.Paused = paused
+		ro.Generation++
+		if err := r.Client.Update(ctx, &ro); err != nil {
+			t.Fatal(err)
+		}
+		*now = now.Add(10 * time.Second)
+		return reconcileOnce(t, r)
+	}
+	ro := edit(true)
+	if ro.Status.Phase != nnv1.RolloutPaused || ro.Status.StepID != "1-0" || ro.Status.Run != 1 {
+		t.Fatalf("pause: %+v", ro.Status)
+	}
+	*now = now.Add(time.Minute) // the step's pause (30s) ends while paused
+	ro = edit(false)
+	if ro.Status.CurrentStep != 1 || ro.Status.Run != 1 || ro.Status.StepID == "1-0" {
+		t.Fatalf("resume did not judge step 0's samples: %+v %+v", ro.Status, ro.Status.LastGate)
+	}
+	if c := meta.FindStatusCondition(ro.Status.Conditions, nnv1.RolloutConditionProgressing); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("Progressing condition after resume: %+v", c)
 	}
 }

@@ -29,6 +29,7 @@ type Config struct {
 	Gate     GateConfig
 	Interval time.Duration
 	Pauses   []time.Duration
+	Drain    DrainConfig
 }
 
 // ParseConfig validates the parts of spec the API schema cannot and applies defaults. Errors
@@ -62,6 +63,9 @@ func ParseConfig(spec *nnv1.AgentRolloutSpec) (Config, error) {
 		}
 	}
 	if c.Interval, err = duration(g.Interval, DefaultInterval, "spec.gate.interval"); err != nil {
+		return c, err
+	}
+	if c.Drain, err = parseDrain(spec.Drain); err != nil {
 		return c, err
 	}
 	for i, s := range spec.Steps {
@@ -114,24 +118,24 @@ type Event struct {
 func Decide(r *nnv1.AgentRollout, cfg Config, samples *Samples, now time.Time) []Event {
 	st := &r.Status
 	spec := &r.Spec
-	if st.ObservedGeneration != r.Generation || st.Phase == "" {
-		st.ObservedGeneration = r.Generation
-		st.LastGate, st.Samples = nil, nil
-		meta.RemoveStatusCondition(&st.Conditions, nnv1.RolloutConditionRolledBack)
-		meta.RemoveStatusCondition(&st.Conditions, nnv1.RolloutConditionPromoted)
-		ev := enterStep(r, 0, now)
-		return append([]Event{{Type: "Normal", Reason: "Started", Message: fmt.Sprintf("rollout of generation %d started: %s -> %s", r.Generation, spec.StablePool.Name, spec.CanaryPool.Name)}}, ev...)
+	if ev, done := observeSpec(r, now); done {
+		if spec.Paused && st.Phase == nnv1.RolloutProgressing {
+			hold(r)
+		}
+		return ev
 	}
 	if st.Phase == nnv1.RolloutPromoted || st.Phase == nnv1.RolloutRolledBack {
 		return nil
 	}
 	if spec.Paused {
-		st.Phase = nnv1.RolloutPaused
-		setCond(st, nnv1.RolloutConditionProgressing, metav1.ConditionFalse, "Paused", "spec.paused is true", r.Generation)
+		hold(r)
 		return nil
 	}
-	st.Phase = nnv1.RolloutProgressing
 	step := int(st.CurrentStep)
+	if st.Phase == nnv1.RolloutPaused {
+		setCond(st, nnv1.RolloutConditionProgressing, metav1.ConditionTrue, "Resumed", fmt.Sprintf("resumed on step %d", step), r.Generation)
+	}
+	st.Phase = nnv1.RolloutProgressing
 	cur := spec.Steps[step]
 	var out Outcome
 	if cur.Weight == 0 && cur.Mirror == 0 {
@@ -155,6 +159,12 @@ func Decide(r *nnv1.AgentRollout, cfg Config, samples *Samples, now time.Time) [
 		return append(ev, enterStep(r, step+1, now)...)
 	}
 	return nil
+}
+
+// hold pauses the rollout on its current step: the split, the run and the step's samples stay.
+func hold(r *nnv1.AgentRollout) {
+	r.Status.Phase = nnv1.RolloutPaused
+	setCond(&r.Status, nnv1.RolloutConditionProgressing, metav1.ConditionFalse, "Paused", "spec.paused is true", r.Generation)
 }
 
 // enterStep moves to step i: a step of weight 100, or the end of the steps, promotes.

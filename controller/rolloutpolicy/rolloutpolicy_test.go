@@ -194,15 +194,76 @@ func TestRollbackAndRestart(t *testing.T) {
 	if c := findCond(r.Status.Conditions, nnv1.RolloutConditionRolledBack); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("RolledBack condition: %+v", r.Status.Conditions)
 	}
-	r.Generation = 2 // the user fixed the canary and edited the spec
+	r.Generation = 2 // a new generation that changes nothing but paused is no retry
+	r.Spec.Paused = true
+	Decide(r, cfg, nil, t0.Add(30*time.Minute))
+	if r.Status.Phase != nnv1.RolloutRolledBack || r.Status.Run != 1 {
+		t.Fatalf("pausing a rolled-back rollout restarted it: %+v", r.Status)
+	}
+	r.Generation, r.Spec.Paused = 3, false
+	r.Spec.Steps[0].Pause = "2m" // the user fixed the canary and edited the spec: a retry
 	Decide(r, cfg, nil, t0.Add(time.Hour))
-	if r.Status.Phase != nnv1.RolloutProgressing || r.Status.StepID != "2-0" || findCond(r.Status.Conditions, nnv1.RolloutConditionRolledBack) != nil {
+	if r.Status.Phase != nnv1.RolloutProgressing || r.Status.StepID != "3-0" || r.Status.Run != 2 || findCond(r.Status.Conditions, nnv1.RolloutConditionRolledBack) != nil {
 		t.Fatalf("restart: %+v", r.Status)
 	}
 	r.Spec.Paused = true
 	Decide(r, cfg, nil, t0.Add(2*time.Hour))
 	if r.Status.Phase != nnv1.RolloutPaused || r.Status.CanaryWeight != 10 {
 		t.Fatalf("pause keeps the split: %+v", r.Status)
+	}
+}
+
+// TestPauseAndEditKeepProgress: pausing, resuming and editing the gate keep the run, the step and
+// its samples; editing the current step's weight re-enters it in the same run; removing steps
+// clamps; only a new pool (a new revision) starts a new run from step 0.
+func TestPauseAndEditKeepProgress(t *testing.T) {
+	r := rollout(nnv1.RolloutStep{Weight: 0, Mirror: 50, Pause: "1m"}, nnv1.RolloutStep{Weight: 20, Pause: "1m"},
+		nnv1.RolloutStep{Weight: 50, Pause: "1m"}, nnv1.RolloutStep{Weight: 100})
+	r.Spec.Gate.MinSamples = ptr(int32(100))
+	cfg, _ := ParseConfig(&r.Spec)
+	t0 := time.Unix(1_000_000, 0)
+	rnd := rand.New(rand.NewPCG(7, 8))
+	healthy := &Samples{Stable: variant(rnd, 500, 0.01, 0.2, 0), Canary: variant(rnd, 300, 0.01, 0.2, 0)}
+	Decide(r, cfg, nil, t0)
+	Decide(r, cfg, healthy, t0.Add(61*time.Second))
+	if r.Status.CurrentStep != 1 || r.Status.StepID != "1-1" || r.Status.Run != 1 {
+		t.Fatalf("advance: %+v", r.Status)
+	}
+	started := r.Status.StepStartTime
+	type want struct {
+		phase      nnv1.RolloutPhase
+		step       int32
+		id         string
+		run        int64
+		weight     int32
+		keepsStart bool
+	}
+	for i, c := range []struct {
+		name string
+		edit func(*nnv1.AgentRolloutSpec)
+		want want
+	}{
+		{"pause", func(s *nnv1.AgentRolloutSpec) { s.Paused = true }, want{nnv1.RolloutPaused, 1, "1-1", 1, 20, true}},
+		{"edit gate while paused", func(s *nnv1.AgentRolloutSpec) { s.Gate.MaxTTFTRatio = "1.5" }, want{nnv1.RolloutPaused, 1, "1-1", 1, 20, true}},
+		{"resume", func(s *nnv1.AgentRolloutSpec) { s.Paused = false }, want{nnv1.RolloutProgressing, 1, "1-1", 1, 20, true}},
+		{"edit a later step", func(s *nnv1.AgentRolloutSpec) { s.Steps[2].Weight = 60 }, want{nnv1.RolloutProgressing, 1, "1-1", 1, 20, true}},
+		{"edit the current step", func(s *nnv1.AgentRolloutSpec) { s.Steps[1].Weight = 30 }, want{nnv1.RolloutProgressing, 1, "6-1", 1, 30, false}},
+		{"remove steps", func(s *nnv1.AgentRolloutSpec) { s.Steps = s.Steps[:1] }, want{nnv1.RolloutProgressing, 0, "7-0", 1, 0, false}},
+		{"new canary pool", func(s *nnv1.AgentRolloutSpec) { s.CanaryPool.Name = "v3" }, want{nnv1.RolloutProgressing, 0, "8-0", 2, 0, false}},
+	} {
+		r.Generation++
+		c.edit(&r.Spec)
+		cfg, _ = ParseConfig(&r.Spec)
+		Decide(r, cfg, healthy, t0.Add(time.Duration(62+i)*time.Second))
+		st := r.Status
+		got := want{st.Phase, st.CurrentStep, st.StepID, st.Run, st.CanaryWeight, st.StepStartTime.Equal(started)}
+		if got != c.want {
+			t.Fatalf("%s: got %+v, want %+v", c.name, got, c.want)
+		}
+		if p := findCond(st.Conditions, nnv1.RolloutConditionProgressing); p == nil || (p.Status == metav1.ConditionTrue) != (st.Phase == nnv1.RolloutProgressing) {
+			t.Fatalf("%s: Progressing condition %+v in phase %s", c.name, p, st.Phase)
+		}
+		started = st.StepStartTime
 	}
 }
 
@@ -216,6 +277,53 @@ func TestParseConfigNamesFields(t *testing.T) {
 	r.Spec.Steps[0].Pause = "soon"
 	if _, err := ParseConfig(&r.Spec); err == nil || !contains(err.Error(), "spec.steps[0].pause") {
 		t.Fatalf("%v", err)
+	}
+	r.Spec.Steps[0].Pause = ""
+	r.Spec.Drain = &nnv1.RolloutDrain{Timeout: "later"}
+	if _, err := ParseConfig(&r.Spec); err == nil || !contains(err.Error(), "spec.drain.timeout") {
+		t.Fatalf("%v", err)
+	}
+}
+
+// TestDrain: a promoted rollout keeps its stable conversations on the old pool until the drain
+// timeout, then is Drained (every request to the canary) and scales the old pool down once,
+// unless scaleDown is false; other phases never drain.
+func TestDrain(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	for _, c := range []struct {
+		name      string
+		phase     nnv1.RolloutPhase
+		drain     *nnv1.RolloutDrain
+		drained   bool
+		after     time.Duration
+		want      DrainDecision
+		wantDrain bool
+	}{
+		{"progressing", nnv1.RolloutProgressing, nil, false, time.Hour, DrainDecision{}, false},
+		{"rolled back", nnv1.RolloutRolledBack, nil, false, time.Hour, DrainDecision{}, false},
+		{"before the default timeout", nnv1.RolloutPromoted, nil, false, 20 * time.Minute, DrainDecision{RequeueAfter: 10 * time.Minute}, false},
+		{"at the default timeout", nnv1.RolloutPromoted, nil, false, 30 * time.Minute, DrainDecision{ScaleDown: "v1"}, true},
+		{"own timeout", nnv1.RolloutPromoted, &nnv1.RolloutDrain{Timeout: "5m"}, false, 5 * time.Minute, DrainDecision{ScaleDown: "v1"}, true},
+		{"no scale-down", nnv1.RolloutPromoted, &nnv1.RolloutDrain{ScaleDown: ptr(false)}, false, time.Hour, DrainDecision{}, true},
+		{"already drained", nnv1.RolloutPromoted, nil, true, 2 * time.Hour, DrainDecision{}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := rollout(nnv1.RolloutStep{Weight: 100})
+			r.Spec.Drain = c.drain
+			start := metav1.NewTime(t0)
+			r.Status = nnv1.AgentRolloutStatus{Phase: c.phase, StepStartTime: &start, Drained: c.drained}
+			cfg, err := ParseConfig(&r.Spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, ev := Drain(r, cfg, t0.Add(c.after))
+			if d != c.want || r.Status.Drained != c.wantDrain {
+				t.Fatalf("got %+v drained %v, want %+v drained %v", d, r.Status.Drained, c.want, c.wantDrain)
+			}
+			if fresh := c.wantDrain && !c.drained; fresh != (len(ev) == 1) || fresh != (findCond(r.Status.Conditions, nnv1.RolloutConditionDrained) != nil) {
+				t.Fatalf("events %v conditions %+v", ev, r.Status.Conditions)
+			}
+		})
 	}
 }
 

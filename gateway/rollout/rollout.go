@@ -46,11 +46,16 @@ type View struct {
 	UID string
 	// Stable and Canary are AgentPool names in Namespace.
 	Stable, Canary string
-	// Phase, Weight (0-100), Mirror (0-100), StepID and Generation come from the status.
+	// Phase, Weight (0-100), Mirror (0-100), StepID and Run come from the status.
 	Phase          nnv1.RolloutPhase
 	Weight, Mirror int32
 	StepID         string
-	Generation     int64
+	// Run is the rollout's run (status.run): assignments are kept per run, so a pause or an
+	// edit that keeps the run keeps every conversation's variant.
+	Run int64
+	// Drained is status.drained: after a promotion, the stable pool is drained and every
+	// request, of every conversation, goes to the canary.
+	Drained bool
 	// Match selects the participating requests (nil: all).
 	Match *Matcher
 }
@@ -58,8 +63,8 @@ type View struct {
 // Key is "namespace/name".
 func (v *View) Key() string { return v.Namespace + "/" + v.Name }
 
-// salt identifies the rollout run: a new generation reshuffles nothing already assigned (the
-// store keys carry the generation too) but starts from fresh buckets.
+// salt is the rollout's UID: the buckets of a session are the same in every run; the store keys
+// carry the run, so a new run (new pools, or a retry after a rollback) assigns afresh.
 func (v *View) salt() string { return v.UID }
 
 // Active reports whether the rollout splits traffic by weight (Progressing or Paused).
@@ -102,7 +107,7 @@ func (v *View) Pool(x Variant) string {
 func ViewOf(r *nnv1.AgentRollout, m *Matcher) *View {
 	return &View{Namespace: r.Namespace, Name: r.Name, UID: string(r.UID), Stable: r.Spec.StablePool.Name,
 		Canary: r.Spec.CanaryPool.Name, Phase: r.Status.Phase, Weight: r.Status.CanaryWeight, Mirror: r.Status.Mirror,
-		StepID: r.Status.StepID, Generation: r.Status.ObservedGeneration, Match: m}
+		StepID: r.Status.StepID, Run: r.Status.Run, Drained: r.Status.Drained, Match: m}
 }
 
 // Table holds the views, found by the pools they name. A pool named by several rollouts

@@ -22,7 +22,7 @@ import (
 
 func view(phase nnv1.RolloutPhase, weight, mirror int32, step string) *View {
 	return &View{Namespace: "ns", Name: "chat", UID: "uid-1", Stable: "v1", Canary: "v2", Phase: phase,
-		Weight: weight, Mirror: mirror, StepID: step, Generation: 1}
+		Weight: weight, Mirror: mirror, StepID: step, Run: 1}
 }
 
 func request(id, session string) *stage.Request {
@@ -242,6 +242,78 @@ func TestErrorsAndBlockedRequestsAreAttributed(t *testing.T) {
 		testutil.ToFloat64(r.Requests.WithLabelValues("ns", "chat", "1-0", "canary", "live", "error"))
 	if safety != 100 || errs != 100 {
 		t.Fatalf("safety %v errors %v", safety, errs)
+	}
+}
+
+// TestPauseAndEditKeepAssignments: a new spec generation in the same run (a pause, then an edit
+// that lowers the weight) keeps every live conversation's variant; a new run assigns afresh.
+func TestPauseAndEditKeepAssignments(t *testing.T) {
+	ro := &nnv1.AgentRollout{Spec: nnv1.AgentRolloutSpec{StablePool: nnv1.LocalObjectReference{Name: "v1"},
+		CanaryPool: nnv1.LocalObjectReference{Name: "v2"}}}
+	ro.Namespace, ro.Name, ro.UID = "ns", "chat", "uid-1"
+	ro.Status = nnv1.AgentRolloutStatus{ObservedGeneration: 1, Run: 1, Phase: nnv1.RolloutProgressing, CanaryWeight: 50, StepID: "1-1"}
+	s, _ := newSplitter(ViewOf(ro, nil), NewMemoryStore(time.Hour, 0))
+	first := map[string]string{}
+	for c := 0; c < 400; c++ {
+		p, _ := s.Select(context.Background(), request(fmt.Sprint("a", c), fmt.Sprint("conv-", c)))
+		first[fmt.Sprint("conv-", c)] = p.Name
+	}
+	for _, st := range []nnv1.AgentRolloutStatus{
+		{ObservedGeneration: 2, Run: 1, Phase: nnv1.RolloutPaused, CanaryWeight: 50, StepID: "1-1"},
+		{ObservedGeneration: 3, Run: 1, Phase: nnv1.RolloutProgressing, CanaryWeight: 10, StepID: "3-1"},
+	} {
+		ro.Status = st
+		s.Table.Upsert(ViewOf(ro, nil))
+		for c := 0; c < 400; c++ {
+			conv := fmt.Sprint("conv-", c)
+			if p, _ := s.Select(context.Background(), request(fmt.Sprint("b", c), conv)); p.Name != first[conv] {
+				t.Fatalf("generation %d: %s moved from %s to %s", st.ObservedGeneration, conv, first[conv], p.Name)
+			}
+		}
+	}
+	ro.Status = nnv1.AgentRolloutStatus{ObservedGeneration: 4, Run: 2, Phase: nnv1.RolloutProgressing, CanaryWeight: 0, StepID: "4-0"}
+	s.Table.Upsert(ViewOf(ro, nil))
+	for c := 0; c < 400; c++ {
+		if p, _ := s.Select(context.Background(), request(fmt.Sprint("c", c), fmt.Sprint("conv-", c))); p.Name != "v1" {
+			t.Fatalf("a new run at weight 0 kept conv-%d on %s", c, p.Name)
+		}
+	}
+}
+
+// TestPromotionDrainsOldPool: after a promotion conversations assigned to the stable pool
+// finish there while new ones go to the canary; once the rollout is drained every request, of
+// every conversation, goes to the canary.
+func TestPromotionDrainsOldPool(t *testing.T) {
+	v := view(nnv1.RolloutProgressing, 50, 0, "1-1")
+	s, _ := newSplitter(v, NewMemoryStore(time.Hour, 0))
+	var onStable []string
+	for c := 0; c < 200; c++ {
+		conv := fmt.Sprint("conv-", c)
+		if p, _ := s.Select(context.Background(), request(fmt.Sprint("a", c), conv)); p.Name == "v1" {
+			onStable = append(onStable, conv)
+		}
+	}
+	if len(onStable) == 0 {
+		t.Fatal("no conversation on stable at weight 50")
+	}
+	promoted := *v
+	promoted.Phase, promoted.Weight, promoted.StepID = nnv1.RolloutPromoted, 100, "1-2"
+	s.Table.Upsert(&promoted)
+	for _, conv := range onStable {
+		if p, _ := s.Select(context.Background(), request("b"+conv, conv)); p.Name != "v1" {
+			t.Fatalf("promoted, not drained: %s left the stable pool", conv)
+		}
+	}
+	if p, _ := s.Select(context.Background(), request("new", "conv-new")); p.Name != "v2" {
+		t.Fatalf("a new conversation after promotion went to %s", p.Name)
+	}
+	drained := promoted
+	drained.Drained = true
+	s.Table.Upsert(&drained)
+	for _, conv := range onStable {
+		if p, _ := s.Select(context.Background(), request("c"+conv, conv)); p.Name != "v2" {
+			t.Fatalf("drained: %s still on %s", conv, p.Name)
+		}
 	}
 }
 

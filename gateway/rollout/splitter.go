@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/gateway/stage"
 )
 
@@ -86,11 +87,15 @@ func (s *Splitter) viewFor(req *stage.Request) (*View, stage.PoolRef, stage.Pool
 	return nil, stage.PoolRef{}, stage.PoolRef{}
 }
 
-// decide returns the variant: a rollback sends everything to stable; otherwise a stored
-// assignment wins, else the hash of the session key (or of the request id without one).
+// decide returns the variant: a rollback sends everything to stable and a drained promotion
+// everything to the canary; otherwise a stored assignment wins, else the hash of the session
+// key (or of the request id without one).
 func (s *Splitter) decide(ctx context.Context, v *View, req *stage.Request) (Variant, bool) {
 	if v.Phase == "" || v.Phase == "RolledBack" {
 		return Stable, false
+	}
+	if v.Phase == nnv1.RolloutPromoted && v.Drained {
+		return Canary, true
 	}
 	if req.SessionKey == "" {
 		m := v.Match.Matches(ctx, req.Tenant, req.Header, req.Body.PromptText)

@@ -131,7 +131,8 @@ func (s *RedisStore) Assign(ctx context.Context, key string, v Variant) (Variant
 	return Variant(old), nil
 }
 
-// assignmentKey is the store key of a session in a rollout run.
+// assignmentKey is the store key of a session in a rollout run. It holds no spec generation: a
+// pause or an edit that keeps the run keeps the conversation's variant.
 func assignmentKey(v *View, session string) string {
-	return fmt.Sprintf("%s/%s:%s:%d:%s", v.Namespace, v.Name, v.UID, v.Generation, session)
+	return fmt.Sprintf("%s/%s:%s:%d:%s", v.Namespace, v.Name, v.UID, v.Run, session)
 }
