@@ -177,8 +177,7 @@ func installRelease(t *testing.T, e *Env) *deployRelease {
 	r := &deployRelease{t: t, name: "nn-e2e"}
 	r.namespace = e.NamespaceWithPodSecurity(t, "nn-deploy", "privileged",
 		"the release's driver and node agent run as root with kubelet and cache hostPaths (privileged with real NVML or checkpoints)")
-	r.exampleNS = e.NamespaceWithPodSecurity(t, "nn-deploy-ex", "baseline",
-		"the walkthrough examples (deploy/examples) set no restricted securityContext on their pods yet")
+	r.exampleNS = e.NamespaceWithPodSecurity(t, "nn-deploy-ex", "restricted", "")
 	deadline := time.Now().Add(90 * time.Second)
 	for other := otherDriver(ctx, e, r.namespace); other != ""; other = otherDriver(ctx, e, r.namespace) {
 		if time.Now().After(deadline) {

@@ -13,6 +13,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/neuronetes/neuronetes/e2e/images"
 )
 
 // The OpenAI SDK suite's keys; each Tenant names its own Secret.
@@ -79,6 +81,7 @@ spec:
         - name: agent
           image: %[1]s
           imagePullPolicy: Never
+          securityContext: %[5]s
           args: ["--listen=:8000", "--model=sdk-llm", "--token-rate=200", "--default-max-tokens=8"]
           ports: [{name: http, containerPort: 8000}]
           readinessProbe:
@@ -98,6 +101,7 @@ spec:
         - name: agent
           image: %[1]s
           imagePullPolicy: Never
+          securityContext: %[5]s
           args: ["--listen=:8000", "--model=sdk-llm", "--token-rate=200", "--default-max-tokens=8"]
           ports: [{name: http, containerPort: 8000}]
           readinessProbe:
@@ -151,7 +155,7 @@ spec:
 // agent would: every call below goes through the SDK's own encoding and error handling.
 func deployOpenAISDK(t *testing.T, e *Env, r *deployRelease) {
 	ns := r.exampleNS
-	e.Apply(t, ns, fmt.Sprintf(sdkObjects, e.Image(t, "demo-agent", "./cmd/demo-agent"), sdkKeyMain, sdkKeyOther, sdkKeyQuota))
+	e.Apply(t, ns, fmt.Sprintf(sdkObjects, e.Image(t, "demo-agent", "./cmd/demo-agent"), sdkKeyMain, sdkKeyOther, sdkKeyQuota, images.RestrictedSecurityContext))
 	guardPoolReady(t, e, ns, "sdk-v1", 1)
 	guardPoolReady(t, e, ns, "sdk-v2", 1)
 	svc, err := e.Kube.CoreV1().Services(r.namespace).Get(context.Background(), r.name+"-neuronetes-gateway", metav1.GetOptions{})

@@ -166,8 +166,16 @@ func deployAdmissionPolicies(t *testing.T, e *Env, r *deployRelease) {
 	})
 	t.Run("ControllerCreatesUnlabelledPod", func(t *testing.T) {
 		ctl := impersonate(t, e, accounts["controller"], nil)
+		// Restricted, as the tenant namespace enforces, so the admission policy is what refuses it.
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nn-e2e-not-a-pool-pod"},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+			Spec: corev1.PodSpec{
+				SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true),
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+				Containers: []corev1.Container{{Name: "c", Image: "busybox", SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: ptr(false),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				}}},
+			}}
 		_, err := ctl.CoreV1().Pods(r.exampleNS).Create(ctx, pod, metav1.CreateOptions{})
 		wantRefused(t, err, "labelled neuronetes.io/pool")
 	})
