@@ -2,6 +2,7 @@ package scaleloop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -51,9 +52,15 @@ type ReplicaWriter interface {
 // subresource, as the HPA does.
 type ScaleSubresource struct{ Client client.Client }
 
-// SetReplicas implements ReplicaWriter. The apiserver's scale subresource
-// refuses an object whose spec.replicas is unset, so that first write is a merge
-// patch of the same field.
+// ErrReplicasChanged is SetReplicas refusing to write: the pool's replicas are no longer those the
+// decision read (someone scaled it meanwhile). The pool is evaluated again with the new count.
+var ErrReplicasChanged = errors.New("spec.replicas changed since the pool was read")
+
+// SetReplicas implements ReplicaWriter. It writes only while the scale still holds the replicas
+// of pool as read, so a decision made on a stale read never overwrites a scale made since (a
+// kubectl scale is then seen and handled as a manual change). The apiserver's scale subresource
+// refuses an object whose spec.replicas is unset, so that first write is a merge patch of the
+// same field.
 func (s ScaleSubresource) SetReplicas(ctx context.Context, pool *v1alpha1.AgentPool, replicas int32) error {
 	if pool.Spec.Replicas == nil {
 		patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas))
@@ -67,6 +74,9 @@ func (s ScaleSubresource) SetReplicas(ctx context.Context, pool *v1alpha1.AgentP
 		scale := &autoscalingv1.Scale{}
 		if err := s.Client.SubResource("scale").Get(ctx, pool, scale); err != nil {
 			return fmt.Errorf("get scale of %s/%s: %w", pool.Namespace, pool.Name, err)
+		}
+		if scale.Spec.Replicas != *pool.Spec.Replicas {
+			return fmt.Errorf("scale of %s/%s holds %d, read %d: %w", pool.Namespace, pool.Name, scale.Spec.Replicas, *pool.Spec.Replicas, ErrReplicasChanged)
 		}
 		scale.Spec.Replicas = replicas
 		if err := s.Client.SubResource("scale").Update(ctx, pool, client.WithSubResourceBody(scale)); err != nil {
@@ -242,6 +252,11 @@ func (l *Loop) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 		if err := w.SetReplicas(ctx, &pool, d.Desired); err != nil {
 			st.a.Unapply(d)
 			st.lastReason = ""
+			if errors.Is(err, ErrReplicasChanged) {
+				logger.V(2).Info("Replicas changed under the decision; evaluating again", "err", err)
+				st.lastEval = time.Time{}
+				return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
+			}
 			return ctrl.Result{}, err
 		}
 		reason := "ScaledUp"
