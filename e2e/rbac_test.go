@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -196,9 +197,12 @@ func deployAdmissionPolicies(t *testing.T, e *Env, r *deployRelease) {
 		if err != nil {
 			t.Fatalf("a plain pod was refused: %v", err)
 		}
-		t.Cleanup(func() { _ = e.Kube.CoreV1().Pods(r.exampleNS).Delete(context.Background(), plain.Name, metav1.DeleteOptions{}) })
-		plain.OwnerReferences = []metav1.OwnerReference{owner}
-		_, err = e.Kube.CoreV1().Pods(r.exampleNS).Update(ctx, plain, metav1.UpdateOptions{})
+		t.Cleanup(func() {
+			_ = e.Kube.CoreV1().Pods(r.exampleNS).Delete(context.Background(), plain.Name, metav1.DeleteOptions{})
+		})
+		// A merge patch (an UPDATE at admission) needs no resourceVersion: the pod's status moves on.
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []metav1.OwnerReference{owner}}})
+		_, err = e.Kube.CoreV1().Pods(r.exampleNS).Patch(ctx, plain.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		wantRefused(t, err, "only the NeuroNetes controller")
 		now, err := e.Kube.CoreV1().Pods(r.exampleNS).Get(ctx, plain.Name, metav1.GetOptions{})
 		if err != nil || len(now.OwnerReferences) != 0 {
