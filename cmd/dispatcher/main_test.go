@@ -143,7 +143,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(dl.Data) != "POISON" || dl.Header.Get(queue.HeaderAttempts) != "3" || !strings.Contains(dl.Header.Get(queue.HeaderError), "messages: poison") || dl.Header.Get(queue.HeaderMessageID) != "m7" {
+	if string(dl.Data) != "POISON" || dl.Header.Get(queue.HeaderAttempts) != "1" || !strings.Contains(dl.Header.Get(queue.HeaderError), "messages: poison") || dl.Header.Get(queue.HeaderMessageID) != "m7" {
 		t.Fatalf("dead letter %q headers %v", dl.Data, dl.Header)
 	}
 	resp, err := http.Get("http://" + admin + "/metrics")
