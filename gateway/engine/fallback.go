@@ -4,8 +4,6 @@ import (
 	"context"
 
 	"k8s.io/klog/v2"
-
-	"github.com/neuronetes/neuronetes/gateway/route"
 )
 
 // costFallback moves the request to its pool's cost fallback (route.Pool.Fallback, from the
@@ -31,13 +29,4 @@ func (r *request) costFallback(ctx context.Context) {
 	r.pool = to
 	r.sreq.Pool = to.Ref
 	r.meta.Pool = to.Ref.String()
-}
-
-// servedModel is the model id of the pool that serves the request (the fallback's after a cost
-// fallback), for the response header.
-func servedModel(p *route.Pool, requested string) string {
-	if p.Model != "" {
-		return p.Model
-	}
-	return requested
 }

@@ -221,7 +221,7 @@ func (r *request) selectPool(ctx context.Context, pools []*route.Pool) *openai.E
 	}
 	r.sreq.SessionKey, r.keyHash = key, key
 	r.costFallback(ctx)
-	r.meta.Model = servedModel(r.pool, r.body.Model)
+	r.meta.Model = r.modelLabel() // the fallback's model after a cost fallback
 	text := r.body.PromptText()
 	r.promptTokens = openai.EstimateTokens(text)
 	if w := r.pool.Policy.Weights; r.e.Picker.Prefix != nil && (w.PrefixCache > 0 || w.Prefill > 0) {
