@@ -24,8 +24,8 @@ const (
 	sdkKeyQuota = "sk-e2e-sdk-quota-5e3a08"
 )
 
-// sdkObjects: the pools of model sdk-llm (sdk-v1 stable, sdk-v2 receiving a shadow copy of every
-// request through an AgentRollout at weight 0, mirror 100), a GuardrailPolicy that redacts
+// sdkObjects: an AgentRollout over the two sdkPool pools of model sdk-llm (sdk-v1 stable, sdk-v2
+// receiving a shadow copy of every request at weight 0, mirror 100), a GuardrailPolicy that redacts
 // e-mail addresses and blocks card numbers in requests, and three tenants: main (sdk-llm, one
 // request at a time, so an abort that leaked its lease would refuse the next), other (another
 // model only) and quota (a token bucket two requests overflow).
@@ -33,17 +33,17 @@ const sdkObjects = `
 apiVersion: v1
 kind: Secret
 metadata: {name: sdk-main-keys, labels: {neuronetes.io/api-keys: "true"}}
-stringData: {k: %[2]s}
+stringData: {k: %[1]s}
 ---
 apiVersion: v1
 kind: Secret
 metadata: {name: sdk-other-keys, labels: {neuronetes.io/api-keys: "true"}}
-stringData: {k: %[3]s}
+stringData: {k: %[2]s}
 ---
 apiVersion: v1
 kind: Secret
 metadata: {name: sdk-quota-keys, labels: {neuronetes.io/api-keys: "true"}}
-stringData: {k: %[4]s}
+stringData: {k: %[3]s}
 ---
 apiVersion: neuronetes.io/v1alpha1
 kind: Tenant
@@ -67,64 +67,6 @@ spec:
   apiKeys: [{secretName: sdk-quota-keys}]
   models: [sdk-llm]
   quota: {tokensPerMinute: 300}
----
-apiVersion: neuronetes.io/v1alpha1
-kind: AgentClass
-metadata: {name: sdk-v1}
-spec:
-  modelRef: {name: sdk-llm}
-  sidecar: {inject: false}
-  template:
-    spec:
-      terminationGracePeriodSeconds: 2
-      containers:
-        - name: agent
-          image: %[1]s
-          imagePullPolicy: Never
-          securityContext: %[5]s
-          args: ["--listen=:8000", "--model=sdk-llm", "--token-rate=200", "--default-max-tokens=8"]
-          ports: [{name: http, containerPort: 8000}]
-          readinessProbe:
-            httpGet: {path: /readyz, port: 8000}
-            periodSeconds: 1
----
-apiVersion: neuronetes.io/v1alpha1
-kind: AgentClass
-metadata: {name: sdk-v2}
-spec:
-  modelRef: {name: sdk-llm}
-  sidecar: {inject: false}
-  template:
-    spec:
-      terminationGracePeriodSeconds: 2
-      containers:
-        - name: agent
-          image: %[1]s
-          imagePullPolicy: Never
-          securityContext: %[5]s
-          args: ["--listen=:8000", "--model=sdk-llm", "--token-rate=200", "--default-max-tokens=8"]
-          ports: [{name: http, containerPort: 8000}]
-          readinessProbe:
-            httpGet: {path: /readyz, port: 8000}
-            periodSeconds: 1
----
-apiVersion: neuronetes.io/v1alpha1
-kind: AgentPool
-metadata: {name: sdk-v1}
-spec:
-  agentClassRef: {name: sdk-v1}
-  replicas: 1
-  minReplicas: 1
-  maxReplicas: 1
----
-apiVersion: neuronetes.io/v1alpha1
-kind: AgentPool
-metadata: {name: sdk-v2}
-spec:
-  agentClassRef: {name: sdk-v2}
-  replicas: 1
-  minReplicas: 1
-  maxReplicas: 1
 ---
 apiVersion: neuronetes.io/v1alpha1
 kind: AgentRollout
@@ -151,11 +93,49 @@ spec:
       pii: {entities: [EMAIL_ADDRESS]}
 `
 
+// sdkPool is one pool of model sdk-llm and its class, both named %[1]s: the demo agent (image
+// %[2]s) with a restricted securityContext (%[3]s).
+const sdkPool = `---
+apiVersion: neuronetes.io/v1alpha1
+kind: AgentClass
+metadata: {name: %[1]s}
+spec:
+  modelRef: {name: sdk-llm}
+  sidecar: {inject: false}
+  template:
+    spec:
+      terminationGracePeriodSeconds: 2
+      containers:
+        - name: agent
+          image: %[2]s
+          imagePullPolicy: Never
+          securityContext: %[3]s
+          args: ["--listen=:8000", "--model=sdk-llm", "--token-rate=200", "--default-max-tokens=8"]
+          ports: [{name: http, containerPort: 8000}]
+          readinessProbe:
+            httpGet: {path: /readyz, port: 8000}
+            periodSeconds: 1
+---
+apiVersion: neuronetes.io/v1alpha1
+kind: AgentPool
+metadata: {name: %[1]s}
+spec:
+  agentClassRef: {name: %[1]s}
+  replicas: 1
+  minReplicas: 1
+  maxReplicas: 1
+`
+
 // deployOpenAISDK drives the chart-installed gateway with the official OpenAI Go SDK, as a user's
 // agent would: every call below goes through the SDK's own encoding and error handling.
 func deployOpenAISDK(t *testing.T, e *Env, r *deployRelease) {
 	ns := r.exampleNS
-	e.Apply(t, ns, fmt.Sprintf(sdkObjects, e.Image(t, "demo-agent", "./cmd/demo-agent"), sdkKeyMain, sdkKeyOther, sdkKeyQuota, images.RestrictedSecurityContext))
+	img := e.Image(t, "demo-agent", "./cmd/demo-agent")
+	manifest := fmt.Sprintf(sdkObjects, sdkKeyMain, sdkKeyOther, sdkKeyQuota)
+	for _, name := range []string{"sdk-v1", "sdk-v2"} {
+		manifest += fmt.Sprintf(sdkPool, name, img, images.RestrictedSecurityContext)
+	}
+	e.Apply(t, ns, manifest)
 	guardPoolReady(t, e, ns, "sdk-v1", 1)
 	guardPoolReady(t, e, ns, "sdk-v2", 1)
 	svc, err := e.Kube.CoreV1().Services(r.namespace).Get(context.Background(), r.name+"-neuronetes-gateway", metav1.GetOptions{})
