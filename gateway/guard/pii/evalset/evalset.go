@@ -60,23 +60,32 @@ func Generate(templates []Template, seed uint64, n int) []Sample {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	out := make([]Sample, 0, n)
 	for i := 0; i < n; i++ {
-		t := templates[r.IntN(len(templates))]
-		var b strings.Builder
-		var gold []Gold
-		last := 0
-		for _, m := range placeholder.FindAllStringSubmatchIndex(t.Text, -1) {
-			b.WriteString(t.Text[last:m[0]])
-			val, ent := fill(r, t.Text[m[2]:m[3]])
-			if ent != "" {
-				gold = append(gold, Gold{Entity: ent, Start: b.Len(), End: b.Len() + len(val)})
-			}
-			b.WriteString(val)
-			last = m[1]
-		}
-		b.WriteString(t.Text[last:])
-		out = append(out, Sample{Text: b.String(), Gold: gold, Source: t.Source})
+		out = append(out, expand(templates[r.IntN(len(templates))], func(name string) heldValue {
+			text, ent := fill(r, name)
+			return heldValue{text: text, entity: ent}
+		}))
 	}
 	return out
+}
+
+// expand writes template t with each placeholder replaced by value(name), in order, and labels
+// every value that names an entity.
+func expand(t Template, value func(name string) heldValue) Sample {
+	var b strings.Builder
+	var gold []Gold
+	last := 0
+	for _, m := range placeholder.FindAllStringSubmatchIndex(t.Text, -1) {
+		b.WriteString(t.Text[last:m[0]])
+		v := value(t.Text[m[2]:m[3]])
+		b.WriteString(v.prefix)
+		if v.entity != "" {
+			gold = append(gold, Gold{Entity: v.entity, Start: b.Len(), End: b.Len() + len(v.text), Kind: v.kind})
+		}
+		b.WriteString(v.text)
+		last = m[1]
+	}
+	b.WriteString(t.Text[last:])
+	return Sample{Text: b.String(), Gold: gold, Source: t.Source}
 }
 
 // Counts is a confusion count of one entity type.

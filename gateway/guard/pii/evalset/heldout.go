@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"sort"
-	"strings"
 
 	"github.com/neuronetes/neuronetes/gateway/guard/pii"
 )
@@ -30,22 +29,7 @@ func GenerateHeldOut(templates []Template, seed uint64, n int) []Sample {
 	g := newHeldOutGen(r)
 	out := make([]Sample, 0, n)
 	for i := 0; i < n; i++ {
-		t := templates[r.IntN(len(templates))]
-		var b strings.Builder
-		var gold []Gold
-		last := 0
-		for _, m := range placeholder.FindAllStringSubmatchIndex(t.Text, -1) {
-			b.WriteString(t.Text[last:m[0]])
-			v := g.value(t.Text[m[2]:m[3]])
-			b.WriteString(v.prefix)
-			if v.entity != "" {
-				gold = append(gold, Gold{Entity: v.entity, Start: b.Len(), End: b.Len() + len(v.text), Kind: v.kind})
-			}
-			b.WriteString(v.text)
-			last = m[1]
-		}
-		b.WriteString(t.Text[last:])
-		out = append(out, Sample{Text: b.String(), Gold: gold, Source: t.Source})
+		out = append(out, expand(templates[r.IntN(len(templates))], g.value))
 	}
 	return out
 }
