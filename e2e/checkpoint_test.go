@@ -111,6 +111,20 @@ func chat(ip, text string) error {
 	return err
 }
 
+// agentReady reports whether the demo agent at ip answers /readyz with 200.
+func agentReady(ip string) (bool, error) {
+	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get("http://" + ip + ":8000/readyz")
+	if err != nil {
+		return false, err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("/readyz on %s: %s", ip, resp.Status)
+	}
+	return true, nil
+}
+
 type devNull struct{}
 
 func (devNull) Write(b []byte) (int, error) { return len(b), nil }
@@ -145,6 +159,11 @@ func TestCheckpointDemoAgentRestoreIntoWarmPod(t *testing.T) {
 	agent := e.WaitPodRunning(t, ns, "agent", 2*time.Minute)
 	warm := e.WaitPodRunning(t, ns, "warm", 2*time.Minute)
 
+	// No readiness probe on the agent: a probe connection open at dump time would be a
+	// socket CRIU has to carry. Running is not listening yet, so wait for /readyz here.
+	Eventually(t, 30*time.Second, "demo agent at "+agent.Status.PodIP+" answers /readyz", func() (bool, error) {
+		return agentReady(agent.Status.PodIP)
+	})
 	for i := 0; i < 3; i++ {
 		if err := chat(agent.Status.PodIP, fmt.Sprintf("turn %d: remember the number 42", i)); err != nil {
 			t.Fatal(err)
