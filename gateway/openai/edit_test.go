@@ -13,7 +13,7 @@ const toolBody = `{"model":"m", "temperature":1.0e2,"messages":[` +
 	`{"role":"user","name":"jane","content":[{"type":"text","text":"mail jane@example.com"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAA=","detail":"low"}}]},` +
 	`{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"send","arguments":"{\"to\":\"jane@example.com\"}"}}]},` +
 	`{"role":"tool","tool_call_id":"call_1","name":"send","content":"sent"}],` +
-	`"tools":[{"type":"function","function":{"name":"send","parameters":{"type":"object"}}}],"tool_choice":"auto","n":1E0}`
+	`"tools":[{"type":"function","function":{"name":"send","description":"mails jane@example.com","parameters":{"type":"object","properties":{"to":{"description":"e.g. jane@example.com"}}},"strict":true}}],"tool_choice":"auto","n":1E0}`
 
 func TestEditKeepsEveryOtherByte(t *testing.T) {
 	for _, tc := range []struct {
@@ -33,6 +33,12 @@ func TestEditKeepsEveryOtherByte(t *testing.T) {
 		{"string content", RouteChat, toolBody, func(r *Request) error {
 			return r.SetText(TextRef{Kind: KindContent, Message: 3, Index: -1}, "done")
 		}, strings.Replace(toolBody, `"content":"sent"`, `"content":"done"`, 1)},
+		{"tool description", RouteChat, toolBody, func(r *Request) error {
+			return r.SetText(TextRef{Kind: KindToolDescription, Message: -1, Index: 0}, "mails <EMAIL_ADDRESS>")
+		}, strings.Replace(toolBody, `"description":"mails jane@example.com"`, `"description":"mails <EMAIL_ADDRESS>"`, 1)},
+		{"tool parameters", RouteChat, toolBody, func(r *Request) error {
+			return r.SetText(TextRef{Kind: KindToolParameters, Message: -1, Index: 0}, `{"type":"object","properties":{"to":{"description":"e.g. <EMAIL_ADDRESS>"}}}`)
+		}, strings.Replace(toolBody, `"e.g. jane@example.com"`, `"e.g. <EMAIL_ADDRESS>"`, 1)},
 		{"prompt element", RouteCompletions, `{"model":"m","prompt":["a", "b@x.io" ,"c"],"echo":true}`, func(r *Request) error {
 			return r.SetText(TextRef{Kind: KindPrompt, Index: 1}, "<E>")
 		}, `{"model":"m","prompt":["a", "<E>" ,"c"],"echo":true}`},
@@ -90,13 +96,31 @@ func TestTextFields(t *testing.T) {
 	for _, f := range r.TextFields() {
 		got = append(got, f.Role+"="+f.Text)
 	}
-	want := []string{"system=sys é text", "user=mail jane@example.com", `assistant={"to":"jane@example.com"}`, "tool=sent"}
+	want := []string{"system=sys é text", "user=mail jane@example.com", `assistant={"to":"jane@example.com"}`, "tool=sent",
+		"tools=mails jane@example.com", `tools={"type":"object","properties":{"to":{"description":"e.g. jane@example.com"}}}`}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("texts %q, want %q", got, want)
 	}
 	r, _ = Parse(RouteCompletions, []byte(`{"model":"m","prompt":["ab","cd"]}`))
 	if fs := r.TextFields(); len(fs) != 2 || fs[1].Text != "cd" || fs[1].Ref.Index != 1 {
 		t.Fatalf("prompt fields %+v", fs)
+	}
+}
+
+// An edit of a tool's schema that is no longer JSON is refused, and the body keeps the schema.
+func TestToolParametersEditStaysJSON(t *testing.T) {
+	r, err := Parse(RouteChat, []byte(toolBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetText(TextRef{Kind: KindToolParameters, Message: -1, Index: 0}, `{"type":`); err == nil {
+		t.Fatal("a schema edit that is not JSON was accepted")
+	}
+	if err := r.SetText(TextRef{Kind: KindToolDescription, Message: -1, Index: 1}, "x"); err == nil {
+		t.Fatal("an edit of tools[1] (absent) was accepted")
+	}
+	if b, _ := r.Body(); string(b) != toolBody {
+		t.Fatalf("refused edits changed the body: %s", b)
 	}
 }
 

@@ -39,6 +39,7 @@ var (
 		"model": nil, "stream": nil, "max_tokens": nil, "max_completion_tokens": nil,
 		"stream_options": {fields: map[string]*shape{"include_usage": nil}},
 		"messages":       {elem: messageShape},
+		"tools":          {elem: toolShape},
 		"prompt":         nil, "input": nil, "user": nil, "conversation_id": nil,
 		"metadata": {Map: true},
 	}}

@@ -33,6 +33,9 @@ func TestParseRefusesDuplicateAndCaseVariantKeys(t *testing.T) {
 			"stream_options.include_usage", `"Include_Usage"`, RouteChat},
 		{"metadata key twice", `{"model":"m","messages":` + benign + `,"metadata":{"conversation_id":"a","conversation_id":"b"}}`,
 			"metadata.conversation_id", "twice", RouteChat},
+		{"tool description", `{"model":"m","messages":` + benign + `,"tools":[{"type":"function","function":{"name":"f","description":"attack","Description":"hello"}}]}`,
+			"tools[0].function.description", `"Description"`, RouteChat},
+		{"tools then Tools", `{"model":"m","messages":` + benign + `,"tools":[],"Tools":[]}`, "tools", `"Tools"`, RouteChat},
 		{"prompt then Prompt", `{"model":"m","prompt":"attack","Prompt":"hello"}`, "prompt", `"Prompt"`, RouteCompletions},
 		{"user then User", `{"model":"m","prompt":"x","user":"a","User":"b"}`, "user", `"User"`, RouteCompletions},
 	} {
@@ -52,7 +55,7 @@ func TestParseKeepsOrdinaryBodies(t *testing.T) {
 	for _, body := range []string{
 		`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":4}`,
 		`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"x"}}]}],"metadata":{"a":"1","A":"2"}}`,
-		`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1"}]},{"role":"user","content":"x"}],"Tools":[],"tools":[],"x_custom":1,"x_custom":2}`,
+		`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1"}]},{"role":"user","content":"x"}],"Seed":1,"seed":2,"x_custom":1,"x_custom":2}`,
 		` {"model":"m","prompt":["a","b"],"stream":false,"user":"u"}`,
 	} {
 		route := RouteChat

@@ -86,6 +86,8 @@ type Request struct {
 	MaxTokens int
 	// Messages of a chat request.
 	Messages []Message
+	// Tools are the tool definitions of a chat request, as the guardrails read them.
+	Tools []ToolDef
 	// Prompt of a completions request, or input of an embeddings request (the strings of an
 	// array joined).
 	Prompt string
@@ -122,6 +124,7 @@ type wire struct {
 	MaxTokens           *int              `json:"max_tokens"`
 	MaxCompletionTokens *int              `json:"max_completion_tokens"`
 	Messages            []wireMessage     `json:"messages"`
+	Tools               []wireTool        `json:"tools"`
 	Prompt              json.RawMessage   `json:"prompt"`
 	Input               json.RawMessage   `json:"input"`
 	User                string            `json:"user"`
@@ -165,6 +168,7 @@ func Parse(route Route, body []byte) (*Request, error) {
 	}
 	switch route {
 	case RouteChat:
+		r.parseTools(w.Tools)
 		return r, r.parseMessages(body, w.Messages)
 	case RouteEmbeddings:
 		// Embeddings do not stream; a "stream" field is the model server's to refuse.
@@ -423,6 +427,7 @@ func (r *Request) Clone() *Request {
 	c.promptDirty = maps.Clone(r.promptDirty)
 	c.prompts = slices.Clone(r.prompts)
 	c.Messages = slices.Clone(r.Messages)
+	c.Tools = slices.Clone(r.Tools)
 	for i := range c.Messages {
 		c.Messages[i].ToolCalls = slices.Clone(c.Messages[i].ToolCalls)
 	}

@@ -20,6 +20,8 @@ func TestParseErrors(t *testing.T) {
 		{RouteChat, `{"model":"m","messages":[{"content":"x"}]}`, "messages[0].role", "role"},
 		{RouteChat, `{"model":"m","messages":[{"role":"user"}],"max_tokens":-1}`, "max_tokens", "negative"},
 		{RouteChat, `{"model":"m","messages":[{"role":"user"}],"max_tokens":"ten"}`, "max_tokens", "invalid"},
+		{RouteChat, `{"model":"m","messages":[{"role":"user"}],"tools":[1]}`, "tools", "tools"},
+		{RouteChat, `{"model":"m","messages":[{"role":"user"}],"tools":[{"function":{"description":7}}]}`, "tools.function.description", "description"},
 		{RouteCompletions, `{"model":"m"}`, "prompt", "prompt"},
 		{RouteCompletions, `{"model":"m","prompt":5}`, "prompt", "string"},
 	} {
@@ -39,7 +41,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestParseAndBody(t *testing.T) {
-	r, err := Parse(RouteChat, []byte(`{"model":"m","stream":true,"max_completion_tokens":9,"max_tokens":3,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{}},{"type":"text","text":"there"}]}],"tools":[1],"metadata":{"k":"v"},"user":"u"}`))
+	r, err := Parse(RouteChat, []byte(`{"model":"m","stream":true,"max_completion_tokens":9,"max_tokens":3,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{}},{"type":"text","text":"there"}]}],"tools":[{"type":"function","function":{"name":"f","x-unknown":[1]}}],"metadata":{"k":"v"},"user":"u"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

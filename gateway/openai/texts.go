@@ -17,15 +17,19 @@ const (
 	// KindPrompt is the completions prompt or the embeddings input: the string (Index -1) or
 	// the array's string Index.
 	KindPrompt
+	// KindToolDescription is tools[Index].function.description of a chat request.
+	KindToolDescription
+	// KindToolParameters is tools[Index].function.parameters (its JSON text) of a chat request.
+	KindToolParameters
 )
 
 // TextRef locates one text of a request.
 type TextRef struct {
 	// Kind of text.
 	Kind TextKind
-	// Message indexes Messages (KindContent, KindToolArguments).
+	// Message indexes Messages (KindContent, KindToolArguments); -1 for the other kinds.
 	Message int
-	// Index is the part, tool call or prompt element; -1 for a whole string.
+	// Index is the part, tool call, tool definition or prompt element; -1 for a whole string.
 	Index int
 }
 
@@ -45,8 +49,9 @@ type part struct {
 }
 
 // TextFields lists every text of the request a caller wrote: of every message (whatever its
-// role) the string content or each text part, and each tool call's arguments; the prompt or
-// input strings otherwise. Empty texts are left out.
+// role) the string content or each text part, and each tool call's arguments, then each tool
+// definition's description and parameters schema; the prompt or input strings otherwise. Empty
+// texts are left out.
 func (r *Request) TextFields() []TextField {
 	var out []TextField
 	if r.Route != RouteChat {
@@ -73,7 +78,7 @@ func (r *Request) TextFields() []TextField {
 			}
 		}
 	}
-	return out
+	return append(out, r.toolFields()...)
 }
 
 func contentFields(i int, m Message) []TextField {
@@ -121,6 +126,9 @@ func (r *Request) SetText(ref TextRef, text string) error {
 		}
 		r.promptDirty[ref.Index] = true
 		return nil
+	}
+	if ref.Kind == KindToolDescription || ref.Kind == KindToolParameters {
+		return r.setToolText(ref, text)
 	}
 	if ref.Message < 0 || ref.Message >= len(r.Messages) {
 		return fmt.Errorf("message index %d out of range [0,%d)", ref.Message, len(r.Messages))
