@@ -129,3 +129,48 @@ func deployAttackNetworkPolicy(t *testing.T, e *Env, r *deployRelease) {
 		t.Errorf("the agent no longer serves after the attacks: %v", err)
 	}
 }
+
+// deployAttackAgentEgressOverDNSPort is TestDeployLocal's subtest AttackAgentEgressOverDNSPort:
+// code in an agent pod tries to tunnel out over port 53, which every cluster leaves open for DNS,
+// to a listener of its own in another namespace. A pod of the Examples' namespace carrying
+// neuronetes.io/pool (the label the agent policy selects) is refused; an unlabelled pod of the
+// same namespace reaches the listener, so the refusal is the agent policy's DNS rule, which names
+// only the cluster's DNS. The enforcer never filters UDP 53 (docs/development.md), so only TCP is
+// tried here.
+func deployAttackAgentEgressOverDNSPort(t *testing.T, e *Env, r *deployRelease) {
+	img := e.Image(t, "netcheck", "./e2e/cmd/netcheck")
+	outside := e.Namespace(t, "np-dns-tunnel")
+	e.Apply(t, outside, fmt.Sprintf(`
+apiVersion: v1
+kind: Pod
+metadata: {name: listener}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: listener
+    image: %s
+    imagePullPolicy: Never
+    command: ["/netcheck", "serve", "-addr", ":53"]
+    securityContext: {runAsUser: 0} # the image's user may not bind a port below 1024
+`, img))
+	target := net.JoinHostPort(e.WaitPodRunning(t, outside, "listener", 2*time.Minute).Status.PodIP, "53")
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, labels string
+		refused      bool
+	}{
+		{"np-dns-agent", "neuronetes.io/pool: mig-agents", true},
+		{"np-dns-plain", "", false},
+	} {
+		t.Cleanup(func() { _ = e.Kube.CoreV1().Pods(r.exampleNS).Delete(ctx, c.name, metav1.DeleteOptions{}) })
+		msg, ok := dialOutcomes(runNetcheckLabelled(t, e, r.exampleNS, c.name, img, c.labels, "probe", "-dial", target))[target]
+		switch {
+		case !ok:
+			t.Errorf("%s printed no result for %s", c.name, target)
+		case c.refused && msg == "":
+			t.Errorf("a pod labelled %q in %s reached %s on TCP 53: the agent policy lets port 53 go anywhere", c.labels, r.exampleNS, target)
+		case !c.refused && msg != "":
+			t.Errorf("an unlabelled pod in %s could not reach the listener %s (%s): the check proves nothing", r.exampleNS, target, msg)
+		}
+	}
+}

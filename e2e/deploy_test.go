@@ -267,6 +267,12 @@ func TestDeployLocal(t *testing.T) {
 		}
 		deployAttackNetworkPolicy(t, e, r)
 	})
+	t.Run("AttackAgentEgressOverDNSPort", func(t *testing.T) {
+		if !examplesOK {
+			t.Fatal("needs the agent NetworkPolicy of the Examples' namespace, which failed")
+		}
+		deployAttackAgentEgressOverDNSPort(t, e, r)
+	})
 	t.Run("OpenAISDK", func(t *testing.T) { deployOpenAISDK(t, e, r) })
 	t.Run("DashboardMetrics", func(t *testing.T) {
 		if !examplesOK {
