@@ -152,6 +152,37 @@ spec:
 		}
 	})
 
+	// A compromised node reads the chart's own Secrets of the release namespace (webhook TLS,
+	// Redis users, checkpoint signing key) by their chart-given names, or a Secret named like a
+	// copy that the controller did not make: the node agents' Role names only the copies.
+	t.Run("NodeAgentReadsReleaseSecret", func(t *testing.T) {
+		lookalike := v1alpha1.ModelSourceSecretName(r.exampleNS, "not-a-model")
+		e.Apply(t, r.namespace, fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: %s}\nstringData: {token: planted}\n", lookalike))
+		agent := impersonate(t, e, accounts["nodeagent"], map[string][]string{nodeNameExtra: {e.NodeName}})
+		own := v1alpha1.ModelSourceSecretName(r.exampleNS, "own")
+		Eventually(t, time.Minute, "the node agent may read the copy "+own, func() (bool, error) {
+			_, err := agent.CoreV1().Secrets(r.namespace).Get(ctx, own, metav1.GetOptions{})
+			return err == nil, err
+		})
+		all, err := copies.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tried := 0
+		for _, s := range all.Items {
+			if s.Labels[v1alpha1.ModelSourceLabel] == "true" && s.Labels[v1alpha1.ManagedByLabel] == v1alpha1.ManagedByController {
+				continue
+			}
+			tried++
+			if _, err := agent.CoreV1().Secrets(r.namespace).Get(ctx, s.Name, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+				t.Errorf("node agent get Secret %s/%s (not a copy): %v; want Forbidden", r.namespace, s.Name, err)
+			}
+		}
+		if tried < 2 {
+			t.Errorf("only %d Secrets of %s that are not copies were tried; want the chart's and %s", tried, r.namespace, lookalike)
+		}
+	})
+
 	t.Run("ForeignNamespaceSecretIsNotCopied", func(t *testing.T) {
 		Eventually(t, time.Minute, "Model steal reports its Secret missing in its own namespace", func() (bool, error) {
 			u, err := models.Get(ctx, "steal", metav1.GetOptions{})
