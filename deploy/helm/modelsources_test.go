@@ -32,7 +32,8 @@ func secretRights(objs []object, account string) []string {
 // update of that one Role) keeps them at get of exactly the copies. Both run with
 // --model-source-namespace=<release namespace>. The controller gets the source Secrets of the
 // Models' namespaces (cluster-wide, or a Role in controller.watchNamespace) and writes copies in
-// the release namespace only. Without the admission policies or without the controller nothing
+// the release namespace only; controller.modelSourceNamespaces turns the cluster-wide get into one
+// Role per listed namespace. Without the admission policies or without the controller nothing
 // is copied and the node agent has no Secret right at all.
 func TestChartModelSourceCopies(t *testing.T) {
 	const flag = "--model-source-namespace=neuronetes-system"
@@ -49,6 +50,11 @@ func TestChartModelSourceCopies(t *testing.T) {
 			"Role neuronetes-system create"}, true},
 		{"one watched namespace", []string{`controller={"watchNamespace":"team-a"}`}, true, []string{"ClusterRole <nil> create",
 			"Role team-a get",
+			"Role neuronetes-system get", "Role neuronetes-system list", "Role neuronetes-system watch",
+			"Role neuronetes-system create", "Role neuronetes-system update", "Role neuronetes-system delete",
+			"Role neuronetes-system create"}, true},
+		{"listed namespaces", []string{`controller={"modelSourceNamespaces":["team-a","team-b"]}`}, true, []string{"ClusterRole <nil> create",
+			"Role team-a get", "Role team-b get",
 			"Role neuronetes-system get", "Role neuronetes-system list", "Role neuronetes-system watch",
 			"Role neuronetes-system create", "Role neuronetes-system update", "Role neuronetes-system delete",
 			"Role neuronetes-system create"}, true},
@@ -112,5 +118,26 @@ func TestChartModelSourceCopies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestChartModelSourceNamespacesRefusals: modelSourceNamespaces naming a namespace the controller
+// does not watch is refused at render with a message naming both values; listing just the watched
+// one is accepted.
+func TestChartModelSourceNamespacesRefusals(t *testing.T) {
+	if _, err := render(t, nil, []string{`controller={"watchNamespace":"team-a","modelSourceNamespaces":["team-a"]}`}); err != nil {
+		t.Fatalf("the watched namespace listed alone: %v", err)
+	}
+	for _, set := range []string{
+		`controller={"watchNamespace":"team-a","modelSourceNamespaces":["team-b"]}`,
+		`controller={"watchNamespace":"team-a","modelSourceNamespaces":["team-a","team-b"]}`,
+	} {
+		_, err := render(t, nil, []string{set})
+		if err == nil || !strings.Contains(err.Error(), "controller.modelSourceNamespaces") || !strings.Contains(err.Error(), "controller.watchNamespace=team-a") {
+			t.Errorf("%s: %v, want a refusal naming controller.modelSourceNamespaces and controller.watchNamespace", set, err)
+		}
+	}
+	if _, err := render(t, nil, []string{`controller={"modelSourceNamespaces":["Not_A_Namespace"]}`}); err == nil {
+		t.Error("a modelSourceNamespaces entry that is no namespace name was accepted")
 	}
 }

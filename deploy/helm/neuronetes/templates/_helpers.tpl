@@ -155,6 +155,13 @@ copies; its rules are the controller's (--model-source-reader-role). */ -}}
 {{- include "neuronetes.fullname" . }}-nodeagent-model-sources
 {{- end -}}
 
+{{- /* The namespaces, space-separated, where the controller reads Model source Secrets by a Role:
+controller.watchNamespace, else controller.modelSourceNamespaces; empty: every namespace (a
+ClusterRole). */ -}}
+{{- define "neuronetes.modelSourceNamespaces" -}}
+{{- if .Values.controller.watchNamespace -}}{{ .Values.controller.watchNamespace }}{{- else -}}{{ join " " .Values.controller.modelSourceNamespaces }}{{- end -}}
+{{- end -}}
+
 {{- define "neuronetes.modelSourceCopies" -}}
 {{- $confined := or (not .Values.rbac.create) .Values.rbac.admissionPolicies -}}
 {{- if and .Values.controller.enabled .Values.nodeagent.enabled $confined -}}true{{- end -}}
