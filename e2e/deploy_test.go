@@ -260,6 +260,7 @@ func TestDeployLocal(t *testing.T) {
 	t.Run("RBACAllowlist", func(t *testing.T) { deployRBACAllowlist(t, e, r) })
 	t.Run("AdmissionPolicies", func(t *testing.T) { deployAdmissionPolicies(t, e, r) })
 	t.Run("AttackModelSourceSecrets", func(t *testing.T) { deployAttackModelSourceSecrets(t, e, r) })
+	t.Run("AttackNodeAgentReadsReleaseSecret", func(t *testing.T) { deployAttackNodeAgentReadsReleaseSecret(t, e, r) })
 	examplesOK := t.Run("Examples", func(t *testing.T) { deployExamples(t, e, r) })
 	t.Run("AttackNetworkPolicy", func(t *testing.T) {
 		if !examplesOK {
