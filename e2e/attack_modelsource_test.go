@@ -250,7 +250,7 @@ spec:
 			t.Errorf("Secret %s changed: %v", s.Name, err)
 		}
 	}
-	t.Logf("[e2e] node agent refused every Secret of %s but the copies: %v", r.namespace, tried)
+	t.Logf("[e2e] node agent tried on the Secrets of %s that are not copies: %v", r.namespace, tried)
 	if !slices.Contains(tried, lookalike) || len(tried) < 2 {
 		t.Errorf("tried %v; want the chart's Secrets and %s", tried, lookalike)
 	}
