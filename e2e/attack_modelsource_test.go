@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +198,63 @@ func removeWarmLabels(t *testing.T, e *Env, digests ...string) {
 	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
 	if _, err := e.Kube.CoreV1().Nodes().Patch(context.Background(), e.NodeName, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
 		t.Logf("cleanup: removing warm labels: %v", err)
+	}
+}
+
+// deployAttackNodeAgentReadsReleaseSecret is TestDeployLocal's subtest
+// AttackNodeAgentReadsReleaseSecret: a compromised node reads the chart's own Secrets of the
+// release namespace (webhook TLS, Redis users, checkpoint signing key) by their chart-given names,
+// or a Secret named like a copy that the controller did not make. The node agents' Role names only
+// the copies: the copy of a tenant Model's credentials is readable, nothing else of that
+// namespace, and the Secrets tried are unchanged.
+func deployAttackNodeAgentReadsReleaseSecret(t *testing.T, e *Env, r *deployRelease) {
+	ctx := context.Background()
+	accounts := releaseAccounts(t, e, r)
+	lookalike := v1alpha1.ModelSourceSecretName(r.exampleNS, "not-a-model")
+	e.Apply(t, r.namespace, fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: %s}\nstringData: {token: planted}\n", lookalike))
+	// The controller copies the credentials whether or not the fetch can work.
+	e.Apply(t, r.exampleNS, `apiVersion: v1
+kind: Secret
+metadata: {name: rs-creds}
+stringData: {accessKeyID: nn-e2e, secretAccessKey: nn-e2e-secret-key, endpoint: "https://s3.invalid"}
+---
+apiVersion: neuronetes.io/v1alpha1
+kind: Model
+metadata: {name: rs-model}
+spec:
+  source: {uri: "s3://weights/rs/model.gguf", secretRef: {name: rs-creds}}
+  digest: "sha256:`+strings.Repeat("0", 64)+`"
+  format: gguf
+`)
+	agent := impersonate(t, e, accounts["nodeagent"], map[string][]string{nodeNameExtra: {e.NodeName}})
+	own := v1alpha1.ModelSourceSecretName(r.exampleNS, "rs-model")
+	Eventually(t, time.Minute, "the node agent may read the copy "+own, func() (bool, error) {
+		_, err := agent.CoreV1().Secrets(r.namespace).Get(ctx, own, metav1.GetOptions{})
+		return err == nil, err
+	})
+	all, err := e.Kube.CoreV1().Secrets(r.namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tried []string
+	for _, s := range all.Items {
+		if s.Labels[v1alpha1.ModelSourceLabel] == "true" && s.Labels[v1alpha1.ManagedByLabel] == v1alpha1.ManagedByController {
+			continue
+		}
+		tried = append(tried, s.Name)
+		if _, err := agent.CoreV1().Secrets(r.namespace).Get(ctx, s.Name, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("node agent get Secret %s/%s (not a copy): %v; want Forbidden", r.namespace, s.Name, err)
+		}
+		after, err := e.Kube.CoreV1().Secrets(r.namespace).Get(ctx, s.Name, metav1.GetOptions{})
+		if err != nil || after.ResourceVersion != s.ResourceVersion {
+			t.Errorf("Secret %s changed: %v", s.Name, err)
+		}
+	}
+	t.Logf("[e2e] node agent tried on the Secrets of %s that are not copies: %v", r.namespace, tried)
+	if !slices.Contains(tried, lookalike) || len(tried) < 2 {
+		t.Errorf("tried %v; want the chart's Secrets and %s", tried, lookalike)
+	}
+	if _, err := agent.CoreV1().Secrets(r.namespace).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("node agent list Secrets of %s: %v; want Forbidden", r.namespace, err)
 	}
 }

@@ -8,8 +8,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,4 +131,70 @@ func deployAttackNetworkPolicy(t *testing.T, e *Env, r *deployRelease) {
 	if err := post("http://"+agent+"/v1/chat/completions", `{"model":"demo","messages":[{"role":"user","content":"hi"}],"max_tokens":4}`, "X-Conversation-ID", "e2e-np"); err != nil {
 		t.Errorf("the agent no longer serves after the attacks: %v", err)
 	}
+}
+
+// deployAttackAgentEgressOverDNSPort is TestDeployLocal's subtest AttackAgentEgressOverDNSPort:
+// code in an agent pod tries to tunnel out over port 53, which every cluster leaves open for DNS,
+// to a listener of its own in another namespace. From a pod of the Examples' namespace carrying
+// neuronetes.io/pool (the label the agent policy selects) the dial is refused; from an unlabelled
+// pod of the same namespace it connects, so the refusal is the agent policy's DNS rule, which names
+// only the cluster's DNS. The enforcer never filters UDP 53 (docs/development.md), so only TCP is
+// tried. The dials run in long-lived pods (kubectl exec) and are repeated: the enforcer filters a
+// pod only once its address is in its set, a moment after the pod starts.
+func deployAttackAgentEgressOverDNSPort(t *testing.T, e *Env, r *deployRelease) {
+	img := e.Image(t, "netcheck", "./e2e/cmd/netcheck")
+	outside := e.Namespace(t, "np-dns-tunnel")
+	e.Apply(t, outside, netcheckServer("listener", "", img, ":53", true))
+	target := net.JoinHostPort(e.WaitPodRunning(t, outside, "listener", 2*time.Minute).Status.PodIP, "53")
+	e.Apply(t, r.exampleNS, netcheckServer("np-dns-agent", "neuronetes.io/pool: mig-agents", img, ":8080", false)+"---\n"+
+		netcheckServer("np-dns-plain", "", img, ":8080", false))
+	dial := func(pod string) string {
+		out, err := e.KubectlErr("-n", r.exampleNS, "exec", pod, "--", "/netcheck", "probe", "-dial", target)
+		var res netResult
+		if jerr := json.Unmarshal([]byte(strings.TrimSpace(out)), &res); jerr != nil {
+			return fmt.Sprintf("no result (%v): %v", jerr, err)
+		}
+		return res.Error
+	}
+	for _, pod := range []string{"np-dns-agent", "np-dns-plain"} {
+		e.WaitPodRunning(t, r.exampleNS, pod, 2*time.Minute)
+	}
+	Eventually(t, time.Minute, "an unlabelled pod of "+r.exampleNS+" reaches the listener "+target, func() (bool, error) {
+		msg := dial("np-dns-plain")
+		return msg == "", errors.New(msg)
+	})
+	refusals := 0
+	Eventually(t, time.Minute, "TCP 53 to "+target+" refused 3 times in a row from a pod labelled neuronetes.io/pool", func() (bool, error) {
+		if msg := dial("np-dns-agent"); msg == "" {
+			refusals = 0
+			return false, errors.New("connected: the agent policy lets port 53 go anywhere")
+		}
+		refusals++
+		return refusals >= 3, nil
+	})
+}
+
+// netcheckServer is a Pod running netcheck serve on addr. root runs it as root (a port below
+// 1024 in a namespace without Pod Security); otherwise it meets Pod Security restricted.
+func netcheckServer(name, labels, img, addr string, root bool) string {
+	sc := "securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}"
+	csc := "securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}"
+	if root {
+		sc, csc = "securityContext: {runAsUser: 0}", "securityContext: {}"
+	}
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  labels: {%s}
+spec:
+  terminationGracePeriodSeconds: 1
+  %s
+  containers:
+  - name: netcheck
+    image: %s
+    imagePullPolicy: Never
+    command: ["/netcheck", "serve", "-addr", %q]
+    %s
+`, name, labels, sc, img, addr, csc)
 }

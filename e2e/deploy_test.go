@@ -260,12 +260,19 @@ func TestDeployLocal(t *testing.T) {
 	t.Run("RBACAllowlist", func(t *testing.T) { deployRBACAllowlist(t, e, r) })
 	t.Run("AdmissionPolicies", func(t *testing.T) { deployAdmissionPolicies(t, e, r) })
 	t.Run("AttackModelSourceSecrets", func(t *testing.T) { deployAttackModelSourceSecrets(t, e, r) })
+	t.Run("AttackNodeAgentReadsReleaseSecret", func(t *testing.T) { deployAttackNodeAgentReadsReleaseSecret(t, e, r) })
 	examplesOK := t.Run("Examples", func(t *testing.T) { deployExamples(t, e, r) })
 	t.Run("AttackNetworkPolicy", func(t *testing.T) {
 		if !examplesOK {
 			t.Fatal("needs the walkthrough pool of the Examples subtest, which failed")
 		}
 		deployAttackNetworkPolicy(t, e, r)
+	})
+	t.Run("AttackAgentEgressOverDNSPort", func(t *testing.T) {
+		if !examplesOK {
+			t.Fatal("needs the agent NetworkPolicy of the Examples' namespace, which failed")
+		}
+		deployAttackAgentEgressOverDNSPort(t, e, r)
 	})
 	t.Run("OpenAISDK", func(t *testing.T) { deployOpenAISDK(t, e, r) })
 	t.Run("DashboardMetrics", func(t *testing.T) {

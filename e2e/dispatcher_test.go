@@ -112,7 +112,7 @@ type dispEnv struct {
 func dispSetup(t *testing.T, prefix string, ctlArgs func(e *Env, ns string) []string) *dispEnv {
 	e := requireEnv(t)
 	ctrlInstallCRDs(t, e)
-	ns := e.Namespace(t, prefix)
+	ns := e.NamespaceWithPodSecurity(t, prefix, "restricted", "")
 	e.Apply(t, ns, fmt.Sprintf(`apiVersion: v1
 kind: Secret
 metadata:
@@ -247,10 +247,12 @@ spec:
   template:
     spec:
       terminationGracePeriodSeconds: 2
+      securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
       containers:
         - name: agent
           image: %[1]s
           imagePullPolicy: Never
+          securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
           args: ["--listen=:8000", "--max-running=4", "--token-rate=40", "--default-max-tokens=8", "--ttft-base=20ms"]
           ports: [{name: http, containerPort: 8000}]
           readinessProbe:

@@ -68,10 +68,12 @@ spec:
   template:
     spec:
       terminationGracePeriodSeconds: 5
+      securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
       containers:
       - name: agent
         image: %[1]s
         imagePullPolicy: Never
+        securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
         args: ["--listen=:8000", "--model=demo-llm", "--token-rate=40", "--ttft-base=5ms", "--max-running=64"]
         ports: [{name: http, containerPort: 8000}]
         readinessProbe: {httpGet: {path: /readyz, port: 8000}, periodSeconds: 1}
@@ -94,10 +96,12 @@ spec:
   template:
     spec:
       terminationGracePeriodSeconds: 2
+      securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
       containers:
       - name: agent
         image: %[1]s
         imagePullPolicy: Never
+        securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
         args: ["--listen=:8000", "--model=scaled", "--token-rate=10", "--ttft-base=5ms"]
         ports: [{name: http, containerPort: 8000}]
         readinessProbe: {httpGet: {path: /readyz, port: 8000}, periodSeconds: 1}
@@ -168,7 +172,7 @@ func gweSetup(t *testing.T) *gweEnv {
 	sidecarImg := e.Image(t, "sidecar", "./cmd/sidecar")
 	agentImg := e.Image(t, "demo-agent", "./cmd/demo-agent")
 	e.Image(t, "gateway", "./cmd/gateway")
-	ns := e.Namespace(t, "gw")
+	ns := e.NamespaceWithPodSecurity(t, "gw", "restricted", "")
 	sidecarKeys(t, e, ns)
 	ctl := startController(t, e, ns, sidecarImg, "--http-addr=0.0.0.0:7070", "--autoscaler=true",
 		"--autoscaler-sync-period=3s", "--gateway-pods="+ns+"/app.kubernetes.io/component=gateway", "--gateway-admin-port=9090")

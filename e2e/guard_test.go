@@ -206,10 +206,12 @@ spec:
   template:
     spec:
       terminationGracePeriodSeconds: 2
+      securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
       containers:
         - name: agent
           image: %[3]s
           imagePullPolicy: Never
+          securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
           args: [%[5]s]
           ports: [{name: http, containerPort: 8000}]
           readinessProbe:
@@ -239,7 +241,7 @@ func guardPoolReady(t *testing.T, e *Env, ns, pool string, n int) {
 func guardEnv(t *testing.T, prefix string, gatewayArgs ...string) (*Env, string, *gwProc) {
 	e := requireEnv(t)
 	ctrlInstallCRDs(t, e)
-	ns := e.Namespace(t, prefix)
+	ns := e.NamespaceWithPodSecurity(t, prefix, "restricted", "")
 	e.Apply(t, ns, fmt.Sprintf(`apiVersion: v1
 kind: Secret
 metadata:

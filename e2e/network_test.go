@@ -40,6 +40,8 @@ func runNetcheck(t *testing.T, e *Env, ns, name, img string, args ...string) []n
 
 // runNetcheckLabelled is runNetcheck in a pod with labels (the content of a
 // YAML flow map, "" for none), for checks that a NetworkPolicy peer decides.
+// The pod meets Pod Security restricted (non-root, no capabilities), so it
+// runs in the agent namespaces too.
 func runNetcheckLabelled(t *testing.T, e *Env, ns, name, img, labels string, args ...string) []netResult {
 	t.Helper()
 	quoted := make([]string, len(args))
@@ -55,12 +57,14 @@ metadata:
 spec:
   restartPolicy: Never
   terminationGracePeriodSeconds: 1
+  securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
   containers:
   - name: netcheck
     image: %s
     imagePullPolicy: Never
     command: ["/netcheck"]
     args: [%s]
+    securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
 `, name, labels, img, strings.Join(quoted, ", ")))
 	ctx := context.Background()
 	Eventually(t, 2*time.Minute, "pod "+name+" finished", func() (bool, error) {

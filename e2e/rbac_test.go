@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/neuronetes/neuronetes/api/v1alpha1"
 )
 
 // rbacAllowlist is the checked-in list of every right each ServiceAccount of the chart may hold,
@@ -75,9 +78,7 @@ func rightsOf(t *testing.T, e *Env, r *deployRelease, user, account, scope, ns s
 			for _, res := range rule.Resources {
 				name := g + "/" + res
 				if len(rule.ResourceNames) > 0 {
-					names := append([]string(nil), rule.ResourceNames...)
-					sort.Strings(names)
-					name += "/" + strings.Join(names, ",")
+					name += "/" + resourceNamesRight(rule.ResourceNames)
 				}
 				for _, v := range rule.Verbs {
 					set[fmt.Sprintf("%s %s %s %s", account, scope, name, v)] = true
@@ -99,6 +100,21 @@ func rightsOf(t *testing.T, e *Env, r *deployRelease, user, account, scope, ns s
 	}
 	sort.Strings(out)
 	return out
+}
+
+// resourceNamesRight is how a rule's resourceNames read in the allowlist: sorted, and the node
+// agents' Model source copies (named by the controller after each Model, with a hash) as one
+// "model-src-<copies>", so the list does not depend on which Models exist.
+func resourceNamesRight(names []string) string {
+	var out []string
+	for _, n := range names {
+		if strings.HasPrefix(n, v1alpha1.ModelSourceSecretPrefix) {
+			n = v1alpha1.ModelSourceSecretPrefix + "<copies>"
+		}
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return strings.Join(slices.Compact(out), ",")
 }
 
 // deployRBACAllowlist prints every right of every ServiceAccount of the release and fails on one

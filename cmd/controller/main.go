@@ -70,6 +70,7 @@ type options struct {
 	agentNetPolName           string
 	modelSourceNamespace      string
 	modelSourceResync         time.Duration
+	modelSourceReaderRole     string
 	redisUsers                redisUserOptions
 	// certs is the shared-Secret keeper once setupWebhook made it.
 	certs *nnwebhook.CertSecret
@@ -105,6 +106,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.agentNetPolFile, "agent-network-policy-file", "", "NetworkPolicySpec (YAML) kept in every namespace with AgentPools under --agent-network-policy-name (empty: none)")
 	flag.StringVar(&o.agentNetPolName, "agent-network-policy-name", "neuronetes-agents", "name of the agent NetworkPolicy in each namespace")
 	flag.StringVar(&o.modelSourceNamespace, "model-source-namespace", "", "namespace where the credentials of each Model's spec.source.secretRef (read in the Model's namespace) are copied for the node agents (controller/modelcreds; empty: none)")
+	flag.StringVar(&o.modelSourceReaderRole, "model-source-reader-role", "", "Role in --model-source-namespace, bound to the node agents, whose rules the controller keeps at get of exactly the copies that exist (controller/modelcreds AccessReconciler; the installer creates it; empty: not kept)")
 	flag.DurationVar(&o.modelSourceResync, "model-source-resync", modelcreds.DefaultResync, "how often a Model's source Secret is read again (tenant Secrets are not watched)")
 	o.autoscaler.addFlags(flag.CommandLine)
 	o.prices.addFlags(flag.CommandLine)

@@ -18,6 +18,9 @@ func TestValidateModelSources(t *testing.T) {
 		{"on", options{modelSourceNamespace: "neuronetes-system", modelSourceResync: time.Minute}, ""},
 		{"zero resync", options{modelSourceNamespace: "neuronetes-system"}, "--model-source-resync"},
 		{"bad namespace", options{modelSourceNamespace: "Not/A-Namespace", modelSourceResync: time.Minute}, "--model-source-namespace"},
+		{"reader role", options{modelSourceNamespace: "neuronetes-system", modelSourceReaderRole: "nn-neuronetes-nodeagent-model-sources", modelSourceResync: time.Minute}, ""},
+		{"reader role without copies", options{modelSourceReaderRole: "r", modelSourceResync: time.Minute}, "--model-source-reader-role"},
+		{"bad reader role", options{modelSourceNamespace: "neuronetes-system", modelSourceReaderRole: "Bad_Role", modelSourceResync: time.Minute}, "--model-source-reader-role"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := validateModelSources(&tc.o)

@@ -42,6 +42,9 @@ const (
 	ReasonSecretNotFound = "SecretNotFound"
 	ReasonKeyMissing     = "KeyMissing"
 	ReasonInvalidName    = "InvalidName"
+	// ReasonNamespaceNotAllowed: the controller may not read Secrets of the Model's namespace (the
+	// installer grants it get only in the namespaces an admin lists).
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
 )
 
 // Reconciler keeps the copy of one Model's source credentials. Requests name the Model.
@@ -140,6 +143,10 @@ func (r *Reconciler) sync(ctx context.Context, m *nnv1.Model, secret string, cop
 	case apierrors.IsNotFound(err):
 		cond.Reason = ReasonSecretNotFound
 		cond.Message = fmt.Sprintf("Secret %s named by spec.source.secretRef does not exist in the Model's namespace", srcKey)
+		return cond, r.deleteCopy(ctx, copyKey, cond.Message)
+	case apierrors.IsForbidden(err):
+		cond.Reason = ReasonNamespaceNotAllowed
+		cond.Message = fmt.Sprintf("the controller may not read Secret %s named by spec.source.secretRef: namespace %s is not one whose Models an admin lets name source Secrets (Helm value controller.modelSourceNamespaces)", srcKey, m.Namespace)
 		return cond, r.deleteCopy(ctx, copyKey, cond.Message)
 	case err != nil:
 		return nil, fmt.Errorf("reading Secret %s of Model %s/%s: %w", srcKey, m.Namespace, m.Name, err)

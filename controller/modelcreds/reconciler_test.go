@@ -2,6 +2,7 @@ package modelcreds
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -187,8 +188,9 @@ func TestForeignNamespaceSecretIsNeverRead(t *testing.T) {
 	}
 }
 
-// TestSourceProblems: a missing Secret, a missing key and an invalid name each give a False
-// condition naming the Secret and what is wrong, and remove a copy made before.
+// TestSourceProblems: a missing Secret, a missing key, an invalid name and a namespace whose
+// Secrets the controller may not read (Forbidden) each give a False condition naming the Secret
+// and what is wrong, and remove a copy made before.
 func TestSourceProblems(t *testing.T) {
 	for _, tc := range []struct {
 		name, uri, ref string
@@ -204,6 +206,8 @@ func TestSourceProblems(t *testing.T) {
 		{"https without a token", "https://h/m", "creds", secret("tenant-a", "creds", "accessKeyID", "AK"), ReasonKeyMissing,
 			[]string{"tenant-a/creds", "lacks the key token", "https://"}},
 		{"not a Secret name", "s3://b/k", "../kube-system/x", nil, ReasonInvalidName, []string{"spec.source.secretRef.name", "../kube-system/x"}},
+		{"namespace not allowed", "s3://b/k", forbiddenSecret, secret("tenant-a", forbiddenSecret, "accessKeyID", "AK", "secretAccessKey", "SK"),
+			ReasonNamespaceNotAllowed, []string{"tenant-a/" + forbiddenSecret, "controller.modelSourceNamespaces"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := model("tenant-a", "m", tc.uri, tc.ref)
@@ -212,7 +216,7 @@ func TestSourceProblems(t *testing.T) {
 				objs = append(objs, tc.src)
 			}
 			c := newClient(t, objs...)
-			r := &Reconciler{Client: c, Secrets: c, Namespace: release}
+			r := &Reconciler{Client: c, Secrets: forbidding{c}, Namespace: release}
 			reconcileModel(t, r, "tenant-a", "m")
 			if cp := copyOf(t, c, "tenant-a", "m"); cp != nil {
 				t.Errorf("copy kept: %q", cp.Data)
@@ -228,6 +232,20 @@ func TestSourceProblems(t *testing.T) {
 			}
 		})
 	}
+}
+
+// forbiddenSecret is a Secret name forbidding answers Forbidden for, as the apiserver does where the
+// controller has no Role.
+const forbiddenSecret = "unreadable"
+
+// forbidding is a Reader that refuses forbiddenSecret.
+type forbidding struct{ client.Reader }
+
+func (f forbidding) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if key.Name == forbiddenSecret {
+		return apierrors.NewForbidden(corev1.Resource("secrets"), key.Name, errors.New("RBAC: access denied"))
+	}
+	return f.Reader.Get(ctx, key, obj, opts...)
 }
 
 // TestForeignSecretOfTheCopyName: a Secret of a copy's name without the managed-by label is not

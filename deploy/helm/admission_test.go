@@ -173,3 +173,65 @@ func TestAgentPoolPodsPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeAgentReaderRolePolicy: the controller-writes policy lets the controller set the node
+// agents' Role only to get of named model-src-* Secrets (or no rules); every other rule (another
+// verb, resource or Secret, an empty resourceNames, which RBAC reads as every name), another Role
+// and a create or delete are refused.
+func TestNodeAgentReaderRolePolicy(t *testing.T) {
+	objs, err := render(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(find(objs, "ValidatingAdmissionPolicy", "nn-neuronetes-controller-writes"))
+	var p admissionregv1.ValidatingAdmissionPolicy
+	if err := json.Unmarshal(raw, &p); err != nil || len(p.Spec.Validations) == 0 {
+		t.Fatalf("policy: %v %s", err, raw)
+	}
+	if !strings.Contains(toJSON(p.Spec.MatchConstraints.ResourceRules), `"roles"`) {
+		t.Fatalf("the policy does not match Roles: %s", toJSON(p.Spec.MatchConstraints))
+	}
+	const ns, name = "neuronetes-system", "nn-neuronetes-nodeagent-model-sources"
+	copyName := nnv1.ModelSourceSecretName("t1", "llama")
+	rule := func(group, resource, verb string, names ...string) any {
+		r := map[string]any{"apiGroups": []any{group}, "resources": []any{resource}, "verbs": []any{verb}}
+		if names != nil {
+			l := make([]any, len(names))
+			for i, n := range names {
+				l[i] = n
+			}
+			r["resourceNames"] = l
+		}
+		return r
+	}
+	role := func(name string, rules ...any) map[string]any {
+		o := map[string]any{"metadata": map[string]any{"name": name, "namespace": ns}}
+		if rules != nil {
+			o["rules"] = rules
+		}
+		return o
+	}
+	for _, tc := range []struct {
+		name string
+		op   string
+		obj  map[string]any
+		want bool
+	}{
+		{"get of the copies", "UPDATE", role(name, rule("", "secrets", "get", copyName)), true},
+		{"no rules", "UPDATE", role(name), true},
+		{"every Secret (no resourceNames)", "UPDATE", role(name, rule("", "secrets", "get")), false},
+		{"every Secret (empty resourceNames)", "UPDATE", role(name, rule("", "secrets", "get", []string{}...)), false},
+		{"the Redis users Secret", "UPDATE", role(name, rule("", "secrets", "get", copyName, "nn-neuronetes-redis-users")), false},
+		{"list of Secrets", "UPDATE", role(name, rule("", "secrets", "list", copyName)), false},
+		{"ConfigMaps", "UPDATE", role(name, rule("", "configmaps", "get", copyName)), false},
+		{"another group", "UPDATE", role(name, rule("rbac.authorization.k8s.io", "secrets", "get", copyName)), false},
+		{"another Role", "UPDATE", role("nn-neuronetes-other", rule("", "secrets", "get", copyName)), false},
+		{"a new Role", "CREATE", role(name, rule("", "secrets", "get", copyName)), false},
+	} {
+		req := map[string]any{"operation": tc.op, "namespace": ns, "resource": map[string]any{"resource": "roles"}}
+		ok, msg := admitsRequest(t, &p, req, tc.obj, tc.obj)
+		if ok != tc.want {
+			t.Errorf("%s: admitted %v (%s), want %v", tc.name, ok, msg, tc.want)
+		}
+	}
+}

@@ -76,13 +76,16 @@ func TestChartNetworkPolicies(t *testing.T) {
 		adminFrom  []string
 		agentsFrom []string
 		egressIP   string
+		dnsTo      []string
 	}{
 		{name: "disabled", set: []string{`networkPolicy={"enabled":false}`}, wantNone: true},
-		{name: "defaults", adminFrom: []string{ctrl}, agentsFrom: agentsFrom},
+		{name: "defaults", adminFrom: []string{ctrl}, agentsFrom: agentsFrom, dnsTo: []string{kubeDNS}},
 		{name: "monitoring namespace", set: []string{`networkPolicy={"monitoringNamespace":"mon"}`},
-			adminFrom: []string{ctrl, "mon/*"}, agentsFrom: append(slices.Clone(agentsFrom), "mon/*")},
+			adminFrom: []string{ctrl, "mon/*"}, agentsFrom: append(slices.Clone(agentsFrom), "mon/*"), dnsTo: []string{kubeDNS}},
 		{name: "admin egress allowlist", set: []string{`networkPolicy={"agentEgressAllow":[{"cidr":"10.1.0.0/16","ports":[6379]}]}`},
-			adminFrom: []string{ctrl}, agentsFrom: agentsFrom, egressIP: "10.1.0.0/16"},
+			adminFrom: []string{ctrl}, agentsFrom: agentsFrom, egressIP: "10.1.0.0/16", dnsTo: []string{kubeDNS}},
+		{name: "DNS servers outside pods", set: []string{`networkPolicy={"dns":{"cidrs":["169.254.20.10/32"]}}`},
+			adminFrom: []string{ctrl}, agentsFrom: agentsFrom, dnsTo: []string{kubeDNS, "169.254.20.10/32"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -138,6 +141,15 @@ func TestChartNetworkPolicies(t *testing.T) {
 			var to []string
 			eg, _ := get(spec, "egress").([]any)
 			for _, r := range eg {
+				if get(r, "to") == nil {
+					t.Errorf("agent egress rule %v names no peer: it admits its ports to every address", r)
+				}
+				if isDNSRule(r) {
+					if got := dnsPeers(r); !slices.Equal(got, tt.dnsTo) {
+						t.Errorf("agent DNS egress to %v, want %v", got, tt.dnsTo)
+					}
+					continue
+				}
 				to = append(to, peerComponents(r, "to")...)
 			}
 			want := []string{rel + "/gateway", rel + "/dispatcher", rel + "/redis"}
@@ -149,6 +161,40 @@ func TestChartNetworkPolicies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// kubeDNS is how dnsPeers names the cluster DNS pods of the chart's default networkPolicy.dns.
+const kubeDNS = "kube-system/k8s-app=kube-dns"
+
+// isDNSRule reports whether an egress rule admits exactly port 53 (UDP and TCP).
+func isDNSRule(rule any) bool {
+	ports, _ := get(rule, "ports").([]any)
+	var got []string
+	for _, p := range ports {
+		got = append(got, fmt.Sprint(get(p, "protocol"), "/", get(p, "port")))
+	}
+	slices.Sort(got)
+	return slices.Equal(got, []string{"TCP/53", "UDP/53"})
+}
+
+// dnsPeers lists the peers of a DNS rule: "<namespace>/<label>=<value>" for pods, the CIDR of an
+// ipBlock.
+func dnsPeers(rule any) []string {
+	var out []string
+	peers, _ := get(rule, "to").([]any)
+	for _, p := range peers {
+		if get(p, "ipBlock") != nil {
+			out = append(out, fmt.Sprint(get(p, "ipBlock", "cidr")))
+			continue
+		}
+		labels, _ := get(p, "podSelector", "matchLabels").(map[string]any)
+		var sel []string
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
+			sel = append(sel, k+"="+fmt.Sprint(labels[k]))
+		}
+		out = append(out, fmt.Sprint(get(p, "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name"))+"/"+strings.Join(sel, ","))
+	}
+	return out
 }
 
 // agentPolicySpec returns the agent NetworkPolicySpec of the chart's ConfigMap (nil when none),

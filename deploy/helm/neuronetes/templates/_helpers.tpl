@@ -149,6 +149,19 @@ the chart's Redis; empty when gateway.redis.enabled is false (each replica keeps
 RBAC, the admission policy that confines the controller's Secret writes in the release namespace
 to the copies is rendered (RBAC cannot limit create by name). Otherwise a Model with a
 spec.source.secretRef fails on the nodes. */ -}}
+{{- /* The Role of the release namespace through which the node agents read the Model source
+copies; its rules are the controller's (--model-source-reader-role). */ -}}
+{{- define "neuronetes.nodeagentModelSourceRole" -}}
+{{- include "neuronetes.fullname" . }}-nodeagent-model-sources
+{{- end -}}
+
+{{- /* The namespaces, space-separated, where the controller reads Model source Secrets by a Role:
+controller.watchNamespace, else controller.modelSourceNamespaces; empty: every namespace (a
+ClusterRole). */ -}}
+{{- define "neuronetes.modelSourceNamespaces" -}}
+{{- if .Values.controller.watchNamespace -}}{{ .Values.controller.watchNamespace }}{{- else -}}{{ join " " .Values.controller.modelSourceNamespaces }}{{- end -}}
+{{- end -}}
+
 {{- define "neuronetes.modelSourceCopies" -}}
 {{- $confined := or (not .Values.rbac.create) .Values.rbac.admissionPolicies -}}
 {{- if and .Values.controller.enabled .Values.nodeagent.enabled $confined -}}true{{- end -}}
