@@ -72,8 +72,8 @@ func parseOptions(args []string) (*options, error) {
 	fs.IntVar(&o.overhead.streams, "streams", 200, "overhead: concurrent streamed requests")
 	fs.IntVar(&o.overhead.tokens, "tokens", 100, "overhead: tokens per request")
 	fs.Float64Var(&o.overhead.decodeRate, "decode-rate", 50, "overhead: tokens per second per stream")
-	fs.DurationVar(&o.overhead.window, "window", 10*time.Second, "overhead: measured time per column per round")
-	fs.IntVar(&o.overhead.rounds, "rounds", 2, "overhead: interleaved rounds")
+	fs.DurationVar(&o.overhead.window, "window", 5*time.Second, "overhead: measured time per column per round")
+	fs.IntVar(&o.overhead.rounds, "rounds", 5, "overhead: interleaved rounds (the CPU ratio is the median of the rounds)")
 	o.routing.bindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err

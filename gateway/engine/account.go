@@ -43,6 +43,9 @@ func (r *request) count(c *openai.Chunk, whole bool) {
 // markFirstToken records the first streamed token once: the request leaves the queue views and
 // its TTFT is now.
 func (r *request) markFirstToken() {
+	if r.usage.first {
+		return // every later chunk: no clock read
+	}
 	r.firstToken(max(r.e.now().Sub(r.start), 1), true)
 }
 

@@ -55,7 +55,7 @@ func (e *EventReader) Next() ([]byte, error) {
 			}
 			return nil, io.EOF
 		}
-		line = bytes.TrimRight(line, "\r\n")
+		line = trimEOL(line)
 		if len(line) == 0 {
 			if has {
 				e.event()
@@ -101,4 +101,14 @@ func (e *EventReader) event() {
 	if e.onEvent != nil {
 		e.onEvent()
 	}
+}
+
+// trimEOL drops the line's trailing CR and LF bytes (bytes.TrimRight(line, "\r\n") without
+// building a character set per line).
+func trimEOL(line []byte) []byte {
+	n := len(line)
+	for n > 0 && (line[n-1] == '\n' || line[n-1] == '\r') {
+		n--
+	}
+	return line[:n]
 }
