@@ -1,6 +1,6 @@
 // Package kvevents encodes and decodes the KV-cache events vLLM publishes with
-// --kv-events-config (BlockStored, BlockRemoved, AllBlocksCleared) and keeps an exact per-pod
-// index of the blocks each pod has announced.
+// --kv-events-config (BlockStored, BlockRemoved, AllBlocksCleared). It is the wire codec only:
+// nothing subscribes to pods or routes on the events yet (docs/gateway.md, "KV events").
 //
 // Wire layout (vLLM's ZmqEventPublisher): a ZeroMQ PUB multipart message of three frames,
 // topic, an 8-byte big-endian sequence number, and a msgpack payload. The payload is an
