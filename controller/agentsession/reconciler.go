@@ -30,6 +30,8 @@ type Reconciler struct {
 	Client   client.Client
 	Scheme   *runtime.Scheme
 	Recorder record.EventRecorder
+	// Metrics, when set, counts sessions by phase and times suspends and resumes.
+	Metrics *Metrics
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -46,6 +48,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	logger := klog.FromContext(ctx).WithValues("agentSession", req.NamespacedName)
 	var s nnv1.AgentSession
 	if err := r.Client.Get(ctx, req.NamespacedName, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.transition(req.NamespacedName, "", "", -1)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	now := r.now()
@@ -66,6 +71,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if s.Status.Phase != orig.Status.Phase {
 		logger.Info("Session transition", "from", orig.Status.Phase, "to", s.Status.Phase, "reason", d.Reason)
 		r.event(&s, corev1.EventTypeNormal, d.Reason, fmt.Sprintf("%s -> %s", orig.Status.Phase, s.Status.Phase))
+		since := -1.0
+		if orig.Status.TransitionTime != nil {
+			since = now.Sub(orig.Status.TransitionTime.Time).Seconds()
+		}
+		r.Metrics.transition(req.NamespacedName, orig.Status.Phase, s.Status.Phase, since)
 		t := metav1.NewTime(now)
 		s.Status.TransitionTime = &t
 		r.condition(&s, s.Status.Phase == nnv1.SessionRunning, d.Reason, string(s.Status.Phase))

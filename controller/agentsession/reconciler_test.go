@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -38,7 +41,7 @@ func newHarness(t *testing.T, objs ...client.Object) *harness {
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
 		WithStatusSubresource(&nnv1.AgentSession{}, &nnv1.AgentCheckpoint{}).Build()
 	h := &harness{t: t, c: c, now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
-	h.r = &Reconciler{Client: c, Scheme: s, Now: func() time.Time { return h.now }}
+	h.r = &Reconciler{Client: c, Scheme: s, Metrics: NewMetrics(nil), Now: func() time.Time { return h.now }}
 	return h
 }
 
@@ -159,6 +162,22 @@ func TestReconcileIdleSuspendAndResume(t *testing.T) {
 	s = h.step(nnv1.SessionRunning)
 	if c := meta.FindStatusCondition(s.Status.Conditions, ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Resumed" {
 		t.Fatalf("condition %+v", c)
+	}
+	m := h.r.Metrics
+	for name, h := range map[string]prometheus.Histogram{"suspend": m.SuspendSeconds, "resume": m.ResumeSeconds} {
+		var d dto.Metric
+		if err := h.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		if d.GetHistogram().GetSampleCount() != 1 {
+			t.Errorf("%s latency samples %d, want 1", name, d.GetHistogram().GetSampleCount())
+		}
+	}
+	if got := testutil.ToFloat64(m.Sessions.WithLabelValues("Running")); got != 1 {
+		t.Errorf("running sessions gauge %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.Sessions.WithLabelValues("Suspended")); got != 0 {
+		t.Errorf("suspended sessions gauge %v, want 0", got)
 	}
 }
 
