@@ -60,6 +60,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	d := Decide(obs, now)
 	orig := s.DeepCopy()
+	if !obs.LastActivity.IsZero() && (s.Status.LastActivity == nil || obs.LastActivity.After(s.Status.LastActivity.Time)) {
+		// The annotation's activity, so the Idle column counts from it.
+		t := metav1.NewTime(obs.LastActivity)
+		s.Status.LastActivity = &t
+	}
 	if err := r.apply(ctx, &s, pod, d, now); err != nil {
 		r.condition(&s, false, "Failed", err.Error())
 		r.event(&s, corev1.EventTypeWarning, d.Reason, err.Error())
