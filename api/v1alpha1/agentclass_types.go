@@ -90,6 +90,13 @@ type AgentClassSpec struct {
 	// Sidecar configures the injected sidecar.
 	// +optional
 	Sidecar *SidecarConfig `json:"sidecar,omitempty"`
+
+	// AllowedRuntimeClassNames lists the RuntimeClasses an AgentSession of this class may name in
+	// spec.runtimeClassName instead of the template's; empty: no override.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +optional
+	AllowedRuntimeClassNames []string `json:"allowedRuntimeClassNames,omitempty"`
 }
 
 // AgentClassStatus reports the class's derived objects.

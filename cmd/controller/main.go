@@ -34,6 +34,7 @@ import (
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/controller/agentnetpol"
 	"github.com/neuronetes/neuronetes/controller/agentpool"
+	"github.com/neuronetes/neuronetes/controller/agentsession"
 	"github.com/neuronetes/neuronetes/controller/modelcreds"
 	nnwebhook "github.com/neuronetes/neuronetes/controller/webhook"
 	"github.com/neuronetes/neuronetes/internal/serving"
@@ -68,6 +69,7 @@ type options struct {
 	rollout                   rolloutOptions
 	agentNetPolFile           string
 	agentNetPolName           string
+	agentSessions             bool
 	modelSourceNamespace      string
 	modelSourceResync         time.Duration
 	modelSourceReaderRole     string
@@ -105,6 +107,7 @@ func parseFlags() *options {
 	flag.IntVar(&o.sidecarGoMaxProcs, "sidecar-gomaxprocs", nnwebhook.DefaultGoMaxProcs, "GOMAXPROCS of injected sidecars (0: Go's default, the CPU limit or else the node's CPUs)")
 	flag.StringVar(&o.agentNetPolFile, "agent-network-policy-file", "", "NetworkPolicySpec (YAML) kept in every namespace with AgentPools under --agent-network-policy-name (empty: none)")
 	flag.StringVar(&o.agentNetPolName, "agent-network-policy-name", "neuronetes-agents", "name of the agent NetworkPolicy in each namespace")
+	flag.BoolVar(&o.agentSessions, "agent-sessions", false, "run the AgentSession controller (controller/agentsession; needs the AgentSession and AgentCheckpoint CRDs and the node agents' checkpointing; docs/sessions.md)")
 	flag.StringVar(&o.modelSourceNamespace, "model-source-namespace", "", "namespace where the credentials of each Model's spec.source.secretRef (read in the Model's namespace) are copied for the node agents (controller/modelcreds; empty: none)")
 	flag.StringVar(&o.modelSourceReaderRole, "model-source-reader-role", "", "Role in --model-source-namespace, bound to the node agents, whose rules the controller keeps at get of exactly the copies that exist (controller/modelcreds AccessReconciler; the installer creates it; empty: not kept)")
 	flag.DurationVar(&o.modelSourceResync, "model-source-resync", modelcreds.DefaultResync, "how often a Model's source Secret is read again (tenant Secrets are not watched)")
@@ -214,6 +217,11 @@ func run(ctx context.Context, o *options) error {
 	}
 	if err := (&agentpool.ClassReconciler{}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("agentclass controller: %w", err)
+	}
+	if o.agentSessions {
+		if err := (&agentsession.Reconciler{Metrics: agentsession.NewMetrics(crmetrics.Registry)}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("agentsession controller: %w", err)
+		}
 	}
 	if o.agentNetPolFile != "" {
 		spec, err := agentnetpol.LoadSpec(o.agentNetPolFile)

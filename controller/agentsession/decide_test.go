@@ -1,0 +1,51 @@
+package agentsession
+
+import (
+	"testing"
+	"time"
+
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+)
+
+func TestDecide(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	running := Observed{Phase: nnv1.SessionRunning, PodExists: true, PodReady: true, LastActivity: t0, IdleTimeout: 10 * time.Minute}
+	with := func(o Observed, f func(*Observed)) Observed { f(&o); return o }
+	for _, tc := range []struct {
+		name    string
+		o       Observed
+		now     time.Time
+		action  Action
+		phase   nnv1.AgentSessionPhase
+		byReq   bool
+		requeue time.Duration
+	}{
+		{"new session creates its pod", Observed{}, t0, CreatePod, nnv1.SessionPending, false, 0},
+		{"pending waits for readiness", Observed{Phase: nnv1.SessionPending, PodExists: true}, t0, Wait, nnv1.SessionPending, false, 0},
+		{"ready pod runs", Observed{Phase: nnv1.SessionPending, PodExists: true, PodReady: true}, t0, MarkRunning, nnv1.SessionRunning, false, 0},
+		{"running before idle deadline requeues at it", running, t0.Add(4 * time.Minute), Wait, nnv1.SessionRunning, false, 6 * time.Minute},
+		{"idle timeout suspends", running, t0.Add(10 * time.Minute), StartCheckpoint, nnv1.SessionSuspending, false, 0},
+		{"no idle timeout never idles", with(running, func(o *Observed) { o.IdleTimeout = 0 }), t0.Add(1000 * time.Hour), Wait, nnv1.SessionRunning, false, 0},
+		{"spec.suspend suspends at once", with(running, func(o *Observed) { o.Suspend = true }), t0, StartCheckpoint, nnv1.SessionSuspending, true, 0},
+		{"lost pod without checkpoint starts afresh", with(running, func(o *Observed) { o.PodExists = false }), t0, CreatePod, nnv1.SessionPending, false, 0},
+		{"lost pod with checkpoint resumes", with(running, func(o *Observed) { o.PodExists = false; o.HasCheckpoint = true }), t0, CreatePod, nnv1.SessionResuming, false, 0},
+		{"checkpoint under way waits", Observed{Phase: nnv1.SessionSuspending, PodExists: true, Checkpoint: OpRunning}, t0, Wait, nnv1.SessionSuspending, false, 0},
+		{"checkpoint done suspends", Observed{Phase: nnv1.SessionSuspending, PodExists: true, Checkpoint: OpSucceeded}, t0, FinishSuspend, nnv1.SessionSuspended, false, 0},
+		{"checkpoint failed keeps running", Observed{Phase: nnv1.SessionSuspending, PodExists: true, Checkpoint: OpFailed}, t0, AbortSuspend, nnv1.SessionRunning, false, 0},
+		{"idle-suspended stays without activity", Observed{Phase: nnv1.SessionSuspended, PhaseSince: t0, LastActivity: t0.Add(-time.Minute)}, t0.Add(time.Hour), Wait, nnv1.SessionSuspended, false, 0},
+		{"activity after suspension resumes", Observed{Phase: nnv1.SessionSuspended, PhaseSince: t0, LastActivity: t0.Add(time.Second)}, t0.Add(time.Hour), CreatePod, nnv1.SessionResuming, false, 0},
+		{"spec.suspend holds a session despite activity", Observed{Phase: nnv1.SessionSuspended, Suspend: true, PhaseSince: t0, LastActivity: t0.Add(time.Second)}, t0, Wait, nnv1.SessionSuspended, false, 0},
+		{"spec.suspend false resumes a requested suspension", Observed{Phase: nnv1.SessionSuspended, SuspendedByRequest: true, PhaseSince: t0}, t0, CreatePod, nnv1.SessionResuming, false, 0},
+		{"resume restores once the pod is ready", Observed{Phase: nnv1.SessionResuming, PodExists: true, PodReady: true}, t0, StartRestore, nnv1.SessionResuming, false, 0},
+		{"resume waits for the pod", Observed{Phase: nnv1.SessionResuming, PodExists: true}, t0, Wait, nnv1.SessionResuming, false, 0},
+		{"restore done runs", Observed{Phase: nnv1.SessionResuming, PodExists: true, PodReady: true, Restore: OpSucceeded}, t0, MarkRunning, nnv1.SessionRunning, false, 0},
+		{"restore failed stays suspended", Observed{Phase: nnv1.SessionResuming, PodExists: true, Restore: OpFailed}, t0, AbortResume, nnv1.SessionSuspended, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(tc.o, tc.now)
+			if d.Action != tc.action || d.Phase != tc.phase || d.ByRequest != tc.byReq || d.RequeueAfter != tc.requeue {
+				t.Fatalf("Decide = %+v, want action %d phase %s byRequest %v requeue %v", d, tc.action, tc.phase, tc.byReq, tc.requeue)
+			}
+		})
+	}
+}

@@ -1,0 +1,145 @@
+package agentsession
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+)
+
+func testClass(rc *string, allowed ...string) *nnv1.AgentClass {
+	return &nnv1.AgentClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "a"},
+		Spec: nnv1.AgentClassSpec{
+			AllowedRuntimeClassNames: allowed,
+			Template: &corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      map[string]string{"app": "demo", nnv1.PoolLabel: "p"},
+					Annotations: map[string]string{nnv1.RestoreFromAnnotation: "other"},
+				},
+				Spec: corev1.PodSpec{RuntimeClassName: rc, Containers: []corev1.Container{{Name: "agent", Image: "demo"}}},
+			},
+		},
+	}
+}
+
+func testSession(rc *string, ws string) *nnv1.AgentSession {
+	s := &nnv1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Name: "s1", Namespace: "a"},
+		Spec:       nnv1.AgentSessionSpec{ClassRef: nnv1.LocalObjectReference{Name: "demo"}, RuntimeClassName: rc},
+	}
+	if ws != "" {
+		q := resource.MustParse(ws)
+		s.Spec.WorkspaceSizeLimit = &q
+	}
+	return s
+}
+
+func ptr(s string) *string { return &s }
+
+func TestBuildPod(t *testing.T) {
+	pod, err := BuildPod(testSession(nil, "2Gi"), testClass(ptr("gvisor")), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Name != "s1-3" || pod.Namespace != "a" {
+		t.Errorf("pod %s/%s, want a/s1-3", pod.Namespace, pod.Name)
+	}
+	if pod.Labels[nnv1.SessionLabel] != "s1" || pod.Labels[nnv1.AgentClassLabel] != "demo" || pod.Labels["app"] != "demo" {
+		t.Errorf("labels %v", pod.Labels)
+	}
+	if _, ok := pod.Labels[nnv1.PoolLabel]; ok {
+		t.Errorf("a session pod carries the pool label: %v", pod.Labels)
+	}
+	if _, ok := pod.Annotations[nnv1.RestoreFromAnnotation]; ok {
+		t.Errorf("a session pod keeps the template's restore-from: %v", pod.Annotations)
+	}
+	if pod.Spec.ServiceAccountName != "session-s1" || pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
+		t.Errorf("service account %q automount %v", pod.Spec.ServiceAccountName, pod.Spec.AutomountServiceAccountToken)
+	}
+	if pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName != "gvisor" {
+		t.Errorf("runtimeClassName %v, want the template's gvisor", pod.Spec.RuntimeClassName)
+	}
+	var ws *corev1.Volume
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].Name == WorkspaceVolume {
+			ws = &pod.Spec.Volumes[i]
+		}
+	}
+	if ws == nil || ws.EmptyDir == nil || ws.EmptyDir.SizeLimit.String() != "2Gi" {
+		t.Fatalf("workspace volume %+v", ws)
+	}
+	if m := pod.Spec.Containers[0].VolumeMounts; len(m) != 1 || m[0].MountPath != WorkspacePath {
+		t.Errorf("mounts %v", m)
+	}
+	sc := pod.Spec.Containers[0].SecurityContext
+	if *pod.Spec.SecurityContext.RunAsNonRoot != true || pod.Spec.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
+		*sc.AllowPrivilegeEscalation || sc.Capabilities.Drop[0] != "ALL" {
+		t.Errorf("not restricted: pod %+v container %+v", pod.Spec.SecurityContext, sc)
+	}
+}
+
+func TestBuildPodKeepsTemplateToken(t *testing.T) {
+	c := testClass(nil)
+	tr := true
+	c.Spec.Template.Spec.AutomountServiceAccountToken = &tr
+	pod, err := BuildPod(testSession(nil, ""), c, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !*pod.Spec.AutomountServiceAccountToken {
+		t.Error("the template asked for a token; the pod has none")
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == WorkspaceVolume && v.EmptyDir.SizeLimit.Cmp(DefaultWorkspaceSizeLimit) != 0 {
+			t.Errorf("default workspace limit %v", v.EmptyDir.SizeLimit)
+		}
+	}
+}
+
+func TestRuntimeClassFor(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		session  *string
+		tmpl     *string
+		allowed  []string
+		want     string
+		errField string
+	}{
+		{"template's", nil, ptr("runc"), nil, "runc", ""},
+		{"none", nil, nil, nil, "", ""},
+		{"allowed override", ptr("kata"), ptr("runc"), []string{"kata", "gvisor"}, "kata", ""},
+		{"override not allowed", ptr("kata"), nil, []string{"gvisor"}, "", "spec.runtimeClassName"},
+		{"override without allowlist", ptr("kata"), nil, nil, "", "spec.runtimeClassName"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := RuntimeClassFor(testSession(tc.session, ""), testClass(tc.tmpl, tc.allowed...))
+			if tc.errField != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.errField) {
+					t.Fatalf("err %v, want one naming %s", err, tc.errField)
+				}
+				if _, berr := BuildPod(testSession(tc.session, ""), testClass(tc.tmpl, tc.allowed...), 1); berr == nil {
+					t.Fatal("BuildPod built a pod with a refused RuntimeClass")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := deref(got); s != tc.want {
+				t.Fatalf("got %q, want %q", s, tc.want)
+			}
+		})
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,272 @@
+package agentsession
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+)
+
+// ConditionReady is the session condition that reports the last transition or failure.
+const ConditionReady = "Ready"
+
+// Reconciler applies Decide to one AgentSession: it reads the session, its class, its current
+// pod and AgentCheckpoints, and writes what the decision asks.
+type Reconciler struct {
+	Client   client.Client
+	Scheme   *runtime.Scheme
+	Recorder record.EventRecorder
+	// Metrics, when set, counts sessions by phase and times suspends and resumes.
+	Metrics *Metrics
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// Reconcile brings one session one step along its lifecycle.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := klog.FromContext(ctx).WithValues("agentSession", req.NamespacedName)
+	var s nnv1.AgentSession
+	if err := r.Client.Get(ctx, req.NamespacedName, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.transition(req.NamespacedName, "", "", -1)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	now := r.now()
+	obs, pod, err := r.observe(ctx, &s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	d := Decide(obs, now)
+	orig := s.DeepCopy()
+	if !obs.LastActivity.IsZero() && (s.Status.LastActivity == nil || obs.LastActivity.After(s.Status.LastActivity.Time)) {
+		// The annotation's activity, so the Idle column counts from it.
+		t := metav1.NewTime(obs.LastActivity)
+		s.Status.LastActivity = &t
+	}
+	if err := r.apply(ctx, &s, pod, d, now); err != nil {
+		r.condition(&s, false, "Failed", err.Error())
+		r.event(&s, corev1.EventTypeWarning, d.Reason, err.Error())
+		if perr := r.Client.Status().Patch(ctx, &s, client.MergeFrom(orig)); perr != nil {
+			logger.Error(perr, "Writing the session status")
+		}
+		return ctrl.Result{}, err
+	}
+	if s.Status.Phase != orig.Status.Phase {
+		logger.Info("Session transition", "from", orig.Status.Phase, "to", s.Status.Phase, "reason", d.Reason)
+		r.event(&s, corev1.EventTypeNormal, d.Reason, fmt.Sprintf("%s -> %s", orig.Status.Phase, s.Status.Phase))
+		since := -1.0
+		if orig.Status.TransitionTime != nil {
+			since = now.Sub(orig.Status.TransitionTime.Time).Seconds()
+		}
+		r.Metrics.transition(req.NamespacedName, orig.Status.Phase, s.Status.Phase, since)
+		t := metav1.NewTime(now)
+		s.Status.TransitionTime = &t
+		r.condition(&s, s.Status.Phase == nnv1.SessionRunning, d.Reason, string(s.Status.Phase))
+	}
+	if err := r.Client.Status().Patch(ctx, &s, client.MergeFrom(orig)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("patch agentsession status: %w", err)
+	}
+	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+}
+
+// observe reads what Decide needs.
+func (r *Reconciler) observe(ctx context.Context, s *nnv1.AgentSession) (Observed, *corev1.Pod, error) {
+	o := Observed{Phase: s.Status.Phase, Suspend: s.Spec.Suspend, SuspendedByRequest: s.Status.SuspendedByRequest,
+		HasCheckpoint: s.Status.LastCheckpoint != ""}
+	if s.Spec.IdleTimeout != nil {
+		o.IdleTimeout = s.Spec.IdleTimeout.Duration
+	}
+	if s.Status.LastActivity != nil {
+		o.LastActivity = s.Status.LastActivity.Time
+	}
+	if v, ok := s.Annotations[nnv1.SessionLastActivityAnnotation]; ok {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil && t.After(o.LastActivity) {
+			o.LastActivity = t
+		}
+	}
+	if s.Status.TransitionTime != nil {
+		o.PhaseSince = s.Status.TransitionTime.Time
+	}
+	var pod *corev1.Pod
+	if s.Status.PodName != "" {
+		p := &corev1.Pod{}
+		switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Status.PodName}, p); {
+		case err == nil && p.DeletionTimestamp.IsZero():
+			pod, o.PodExists, o.PodReady = p, true, podReady(p)
+		case err != nil && !apierrors.IsNotFound(err):
+			return o, nil, fmt.Errorf("get pod %s: %w", s.Status.PodName, err)
+		}
+	}
+	var err error
+	if o.Checkpoint, err = r.op(ctx, s.Namespace, CheckpointName(s.Name, s.Status.Pods)); err != nil {
+		return o, nil, err
+	}
+	if o.Restore, err = r.op(ctx, s.Namespace, RestoreName(s.Name, s.Status.Pods)); err != nil {
+		return o, nil, err
+	}
+	return o, pod, nil
+}
+
+func (r *Reconciler) op(ctx context.Context, ns, name string) (Op, error) {
+	var ck nnv1.AgentCheckpoint
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &ck); {
+	case apierrors.IsNotFound(err):
+		return OpNone, nil
+	case err != nil:
+		return OpNone, fmt.Errorf("get agentcheckpoint %s: %w", name, err)
+	}
+	return OpOf(&ck), nil
+}
+
+// apply performs the decision's action and sets the status it implies.
+func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev1.Pod, d Decision, now time.Time) error {
+	t := metav1.NewTime(now)
+	switch d.Action {
+	case CreatePod:
+		if err := r.createPod(ctx, s); err != nil {
+			return err
+		}
+	case MarkRunning:
+		s.Status.LastActivity = &t
+		s.Status.NodeName = pod.Spec.NodeName
+	case StartCheckpoint:
+		if err := r.create(ctx, s, NewCheckpoint(s, s.Status.PodName, s.Status.Pods)); err != nil {
+			return err
+		}
+		s.Status.SuspendedByRequest = d.ByRequest
+	case FinishSuspend:
+		var ck nnv1.AgentCheckpoint
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: CheckpointName(s.Name, s.Status.Pods)}, &ck); err != nil {
+			return fmt.Errorf("get agentcheckpoint: %w", err)
+		}
+		s.Status.LastCheckpoint = ck.Status.CheckpointID
+		s.Status.LastCheckpointTime = &t
+		if pod != nil {
+			if err := r.Client.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete pod %s: %w", pod.Name, err)
+			}
+		}
+		s.Status.PodName, s.Status.NodeName = "", ""
+	case AbortSuspend:
+		s.Status.LastActivity = &t
+	case StartRestore:
+		rs, err := NewRestore(s, s.Status.PodName, s.Status.Pods)
+		if err != nil {
+			return err
+		}
+		if err := r.create(ctx, s, rs); err != nil {
+			return err
+		}
+	case AbortResume:
+		if pod != nil {
+			if err := r.Client.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete pod %s: %w", pod.Name, err)
+			}
+		}
+		s.Status.PodName, s.Status.SuspendedByRequest = "", false
+	}
+	s.Status.Phase = d.Phase
+	return nil
+}
+
+// createPod creates the session's ServiceAccount (once) and its next pod, both owned by the session.
+func (r *Reconciler) createPod(ctx context.Context, s *nnv1.AgentSession) error {
+	var class nnv1.AgentClass
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.ClassRef.Name}, &class); err != nil {
+		return fmt.Errorf("spec.classRef: agentclass %s: %w", s.Spec.ClassRef.Name, err)
+	}
+	pod, err := BuildPod(s, &class, s.Status.Pods+1)
+	if err != nil {
+		return err
+	}
+	if pod.Spec.RuntimeClassName != nil {
+		if err := r.runtimeClassExists(ctx, *pod.Spec.RuntimeClassName); err != nil {
+			return err
+		}
+	}
+	f := false
+	sa := &corev1.ServiceAccount{
+		ObjectMeta:                   metav1.ObjectMeta{Name: ServiceAccountName(s.Name), Namespace: s.Namespace, Labels: map[string]string{nnv1.SessionLabel: s.Name}},
+		AutomountServiceAccountToken: &f,
+	}
+	if err := r.create(ctx, s, sa); err != nil {
+		return err
+	}
+	if err := r.create(ctx, s, pod); err != nil {
+		return err
+	}
+	s.Status.Pods++
+	s.Status.PodName = pod.Name
+	return nil
+}
+
+// runtimeClassExists refuses a RuntimeClass the cluster lacks, naming the field.
+func (r *Reconciler) runtimeClassExists(ctx context.Context, name string) error {
+	var rc nodev1.RuntimeClass
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &rc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("spec.runtimeClassName (or the class template's): RuntimeClass %q does not exist", name)
+		}
+		return fmt.Errorf("get runtimeclass %s: %w", name, err)
+	}
+	return nil
+}
+
+// create makes obj owned by the session; an existing one (a retried step) is fine.
+func (r *Reconciler) create(ctx context.Context, s *nnv1.AgentSession, obj client.Object) error {
+	if err := controllerutil.SetControllerReference(s, obj, r.Scheme); err != nil {
+		return fmt.Errorf("owner reference: %w", err)
+	}
+	if err := r.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create %T %s: %w", obj, obj.GetName(), err)
+	}
+	return nil
+}
+
+func (r *Reconciler) condition(s *nnv1.AgentSession, ok bool, reason, msg string) {
+	st := metav1.ConditionFalse
+	if ok {
+		st = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: ConditionReady, Status: st, Reason: reason, Message: msg, ObservedGeneration: s.Generation})
+}
+
+func (r *Reconciler) event(s *nnv1.AgentSession, typ, reason, msg string) {
+	if r.Recorder != nil && reason != "" {
+		r.Recorder.Event(s, typ, reason, msg)
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

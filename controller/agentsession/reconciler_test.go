@@ -1,0 +1,226 @@
+package agentsession
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+)
+
+type harness struct {
+	t   *testing.T
+	c   client.Client
+	r   *Reconciler
+	now time.Time
+}
+
+func newHarness(t *testing.T, objs ...client.Object) *harness {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := nnv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
+		WithStatusSubresource(&nnv1.AgentSession{}, &nnv1.AgentCheckpoint{}).Build()
+	h := &harness{t: t, c: c, now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
+	h.r = &Reconciler{Client: c, Scheme: s, Metrics: NewMetrics(nil), Now: func() time.Time { return h.now }}
+	return h
+}
+
+func (h *harness) reconcile() (ctrl.Result, error) {
+	return h.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "a", Name: "s1"}})
+}
+
+func (h *harness) step(want nnv1.AgentSessionPhase) *nnv1.AgentSession {
+	h.t.Helper()
+	if _, err := h.reconcile(); err != nil {
+		h.t.Fatalf("reconcile: %v", err)
+	}
+	s := h.session()
+	if s.Status.Phase != want {
+		h.t.Fatalf("phase %q, want %q (status %+v)", s.Status.Phase, want, s.Status)
+	}
+	return s
+}
+
+func (h *harness) session() *nnv1.AgentSession {
+	var s nnv1.AgentSession
+	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "s1"}, &s); err != nil {
+		h.t.Fatal(err)
+	}
+	return &s
+}
+
+// ready marks the pod Running and Ready on node n1 (the kubelet's job).
+func (h *harness) ready(name string) {
+	h.t.Helper()
+	var p corev1.Pod
+	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: name}, &p); err != nil {
+		h.t.Fatalf("pod %s: %v", name, err)
+	}
+	p.Spec.NodeName = "n1"
+	if err := h.c.Update(context.Background(), &p); err != nil {
+		h.t.Fatal(err)
+	}
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	if err := h.c.Status().Update(context.Background(), &p); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// finish completes an AgentCheckpoint as the node agent would.
+func (h *harness) finish(name string, ph nnv1.AgentCheckpointPhase) *nnv1.AgentCheckpoint {
+	h.t.Helper()
+	var ck nnv1.AgentCheckpoint
+	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: name}, &ck); err != nil {
+		h.t.Fatalf("agentcheckpoint %s: %v", name, err)
+	}
+	ck.Status.Phase = ph
+	if ck.Spec.Operation == nnv1.CheckpointOperation {
+		ck.Status.CheckpointID = nnv1.CheckpointIDFor("a", name)
+	}
+	if err := h.c.Status().Update(context.Background(), &ck); err != nil {
+		h.t.Fatal(err)
+	}
+	return &ck
+}
+
+func (h *harness) podExists(name string) bool {
+	var p corev1.Pod
+	return h.c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: name}, &p) == nil
+}
+
+func newSession(idle time.Duration) *nnv1.AgentSession {
+	s := testSession(nil, "")
+	s.Spec.IdleTimeout = &metav1.Duration{Duration: idle}
+	return s
+}
+
+func TestReconcileIdleSuspendAndResume(t *testing.T) {
+	h := newHarness(t, testClass(nil), newSession(5*time.Minute))
+	s := h.step(nnv1.SessionPending)
+	if s.Status.PodName != "s1-1" || !h.podExists("s1-1") {
+		t.Fatalf("no first pod: %+v", s.Status)
+	}
+	var sa corev1.ServiceAccount
+	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "session-s1"}, &sa); err != nil || *sa.AutomountServiceAccountToken {
+		t.Fatalf("service account: %v %+v", err, sa)
+	}
+	h.ready("s1-1")
+	s = h.step(nnv1.SessionRunning)
+	if s.Status.NodeName != "n1" || !s.Status.LastActivity.Time.Equal(h.now) {
+		t.Fatalf("running status %+v", s.Status)
+	}
+	h.now = h.now.Add(3 * time.Minute)
+	if res, err := h.reconcile(); err != nil || res.RequeueAfter != 2*time.Minute {
+		t.Fatalf("before the idle deadline: %v %v, want requeue in 2m", res, err)
+	}
+	h.now = h.now.Add(2 * time.Minute)
+	h.step(nnv1.SessionSuspending)
+	h.step(nnv1.SessionSuspending) // the checkpoint runs
+	h.finish("s1-1-suspend", nnv1.AgentCheckpointSucceeded)
+	s = h.step(nnv1.SessionSuspended)
+	if s.Status.LastCheckpoint != "a.s1-1-suspend" || s.Status.PodName != "" || h.podExists("s1-1") || s.Status.SuspendedByRequest {
+		t.Fatalf("suspended status %+v (pod s1-1 exists: %v)", s.Status, h.podExists("s1-1"))
+	}
+	h.now = h.now.Add(time.Hour)
+	s = h.step(nnv1.SessionSuspended) // no activity: asleep
+	s.Annotations = map[string]string{nnv1.SessionLastActivityAnnotation: h.now.Format(time.RFC3339Nano)}
+	if err := h.c.Update(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	h.now = h.now.Add(time.Second)
+	s = h.step(nnv1.SessionResuming)
+	if s.Status.PodName != "s1-2" {
+		t.Fatalf("resume pod %q, want a new pod s1-2", s.Status.PodName)
+	}
+	h.ready("s1-2")
+	h.step(nnv1.SessionResuming)
+	rs := h.finish("s1-2-resume", nnv1.AgentCheckpointSucceeded)
+	if rs.Spec.Operation != nnv1.RestoreOperation || rs.Spec.CheckpointID != "a.s1-1-suspend" || rs.Spec.Target.Pod != "s1-2" {
+		t.Fatalf("restore %+v", rs.Spec)
+	}
+	s = h.step(nnv1.SessionRunning)
+	if c := meta.FindStatusCondition(s.Status.Conditions, ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Resumed" {
+		t.Fatalf("condition %+v", c)
+	}
+	m := h.r.Metrics
+	for name, h := range map[string]prometheus.Histogram{"suspend": m.SuspendSeconds, "resume": m.ResumeSeconds} {
+		var d dto.Metric
+		if err := h.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		if d.GetHistogram().GetSampleCount() != 1 {
+			t.Errorf("%s latency samples %d, want 1", name, d.GetHistogram().GetSampleCount())
+		}
+	}
+	if got := testutil.ToFloat64(m.Sessions.WithLabelValues("Running")); got != 1 {
+		t.Errorf("running sessions gauge %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.Sessions.WithLabelValues("Suspended")); got != 0 {
+		t.Errorf("suspended sessions gauge %v, want 0", got)
+	}
+}
+
+func TestReconcileRequestedSuspendResumesOnUnsuspend(t *testing.T) {
+	h := newHarness(t, testClass(nil), newSession(time.Hour))
+	h.step(nnv1.SessionPending)
+	h.ready("s1-1")
+	s := h.step(nnv1.SessionRunning)
+	s.Spec.Suspend = true
+	if err := h.c.Update(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	h.step(nnv1.SessionSuspending)
+	h.finish("s1-1-suspend", nnv1.AgentCheckpointSucceeded)
+	s = h.step(nnv1.SessionSuspended)
+	if !s.Status.SuspendedByRequest {
+		t.Fatal("suspendedByRequest not set")
+	}
+	s.Spec.Suspend = false
+	if err := h.c.Update(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	h.step(nnv1.SessionResuming)
+}
+
+func TestReconcileMissingRuntimeClass(t *testing.T) {
+	h := newHarness(t, testClass(ptr("kata")), newSession(time.Hour))
+	if _, err := h.reconcile(); err == nil || !strings.Contains(err.Error(), "spec.runtimeClassName") {
+		t.Fatalf("reconcile: %v, want an error naming spec.runtimeClassName", err)
+	}
+	c := meta.FindStatusCondition(h.session().Status.Conditions, ConditionReady)
+	if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "spec.runtimeClassName") || !strings.Contains(c.Message, "kata") {
+		t.Fatalf("condition %+v", c)
+	}
+	if h.podExists("s1-1") {
+		t.Fatal("a pod was created with a missing RuntimeClass")
+	}
+	if err := h.c.Create(context.Background(), &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "kata"}, Handler: "kata"}); err != nil {
+		t.Fatal(err)
+	}
+	h.step(nnv1.SessionPending)
+	var p corev1.Pod
+	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "s1-1"}, &p); err != nil || p.Spec.RuntimeClassName == nil || *p.Spec.RuntimeClassName != "kata" {
+		t.Fatalf("pod runtimeClassName: %v %v", err, p.Spec.RuntimeClassName)
+	}
+}
