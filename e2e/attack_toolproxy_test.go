@@ -28,10 +28,12 @@ metadata:
   labels: {%[4]s: %[3]s}
 spec:
   terminationGracePeriodSeconds: 1
+  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
   containers:
   - name: agent
     image: %[2]s
     imagePullPolicy: Never
+    securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
     args: ["--listen=:8000"]
     env: [{name: %[5]s, value: %[6]s/token}]
     volumeMounts: [{name: tool-token, mountPath: %[6]s, readOnly: true}]
