@@ -56,6 +56,9 @@ spec:
 type memoryReply struct {
 	Conversation string   `json:"conversation"`
 	Turns        []string `json:"turns"`
+	// BodyConversation and BodyUser are the body's conversation_id and user as the pod got them.
+	BodyConversation string `json:"bodyConversation"`
+	BodyUser         string `json:"bodyUser"`
 }
 
 func decodeMemory(t *testing.T, who string, r gwReply) memoryReply {
@@ -102,9 +105,24 @@ func TestAttackForeignConversationID(t *testing.T) {
 		t.Errorf("the intruder was served conversation %q with turns %q; the victim's is %q", got.Conversation, got.Turns, mem.Conversation)
 	}
 
+	// The same ids in the body, under the intruder's own session header: an agent that reads the
+	// body's conversation_id or user instead of the header must not find the victim's ids there.
+	ids := map[string]any{"conversation_id": conv, "user": "victim-user@example.com"}
+	inBody := decodeMemory(t, "intruder, ids in the body", intruder.chat(t, "memory-model", "intruder-"+conv, "hey", false, ids))
+	if inBody.BodyConversation == conv || inBody.BodyConversation == mem.Conversation || inBody.BodyConversation == "" ||
+		inBody.BodyUser == "victim-user@example.com" || inBody.BodyUser == "" {
+		t.Errorf("the intruder's body ids reached the pod as conversation_id %q, user %q (raw %q; the victim's conversation %q)",
+			inBody.BodyConversation, inBody.BodyUser, conv, mem.Conversation)
+	}
+	own := decodeMemory(t, "victim, ids in the body", victim.chat(t, "memory-model", "", "body turn", false, map[string]any{"conversation_id": conv}))
+	if own.BodyConversation != mem.Conversation || own.Conversation != mem.Conversation {
+		t.Errorf("the victim's own body conversation_id reached the pod as %q under header %q, want both %q",
+			own.BodyConversation, own.Conversation, mem.Conversation)
+	}
+
 	third := victim.chat(t, "memory-model", conv, "what is my code?", false, nil)
 	after := decodeMemory(t, "victim's turn 3", third)
-	if want := append(slices.Clone(turns), "what is my code?"); !slices.Equal(after.Turns, want) || after.Conversation != mem.Conversation {
+	if want := append(slices.Clone(turns), "body turn", "what is my code?"); !slices.Equal(after.Turns, want) || after.Conversation != mem.Conversation {
 		t.Errorf("the victim's memory after the attack: %+v, want %q under %q", after, want, mem.Conversation)
 	}
 }

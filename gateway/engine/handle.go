@@ -220,6 +220,9 @@ func (r *request) selectPool(ctx context.Context, pools []*route.Pool) *openai.E
 		return aerr
 	}
 	r.sreq.SessionKey, r.keyHash = key, key
+	if err := r.e.Sessions.ScopeFields(r.tenant, r.body, r.pool.Policy.SessionKeys); err != nil {
+		return openai.BadRequest("metadata", "%v", err)
+	}
 	r.costFallback(ctx)
 	r.meta.Model = r.modelLabel() // the fallback's model after a cost fallback
 	text := r.body.PromptText()

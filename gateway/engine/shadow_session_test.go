@@ -100,12 +100,21 @@ func TestShadowCopyKeepsOutOfLiveSession(t *testing.T) {
 		t.Errorf("shadow metadata %v", md)
 	}
 	live := stableB.last()
-	if live.body["conversation_id"] != "conv-1" || live.body["user"] != "alice" {
-		t.Errorf("the live request lost its fields: %v", live.body)
+	key := live.header.Get("X-Conversation-Id")
+	// The live request keeps its identity fields, each in the tenant's scoped form; the session
+	// key's own field (metadata.chat) is exactly the header's key.
+	liveMD, _ := live.body["metadata"].(map[string]any)
+	for f, v := range map[string]any{"conversation_id": live.body["conversation_id"], "user": live.body["user"],
+		"metadata.conversation_id": liveMD["conversation_id"]} {
+		if s, _ := v.(string); len(s) != 32 || s == "conv-1" || s == "alice" {
+			t.Errorf("the live request's %s is %v, want its scoped form", f, v)
+		}
+	}
+	if liveMD["chat"] != key || liveMD["app"] != "x" {
+		t.Errorf("the live request's metadata %v, want chat = the session key %q and app kept", liveMD, key)
 	}
 	mem.mu.Lock()
 	defer mem.mu.Unlock()
-	key := live.header.Get("X-Conversation-Id")
 	if len(mem.writes) != 1 || mem.writes[key] != 1 || key == "" {
 		t.Fatalf("session writes %v, want one under the live key %q", mem.writes, key)
 	}

@@ -72,6 +72,50 @@ func TestSessionKeysScopedByTenant(t *testing.T) {
 	}
 }
 
+// The identity fields of the body (user, conversation_id, the metadata values the policy reads
+// keys from) reach the pod only in the tenant's scoped form: an agent that reads the body instead
+// of the X-Conversation-Id header finds the scoped conversation, never the raw id, and another
+// tenant naming the victim's ids in the body reaches other conversations.
+func TestBodyIdentityFieldsScopedByTenant(t *testing.T) {
+	b := newBackend(t)
+	h := newHarness(t, b)
+	secret, _ := sessionkey.New(bytes.Repeat([]byte("s"), sessionkey.MinSecretBytes))
+	h.e.Sessions = secret
+	victim, attacker := tenant("victim", access.Quota{}), tenant("attacker", access.Quota{})
+	body := chat(false, `,"conversation_id":" conv-victim ","user":"alice@example.com","metadata":{"conversation_id":"conv-victim","app":"x"}`)
+	fields := func(tn *access.Tenant) (header string, got map[string]any) {
+		t.Helper()
+		if s := h.do(context.Background(), tn, nil, body); s.err != nil {
+			t.Fatalf("request: %v", s.err)
+		}
+		last := b.last()
+		md, _ := last.body["metadata"].(map[string]any)
+		return last.header.Get(HeaderConversation), map[string]any{"conversation_id": last.body["conversation_id"],
+			"user": last.body["user"], "metadata.conversation_id": md["conversation_id"], "metadata.app": md["app"]}
+	}
+	vh, v := fields(victim)
+	ah, a := fields(attacker)
+	if v["conversation_id"] != vh || v["metadata.conversation_id"] != vh {
+		t.Fatalf("victim's body ids %v, want both equal to the header's key %q", v, vh)
+	}
+	if v["user"] != secret.Scope(victim, "alice@example.com") || v["metadata.app"] != "x" {
+		t.Fatalf("victim's body %v: user not scoped or metadata.app changed", v)
+	}
+	for _, f := range []string{"conversation_id", "user", "metadata.conversation_id"} {
+		if v[f] == a[f] {
+			t.Errorf("%s is %v for both tenants", f, v[f])
+		}
+		for _, raw := range []string{"conv-victim", " conv-victim ", "alice@example.com"} {
+			if v[f] == raw || a[f] == raw {
+				t.Errorf("the raw %s %q reached the pod", f, raw)
+			}
+		}
+	}
+	if ah == vh {
+		t.Fatalf("both tenants got conversation %q", vh)
+	}
+}
+
 // A body spelling messages (or model) twice is refused before any check or model access: the
 // guard would read one spelling and the model server the other.
 func TestCaseVariantKeysDoNotBypassChecks(t *testing.T) {

@@ -27,13 +27,16 @@ type request struct {
 	Model    string    `json:"model"`
 	Messages []message `json:"messages"`
 	Stream   bool      `json:"stream"`
+	// ConversationID and User are the body's identity fields, reported back with --remember.
+	ConversationID string `json:"conversation_id"`
+	User           string `json:"user"`
 }
 
 func main() {
 	listen := flag.String("listen", ":8000", "listen address")
 	chunk := flag.Int("chunk", 4, "bytes of text per streamed chunk")
 	delay := flag.Duration("chunk-delay", 2*time.Millisecond, "pause between chunks")
-	remember := flag.Bool("remember", false, "answer with the conversation's remembered user turns (keyed by X-Conversation-Id)")
+	remember := flag.Bool("remember", false, "answer with the conversation's remembered user turns (keyed by X-Conversation-Id) and the body's conversation_id and user as received")
 	flag.Parse()
 	var mu sync.Mutex
 	memory := map[string][]string{}
@@ -58,7 +61,8 @@ func main() {
 			conv := r.Header.Get("X-Conversation-Id")
 			mu.Lock()
 			memory[conv] = append(memory[conv], text)
-			b, _ := json.Marshal(map[string]any{"conversation": conv, "turns": memory[conv]})
+			b, _ := json.Marshal(map[string]any{"conversation": conv, "turns": memory[conv],
+				"bodyConversation": req.ConversationID, "bodyUser": req.User})
 			mu.Unlock()
 			text = string(b)
 		}
