@@ -23,6 +23,12 @@ func Metrics(v View, specs []scalepolicy.MetricSpec, sloOn bool) map[scalepolicy
 		ready = 1 // at zero replicas per-replica metrics are pool totals
 	}
 	out := map[scalepolicy.MetricType]scalepolicy.MetricValue{}
+	if !v.HasSamples() {
+		// No sample yet (the first decision): every metric is missing, as a
+		// scrape that returned nothing, so the policy holds the count instead
+		// of reading an empty window as zero demand.
+		return out
+	}
 	win := func(s scalepolicy.MetricSpec) float64 { return math.Max(s.AveragingWindow.Seconds(), 1) }
 	add := func(s scalepolicy.MetricSpec) {
 		w := win(s)

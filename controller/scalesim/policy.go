@@ -15,6 +15,9 @@ type View struct{ c *cluster }
 // Now is the simulated time in seconds.
 func (v View) Now() float64 { return v.c.now }
 
+// HasSamples reports whether at least one per-second sample was recorded.
+func (v View) HasSamples() bool { return len(v.c.samples) > 0 }
+
 // Ready is the number of serving replicas (ready and not draining).
 func (v View) Ready() int { return v.c.count(serving) }
 
