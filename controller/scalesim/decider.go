@@ -81,6 +81,9 @@ type Decider struct {
 	// deactivated to zero after CooldownPeriod without activity, checked every
 	// PollingInterval.
 	KEDA *KEDAActivation
+	// Offered feeds the policy the offered demand (Input.Offered), as the
+	// controller does when it reads the gateway's per-pool view.
+	Offered bool
 
 	a      *scalepolicy.Autoscaler
 	last   scalepolicy.Decision
@@ -154,6 +157,23 @@ func (d *Decider) Decide(v View) int {
 	d.last = d.a.Decide(scalepolicy.Input{
 		Now: epoch.Add(time.Duration(v.Now() * float64(time.Second))), CurrentReplicas: int32(cur),
 		ReadyReplicas: int32(v.Ready()), WarmReplicas: int32(v.Warm()), Metrics: m, QueueLag: -1, TTFT: counts,
+		Offered: d.offered(v),
 	})
 	return int(d.last.Desired)
+}
+
+// offered is the offered demand over the tokens-per-second metric's window,
+// as the gateway's per-pool view gives it, when the Decider measures it.
+func (d *Decider) offered(v View) scalepolicy.OfferedDemand {
+	if !d.Offered {
+		return scalepolicy.OfferedDemand{}
+	}
+	w := 10.0
+	for _, s := range d.Policy.Metrics {
+		if s.Type == scalepolicy.TokensPerSecond {
+			w = math.Max(s.AveragingWindow.Seconds(), 1)
+		}
+	}
+	tps, ok := v.OfferedPromptTokens(w)
+	return scalepolicy.OfferedDemand{Valid: ok, PromptTokensPerSecond: tps}
 }
