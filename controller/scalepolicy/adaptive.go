@@ -280,10 +280,13 @@ func (a *adapter) learn(now time.Time, dt float64, c TTFTCounts) {
 	} else {
 		// With margin, whatever the load: the headroom shrinks with the time
 		// constant shrinkTau, and the memory too once a period passed
-		// without a miss.
-		st.Headroom *= math.Exp(-dt / shrinkTau.Seconds())
+		// without a miss, in proportion to the evidence: the first tokens
+		// seen against the usual rate. A dip of 15% of the load shrinks them
+		// at 15% of the speed; an idle pool proves nothing about its capacity.
+		shrink := math.Exp(-dt * a.evidence(total, dt) / shrinkTau.Seconds())
+		st.Headroom *= shrink
 		if now.Sub(st.LastMiss) > adaptPeriod {
-			st.Memory = time.Duration(float64(st.Memory) * math.Exp(-dt/shrinkTau.Seconds()))
+			st.Memory = time.Duration(float64(st.Memory) * shrink)
 		}
 	}
 	if st.Balance < 0 && unit > 0 && now.Sub(st.LastRaise) >= settleTime {
@@ -292,6 +295,15 @@ func (a *adapter) learn(now time.Time, dt float64, c TTFTCounts) {
 	}
 	st.Headroom = math.Max(minHeadroom, math.Min(st.Headroom, maxHeadroom))
 	st.Memory = max(minMemory, min(st.Memory, maxMemory))
+}
+
+// evidence is the share of the usual first-token rate that total first
+// tokens over dt seconds make, at most 1.
+func (a *adapter) evidence(total, dt float64) float64 {
+	if a.st.Rate <= 0 || dt <= 0 {
+		return 0
+	}
+	return math.Min(total/dt/a.st.Rate, 1)
 }
 
 // raise answers an overspent error budget (d periods' worth, at most 1). When

@@ -180,6 +180,8 @@ func TestAdaptiveShrinksWithMargin(t *testing.T) {
 		{"loaded, all first tokens within the margin", adaptStep{demand: 800, total: 20}, true},
 		// Unconditional on the load: a dip shrinks as a loaded pool does.
 		{"in a dip", adaptStep{demand: 400, total: 20}, true},
+		// Shrinking needs evidence: without first tokens nothing shrinks.
+		{"idle: no first tokens", adaptStep{demand: 800, total: 0}, false},
 		{"loaded, but over the budget at the margin", adaptStep{demand: 800, total: 20, miss: -1}, false},
 		// Half the requests' prefill alone exceeds the margin: they could not
 		// meet it under any capacity, so the margin holds.
