@@ -242,7 +242,8 @@ func runTrace(o options, l loaded, tunings []*scalesim.Tuning, target float64) (
 		jobs = append(jobs, func() { res[i] = scalesim.Run(tr, m, p, curve[0]) })
 	}
 	parallel(o.parallel, len(jobs), func(i int) { jobs[i]() })
-	out := scalesim.Outcome{Trace: tr.Name, SLO: m.SLO, Oracle: oracle, Causal: ref, Impl: impl, Results: res}
+	out := scalesim.Outcome{Trace: tr.Name, SLO: m.SLO, Oracle: oracle, Causal: ref, Impl: impl, Results: res,
+		NeedSeconds: scalesim.NeedSeconds(tr, m)}
 	out.Iso = scalesim.BestIsoCosts(tr, m, o.cfg, out.NeuroNetes().ReplicaSeconds, curve[0], o.parallel)
 	scalesim.WriteOutcome(os.Stdout, out, target)
 	scalesim.WriteSpend(os.Stdout, out, o.pricing, tr.Duration())
@@ -250,8 +251,49 @@ func runTrace(o options, l loaded, tunings []*scalesim.Tuning, target float64) (
 	if err := scalesim.WritePNG(png, fmt.Sprintf("%s: TTFT SLO %s, %s", tr.Name, m.SLO, "load, replicas and SLO attainment"), out, target); err != nil {
 		return scalesim.Outcome{}, err
 	}
-	fmt.Printf("(%s simulated in %s; plot %s)\n\n", tr.Name, time.Since(start).Round(time.Millisecond), png)
+	svg := filepath.Join(o.out, tr.Name+"-curve.svg")
+	if err := scalesim.WriteCurveSVG(svg, fmt.Sprintf("%s: cost versus attainment (TTFT SLO %s)", tr.Name, m.SLO),
+		curves(o, l, out, curve[0]), out.Causal.Result.ReplicaSeconds, target); err != nil {
+		return scalesim.Outcome{}, err
+	}
+	fmt.Printf("(%s simulated in %s; plot %s; cost-versus-attainment curve %s)\n\n", tr.Name, time.Since(start).Round(time.Millisecond), png, svg)
 	return out, nil
+}
+
+// curves collects each policy's runs for the cost-versus-attainment curve:
+// both references around their alpha, NeuroNetes at several attainment
+// targets, and every baseline run of the equal-cost search.
+func curves(o options, l loaded, out scalesim.Outcome, initial int) map[string][]scalesim.Result {
+	tr, m := l.tr, l.m
+	cs := map[string][]scalesim.Result{"oracle": {out.Oracle}}
+	var jobs []func()
+	var mu sync.Mutex
+	put := func(name string, rs ...scalesim.Result) {
+		mu.Lock()
+		defer mu.Unlock()
+		cs[name] = append(cs[name], rs...)
+	}
+	jobs = append(jobs, func() {
+		put("causal-ref", scalesim.ReferenceCurve(tr, m, out.Causal.Lookback, out.Causal.Alpha, o.cfg.MaxReplicas)...)
+	})
+	if out.Impl.Found {
+		jobs = append(jobs, func() {
+			put("impl-ref", scalesim.ReferenceCurve(tr, m, out.Impl.Lookback, out.Impl.Alpha, o.cfg.MaxReplicas)...)
+		})
+	}
+	for _, a := range scalesim.CurveAttainments {
+		jobs = append(jobs, func() {
+			c := o.cfg
+			c.Attainment = a
+			put("neuronetes", scalesim.Run(tr, m, scalesim.NeuroNetes(m, c), initial))
+		})
+	}
+	parallel(o.parallel, len(jobs), func(i int) { jobs[i]() })
+	for _, r := range out.Results[1:] {
+		put(r.Policy, r)
+		put(r.Policy, out.Iso[r.Policy].Runs...)
+	}
+	return cs
 }
 
 // resolvePricing prices the simulated nodes with the controller's price model.

@@ -38,6 +38,9 @@ type Outcome struct {
 	Results []Result
 	// Iso holds the baselines re-run at NeuroNetes' cost, by policy name.
 	Iso map[string]IsoCost
+	// NeedSeconds is the trace's need integrated over the evaluated part
+	// (NeedSeconds), for the mean utilization of each policy's replicas.
+	NeedSeconds float64
 }
 
 // NeuroNetes returns the NeuroNetes result (the first of Results).
@@ -98,7 +101,7 @@ func WriteOutcome(w io.Writer, o Outcome, attainment float64) {
 	fmt.Fprintf(w, "trace %s: %d requests, TTFT SLO %s (%d requests take longer than the SLO to prefill alone)\n",
 		o.Trace, o.Oracle.Requests, o.SLO, o.Oracle.Infeasible)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\twithin SLO\treplica-s\tx impl ref\tx hindsight ref\tx oracle\twarm-s\tscale ops\tflaps\tp95 TTFT s\t")
+	fmt.Fprintln(tw, "policy\twithin SLO\treplica-s\tx impl ref\tx hindsight ref\tx oracle\tutil\twarm-s\tscale ops\tflaps\tp95 TTFT s\t")
 	rows := []Result{o.Oracle, o.Causal.Result}
 	if o.Impl.Found {
 		rows = append(rows, o.Impl.Result)
@@ -109,8 +112,8 @@ func WriteOutcome(w io.Writer, o Outcome, attainment float64) {
 		if o.Impl.Found {
 			impl = r.ReplicaSeconds / o.Impl.Result.ReplicaSeconds
 		}
-		fmt.Fprintf(tw, "%s\t%.2f%%\t%.0f\t%.3f\t%.3f\t%.3f\t%.0f\t%d\t%d\t%.2f\t\n", r.Policy, 100*r.Attainment(), r.ReplicaSeconds,
-			impl, r.ReplicaSeconds/ref, r.ReplicaSeconds/o.Oracle.ReplicaSeconds, r.WarmSeconds, r.ScaleOps, r.Flaps, r.P95TTFT)
+		fmt.Fprintf(tw, "%s\t%.2f%%\t%.0f\t%.3f\t%.3f\t%.3f\t%.0f%%\t%.0f\t%d\t%d\t%.2f\t\n", r.Policy, 100*r.Attainment(), r.ReplicaSeconds,
+			impl, r.ReplicaSeconds/ref, r.ReplicaSeconds/o.Oracle.ReplicaSeconds, 100*Utilization(o.NeedSeconds, r), r.WarmSeconds, r.ScaleOps, r.Flaps, r.P95TTFT)
 	}
 	tw.Flush()
 	state := "the cheapest searched run at the attainment target"
@@ -155,7 +158,7 @@ func GeoRegret(outs []Outcome) (g float64, n int) {
 // implementable reference and regret, and the trace's verdict.
 func WriteSummary(w io.Writer, outs []Outcome, attainment float64) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "trace\tSLO\tneuronetes within SLO\tx impl ref\timpl ref within SLO\timpl (L, alpha)\tregret (x hindsight)\tbest baseline at our cost\tverdict\t")
+	fmt.Fprintln(tw, "trace\tSLO\tneuronetes within SLO\tutil\tx impl ref\timpl ref within SLO\timpl (L, alpha)\tregret (x hindsight)\tbest baseline at our cost\tverdict\t")
 	for _, o := range outs {
 		impl, implAtt, implSet := math.NaN(), math.NaN(), "none"
 		if o.Impl.Found {
@@ -178,8 +181,8 @@ func WriteSummary(w io.Writer, outs []Outcome, attainment float64) {
 		if len(o.Failures(attainment)) > 0 {
 			verdict = "NOT MET"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.2f%%\t%.3f\t%.2f%%\t%s\t%.3f\t%s\t%s\t\n", o.Trace, o.SLO, 100*o.NeuroNetes().Attainment(),
-			impl, implAtt, implSet, o.Regret(), bestStr, verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%.2f%%\t%.0f%%\t%.3f\t%.2f%%\t%s\t%.3f\t%s\t%s\t\n", o.Trace, o.SLO, 100*o.NeuroNetes().Attainment(),
+			100*Utilization(o.NeedSeconds, o.NeuroNetes()), impl, implAtt, implSet, o.Regret(), bestStr, verdict)
 	}
 	tw.Flush()
 }
