@@ -246,6 +246,10 @@ func runTrace(o options, l loaded, tunings []*scalesim.Tuning, target float64) (
 		NeedSeconds: scalesim.NeedSeconds(tr, m)}
 	out.Iso = scalesim.BestIsoCosts(tr, m, o.cfg, out.NeuroNetes().ReplicaSeconds, curve[0], o.parallel)
 	scalesim.WriteOutcome(os.Stdout, out, target)
+	if d, ok := pols[0].(*scalesim.Decider); ok {
+		fmt.Printf("why neuronetes costs what it does: it provisions the learned headroom x the peak need of the learned memory; over the evaluated part: %s; the hindsight reference holds alpha %.2f x the peak need of the last %d s\n",
+			d.Learned(), out.Causal.Alpha, out.Causal.Lookback)
+	}
 	scalesim.WriteSpend(os.Stdout, out, o.pricing, tr.Duration())
 	png := filepath.Join(o.out, tr.Name+".png")
 	if err := scalesim.WritePNG(png, fmt.Sprintf("%s: TTFT SLO %s, %s", tr.Name, m.SLO, "load, replicas and SLO attainment"), out, target); err != nil {

@@ -336,3 +336,12 @@ func (a *adapter) restore(s *AdaptiveState) {
 	a.st.Headroom = math.Max(minHeadroom, math.Min(a.st.Headroom, maxHeadroom))
 	a.st.Memory = max(minMemory, min(a.st.Memory, maxMemory))
 }
+
+// Learned returns the adaptive policy's learned headroom and memory; ok is
+// false for a policy without adaptation.
+func (a *Autoscaler) Learned() (headroom float64, memory time.Duration, ok bool) {
+	if a.adapt == nil {
+		return 0, 0, false
+	}
+	return a.adapt.st.Headroom, a.adapt.st.Memory, true
+}

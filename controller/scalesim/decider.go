@@ -87,6 +87,7 @@ type Decider struct {
 
 	a      *scalepolicy.Autoscaler
 	last   scalepolicy.Decision
+	learn  Learned
 	lastAt float64 // when the last decision was made
 	active bool
 	lastOn float64
@@ -159,7 +160,42 @@ func (d *Decider) Decide(v View) int {
 		ReadyReplicas: int32(v.Ready()), WarmReplicas: int32(v.Warm()), Metrics: m, QueueLag: -1, TTFT: counts,
 		Offered: d.offered(v),
 	})
+	if h, mem, ok := d.a.Learned(); ok && v.Now() >= v.c.m.Warmup.Seconds() {
+		d.learn.add(h, mem)
+	}
 	return int(d.last.Desired)
+}
+
+// Learned summarizes an adaptive policy's learned headroom and memory over
+// the evaluated part of a run: what its cost comes from.
+type Learned struct {
+	// Decisions counts the decisions summarized (0: not adaptive).
+	Decisions int
+	// MeanHeadroom, MaxHeadroom and EndHeadroom describe the headroom.
+	MeanHeadroom, MaxHeadroom, EndHeadroom float64
+	// MeanMemory and EndMemory describe the memory.
+	MeanMemory, EndMemory time.Duration
+	sumMem                float64
+}
+
+func (l *Learned) add(h float64, m time.Duration) {
+	l.Decisions++
+	l.MeanHeadroom += (h - l.MeanHeadroom) / float64(l.Decisions)
+	l.sumMem += m.Seconds()
+	l.MeanMemory = time.Duration(l.sumMem / float64(l.Decisions) * float64(time.Second))
+	l.MaxHeadroom, l.EndHeadroom, l.EndMemory = math.Max(l.MaxHeadroom, h), h, m
+}
+
+// Learned returns the summary of the last run (valid after Run).
+func (d *Decider) Learned() Learned { return d.learn }
+
+// String describes the summary.
+func (l Learned) String() string {
+	if l.Decisions == 0 {
+		return "not adaptive"
+	}
+	return fmt.Sprintf("headroom mean %.2f (max %.2f, end %.2f), memory mean %s (end %s)", l.MeanHeadroom, l.MaxHeadroom,
+		l.EndHeadroom, l.MeanMemory.Round(time.Second), l.EndMemory.Round(time.Second))
 }
 
 // offered is the offered demand over the tokens-per-second metric's window,

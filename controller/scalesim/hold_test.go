@@ -35,3 +35,18 @@ func TestFirstDecisionHoldsWithoutSamples(t *testing.T) {
 		})
 	}
 }
+
+func TestDeciderSummarizesLearnedState(t *testing.T) {
+	m := testModel
+	m.SLO = 5 * time.Second
+	nn, hpa := NeuroNetes(m, Config{MaxReplicas: 16, Attainment: 0.99}), HPA(m, Config{MaxReplicas: 16, TargetUtilization: 0.7})
+	Run(steady(120), m, nn, 2)
+	Run(steady(120), m, hpa, 2)
+	l := nn.Learned()
+	if l.Decisions == 0 || l.MeanHeadroom < 0.3 || l.MeanHeadroom > 4 || l.EndMemory <= 0 || l.MaxHeadroom < l.MeanHeadroom {
+		t.Fatalf("neuronetes learned %+v", l)
+	}
+	if hpa.Learned().Decisions != 0 || hpa.Learned().String() != "not adaptive" {
+		t.Fatalf("hpa learned %+v", hpa.Learned())
+	}
+}
