@@ -112,6 +112,9 @@ type AdaptiveState struct {
 	Balance float64 `json:"balance"`
 	// Rate is the smoothed first-token rate, per second.
 	Rate float64 `json:"rate"`
+	// UsualRate is the first-token rate averaged over the shrink's time
+	// constant, against which the shrink's evidence is measured.
+	UsualRate float64 `json:"usualRate,omitempty"`
 	// Last, LastRaise and LastMiss are the times of the last decision, of the
 	// last raise, and of the last decision that saw a miss or no margin.
 	Last      time.Time `json:"last,omitzero"`
@@ -271,6 +274,12 @@ func (a *adapter) learn(now time.Time, dt float64, c TTFTCounts) {
 	} else {
 		st.Rate = 0.98*st.Rate + 0.02*rate
 	}
+	if st.UsualRate == 0 {
+		st.UsualRate = st.Rate
+	} else {
+		k := 1 - math.Exp(-dt/shrinkTau.Seconds())
+		st.UsualRate += k * (total/dt - st.UsualRate)
+	}
 	period := adaptPeriod.Seconds()
 	unit := a.budget * st.Rate * period // one period's budget, in requests
 	st.Balance = math.Min(st.Balance+a.budget*total-miss, unit)
@@ -298,12 +307,14 @@ func (a *adapter) learn(now time.Time, dt float64, c TTFTCounts) {
 }
 
 // evidence is the share of the usual first-token rate that total first
-// tokens over dt seconds make, at most 1.
+// tokens over dt seconds make, at most 1. The usual rate is averaged over the
+// shrink's own time constant: measured against a rate that follows the load
+// within minutes, a lasting dip would soon count as full evidence.
 func (a *adapter) evidence(total, dt float64) float64 {
-	if a.st.Rate <= 0 || dt <= 0 {
+	if a.st.UsualRate <= 0 || dt <= 0 {
 		return 0
 	}
-	return math.Min(total/dt/a.st.Rate, 1)
+	return math.Min(total/dt/a.st.UsualRate, 1)
 }
 
 // raise answers an overspent error budget (d periods' worth, at most 1). When

@@ -315,3 +315,33 @@ func TestAdaptiveSizesFromOfferedDemand(t *testing.T) {
 		})
 	}
 }
+
+func TestAdaptiveShrinkEvidenceInALastingDip(t *testing.T) {
+	// 10 minutes at 4 first tokens/s, then 500 s at 0.6/s (15%), all within
+	// the margin. The evidence is measured against the rate usual over the
+	// shrink's time constant: the dip shrinks the headroom far slower than
+	// the same time at the usual load, though it lasts longer than the
+	// first-token rate's smoothing.
+	shrinkOver := func(tail adaptStep) float64 {
+		steps := append(repeat(120, adaptStep{demand: 800, total: 20}), repeat(100, tail)...)
+		a, err := New(adaptivePolicy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur := int32(8)
+		var before float64
+		for i, s := range steps {
+			if i == 120 {
+				before = a.Snapshot().Adaptive.Headroom
+			}
+			cur = a.Decide(Input{Now: t0.Add(time.Duration(i) * 5 * time.Second), CurrentReplicas: cur, QueueLag: -1,
+				Metrics: map[MetricType]MetricValue{TokensPerSecond: {Value: s.demand / float64(cur), Valid: true}},
+				TTFT:    TTFTCounts{Total: s.total, WithinSLO: s.total, WithinMargin: s.total}}).Desired
+		}
+		return math.Log(before / a.Snapshot().Adaptive.Headroom)
+	}
+	loaded, dip := shrinkOver(adaptStep{demand: 800, total: 20}), shrinkOver(adaptStep{demand: 120, total: 3})
+	if loaded <= 0 || dip > 0.3*loaded {
+		t.Fatalf("log shrink over 500 s: loaded %.3f, in the dip %.3f (want under 30%% of loaded)", loaded, dip)
+	}
+}
