@@ -22,6 +22,7 @@ import (
 
 type options struct {
 	traces        string
+	tune          string
 	out           string
 	maxDur        time.Duration
 	model         scalesim.Model
@@ -42,6 +43,7 @@ type options struct {
 func parseFlags() options {
 	var o options
 	flag.StringVar(&o.traces, "trace", "", "comma-separated traces: files (.csv Azure LLM inference, .jsonl Mooncake) or synthetic:<dip|ramp|burst|diurnal>[:<seed>[:<minutes>]]")
+	flag.StringVar(&o.tune, "tune", "", "comma-separated traces (as --trace) the implementable reference is tuned on, leaving out the trace it is scored on (empty: the --trace traces)")
 	flag.StringVar(&o.out, "out", ".local/bench/autoscale", "directory for the PNG plots")
 	flag.DurationVar(&o.maxDur, "max-duration", 0, "replay only the first part of each trace (0: all)")
 	flag.Float64Var(&o.model.PrefillTPS, "prefill-tps", 2000, "prompt tokens/s one replica prefills")
@@ -84,23 +86,111 @@ func main() {
 		fmt.Fprintf(os.Stderr, "autoscale-sim: %v\n", err)
 		os.Exit(2)
 	}
-	var outs []scalesim.Outcome
 	var errs []string
+	var specs []string
+	var traces []loaded
 	for _, spec := range strings.Split(o.traces, ",") {
-		out, err := runTrace(o, spec, target)
+		l, err := load(o, spec)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "autoscale-sim: %v\n", err)
 			errs = append(errs, spec)
 			continue
 		}
+		specs = append(specs, spec)
+		traces = append(traces, l)
+	}
+	tunings, err := tune(o, specs, traces, target)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "autoscale-sim: --tune: %v\n", err)
+		os.Exit(2)
+	}
+	var outs []scalesim.Outcome
+	for _, l := range traces {
+		out, err := runTrace(o, l, tunings, target)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "autoscale-sim: %v\n", err)
+			errs = append(errs, l.tr.Name)
+			continue
+		}
 		outs = append(outs, out)
 	}
+	fmt.Println("summary: NeuroNetes against the implementable reference (tuned leave-one-trace-out), the hindsight reference (regret) and the baselines re-run at its cost")
+	scalesim.WriteSummary(os.Stdout, outs, target)
 	if !scalesim.WriteVerdict(os.Stdout, outs, target, errs) {
 		if len(errs) > 0 {
 			os.Exit(2)
 		}
 		os.Exit(1)
 	}
+}
+
+// loaded is a trace and the model it is replayed under (its SLO set).
+type loaded struct {
+	tr scalesim.Trace
+	m  scalesim.Model
+}
+
+// load reads a trace and sets its SLO.
+func load(o options, spec string) (loaded, error) {
+	tr, err := loadTrace(spec, o.maxDur)
+	if err != nil {
+		return loaded{}, err
+	}
+	m := o.model
+	if o.slo == "auto" {
+		if m.SLO, err = scalesim.AutoSLO(tr, m, o.sloPercentile, o.sloQueueing); err != nil {
+			return loaded{}, err
+		}
+	} else if m.SLO, err = time.ParseDuration(o.slo); err != nil || m.SLO <= 0 {
+		return loaded{}, fmt.Errorf("--ttft-slo: want a positive duration or auto, got %q", o.slo)
+	}
+	return loaded{tr, m}, nil
+}
+
+// tune sweeps the causal rule on the tuning traces (--tune, or the traces
+// themselves), in parallel; a tuning trace that is also scored is loaded once.
+func tune(o options, specs []string, traces []loaded, target float64) ([]*scalesim.Tuning, error) {
+	var ls []loaded
+	if o.tune == "" {
+		ls = traces
+	} else {
+		for _, spec := range strings.Split(o.tune, ",") {
+			found := false
+			for i, s := range specs {
+				if s == spec {
+					ls, found = append(ls, traces[i]), true
+				}
+			}
+			if !found {
+				l, err := load(o, spec)
+				if err != nil {
+					return nil, err
+				}
+				ls = append(ls, l)
+			}
+		}
+	}
+	out := make([]*scalesim.Tuning, len(ls))
+	parallel(o.parallel, len(ls), func(i int) {
+		out[i] = scalesim.NewTuning(ls[i].tr, ls[i].m, target, o.cfg.MaxReplicas, scalesim.DefaultLookbacks)
+	})
+	return out, nil
+}
+
+// parallel runs f(0..n-1), at most k at once.
+func parallel(k, n int, f func(i int)) {
+	sem := make(chan struct{}, max(k, 1))
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			f(i)
+		}()
+	}
+	wg.Wait()
 }
 
 // loadTrace reads a trace file or generates a synthetic trace.
@@ -128,50 +218,86 @@ func loadTrace(spec string, maxDur time.Duration) (scalesim.Trace, error) {
 }
 
 // runTrace replays one trace under every policy and prints its outcome.
-func runTrace(o options, spec string, target float64) (scalesim.Outcome, error) {
-	tr, err := loadTrace(spec, o.maxDur)
-	if err != nil {
-		return scalesim.Outcome{}, err
-	}
-	m := o.model
-	if o.slo == "auto" {
-		if m.SLO, err = scalesim.AutoSLO(tr, m, o.sloPercentile, o.sloQueueing); err != nil {
-			return scalesim.Outcome{}, err
-		}
-	} else if m.SLO, err = time.ParseDuration(o.slo); err != nil || m.SLO <= 0 {
-		return scalesim.Outcome{}, fmt.Errorf("--ttft-slo: want a positive duration or auto, got %q", o.slo)
-	}
+func runTrace(o options, l loaded, tunings []*scalesim.Tuning, target float64) (scalesim.Outcome, error) {
+	tr, m := l.tr, l.m
 	start := time.Now()
 	oracle, curve := scalesim.BestOracle(tr, m, target, o.cfg.MaxReplicas)
 	pols := scalesim.All(m, o.cfg)
 	res := make([]scalesim.Result, len(pols))
 	var ref scalesim.CausalRef
-	sem := make(chan struct{}, max(o.parallel, 1))
-	var wg sync.WaitGroup
-	run := func(f func()) {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			f()
-		}()
+	var impl scalesim.ImplRef
+	jobs := []func(){
+		func() {
+			for _, t := range tunings {
+				if t.Trace.Name == tr.Name {
+					ref = t.Sweep.Best()
+					return
+				}
+			}
+			ref = scalesim.BestCausal(tr, m, target, o.cfg.MaxReplicas, scalesim.DefaultLookbacks)
+		},
+		func() { impl = scalesim.ImplementableRef(tr, m, tunings, o.cfg.MaxReplicas) },
 	}
-	run(func() { ref = scalesim.BestCausal(tr, m, target, o.cfg.MaxReplicas, scalesim.DefaultLookbacks) })
 	for i, p := range pols {
-		run(func() { res[i] = scalesim.Run(tr, m, p, curve[0]) })
+		jobs = append(jobs, func() { res[i] = scalesim.Run(tr, m, p, curve[0]) })
 	}
-	wg.Wait()
-	out := scalesim.Outcome{Trace: tr.Name, SLO: m.SLO, Oracle: oracle, Causal: ref, Results: res}
+	parallel(o.parallel, len(jobs), func(i int) { jobs[i]() })
+	out := scalesim.Outcome{Trace: tr.Name, SLO: m.SLO, Oracle: oracle, Causal: ref, Impl: impl, Results: res,
+		NeedSeconds: scalesim.NeedSeconds(tr, m)}
 	out.Iso = scalesim.BestIsoCosts(tr, m, o.cfg, out.NeuroNetes().ReplicaSeconds, curve[0], o.parallel)
 	scalesim.WriteOutcome(os.Stdout, out, target)
+	if d, ok := pols[0].(*scalesim.Decider); ok {
+		fmt.Printf("why neuronetes costs what it does: it provisions the learned headroom x the peak need of the learned memory; over the evaluated part: %s; the hindsight reference holds alpha %.2f x the peak need of the last %d s\n",
+			d.Learned(), out.Causal.Alpha, out.Causal.Lookback)
+	}
 	scalesim.WriteSpend(os.Stdout, out, o.pricing, tr.Duration())
 	png := filepath.Join(o.out, tr.Name+".png")
 	if err := scalesim.WritePNG(png, fmt.Sprintf("%s: TTFT SLO %s, %s", tr.Name, m.SLO, "load, replicas and SLO attainment"), out, target); err != nil {
 		return scalesim.Outcome{}, err
 	}
-	fmt.Printf("(%s simulated in %s; plot %s)\n\n", tr.Name, time.Since(start).Round(time.Millisecond), png)
+	svg := filepath.Join(o.out, tr.Name+"-curve.svg")
+	if err := scalesim.WriteCurveSVG(svg, fmt.Sprintf("%s: cost versus attainment (TTFT SLO %s)", tr.Name, m.SLO),
+		curves(o, l, out, curve[0]), out.Causal.Result.ReplicaSeconds, target); err != nil {
+		return scalesim.Outcome{}, err
+	}
+	fmt.Printf("(%s simulated in %s; plot %s; cost-versus-attainment curve %s)\n\n", tr.Name, time.Since(start).Round(time.Millisecond), png, svg)
 	return out, nil
+}
+
+// curves collects each policy's runs for the cost-versus-attainment curve:
+// both references around their alpha, NeuroNetes at several attainment
+// targets, and every baseline run of the equal-cost search.
+func curves(o options, l loaded, out scalesim.Outcome, initial int) map[string][]scalesim.Result {
+	tr, m := l.tr, l.m
+	cs := map[string][]scalesim.Result{"oracle": {out.Oracle}}
+	var jobs []func()
+	var mu sync.Mutex
+	put := func(name string, rs ...scalesim.Result) {
+		mu.Lock()
+		defer mu.Unlock()
+		cs[name] = append(cs[name], rs...)
+	}
+	jobs = append(jobs, func() {
+		put("causal-ref", scalesim.ReferenceCurve(tr, m, out.Causal.Lookback, out.Causal.Alpha, o.cfg.MaxReplicas)...)
+	})
+	if out.Impl.Found {
+		jobs = append(jobs, func() {
+			put("impl-ref", scalesim.ReferenceCurve(tr, m, out.Impl.Lookback, out.Impl.Alpha, o.cfg.MaxReplicas)...)
+		})
+	}
+	for _, a := range scalesim.CurveAttainments {
+		jobs = append(jobs, func() {
+			c := o.cfg
+			c.Attainment = a
+			put("neuronetes", scalesim.Run(tr, m, scalesim.NeuroNetes(m, c), initial))
+		})
+	}
+	parallel(o.parallel, len(jobs), func(i int) { jobs[i]() })
+	for _, r := range out.Results[1:] {
+		put(r.Policy, r)
+		put(r.Policy, out.Iso[r.Policy].Runs...)
+	}
+	return cs
 }
 
 // resolvePricing prices the simulated nodes with the controller's price model.

@@ -52,6 +52,10 @@ type Observation struct {
 	// collection, summed over the pods (nil when no pod exported a TTFT histogram
 	// twice).
 	FirstTokens *Histogram
+	// Prefills is the prefill-time histogram of the requests prefilled since
+	// the previous collection, summed over the pods (nil when no pod exported
+	// one twice).
+	Prefills *Histogram
 }
 
 // Observe folds the latest samples (by pod name) in and returns the metric
@@ -65,8 +69,8 @@ func (c *Collector) Observe(now time.Time, samples map[string]PodSample, specs [
 		stale = 3 * time.Minute
 	}
 	var q, tiq, sess, tps, tools avg
-	merged := &Histogram{}
-	histOK := false
+	merged, prefills := &Histogram{}, &Histogram{}
+	histOK, prefillOK := false, false
 	var dTokens, dReqs float64
 	for name, s := range samples {
 		q.add(s.QueueDepth)
@@ -92,6 +96,11 @@ func (c *Collector) Observe(now time.Time, samples map[string]PodSample, specs [
 				}
 			}
 		}
+		if s.Prefill != nil && hasPrev {
+			if d := s.Prefill.Sub(p.Prefill); d != nil && prefills.Add(d) {
+				prefillOK = true
+			}
+		}
 		c.prev[name] = s
 	}
 	for name := range c.prev {
@@ -111,6 +120,9 @@ func (c *Collector) Observe(now time.Time, samples map[string]PodSample, specs [
 	out := Observation{Metrics: map[scalepolicy.MetricType]scalepolicy.MetricValue{}, Reporting: len(samples)}
 	if histOK {
 		out.FirstTokens = merged
+	}
+	if prefillOK {
+		out.Prefills = prefills
 	}
 	maxW := DefaultWindow
 	seenTTFT := false
@@ -220,4 +232,15 @@ func TTFTCounts(h *Histogram, slo time.Duration) scalepolicy.TTFTCounts {
 		return scalepolicy.TTFTCounts{}
 	}
 	return scalepolicy.HistogramTTFTCounts(h.Bounds, h.Counts, h.Count, slo)
+}
+
+// WaitCounts is TTFTCounts with the prefill times of the same period
+// (prefills, nil: unknown), so that the adaptive policy counts only the
+// misses caused by waiting.
+func WaitCounts(ttft, prefills *Histogram, slo time.Duration) scalepolicy.TTFTCounts {
+	c := TTFTCounts(ttft, slo)
+	if prefills == nil {
+		return c
+	}
+	return c.WithPrefill(prefills.Bounds, prefills.Counts, slo)
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/controller/scalepolicy"
 )
 
 // GatewaySource reads what the gateway measures where requests pass (docs/gateway.md, "The
@@ -79,15 +80,16 @@ type gatewaySample struct {
 // Overlay replaces, in samples (by agent pod), the fields the gateway measures with the sum over
 // the gateway's replicas; tokens waiting in the gateway before a pod was chosen are spread over
 // the pods. Pods the gateway does not report keep their own values. A failure leaves samples
-// as they are.
-func (g *GatewaySource) Overlay(ctx context.Context, pool *v1alpha1.AgentPool, samples map[string]PodSample) {
-	if len(samples) == 0 {
-		return
-	}
-	gw, unrouted, err := g.read(ctx, pool)
+// as they are. It returns each answering gateway replica's offered-prompt-token counter (by
+// gateway pod name; nil when none exported it), which OfferedRate turns into the offered demand.
+func (g *GatewaySource) Overlay(ctx context.Context, pool *v1alpha1.AgentPool, samples map[string]PodSample) map[string]float64 {
+	gw, unrouted, offered, err := g.read(ctx, pool)
 	if err != nil {
 		klog.FromContext(ctx).V(2).Info("Gateway metrics unavailable; using the pods' own", "err", err)
-		return
+		return nil
+	}
+	if len(samples) == 0 {
+		return offered
 	}
 	spread := unrouted / float64(len(samples))
 	for name, s := range samples {
@@ -102,14 +104,16 @@ func (g *GatewaySource) Overlay(ctx context.Context, pool *v1alpha1.AgentPool, s
 		}
 		samples[name] = s
 	}
+	return offered
 }
 
 // read scrapes every ready gateway replica and sums their views of pool.
-func (g *GatewaySource) read(ctx context.Context, pool *v1alpha1.AgentPool) (map[string]*gatewaySample, float64, error) {
+func (g *GatewaySource) read(ctx context.Context, pool *v1alpha1.AgentPool) (map[string]*gatewaySample, float64, map[string]float64, error) {
 	pods, err := g.gatewayPods(ctx)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
+	var offered map[string]float64
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	out := map[string]*gatewaySample{}
@@ -130,13 +134,58 @@ func (g *GatewaySource) read(ctx context.Context, pool *v1alpha1.AgentPool) (map
 			defer mu.Unlock()
 			answered++
 			unrouted += mergeGateway(out, fams)
+			if v, ok := offeredTokens(fams); ok {
+				if offered == nil {
+					offered = map[string]float64{}
+				}
+				offered[p.Name] = v
+			}
 		})
 	}
 	wg.Wait()
 	if answered == 0 {
-		return nil, 0, fmt.Errorf("no gateway replica answered for pool %s/%s (selector %s in %s)", pool.Namespace, pool.Name, g.Selector, g.Namespace)
+		return nil, 0, nil, fmt.Errorf("no gateway replica answered for pool %s/%s (selector %s in %s)", pool.Namespace, pool.Name, g.Selector, g.Namespace)
 	}
-	return out, unrouted, nil
+	return out, unrouted, offered, nil
+}
+
+// offeredTokens is one gateway replica's counter of prompt tokens counted at arrival at the pool.
+func offeredTokens(fams map[string]*dto.MetricFamily) (float64, bool) {
+	f := fams["neuronetes_offered_prompt_tokens_total"]
+	if f == nil || len(f.GetMetric()) == 0 {
+		return 0, false
+	}
+	v := 0.0
+	for _, m := range f.GetMetric() {
+		v += m.GetCounter().GetValue()
+	}
+	return v, true
+}
+
+// OfferedRate turns successive readings of the gateway replicas' offered-prompt-token counters
+// into the pool's offered demand: the sum of each replica's increase over the time between two
+// readings. A replica seen once, or whose counter went down (a restart), is left out until its
+// next reading; with no replica seen twice the demand is not valid.
+type OfferedRate struct {
+	prev map[string]float64
+	at   time.Time
+}
+
+// Observe folds the counters read at now in (nil: the gateway was not read).
+func (o *OfferedRate) Observe(now time.Time, counters map[string]float64) scalepolicy.OfferedDemand {
+	prev, at := o.prev, o.at
+	o.prev, o.at = counters, now
+	dt := now.Sub(at).Seconds()
+	if counters == nil || prev == nil || dt <= 0 {
+		return scalepolicy.OfferedDemand{}
+	}
+	sum, seen := 0.0, false
+	for pod, v := range counters {
+		if p, ok := prev[pod]; ok && v >= p {
+			sum, seen = sum+(v-p), true
+		}
+	}
+	return scalepolicy.OfferedDemand{Valid: seen, PromptTokensPerSecond: sum / dt}
 }
 
 func (g *GatewaySource) scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/controller/scalepolicy"
 )
 
 // replica serves one gateway replica's view of pool ns/chat at ip:port.
@@ -62,6 +63,8 @@ neuronetes_tokens_in_queue{pod="a"} 100
 neuronetes_tokens_in_queue{pod="b"} 0
 neuronetes_concurrent_sessions{pod="a",scope="shared"} 3
 neuronetes_concurrent_sessions{pod="b",scope="shared"} 1
+# TYPE neuronetes_offered_prompt_tokens_total counter
+neuronetes_offered_prompt_tokens_total{pod=""} 4000
 `+hist("a", 1, 2, 2, 1.2)+hist("b", 0, 0, 0, 0))
 	replica(t, "127.0.0.2", port, head+
 		`neuronetes_tokens_in_queue{pod=""} 0
@@ -75,7 +78,10 @@ neuronetes_concurrent_sessions{pod="b",scope="shared"} 1
 	src := &GatewaySource{Client: c, Namespace: "sys", Selector: labels.SelectorFromSet(labels.Set{"app": "gw"}), Port: port}
 	pool := &v1alpha1.AgentPool{ObjectMeta: metav1.ObjectMeta{Name: "chat", Namespace: "ns"}}
 	samples := map[string]PodSample{"a": {TokensInQueue: 1, Sessions: 1}, "b": {}, "c": {TokensInQueue: 7}}
-	src.Overlay(context.Background(), pool, samples)
+	offered := src.Overlay(context.Background(), pool, samples)
+	if len(offered) != 1 || offered["gw-1"] != 4000 {
+		t.Fatalf("offered counters %v, want gw-1: 4000 (gw-2 exports none)", offered)
+	}
 	a, b := samples["a"], samples["b"]
 	if a.TokensInQueue != 170 || b.TokensInQueue != 30 || samples["c"].TokensInQueue != 7 {
 		t.Fatalf("tokens in queue a=%v b=%v c=%v; want 150+20, 10+20, c untouched", a.TokensInQueue, b.TokensInQueue, samples["c"].TokensInQueue)
@@ -147,6 +153,30 @@ func TestGatewaySourceListTTL(t *testing.T) {
 		}
 		if r.lists != tc.wantLists {
 			t.Fatalf("after %v: %d lists, want %d", tc.advance, r.lists, tc.wantLists)
+		}
+	}
+}
+
+func TestOfferedRate(t *testing.T) {
+	var o OfferedRate
+	steps := []struct {
+		name     string
+		after    time.Duration
+		counters map[string]float64
+		want     scalepolicy.OfferedDemand
+	}{
+		{"first reading", 0, map[string]float64{"gw-1": 1000, "gw-2": 0}, scalepolicy.OfferedDemand{}},
+		{"both replicas", 10 * time.Second, map[string]float64{"gw-1": 11000, "gw-2": 5000}, scalepolicy.OfferedDemand{Valid: true, PromptTokensPerSecond: 1500}},
+		{"a restart and a new replica are left out", 10 * time.Second, map[string]float64{"gw-1": 21000, "gw-2": 10, "gw-3": 7000},
+			scalepolicy.OfferedDemand{Valid: true, PromptTokensPerSecond: 1000}},
+		{"gateway not read", 10 * time.Second, nil, scalepolicy.OfferedDemand{}},
+		{"no replica seen twice", 10 * time.Second, map[string]float64{"gw-9": 1}, scalepolicy.OfferedDemand{}},
+	}
+	now := time.Unix(1000, 0)
+	for _, s := range steps {
+		now = now.Add(s.after)
+		if got := o.Observe(now, s.counters); got != s.want {
+			t.Fatalf("%s: got %+v, want %+v", s.name, got, s.want)
 		}
 	}
 }

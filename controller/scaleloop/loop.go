@@ -143,6 +143,7 @@ type poolState struct {
 	saved      time.Time
 	a          *scalepolicy.Autoscaler
 	coll       Collector
+	offered    OfferedRate // the gateway's offered demand (with --gateway-pods)
 	meter      scalepolicy.CostMeter
 	rate       cost.Rate // the pool's spend rate at the last evaluation
 	lastReason scalepolicy.Reason
@@ -331,8 +332,9 @@ func (l *Loop) evaluate(ctx context.Context, pool *v1alpha1.AgentPool, st *poolS
 	if err != nil {
 		return scalepolicy.Decision{}, err
 	}
+	var offered scalepolicy.OfferedDemand
 	if l.Gateway != nil {
-		l.Gateway.Overlay(ctx, pool, samples)
+		offered = st.offered.Observe(now, l.Gateway.Overlay(ctx, pool, samples))
 	}
 	obs := st.coll.Observe(now, samples, policy.Metrics)
 	for t, v := range obs.Metrics {
@@ -347,7 +349,7 @@ func (l *Loop) evaluate(ctx context.Context, pool *v1alpha1.AgentPool, st *poolS
 		Now: now, CurrentReplicas: currentReplicas(pool), ReadyReplicas: int32(obs.Reporting), WarmReplicas: pool.Status.WarmReplicas,
 		Metrics: obs.Metrics, QueueLag: lag,
 		SpentToday: st.meter.ObserveRate(now, rate.PerHour), PricePerReplicaHour: rate.PerPod(),
-		TTFT: TTFTCounts(obs.FirstTokens, policy.SLO.TTFT),
+		TTFT: WaitCounts(obs.FirstTokens, obs.Prefills, policy.SLO.TTFT), Offered: offered,
 	}
 	in.Override = l.override(ctx, pool, now)
 	return st.a.Decide(in), nil

@@ -18,6 +18,10 @@ var (
 	sessionNames = []string{"neuronetes_concurrent_sessions", "vllm:num_requests_running", "sglang:num_running_reqs"}
 	// ttftNames are TTFT histograms in seconds.
 	ttftNames = []string{"neuronetes_ttft_seconds", "vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"}
+	// prefillNames are histograms of each request's prefill time in seconds,
+	// observed with its first token: the adaptive policy counts only the
+	// misses caused by waiting (scalepolicy.TTFTCounts.WithPrefill).
+	prefillNames = []string{"neuronetes_prefill_seconds", "vllm:request_prefill_time_seconds"}
 	// tokenCounterNames are token counters whose summed rate is tokens/s
 	// (neuronetes_tokens_total alone, or vLLM's prompt plus generation counters).
 	tokenCounterNames = [][]string{

@@ -28,6 +28,8 @@ type PodSample struct {
 	Tokens, TokenGauge float64
 	// TTFT is the cumulative TTFT histogram (nil if none).
 	TTFT *Histogram
+	// Prefill is the cumulative prefill-time histogram (nil if none).
+	Prefill *Histogram
 	// Tools is the cumulative tool-latency histogram count (NaN if none).
 	Tools float64
 }
@@ -66,6 +68,12 @@ func ParseMetrics(r io.Reader, now time.Time) (PodSample, error) {
 	for _, n := range ttftNames {
 		if h := histogram(fams[n]); h != nil {
 			s.TTFT = h
+			break
+		}
+	}
+	for _, n := range prefillNames {
+		if h := histogram(fams[n]); h != nil {
+			s.Prefill = h
 			break
 		}
 	}

@@ -250,3 +250,49 @@ func TestPromSource(t *testing.T) {
 		}
 	}
 }
+
+// prefillText is a vLLM exposition with a TTFT and a prefill-time histogram
+// (bounds 1, 2, 4 s), cumulative counts per bound.
+func prefillText(ttft, prefill [4]float64) string {
+	var b strings.Builder
+	for _, h := range []struct {
+		name string
+		le   [4]float64
+	}{{"vllm:time_to_first_token_seconds", ttft}, {"vllm:request_prefill_time_seconds", prefill}} {
+		fmt.Fprintf(&b, "# TYPE %s histogram\n", h.name)
+		for i, le := range []string{"1", "2", "4", "+Inf"} {
+			fmt.Fprintf(&b, "%s_bucket{le=%q} %g\n", h.name, le, h.le[i])
+		}
+		fmt.Fprintf(&b, "%s_sum 1\n%s_count %g\n", h.name, h.name, h.le[3])
+	}
+	return b.String()
+}
+
+func TestWaitCountsFromPrefillHistogram(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	// Between two scrapes 10 first tokens: 7 within a 4 s SLO; 2 of the 3
+	// misses had a prefill over 4 s (they miss under any capacity): 1 miss
+	// was caused by waiting.
+	first, err := ParseMetrics(strings.NewReader(prefillText([4]float64{0, 0, 0, 0}, [4]float64{0, 0, 0, 0})), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := ParseMetrics(strings.NewReader(prefillText([4]float64{4, 4, 7, 10}, [4]float64{8, 8, 8, 10})), t0.Add(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Prefill == nil || second.Prefill.Count != 10 {
+		t.Fatalf("prefill histogram %+v", second.Prefill)
+	}
+	var c Collector
+	c.Observe(t0, map[string]PodSample{"a": first}, nil)
+	obs := c.Observe(t0.Add(10*time.Second), map[string]PodSample{"a": second}, nil)
+	got := WaitCounts(obs.FirstTokens, obs.Prefills, 4*time.Second)
+	want := scalepolicy.TTFTCounts{Total: 10, WithinSLO: 7, WithinMargin: 4, PrefillKnown: true, PrefillWithinSLO: 8, PrefillWithinMargin: 8}
+	if got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	if noPrefill := WaitCounts(obs.FirstTokens, nil, 4*time.Second); noPrefill.PrefillKnown {
+		t.Fatalf("without a prefill histogram the counts must not claim prefill times: %+v", noPrefill)
+	}
+}

@@ -41,9 +41,12 @@ const (
 	// in budgets of one period.
 	adaptPeriod = 10 * time.Minute
 	adaptGain   = 0.3
-	// memoryShrink is the memory's decay per adaptPeriod once a period passed
-	// without a miss.
-	memoryShrink = 0.3
+	// shrinkTau is the time constant of the shrink with margin: two budget
+	// periods, so that one period of margin undoes at most about 40% of a
+	// raise (a raise must be disproved by more than one period of evidence)
+	// while a start value or a raise decays within the hour a pool's
+	// traffic pattern typically holds (e^-3 in an hour).
+	shrinkTau = 2 * adaptPeriod
 	// initialHeadroom, minHeadroom and maxHeadroom bound the headroom factor.
 	initialHeadroom, minHeadroom, maxHeadroom = 1.0, 0.3, 4.0
 	// initialMemory, minMemory and maxMemory bound the memory window. The
@@ -51,12 +54,6 @@ const (
 	// until the load returns, and forgetting the peak too early is what misses
 	// the SLO after a dip.
 	initialMemory, minMemory, maxMemory = 20 * time.Minute, 2 * time.Minute, 40 * time.Minute
-	// exercisedRatio: the headroom and memory only shrink while the demand is
-	// at least this share of its usual level (usualQuantile of the need within
-	// the memory), where the pool's outcomes say something about the capacity
-	// it holds; in a dip they say nothing.
-	exercisedRatio = 0.7
-	usualQuantile  = 0.9
 	// settleTime is the least time between two raises: a raise shows in the
 	// first tokens only after new replicas start (about a minute) and the
 	// requests they serve are measured.
@@ -76,6 +73,31 @@ type TTFTCounts struct {
 	WithinSLO float64
 	// WithinMargin counts those at or below AdaptiveMarginRatio x the SLO.
 	WithinMargin float64
+	// PrefillKnown is true when the first tokens' own prefill times are
+	// known (a prefill-time histogram such as vLLM's
+	// request_prefill_time_seconds, observed with each first token). The
+	// adaptation then counts only the misses caused by waiting: a request
+	// whose prefill alone exceeds a threshold misses it under any capacity.
+	PrefillKnown bool
+	// PrefillWithinSLO and PrefillWithinMargin count the first tokens whose
+	// prefill alone took at most the SLO, and at most AdaptiveMarginRatio x
+	// the SLO. A first token within a threshold was prefilled within it, so
+	// PrefillWithinSLO - WithinSLO are the requests that missed the SLO only
+	// because they waited.
+	PrefillWithinSLO, PrefillWithinMargin float64
+}
+
+// waitCounts returns, for the SLO and for the margin, the first tokens that
+// could have met the threshold (their prefill fits it) and those that did
+// not because they waited. Without prefill times every first token counts,
+// and every miss is taken as a wait.
+func (c TTFTCounts) waitCounts() (feasible, misses, marginFeasible, marginMisses float64) {
+	if !c.PrefillKnown {
+		return c.Total, math.Max(c.Total-c.WithinSLO, 0), c.Total, math.Max(c.Total-c.WithinMargin, 0)
+	}
+	feasible = math.Min(c.PrefillWithinSLO, c.Total)
+	marginFeasible = math.Min(c.PrefillWithinMargin, feasible)
+	return feasible, math.Max(feasible-c.WithinSLO, 0), marginFeasible, math.Max(marginFeasible-c.WithinMargin, 0)
 }
 
 // AdaptiveState is the adaptation's learned state and history, serializable
@@ -90,6 +112,9 @@ type AdaptiveState struct {
 	Balance float64 `json:"balance"`
 	// Rate is the smoothed first-token rate, per second.
 	Rate float64 `json:"rate"`
+	// UsualRate is the first-token rate averaged over the shrink's time
+	// constant, against which the shrink's evidence is measured.
+	UsualRate float64 `json:"usualRate,omitempty"`
 	// Last, LastRaise and LastMiss are the times of the last decision, of the
 	// last raise, and of the last decision that saw a miss or no margin.
 	Last      time.Time `json:"last,omitzero"`
@@ -110,7 +135,8 @@ type AdaptiveBin struct {
 	// Settled is false when, at some decision in the bin, fewer replicas were
 	// ready than the pool's current count (replicas were still starting).
 	Settled bool `json:"settled"`
-	// Total and WithinMargin count the bin's first tokens.
+	// Total counts the bin's first tokens that could meet the margin (their
+	// prefill fits it); WithinMargin those that met it.
 	Total        float64 `json:"total"`
 	WithinMargin float64 `json:"margin"`
 }
@@ -163,24 +189,6 @@ func (a *adapter) peak(from, to time.Time) float64 {
 		}
 	}
 	return p
-}
-
-// usual is the usualQuantile of the need of the bins within [from, to]: the
-// level the demand usually reaches there, which a dip stays under and a
-// single burst does not raise.
-func (a *adapter) usual(from, to time.Time) float64 {
-	lo, hi := binIndex(from), binIndex(to)
-	var vs []float64
-	for _, b := range a.st.Bins {
-		if b.Index >= lo && b.Index <= hi {
-			vs = append(vs, b.Need)
-		}
-	}
-	if len(vs) == 0 {
-		return 0
-	}
-	sort.Float64s(vs)
-	return vs[int(usualQuantile*float64(len(vs)-1))]
 }
 
 // at returns the bin of t, if it is in the history.
@@ -243,10 +251,11 @@ func (a *adapter) decide(in Input, need, backlog float64, ok bool) float64 {
 		ready = in.CurrentReplicas
 	}
 	b.Settled = b.Settled && ready >= in.CurrentReplicas
-	b.Total += in.TTFT.Total
-	b.WithinMargin += in.TTFT.WithinMargin
+	_, _, mFeasible, mMisses := in.TTFT.waitCounts()
+	b.Total += mFeasible
+	b.WithinMargin += mFeasible - mMisses
 	if dt > 0 {
-		a.learn(now, dt, in.TTFT, need)
+		a.learn(now, dt, in.TTFT)
 	}
 	// Never below the demand measured now plus its backlog: a pool short of
 	// its current demand queues without bound, whatever the SLO allows. The
@@ -257,33 +266,36 @@ func (a *adapter) decide(in Input, need, backlog float64, ok bool) float64 {
 }
 
 // learn updates the headroom and memory from the first tokens of the last dt seconds.
-func (a *adapter) learn(now time.Time, dt float64, c TTFTCounts, need float64) {
+func (a *adapter) learn(now time.Time, dt float64, c TTFTCounts) {
 	st := &a.st
-	total, miss := c.Total, math.Max(c.Total-c.WithinSLO, 0)
+	total, miss, _, _ := c.waitCounts()
 	if rate := total / dt; st.Rate == 0 {
 		st.Rate = rate
 	} else {
 		st.Rate = 0.98*st.Rate + 0.02*rate
 	}
-	if miss > 0 {
-		// Misses of requests that arrived while replicas were still starting
-		// towards the pool's own target are the start-up's, not the headroom's
-		// (anti-windup): they do not count against the budget.
-		if arr, known := a.at(now.Add(-a.slo)); known && !arr.Settled {
-			total, miss = 0, 0
-		}
+	if st.UsualRate == 0 {
+		st.UsualRate = st.Rate
+	} else {
+		k := 1 - math.Exp(-dt/shrinkTau.Seconds())
+		st.UsualRate += k * (total/dt - st.UsualRate)
 	}
 	period := adaptPeriod.Seconds()
 	unit := a.budget * st.Rate * period // one period's budget, in requests
 	st.Balance = math.Min(st.Balance+a.budget*total-miss, unit)
-	exercised := need >= exercisedRatio*a.usual(now.Add(-st.Memory), now)
 	if miss > 0 || !a.margin(now) {
 		// LastMiss is the last time the pool had no margin.
 		st.LastMiss = now
-	} else if exercised {
-		st.Headroom *= math.Exp(-adaptGain * dt / period)
+	} else {
+		// With margin, whatever the load: the headroom shrinks with the time
+		// constant shrinkTau, and the memory too once a period passed
+		// without a miss, in proportion to the evidence: the first tokens
+		// seen against the usual rate. A dip of 15% of the load shrinks them
+		// at 15% of the speed; an idle pool proves nothing about its capacity.
+		shrink := math.Exp(-dt * a.evidence(total, dt) / shrinkTau.Seconds())
+		st.Headroom *= shrink
 		if now.Sub(st.LastMiss) > adaptPeriod {
-			st.Memory = time.Duration(float64(st.Memory) * math.Exp(-memoryShrink*dt/period))
+			st.Memory = time.Duration(float64(st.Memory) * shrink)
 		}
 	}
 	if st.Balance < 0 && unit > 0 && now.Sub(st.LastRaise) >= settleTime {
@@ -292,6 +304,17 @@ func (a *adapter) learn(now time.Time, dt float64, c TTFTCounts, need float64) {
 	}
 	st.Headroom = math.Max(minHeadroom, math.Min(st.Headroom, maxHeadroom))
 	st.Memory = max(minMemory, min(st.Memory, maxMemory))
+}
+
+// evidence is the share of the usual first-token rate that total first
+// tokens over dt seconds make, at most 1. The usual rate is averaged over the
+// shrink's own time constant: measured against a rate that follows the load
+// within minutes, a lasting dip would soon count as full evidence.
+func (a *adapter) evidence(total, dt float64) float64 {
+	if a.st.UsualRate <= 0 || dt <= 0 {
+		return 0
+	}
+	return math.Min(total/dt/a.st.UsualRate, 1)
 }
 
 // raise answers an overspent error budget (d periods' worth, at most 1). When
@@ -323,4 +346,13 @@ func (a *adapter) restore(s *AdaptiveState) {
 	a.st.Bins = append([]AdaptiveBin(nil), s.Bins...)
 	a.st.Headroom = math.Max(minHeadroom, math.Min(a.st.Headroom, maxHeadroom))
 	a.st.Memory = max(minMemory, min(a.st.Memory, maxMemory))
+}
+
+// Learned returns the adaptive policy's learned headroom and memory; ok is
+// false for a policy without adaptation.
+func (a *Autoscaler) Learned() (headroom float64, memory time.Duration, ok bool) {
+	if a.adapt == nil {
+		return 0, 0, false
+	}
+	return a.adapt.st.Headroom, a.adapt.st.Memory, true
 }

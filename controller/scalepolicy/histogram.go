@@ -41,3 +41,18 @@ func HistogramTTFTCounts(bounds, cumulative []float64, total float64, slo time.D
 	return TTFTCounts{Total: total, WithinSLO: CountAtOrBelow(bounds, cumulative, slo.Seconds()),
 		WithinMargin: CountAtOrBelow(bounds, cumulative, AdaptiveMarginRatio*slo.Seconds())}
 }
+
+// WithPrefill adds to c the counts of a cumulative prefill-time histogram in
+// seconds (vllm:request_prefill_time_seconds) of the same first tokens: those
+// prefilled within the SLO and within AdaptiveMarginRatio x the SLO, so the
+// adaptation counts only the misses caused by waiting. With no first tokens,
+// or no prefill observations, c is returned unchanged.
+func (c TTFTCounts) WithPrefill(bounds, cumulative []float64, slo time.Duration) TTFTCounts {
+	if c.Total <= 0 || len(cumulative) == 0 || cumulative[len(cumulative)-1] <= 0 {
+		return c
+	}
+	c.PrefillKnown = true
+	c.PrefillWithinSLO = CountAtOrBelow(bounds, cumulative, slo.Seconds())
+	c.PrefillWithinMargin = CountAtOrBelow(bounds, cumulative, AdaptiveMarginRatio*slo.Seconds())
+	return c
+}

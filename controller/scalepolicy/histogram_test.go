@@ -43,3 +43,18 @@ func TestHistogramTTFTCounts(t *testing.T) {
 		t.Error("no first tokens must count nothing")
 	}
 }
+
+func TestWithPrefillCountsWaitMisses(t *testing.T) {
+	bounds := []float64{1, 2, 4, math.Inf(1)}
+	// 10 first tokens: TTFT 4 at <=1 s, 3 in (2,4], 3 over 4 s; prefill: 8
+	// at <=1 s, 2 over 4 s (they miss a 4 s SLO under any capacity).
+	c := HistogramTTFTCounts(bounds, []float64{4, 4, 7, 10}, 10, 4*time.Second)
+	c = c.WithPrefill(bounds, []float64{8, 8, 8, 10}, 4*time.Second)
+	feasible, misses, mFeasible, mMisses := c.waitCounts()
+	if feasible != 8 || misses != 1 || mFeasible != 8 || mMisses != 4 {
+		t.Fatalf("feasible %v misses %v, margin feasible %v misses %v; want 8 1 8 4", feasible, misses, mFeasible, mMisses)
+	}
+	if none := (TTFTCounts{}).WithPrefill(bounds, []float64{0, 0, 0, 0}, time.Second); none.PrefillKnown {
+		t.Fatal("no prefill observations must leave the counts unknown")
+	}
+}

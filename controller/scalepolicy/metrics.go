@@ -184,6 +184,9 @@ func (a *Autoscaler) demand(in Input, ratios map[MetricType]float64) (rate, back
 		if !capacityMetric(m.Type) || !valid || !v.Valid || math.IsNaN(v.Value) {
 			continue
 		}
+		if m.Type == TokensPerSecond && in.Offered.Valid {
+			continue // sized from the offered prompt tokens below
+		}
 		r := v.Value / m.Target
 		ratios[m.Type] = r
 		if backlogMetric(m.Type) {
@@ -193,10 +196,17 @@ func (a *Autoscaler) demand(in Input, ratios map[MetricType]float64) (rate, back
 		}
 		seen = append(seen, fmt.Sprintf("%s %.3g/%.3g", m.Type, v.Value, m.Target))
 	}
-	if len(rates)+len(backlogs) == 0 {
+	offered, haveOffered := a.offeredNeed(in)
+	if len(rates)+len(backlogs) == 0 && !haveOffered {
 		return 0, 0, false, "no capacity metric valid: hold"
 	}
 	base = max(base, 1)
+	if haveOffered {
+		// A pool total in replicas: per replica, as the other ratios are.
+		rates = append(rates, offered/base)
+		ratios[TokensPerSecond] = offered / base
+		seen = append(seen, fmt.Sprintf("offered prompt tokens/s %.4g (%.2f replicas)", in.Offered.PromptTokensPerSecond, offered))
+	}
 	if len(rates) > 0 {
 		rate = combine(a.policy.Strategy, rates) * base
 	}
@@ -219,4 +229,19 @@ func (a *Autoscaler) adaptiveRecommendation(in Input, ratios map[MetricType]floa
 	want := int32(math.Ceil(target - 1e-9))
 	return want, ReasonAdaptive, fmt.Sprintf("%s: need %.2f + backlog %.2f; headroom %.2f x the peak need of the last %s wants %d",
 		detail, rate, backlog, st.Headroom, st.Memory.Round(time.Second), want)
+}
+
+// offeredNeed is the replicas the offered prompt tokens need at the
+// tokens-per-second target (one replica's throughput); ok is false when the
+// offered load is not measured or no tokens-per-second metric is configured.
+func (a *Autoscaler) offeredNeed(in Input) (float64, bool) {
+	if !in.Offered.Valid {
+		return 0, false
+	}
+	for _, m := range a.policy.Metrics {
+		if m.Type == TokensPerSecond && m.Target > 0 {
+			return in.Offered.PromptTokensPerSecond / m.Target, true
+		}
+	}
+	return 0, false
 }

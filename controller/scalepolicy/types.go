@@ -256,6 +256,21 @@ type Input struct {
 	// TTFT counts the first tokens since the previous decision against the
 	// SLO; the adaptive policy learns from them.
 	TTFT TTFTCounts
+	// Offered is the load arriving at the pool, measured where requests
+	// enter it (the gateway); the adaptive policy sizes from it when valid.
+	Offered OfferedDemand
+}
+
+// OfferedDemand is the demand offered to a pool, counted at arrival rather
+// than when served: a backlog that drains after a burst is served work, not
+// new demand, and a server's processed-token counter cannot tell them apart.
+type OfferedDemand struct {
+	// Valid is false when the offered load is not measured (no gateway view,
+	// or no sample in the window).
+	Valid bool
+	// PromptTokensPerSecond is the prompt tokens of the requests that arrived,
+	// per second, counted when each request arrived.
+	PromptTokensPerSecond float64
 }
 
 // Reason says which rule produced the Decision.

@@ -39,29 +39,42 @@ func CausalCurve(need []float64, binW int, alpha float64, lookback, maxReplicas 
 // lookahead (cold start + one bin) and 5, 10 and 20 minutes.
 var DefaultLookbacks = []int{70, 300, 600, 1200}
 
-// BestCausal searches, for each lookback, the smallest alpha in [0.5, 16] whose
-// causal curve keeps at least attainment of the requests within the SLO, and
-// returns the cheapest. Each lookback costs about 10 simulation runs.
-func BestCausal(tr Trace, m Model, attainment float64, maxReplicas int, lookbacks []int) CausalRef {
-	const binW = 10
-	need := Need(tr, m, binW)
-	var best, fallback CausalRef
-	haveFallback := false
+// causalBinW is the width of the need bins of the causal reference (s).
+const causalBinW = 10
+
+// maxCausalAlpha bounds the searched alphas.
+const maxCausalAlpha = 16
+
+// RunCausal replays tr under the causal rule with one (lookback, alpha).
+func RunCausal(tr Trace, m Model, need []float64, lookback int, alpha float64, maxReplicas int) Result {
+	curve := CausalCurve(need, causalBinW, alpha, lookback, maxReplicas)
+	return Run(tr, m, &Oracle{curve: curve}, curve[0])
+}
+
+// CausalSweep is, for each lookback, the smallest alpha in [0.5, 16] whose
+// causal curve keeps the attainment on one trace (7 bisections), and its run.
+type CausalSweep struct {
+	// Lookbacks are the searched lookbacks (s).
+	Lookbacks []int
+	// Refs holds, per lookback, the cheapest run at the target (Met), or the
+	// run at the largest alpha searched when none met it.
+	Refs []CausalRef
+}
+
+// SweepCausal searches every lookback on tr; each costs about 10 runs.
+func SweepCausal(tr Trace, m Model, attainment float64, maxReplicas int, lookbacks []int) CausalSweep {
+	need := Need(tr, m, causalBinW)
+	out := CausalSweep{Lookbacks: lookbacks}
 	for _, look := range lookbacks {
-		try := func(alpha float64) Result {
-			curve := CausalCurve(need, binW, alpha, look, maxReplicas)
-			return Run(tr, m, &Oracle{curve: curve}, curve[0])
-		}
+		try := func(alpha float64) Result { return RunCausal(tr, m, need, look, alpha, maxReplicas) }
 		lo, hi := 0.5, 1.0
 		r := try(hi)
-		for r.Attainment() < attainment && hi < 16 {
+		for r.Attainment() < attainment && hi < maxCausalAlpha {
 			lo, hi = hi, hi*2
 			r = try(hi)
 		}
 		if r.Attainment() < attainment {
-			if !haveFallback || r.Attainment() > fallback.Result.Attainment() {
-				fallback, haveFallback = CausalRef{Result: r, Lookback: look, Alpha: hi}, true
-			}
+			out.Refs = append(out.Refs, CausalRef{Result: r, Lookback: look, Alpha: hi})
 			continue
 		}
 		for range 6 {
@@ -72,8 +85,21 @@ func BestCausal(tr Trace, m Model, attainment float64, maxReplicas int, lookback
 				lo = mid
 			}
 		}
-		if !best.Met || r.ReplicaSeconds < best.Result.ReplicaSeconds {
-			best = CausalRef{Result: r, Lookback: look, Alpha: hi, Met: true}
+		out.Refs = append(out.Refs, CausalRef{Result: r, Lookback: look, Alpha: hi, Met: true})
+	}
+	return out
+}
+
+// Best returns the cheapest lookback that met the target, or, when none did,
+// the one with the highest attainment (Met false).
+func (s CausalSweep) Best() CausalRef {
+	var best, fallback CausalRef
+	for i, r := range s.Refs {
+		if r.Met && (!best.Met || r.Result.ReplicaSeconds < best.Result.ReplicaSeconds) {
+			best = r
+		}
+		if i == 0 || r.Result.Attainment() > fallback.Result.Attainment() {
+			fallback = r
 		}
 	}
 	if !best.Met {
@@ -81,4 +107,12 @@ func BestCausal(tr Trace, m Model, attainment float64, maxReplicas int, lookback
 	}
 	best.Result.Policy = "causal-ref"
 	return best
+}
+
+// BestCausal searches, for each lookback, the smallest alpha in [0.5, 16] whose
+// causal curve keeps at least attainment of the requests within the SLO, and
+// returns the cheapest: the reference tuned in hindsight on the trace itself.
+// Each lookback costs about 10 simulation runs.
+func BestCausal(tr Trace, m Model, attainment float64, maxReplicas int, lookbacks []int) CausalRef {
+	return SweepCausal(tr, m, attainment, maxReplicas, lookbacks).Best()
 }

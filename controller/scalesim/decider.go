@@ -23,6 +23,12 @@ func Metrics(v View, specs []scalepolicy.MetricSpec, sloOn bool) map[scalepolicy
 		ready = 1 // at zero replicas per-replica metrics are pool totals
 	}
 	out := map[scalepolicy.MetricType]scalepolicy.MetricValue{}
+	if !v.HasSamples() {
+		// No sample yet (the first decision): every metric is missing, as a
+		// scrape that returned nothing, so the policy holds the count instead
+		// of reading an empty window as zero demand.
+		return out
+	}
 	win := func(s scalepolicy.MetricSpec) float64 { return math.Max(s.AveragingWindow.Seconds(), 1) }
 	add := func(s scalepolicy.MetricSpec) {
 		w := win(s)
@@ -75,9 +81,13 @@ type Decider struct {
 	// deactivated to zero after CooldownPeriod without activity, checked every
 	// PollingInterval.
 	KEDA *KEDAActivation
+	// Offered feeds the policy the offered demand (Input.Offered), as the
+	// controller does when it reads the gateway's per-pool view.
+	Offered bool
 
 	a      *scalepolicy.Autoscaler
 	last   scalepolicy.Decision
+	learn  Learned
 	lastAt float64 // when the last decision was made
 	active bool
 	lastOn float64
@@ -148,6 +158,58 @@ func (d *Decider) Decide(v View) int {
 	d.last = d.a.Decide(scalepolicy.Input{
 		Now: epoch.Add(time.Duration(v.Now() * float64(time.Second))), CurrentReplicas: int32(cur),
 		ReadyReplicas: int32(v.Ready()), WarmReplicas: int32(v.Warm()), Metrics: m, QueueLag: -1, TTFT: counts,
+		Offered: d.offered(v),
 	})
+	if h, mem, ok := d.a.Learned(); ok && v.Now() >= v.c.m.Warmup.Seconds() {
+		d.learn.add(h, mem)
+	}
 	return int(d.last.Desired)
+}
+
+// Learned summarizes an adaptive policy's learned headroom and memory over
+// the evaluated part of a run: what its cost comes from.
+type Learned struct {
+	// Decisions counts the decisions summarized (0: not adaptive).
+	Decisions int
+	// MeanHeadroom, MaxHeadroom and EndHeadroom describe the headroom.
+	MeanHeadroom, MaxHeadroom, EndHeadroom float64
+	// MeanMemory and EndMemory describe the memory.
+	MeanMemory, EndMemory time.Duration
+	sumMem                float64
+}
+
+func (l *Learned) add(h float64, m time.Duration) {
+	l.Decisions++
+	l.MeanHeadroom += (h - l.MeanHeadroom) / float64(l.Decisions)
+	l.sumMem += m.Seconds()
+	l.MeanMemory = time.Duration(l.sumMem / float64(l.Decisions) * float64(time.Second))
+	l.MaxHeadroom, l.EndHeadroom, l.EndMemory = math.Max(l.MaxHeadroom, h), h, m
+}
+
+// Learned returns the summary of the last run (valid after Run).
+func (d *Decider) Learned() Learned { return d.learn }
+
+// String describes the summary.
+func (l Learned) String() string {
+	if l.Decisions == 0 {
+		return "not adaptive"
+	}
+	return fmt.Sprintf("headroom mean %.2f (max %.2f, end %.2f), memory mean %s (end %s)", l.MeanHeadroom, l.MaxHeadroom,
+		l.EndHeadroom, l.MeanMemory.Round(time.Second), l.EndMemory.Round(time.Second))
+}
+
+// offered is the offered demand over the tokens-per-second metric's window,
+// as the gateway's per-pool view gives it, when the Decider measures it.
+func (d *Decider) offered(v View) scalepolicy.OfferedDemand {
+	if !d.Offered {
+		return scalepolicy.OfferedDemand{}
+	}
+	w := 10.0
+	for _, s := range d.Policy.Metrics {
+		if s.Type == scalepolicy.TokensPerSecond {
+			w = math.Max(s.AveragingWindow.Seconds(), 1)
+		}
+	}
+	tps, ok := v.OfferedPromptTokens(w)
+	return scalepolicy.OfferedDemand{Valid: ok, PromptTokensPerSecond: tps}
 }

@@ -20,6 +20,8 @@ type IsoCost struct {
 	// Found is false when even the highest searched target spends more than the
 	// budget; Result is then that run.
 	Found bool
+	// Runs are every run of the search, for the cost-versus-attainment curve.
+	Runs []Result
 }
 
 // isoCostHigh and isoCostLow bound the searched targets: from above every
@@ -49,7 +51,19 @@ func BaselineNames(m Model, c Config) []string {
 // replicas, so cost falls as the target rises; the search bisects on the target
 // in log space for the boundary of the budget and keeps the best run within it.
 func BestIsoCost(tr Trace, m Model, c Config, i int, budget float64, initial int) IsoCost {
-	run := func(u float64) Result { return Run(tr, m, baselines(m, c, u)[i], initial) }
+	var runs []Result
+	run := func(u float64) Result {
+		r := Run(tr, m, baselines(m, c, u)[i], initial)
+		runs = append(runs, r)
+		return r
+	}
+	best := isoCostSearch(run, budget)
+	best.Runs = runs
+	return best
+}
+
+// isoCostSearch is BestIsoCost's bisection over run.
+func isoCostSearch(run func(u float64) Result, budget float64) IsoCost {
 	var best IsoCost
 	consider := func(u float64, r Result) bool {
 		within := r.ReplicaSeconds <= budget

@@ -69,29 +69,42 @@ func TestOutcomeVerdict(t *testing.T) {
 	ref := CausalRef{Result: Result{Policy: "causal-ref", Requests: 100, WithinSLO: 99, ReplicaSeconds: 105}, Met: true}
 	nn := Result{Policy: "neuronetes", Requests: 100, WithinSLO: 99, ReplicaSeconds: 110}
 	hpa := Result{Policy: "hpa", Requests: 100, WithinSLO: 60, ReplicaSeconds: 80}
+	impl := ImplRef{Result: Result{Policy: "impl-ref", Requests: 100, WithinSLO: 99, ReplicaSeconds: 106}, Lookback: 300, Alpha: 1.2, Found: true}
 	tests := []struct {
 		name    string
 		nn      Result
 		ref     CausalRef
 		iso     map[string]IsoCost
 		verdict string
+		impl    *ImplRef
 	}{
-		{"met", nn, ref, nil, "MET (>= 99.00% within the SLO, <= 1.05x the causal reference"},
+		{"met", nn, ref, nil, "MET (>= 99.00% within the SLO, <= 1.05x the implementable reference, regret <= 1.25x", nil},
 		{"baseline worse at our cost", nn, ref, map[string]IsoCost{"hpa": {Result: Result{Requests: 100, WithinSLO: 90, ReplicaSeconds: 109}, TargetUtilization: 0.2, Found: true}},
-			"MET"},
+			"MET", nil},
 		{"baseline as good at our cost", nn, ref, map[string]IsoCost{"hpa": {Result: Result{Requests: 100, WithinSLO: 99, ReplicaSeconds: 105}, TargetUtilization: 0.1, Found: true}},
-			"NOT MET: hpa attains 99.00% at our cost (target 0.100)"},
+			"NOT MET: hpa attains 99.00% at our cost (target 0.100)", nil},
 		{"no target within budget", nn, ref, map[string]IsoCost{"hpa": {Result: Result{Requests: 100, WithinSLO: 100, ReplicaSeconds: 500}, TargetUtilization: 0.9}},
-			"MET"},
-		{"over the causal reference's cost", Result{Policy: "neuronetes", Requests: 100, WithinSLO: 99, ReplicaSeconds: 111}, ref, nil,
-			"NOT MET: cost 1.057x > 1.05x the causal reference"},
+			"MET", nil},
+		{"over the implementable reference's cost", Result{Policy: "neuronetes", Requests: 100, WithinSLO: 99, ReplicaSeconds: 112}, ref, nil,
+			"NOT MET: cost 1.057x > 1.05x the implementable reference (which holds 99.00%)", nil},
+		{"regret over the hindsight reference", nn, CausalRef{Result: Result{Requests: 100, WithinSLO: 99, ReplicaSeconds: 80}, Met: true}, nil,
+			"NOT MET: regret 1.375x > 1.25x the hindsight reference", nil},
 		{"under the attainment", Result{Policy: "neuronetes", Requests: 100, WithinSLO: 98, ReplicaSeconds: 100}, ref, nil,
-			"NOT MET: attainment 98.00% < 99.00%"},
-		{"no causal reference", nn, CausalRef{Result: ref.Result}, nil, "NOT MET: no causal reference met the attainment target"},
+			"NOT MET: attainment 98.00% < 99.00%", nil},
+		{"no implementable reference", nn, ref, nil, "NOT MET: no implementable reference", &ImplRef{}},
+		// Tuned on other traces, the reference misses the target here: its
+		// lower cost is no bar for a policy that holds the target.
+		{"implementable reference under the target", nn, ref, nil, "MET",
+			&ImplRef{Result: Result{Requests: 100, WithinSLO: 40, ReplicaSeconds: 50}, Found: true}},
+		{"no hindsight reference", nn, CausalRef{Result: ref.Result}, nil, "NOT MET: no hindsight reference met the attainment target", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out := Outcome{Trace: "x", Oracle: o, Causal: tt.ref, Results: []Result{tt.nn, hpa}, Iso: tt.iso}
+			im := impl
+			if tt.impl != nil {
+				im = *tt.impl
+			}
+			out := Outcome{Trace: "x", Oracle: o, Causal: tt.ref, Impl: im, Results: []Result{tt.nn, hpa}, Iso: tt.iso}
 			var sb strings.Builder
 			WriteOutcome(&sb, out, 0.99)
 			if !strings.Contains(sb.String(), "trace verdict x: "+tt.verdict) {
@@ -114,11 +127,32 @@ func TestWriteVerdictCountsUnreadTraces(t *testing.T) {
 	if WriteVerdict(&sb, nil, 0.99, []string{"missing.csv"}) {
 		t.Fatal("a trace that could not be read passed the verdict")
 	}
-	if got := sb.String(); got != "verdict: NOT MET on 1 of 1 traces: missing.csv\n" {
+	if got := sb.String(); !strings.HasPrefix(got, "verdict: NOT MET on 1 of 1 traces: missing.csv;") {
 		t.Fatalf("verdict line %q", got)
 	}
 	sb.Reset()
 	if WriteVerdict(&sb, nil, 0.99, nil) {
 		t.Fatal("no trace at all passed the verdict")
+	}
+}
+
+func TestWriteVerdictGeoMeanRegret(t *testing.T) {
+	// Two traces that each meet their targets (regret 1.20x and 1.24x) but
+	// whose geometric-mean regret, 1.22x, exceeds 1.15x.
+	mk := func(nn float64) Outcome {
+		return Outcome{Trace: "t", Causal: CausalRef{Result: Result{Requests: 100, WithinSLO: 99, ReplicaSeconds: 100}, Met: true},
+			Impl:    ImplRef{Result: Result{Requests: 100, WithinSLO: 99, ReplicaSeconds: nn}, Found: true},
+			Results: []Result{{Policy: "neuronetes", Requests: 100, WithinSLO: 100, ReplicaSeconds: nn}}}
+	}
+	var sb strings.Builder
+	if WriteVerdict(&sb, []Outcome{mk(120), mk(124)}, 0.99, nil) {
+		t.Fatalf("geo-mean regret over 1.15x passed: %s", sb.String())
+	}
+	if !strings.Contains(sb.String(), "geo-mean regret 1.220x over 2 traces") {
+		t.Fatalf("verdict line %q", sb.String())
+	}
+	sb.Reset()
+	if !WriteVerdict(&sb, []Outcome{mk(110), mk(112)}, 0.99, nil) {
+		t.Fatalf("met targets failed: %s", sb.String())
 	}
 }

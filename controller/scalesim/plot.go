@@ -32,6 +32,7 @@ type lineStyle struct {
 var styles = map[string]lineStyle{
 	"oracle":      {color.RGBA{0, 0, 0, 255}, 1, []vg.Length{vg.Points(2), vg.Points(2)}},
 	"causal-ref":  {color.RGBA{120, 120, 120, 255}, 1.5, []vg.Length{vg.Points(6), vg.Points(3)}},
+	"impl-ref":    {color.RGBA{0, 140, 140, 255}, 1.5, []vg.Length{vg.Points(4), vg.Points(2)}},
 	"neuronetes":  {color.RGBA{214, 39, 40, 255}, 2.2, nil},
 	"hpa":         {color.RGBA{31, 119, 180, 255}, 1, nil},
 	"keda":        {color.RGBA{255, 127, 14, 255}, 3, []vg.Length{vg.Points(8), vg.Points(4)}},

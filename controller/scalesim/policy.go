@@ -15,6 +15,9 @@ type View struct{ c *cluster }
 // Now is the simulated time in seconds.
 func (v View) Now() float64 { return v.c.now }
 
+// HasSamples reports whether at least one per-second sample was recorded.
+func (v View) HasSamples() bool { return len(v.c.samples) > 0 }
+
 // Ready is the number of serving replicas (ready and not draining).
 func (v View) Ready() int { return v.c.count(serving) }
 
@@ -62,6 +65,16 @@ func (v View) TokenRate(w float64) float64 {
 	return v.c.avg(w, func(s sample) float64 { return s.prefilled + s.genTok })
 }
 
+// OfferedPromptTokens is the prompt tokens of the requests that arrived, per
+// second over the last w seconds, counted at arrival as a gateway counts them
+// (scalepolicy.OfferedDemand); ok is false before the first sample.
+func (v View) OfferedPromptTokens(w float64) (float64, bool) {
+	if !v.HasSamples() {
+		return 0, false
+	}
+	return v.c.avg(w, func(s sample) float64 { return s.promptTokens }), true
+}
+
 // ContextLength is the average prompt length of requests arriving within w seconds.
 func (v View) ContextLength(w float64) (float64, bool) {
 	a := v.c.avg(w, func(s sample) float64 { return s.arrivals })
@@ -107,32 +120,45 @@ func (v View) PrefillQuantile(q, w float64) (float64, bool) {
 // SLO, as a TTFT histogram with a bucket bound at the SLO would.
 func (v View) SLOCounts(w float64) (within, total int) { return v.c.sloCounts(w) }
 
-// TTFTCounts counts the first tokens of the last w seconds against the SLO
-// and against scalepolicy.AdaptiveMarginRatio x the SLO: exactly, or, with
+// TTFTCounts counts the first tokens of the last w seconds, and their own
+// prefill times, against the SLO and against scalepolicy.AdaptiveMarginRatio
+// x the SLO: exactly (as a gateway that pairs each request's TTFT with its
+// prefill time would), or, with
 // Model.TTFTBuckets, through a histogram of those bounds as the controller
 // counts a scraped one.
 func (v View) TTFTCounts(w float64) scalepolicy.TTFTCounts {
 	slo := v.c.m.SLO.Seconds()
 	es := v.c.recentTTFTs(w)
 	if bounds := v.c.m.TTFTBuckets; len(bounds) > 0 {
-		cum := make([]float64, len(bounds)+1)
-		for _, e := range es {
-			// Prometheus buckets count an observation at or below each bound.
-			for i := sort.SearchFloat64s(bounds, e.ttft); i < len(cum); i++ {
-				cum[i]++
+		all := append(bounds[:len(bounds):len(bounds)], math.Inf(1))
+		cumulative := func(f func(ttftEvent) float64) []float64 {
+			cum := make([]float64, len(all))
+			for _, e := range es {
+				// Prometheus buckets count an observation at or below each bound.
+				for i := sort.SearchFloat64s(bounds, f(e)); i < len(cum); i++ {
+					cum[i]++
+				}
 			}
+			return cum
 		}
-		return scalepolicy.HistogramTTFTCounts(append(bounds[:len(bounds):len(bounds)], math.Inf(1)), cum,
-			float64(len(es)), v.c.m.SLO)
+		out := scalepolicy.HistogramTTFTCounts(all, cumulative(func(e ttftEvent) float64 { return e.ttft }), float64(len(es)), v.c.m.SLO)
+		return out.WithPrefill(all, cumulative(func(e ttftEvent) float64 { return e.prefill }), v.c.m.SLO)
 	}
-	var out scalepolicy.TTFTCounts
+	out := scalepolicy.TTFTCounts{PrefillKnown: true}
+	margin := scalepolicy.AdaptiveMarginRatio * slo
 	for _, e := range es {
 		out.Total++
 		if e.ttft <= slo+1e-9 {
 			out.WithinSLO++
 		}
-		if e.ttft <= scalepolicy.AdaptiveMarginRatio*slo+1e-9 {
+		if e.ttft <= margin+1e-9 {
 			out.WithinMargin++
+		}
+		if e.prefill <= slo+1e-9 {
+			out.PrefillWithinSLO++
+		}
+		if e.prefill <= margin+1e-9 {
+			out.PrefillWithinMargin++
 		}
 	}
 	return out

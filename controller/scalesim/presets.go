@@ -52,6 +52,7 @@ func NeuroNetes(m Model, c Config) *Decider {
 			SLO: scalepolicy.SLOTarget{Enabled: true, TTFT: m.SLO,
 				Adaptive: scalepolicy.Adaptive{Enabled: true, Attainment: c.Attainment}},
 		},
+		Offered:        true,
 		Warm:           int(warmpool.Target(int32(c.MaxReplicas), int32(math.Round(c.PrewarmPercent)))),
 		ReplenishDelay: 30 * time.Second,
 		ReplenishBatch: 2,

@@ -227,7 +227,7 @@ func TestWritePNGAndOutcome(t *testing.T) {
 	}
 	var sb strings.Builder
 	WriteOutcome(&sb, out, 0.99)
-	for _, want := range []string{"neuronetes", "causal-ref", "x causal ref", "trace verdict steady"} {
+	for _, want := range []string{"neuronetes", "causal-ref", "x hindsight ref", "x impl ref", "trace verdict steady"} {
 		if !strings.Contains(sb.String(), want) {
 			t.Fatalf("table without %q: %s", want, sb.String())
 		}

@@ -267,6 +267,8 @@ func (r *request) serve(ctx context.Context) *openai.Error {
 		grant = g
 	}
 	defer func() { grant.Settle(ctx, r.billed()) }()
+	// Offered demand: counted at arrival, before any endpoint or queue (docs/autoscaling.md).
+	e.Pools.ObserveArrival(r.pool.Ref, r.promptTokens)
 	if len(r.pool.Endpoints) == 0 {
 		er := openai.NewError(http.StatusServiceUnavailable, "service_unavailable", "no_endpoint", "",
 			"pool %s has no ready endpoint", r.pool.Ref.String())

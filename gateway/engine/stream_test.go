@@ -49,6 +49,10 @@ func TestStreamFirstChunkBeforeLastToken(t *testing.T) {
 	if n := testutil.CollectAndCount(h.e.Metrics.TTFT); n != 1 {
 		t.Fatalf("TTFT series %d", n)
 	}
+	// The request's prompt tokens were counted at arrival: the autoscaler's offered demand.
+	if got := h.e.Pools.Offered(h.pool.Ref); got <= 0 {
+		t.Fatalf("offered prompt tokens %v, want > 0", got)
+	}
 	h.assertReleased(t)
 }
 

@@ -37,6 +37,8 @@ func TestPoolView(t *testing.T) {
 	s.AddQueued(ref, "a", 40)
 	s.ObserveTTFT(ref, "a", 0.2)
 	s.ObserveTTFT(ref, "a", 2)
+	s.ObserveArrival(ref, 1500)
+	s.ObserveArrival(ref, 500)
 	h := s.Handler(tbl, func(_ context.Context, _ route.PoolRef, pods []string) (map[string]int, bool) {
 		return map[string]int{"a": 3}, true
 	})
@@ -51,6 +53,7 @@ func TestPoolView(t *testing.T) {
 		`neuronetes_tokens_in_queue{pod=""} 100`, `neuronetes_tokens_in_queue{pod="a"} 40`, `neuronetes_tokens_in_queue{pod="b"} 0`,
 		`neuronetes_concurrent_sessions{pod="a",scope="shared"} 3`, `neuronetes_ttft_seconds_count{pod="a"} 2`,
 		`neuronetes_ttft_seconds_bucket{pod="a",le="0.2"} 1`, `neuronetes_ttft_seconds_bucket{pod="a",le="2"} 2`,
+		`neuronetes_offered_prompt_tokens_total{pod=""} 2000`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("missing %q in\n%s", want, out)

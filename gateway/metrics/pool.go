@@ -25,6 +25,10 @@ const (
 	PoolSessions = "neuronetes_concurrent_sessions"
 	// PoolTTFT: the TTFT histogram of requests served by each pod (cumulative).
 	PoolTTFT = "neuronetes_ttft_seconds"
+	// PoolOfferedTokens: estimated prompt tokens of the requests that arrived at the pool
+	// (admitted by quota), counted at arrival (counter, pod=""): the offered demand, which a
+	// backlog draining after a burst does not inflate as a server's processed-token counter does.
+	PoolOfferedTokens = "neuronetes_offered_prompt_tokens_total"
 )
 
 // PoolStats keeps the per-pool view.
@@ -34,8 +38,9 @@ type PoolStats struct {
 }
 
 type poolStat struct {
-	ttft   map[string]*hist
-	queued map[string]int
+	ttft    map[string]*hist
+	queued  map[string]int
+	offered float64
 }
 
 type hist struct {
@@ -72,6 +77,23 @@ func (s *PoolStats) ObserveTTFT(p route.PoolRef, pod string, seconds float64) {
 	}
 	h.count++
 	h.sum += seconds
+}
+
+// ObserveArrival counts a request of tokens prompt tokens arriving at pool p.
+func (s *PoolStats) ObserveArrival(p route.PoolRef, tokens int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pool(p).offered += float64(max(tokens, 0))
+}
+
+// Offered returns the prompt tokens counted at arrival at pool p so far.
+func (s *PoolStats) Offered(p route.PoolRef) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ps, ok := s.pools[p]; ok {
+		return ps.offered
+	}
+	return 0
 }
 
 // AddQueued adds tokens (negative to remove) waiting for pod ("" before a pod is chosen).
@@ -136,6 +158,7 @@ var (
 	descQueue    = prometheus.NewDesc(PoolTokensInQueue, "Estimated prompt tokens of requests that have no first token yet.", []string{"pod"}, nil)
 	descSessions = prometheus.NewDesc(PoolSessions, "Sessions active in the last 5 minutes, by pinned pod.", []string{"pod", "scope"}, nil)
 	descTTFT     = prometheus.NewDesc(PoolTTFT, "TTFT of requests through the gateway, by pod.", []string{"pod"}, nil)
+	descOffered  = prometheus.NewDesc(PoolOfferedTokens, "Estimated prompt tokens of the requests that arrived at the pool, counted at arrival.", []string{"pod"}, nil)
 )
 
 type poolCollector struct {
@@ -149,6 +172,7 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descQueue
 	ch <- descSessions
 	ch <- descTTFT
+	ch <- descOffered
 }
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
@@ -165,6 +189,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	defer c.s.mu.Unlock()
 	ps := c.s.pool(c.pool.Ref)
 	ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(ps.queued[""]), "")
+	ch <- prometheus.MustNewConstMetric(descOffered, prometheus.CounterValue, ps.offered, "")
 	for _, pod := range pods {
 		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(ps.queued[pod]), pod)
 		ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(counts[pod]), pod, scope)
