@@ -164,4 +164,3 @@ func TestServer(t *testing.T) {
 		t.Errorf("served counted %v, want 2", got)
 	}
 }
-
