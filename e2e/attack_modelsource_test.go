@@ -203,6 +203,9 @@ spec:
 	})
 	_ = models.Delete(ctx, "steal", metav1.DeleteOptions{})
 	_ = models.Delete(ctx, "remote", metav1.DeleteOptions{})
+	for _, p := range []string{"own-user", "remote-user", "poser"} {
+		_ = e.Kube.CoreV1().Pods(r.exampleNS).Delete(ctx, p, metav1.DeleteOptions{})
+	}
 }
 
 // usingPod is a pod bound to node (no scheduler) that uses the Model model by annotation; its
