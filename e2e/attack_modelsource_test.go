@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/e2e/cluster"
 	"github.com/neuronetes/neuronetes/internal/testreq"
 )
 
@@ -63,11 +64,14 @@ func modelCondition(u *unstructured.Unstructured, typ string) (status, reason, m
 }
 
 // deployAttackModelSourceSecrets: the node agent (on the nodes where tenant code runs) reads no
-// tenant Secret, and Model source credentials reach it only as the controller's copy, made from
-// the Model's own namespace. A tenant of namespace A names a Secret that exists only in namespace
-// B: no copy is made, the Model's condition says the Secret is missing in A, the node never caches
-// the weights, and B's Secret is unchanged. A's Model naming A's own Secret is cached from S3 with
-// those credentials, and its copy goes with the Model.
+// Secret, and Model source credentials reach it only from the controller's endpoint, made from the
+// Model's own namespace and answered only for Models used on its node. A tenant of namespace A
+// names a Secret that exists only in namespace B: no copy is made, the Model's condition says the
+// Secret is missing in A, the node never caches the weights, and B's Secret is unchanged. A's
+// Model naming A's own Secret, used by a pod on the node, is cached from S3 with those
+// credentials, and its copy goes with the Model. A Model used only on a kwok node is refused to
+// the real node's agent (NotUsedOnNode, in its status and to its own token), as is a pod of
+// another ServiceAccount on the node (NotNodeAgent).
 func deployAttackModelSourceSecrets(t *testing.T, e *Env, r *deployRelease) {
 	ctx := context.Background()
 	accounts := releaseAccounts(t, e, r)
@@ -126,7 +130,14 @@ spec:
   format: gguf
 `, name, key, secret, digest)
 	}
-	e.Apply(t, r.exampleNS, model("steal", "foreign/model.gguf", "b-creds", foreignDigest)+"---\n"+model("own", "own/model.gguf", "a-creds", ownDigest))
+	remote, remoteDigest := randomWeights(t, 1<<20+3)
+	_ = remote // never stored: the node must not get so far as to fetch it
+	e.Apply(t, r.exampleNS, model("steal", "foreign/model.gguf", "b-creds", foreignDigest)+"---\n"+model("own", "own/model.gguf", "a-creds", ownDigest)+
+		"---\n"+model("remote", "remote/model.gguf", "a-creds", remoteDigest)+
+		// The controller answers a node agent only for Models a pod on its node uses: own on the
+		// real node, remote on a kwok node only. poser runs as the namespace's default account.
+		"---\n"+usingPod("own-user", e.NodeName, "own")+"---\n"+usingPod("remote-user", cluster.KwokNodeName(0), "remote")+
+		"---\n"+usingPod("poser", e.NodeName, "own"))
 	models := e.Dynamic.Resource(modelGVR).Namespace(r.exampleNS)
 	copies := e.Kube.CoreV1().Secrets(r.namespace)
 
@@ -177,6 +188,10 @@ spec:
 		}
 	})
 
+	t.Run("NodeAgentFetchesAnotherNodesModel", func(t *testing.T) {
+		deployAttackFetchAnotherNodesModel(t, e, r, remoteDigest)
+	})
+
 	t.Run("CopyGoesWithTheModel", func(t *testing.T) {
 		if err := models.Delete(ctx, "own", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
@@ -187,6 +202,32 @@ spec:
 		})
 	})
 	_ = models.Delete(ctx, "steal", metav1.DeleteOptions{})
+	_ = models.Delete(ctx, "remote", metav1.DeleteOptions{})
+	for _, p := range []string{"own-user", "remote-user", "poser"} {
+		_ = e.Kube.CoreV1().Pods(r.exampleNS).Delete(ctx, p, metav1.DeleteOptions{})
+	}
+}
+
+// usingPod is a pod bound to node (no scheduler) that uses the Model model by annotation; its
+// image is never pulled (it stays Pending on the real node, Running on a kwok node). It meets
+// Pod Security restricted.
+func usingPod(name, node, model string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  annotations: {neuronetes.io/model: %s}
+spec:
+  nodeName: %s
+  terminationGracePeriodSeconds: 1
+  tolerations: [{operator: Exists}]
+  securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
+  containers:
+    - name: c
+      image: neuronetes.local/never-pulled:dev
+      imagePullPolicy: Never
+      securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+`, name, model, node)
 }
 
 // removeWarmLabels removes the node's warm labels of digests.
@@ -204,9 +245,9 @@ func removeWarmLabels(t *testing.T, e *Env, digests ...string) {
 // deployAttackNodeAgentReadsReleaseSecret is TestDeployLocal's subtest
 // AttackNodeAgentReadsReleaseSecret: a compromised node reads the chart's own Secrets of the
 // release namespace (webhook TLS, Redis users, checkpoint signing key) by their chart-given names,
-// or a Secret named like a copy that the controller did not make. The node agents' Role names only
-// the copies: the copy of a tenant Model's credentials is readable, nothing else of that
-// namespace, and the Secrets tried are unchanged.
+// the controller's copy of a tenant Model's credentials, or a Secret named like a copy that the
+// controller did not make. The node agent has no Secret right at all (it asks the controller's
+// endpoint): every get is Forbidden, and the Secrets tried are unchanged.
 func deployAttackNodeAgentReadsReleaseSecret(t *testing.T, e *Env, r *deployRelease) {
 	ctx := context.Background()
 	accounts := releaseAccounts(t, e, r)
@@ -226,35 +267,33 @@ spec:
   digest: "sha256:`+strings.Repeat("0", 64)+`"
   format: gguf
 `)
-	agent := impersonate(t, e, accounts["nodeagent"], map[string][]string{nodeNameExtra: {e.NodeName}})
 	own := v1alpha1.ModelSourceSecretName(r.exampleNS, "rs-model")
-	Eventually(t, time.Minute, "the node agent may read the copy "+own, func() (bool, error) {
-		_, err := agent.CoreV1().Secrets(r.namespace).Get(ctx, own, metav1.GetOptions{})
+	Eventually(t, time.Minute, "the controller's copy "+own, func() (bool, error) {
+		_, err := e.Kube.CoreV1().Secrets(r.namespace).Get(ctx, own, metav1.GetOptions{})
 		return err == nil, err
 	})
+	agent := impersonate(t, e, accounts["nodeagent"], map[string][]string{nodeNameExtra: {e.NodeName}})
 	all, err := e.Kube.CoreV1().Secrets(r.namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var tried []string
 	for _, s := range all.Items {
-		if s.Labels[v1alpha1.ModelSourceLabel] == "true" && s.Labels[v1alpha1.ManagedByLabel] == v1alpha1.ManagedByController {
-			continue
-		}
 		tried = append(tried, s.Name)
 		if _, err := agent.CoreV1().Secrets(r.namespace).Get(ctx, s.Name, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
-			t.Errorf("node agent get Secret %s/%s (not a copy): %v; want Forbidden", r.namespace, s.Name, err)
+			t.Errorf("node agent get Secret %s/%s: %v; want Forbidden", r.namespace, s.Name, err)
 		}
 		after, err := e.Kube.CoreV1().Secrets(r.namespace).Get(ctx, s.Name, metav1.GetOptions{})
 		if err != nil || after.ResourceVersion != s.ResourceVersion {
 			t.Errorf("Secret %s changed: %v", s.Name, err)
 		}
 	}
-	t.Logf("[e2e] node agent tried on the Secrets of %s that are not copies: %v", r.namespace, tried)
-	if !slices.Contains(tried, lookalike) || len(tried) < 2 {
-		t.Errorf("tried %v; want the chart's Secrets and %s", tried, lookalike)
+	t.Logf("[e2e] node agent tried on the Secrets of %s: %v", r.namespace, tried)
+	if !slices.Contains(tried, lookalike) || !slices.Contains(tried, own) || len(tried) < 3 {
+		t.Errorf("tried %v; want the chart's Secrets, the copy %s and %s", tried, own, lookalike)
 	}
 	if _, err := agent.CoreV1().Secrets(r.namespace).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("node agent list Secrets of %s: %v; want Forbidden", r.namespace, err)
 	}
+	_ = e.Dynamic.Resource(modelGVR).Namespace(r.exampleNS).Delete(ctx, "rs-model", metav1.DeleteOptions{})
 }

@@ -90,6 +90,10 @@ func startNodeAgent(t *testing.T, e *Env, warmDigests *[]string) *nodeAgentEnv {
 		}
 		_ = os.RemoveAll(hostDir)
 	})
+	// The controller's Model source credentials endpoint (controller/modelcreds Server), served by
+	// this process on the host's loopback (the agent pod is on the host network) for the agent's
+	// ServiceAccount, from copies in ns.
+	credsAddr := serveModelSourceCredentials(t, e, ns, filepath.Join(hostDir, "certs"))
 	e.Apply(t, ns, fmt.Sprintf(`
 apiVersion: v1
 kind: ServiceAccount
@@ -115,22 +119,6 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: e2e-%[1]
 subjects:
   - {kind: ServiceAccount, name: nodeagent, namespace: %[1]s}
 ---
-# Model source credentials: the controller's copies in this namespace only.
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata:
-  name: model-sources
-rules:
-  - {apiGroups: [""], resources: ["secrets"], verbs: ["get"]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: model-sources
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: model-sources}
-subjects:
-  - {kind: ServiceAccount, name: nodeagent, namespace: %[1]s}
----
 apiVersion: v1
 kind: Pod
 metadata:
@@ -144,16 +132,22 @@ spec:
     - name: nodeagent
       image: %[3]s
       imagePullPolicy: Never
-      args: ["--cache-dir=%[4]s", "--socket=%[5]s", "--watch-namespace=%[1]s", "--model-source-namespace=%[1]s", "--resync=5s",
+      args: ["--cache-dir=%[4]s", "--socket=%[5]s", "--watch-namespace=%[1]s", "--resync=5s",
+             "--model-source-url=https://%[7]s", "--model-source-ca-file=%[8]s",
+             "--model-source-token-file=/var/run/secrets/neuronetes/model-sources/token",
              "--egress-allow-cidrs=127.0.0.0/8",
              "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2"]
       env:
         - {name: NODE_NAME, value: %[2]s}
       securityContext: {privileged: true}
-      volumeMounts: [{name: host, mountPath: %[6]s}]
+      volumeMounts:
+        - {name: host, mountPath: %[6]s}
+        - {name: token, mountPath: /var/run/secrets/neuronetes/model-sources, readOnly: true}
   volumes:
     - {name: host, hostPath: {path: %[6]s, type: Directory}}
-`, ns, e.NodeName, img, na.cacheDir, na.socket, hostDir))
+    - name: token
+      projected: {sources: [{serviceAccountToken: {audience: neuronetes.io/model-sources, expirationSeconds: 3600, path: token}}]}
+`, ns, e.NodeName, img, na.cacheDir, na.socket, hostDir, credsAddr, filepath.Join(hostDir, "certs", "ca.crt")))
 	t.Cleanup(func() { // runs before the pod is deleted
 		if t.Failed() {
 			logs, _ := e.KubectlErr("logs", "-n", ns, "nodeagent", "--tail=60")
@@ -311,8 +305,8 @@ spec:
 
 // TestNodeAgentS3Model: the same flow from a real S3-compatible server (MinIO built from the module
 // proxy by hack/test-deps.d/10-minio.sh), with credentials and endpoint from the Model's Secret as
-// the controller copies them (controller/modelcreds, run here in the test process) into the
-// agent's --model-source-namespace.
+// the controller copies them and serves them to the agent's projected token (controller/modelcreds,
+// run here in the test process), for a Model a pod on the node uses.
 func TestNodeAgentS3Model(t *testing.T) {
 	e := requireEnv(t)
 	bin := filepath.Join(e.Root, ".local", "bin", "minio")
@@ -355,8 +349,19 @@ spec:
     secretRef: {name: s3-creds}
   digest: "%s"
   format: gguf
-`, endpoint, digest))
-	// The controller's part (controller/modelcreds): copy the credentials for the node agent.
+---
+# A pod on the node that uses the Model: the controller answers the node agent for it only then.
+apiVersion: v1
+kind: Pod
+metadata:
+  name: weights-user
+  annotations: {neuronetes.io/model: mistral-s3}
+spec:
+  nodeName: %s
+  terminationGracePeriodSeconds: 1
+  containers: [{name: c, image: neuronetes.local/never-pulled:dev, imagePullPolicy: Never}]
+`, endpoint, digest, e.NodeName))
+	// The controller's part (controller/modelcreds): copy the credentials it serves.
 	copyModelSource(t, e, na.ns, "mistral-s3", na.ns)
 	na.waitWarm(t, "mistral-s3", digest, size)
 }

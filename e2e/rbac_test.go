@@ -18,8 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-
-	"github.com/neuronetes/neuronetes/api/v1alpha1"
 )
 
 // rbacAllowlist is the checked-in list of every right each ServiceAccount of the chart may hold,
@@ -102,17 +100,10 @@ func rightsOf(t *testing.T, e *Env, r *deployRelease, user, account, scope, ns s
 	return out
 }
 
-// resourceNamesRight is how a rule's resourceNames read in the allowlist: sorted, and the node
-// agents' Model source copies (named by the controller after each Model, with a hash) as one
-// "model-src-<copies>", so the list does not depend on which Models exist.
+// resourceNamesRight is how a rule's resourceNames read in the allowlist: sorted. (No account may
+// get the Model source copies by name: the node agents ask the controller's endpoint.)
 func resourceNamesRight(names []string) string {
-	var out []string
-	for _, n := range names {
-		if strings.HasPrefix(n, v1alpha1.ModelSourceSecretPrefix) {
-			n = v1alpha1.ModelSourceSecretPrefix + "<copies>"
-		}
-		out = append(out, n)
-	}
+	out := slices.Clone(names)
 	sort.Strings(out)
 	return strings.Join(slices.Compact(out), ",")
 }

@@ -9,7 +9,8 @@ import (
 // The contract between the controller (controller/modelcreds) and the node agent for a Model's
 // spec.source.secretRef: the controller reads the Secret in the Model's own namespace and writes the
 // credential keys into a copy named ModelSourceSecretName in one namespace of the installation
-// (the chart's release namespace, --model-source-namespace); the node agent reads only that copy.
+// (the chart's release namespace, --model-source-namespace) and serves it to the node agents
+// (controller/modelcreds Server); no node agent reads a Secret.
 const (
 	// ModelSourceSecretPrefix starts the name of every copy. The controller's admission policy
 	// admits its Secret writes in the copy namespace only for names with this prefix.
@@ -17,7 +18,7 @@ const (
 	// ModelSourceLabel, with value "true", marks a copy (next to ManagedByLabel).
 	ModelSourceLabel = "neuronetes.io/model-source"
 	// ModelSourceNamespaceAnnotation, ModelSourceNameAnnotation and ModelSourceUIDAnnotation on a
-	// copy name the Model it was made for; the node agent uses a copy only when the UID is its
+	// copy name the Model it was made for; the controller serves a copy only when the UID is its
 	// Model's.
 	ModelSourceNamespaceAnnotation = "neuronetes.io/model-namespace"
 	ModelSourceNameAnnotation      = "neuronetes.io/model-name"

@@ -116,7 +116,7 @@ func setupAutoscaler(mgr ctrl.Manager, a *autoscalerOptions, tokens *scaleapi.To
 	h := &scaleapi.Handler{Tokens: tokens, DefaultNamespace: namespace, Scope: namespace, Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
 	certDir := a.certDir
 	if err := mgr.Add(allReplicas(func(ctx context.Context) error {
-		return serveScaleWebhook(ctx, a.addr, certDir, h)
+		return serveTLS(ctx, "scale webhook", "--scale-webhook", a.addr, certDir, ScaleWebhookPath, h)
 	})); err != nil {
 		return fmt.Errorf("scale webhook: %w", err)
 	}
@@ -133,24 +133,25 @@ func (allReplicas) NeedLeaderElection() bool { return false }
 
 var _ manager.LeaderElectionRunnable = allReplicas(nil)
 
-// serveScaleWebhook serves h at ScaleWebhookPath on addr over TLS until ctx ends. The key pair
-// is read from certDir (tls.crt, tls.key) and reloaded when the files change.
-func serveScaleWebhook(ctx context.Context, addr, certDir string, h http.Handler) error {
+// serveTLS serves h at path on addr over TLS until ctx ends; what names the server in logs and
+// errors, flag the flags' prefix. The key pair is read from certDir (tls.crt, tls.key) and
+// reloaded when the files change.
+func serveTLS(ctx context.Context, what, flag, addr, certDir, path string, h http.Handler) error {
 	logger := klog.FromContext(ctx)
 	cw, err := certwatcher.New(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
 	if err != nil {
-		return fmt.Errorf("scale webhook TLS (--scale-webhook-cert-dir %s): %w", certDir, err)
+		return fmt.Errorf("%s TLS (%s-cert-dir %s): %w", what, flag, certDir, err)
 	}
 	go func() {
 		if err := cw.Start(ctx); err != nil {
-			logger.Error(err, "scale webhook certificate watcher stopped")
+			logger.Error(err, "certificate watcher stopped", "server", what)
 		}
 	}()
 	mux := http.NewServeMux()
-	mux.Handle(ScaleWebhookPath, h)
+	mux.Handle(path, h)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("--scale-webhook-addr %q: %w", addr, err)
+		return fmt.Errorf("%s-addr %q: %w", flag, addr, err)
 	}
 	srv := serving.Admin().Server("", mux)
 	srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cw.GetCertificate}
@@ -163,9 +164,9 @@ func serveScaleWebhook(ctx context.Context, addr, certDir string, h http.Handler
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	logger.Info("serving the scale webhook", "addr", ln.Addr().String(), "path", ScaleWebhookPath)
+	logger.Info("serving over TLS", "server", what, "addr", ln.Addr().String(), "path", path)
 	if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("scale webhook: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	<-done
 	return nil

@@ -97,7 +97,7 @@ func TestServeScaleWebhook(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- serveScaleWebhook(ctx, addr, certDir, &scaleapi.Handler{Tokens: toks, Client: c})
+		done <- serveTLS(ctx, "scale webhook", "--scale-webhook", addr, certDir, ScaleWebhookPath, &scaleapi.Handler{Tokens: toks, Client: c})
 	}()
 	post := func(scheme, path, token, body string) (int, error) {
 		req, _ := http.NewRequest(http.MethodPost, scheme+"://"+addr+path, strings.NewReader(body))

@@ -72,7 +72,9 @@ type options struct {
 	agentSessions             bool
 	modelSourceNamespace      string
 	modelSourceResync         time.Duration
-	modelSourceReaderRole     string
+	modelSourceAddr           string
+	modelSourceNodeAgent      string
+	modelSourceCertDir        string
 	redisUsers                redisUserOptions
 	// certs is the shared-Secret keeper once setupWebhook made it.
 	certs *nnwebhook.CertSecret
@@ -108,8 +110,10 @@ func parseFlags() *options {
 	flag.StringVar(&o.agentNetPolFile, "agent-network-policy-file", "", "NetworkPolicySpec (YAML) kept in every namespace with AgentPools under --agent-network-policy-name (empty: none)")
 	flag.StringVar(&o.agentNetPolName, "agent-network-policy-name", "neuronetes-agents", "name of the agent NetworkPolicy in each namespace")
 	flag.BoolVar(&o.agentSessions, "agent-sessions", false, "run the AgentSession controller (controller/agentsession; needs the AgentSession and AgentCheckpoint CRDs and the node agents' checkpointing; docs/sessions.md)")
-	flag.StringVar(&o.modelSourceNamespace, "model-source-namespace", "", "namespace where the credentials of each Model's spec.source.secretRef (read in the Model's namespace) are copied for the node agents (controller/modelcreds; empty: none)")
-	flag.StringVar(&o.modelSourceReaderRole, "model-source-reader-role", "", "Role in --model-source-namespace, bound to the node agents, whose rules the controller keeps at get of exactly the copies that exist (controller/modelcreds AccessReconciler; the installer creates it; empty: not kept)")
+	flag.StringVar(&o.modelSourceNamespace, "model-source-namespace", "", "namespace where the credentials of each Model's spec.source.secretRef (read in the Model's namespace) are copied for --model-source-addr (controller/modelcreds; empty: none)")
+	flag.StringVar(&o.modelSourceAddr, "model-source-addr", "", "address of the TLS endpoint where node agents fetch a Model's source credentials with their projected token, answered only when their node uses the Model (controller/modelcreds Server; empty: off)")
+	flag.StringVar(&o.modelSourceNodeAgent, "model-source-node-agent", "", "the node agents' ServiceAccount, namespace/name: the only caller --model-source-addr answers")
+	flag.StringVar(&o.modelSourceCertDir, "model-source-cert-dir", "", "directory with the endpoint's tls.crt and tls.key, reloaded when they change (default: --webhook-cert-dir)")
 	flag.DurationVar(&o.modelSourceResync, "model-source-resync", modelcreds.DefaultResync, "how often a Model's source Secret is read again (tenant Secrets are not watched)")
 	o.autoscaler.addFlags(flag.CommandLine)
 	o.prices.addFlags(flag.CommandLine)

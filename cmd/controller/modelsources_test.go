@@ -18,9 +18,10 @@ func TestValidateModelSources(t *testing.T) {
 		{"on", options{modelSourceNamespace: "neuronetes-system", modelSourceResync: time.Minute}, ""},
 		{"zero resync", options{modelSourceNamespace: "neuronetes-system"}, "--model-source-resync"},
 		{"bad namespace", options{modelSourceNamespace: "Not/A-Namespace", modelSourceResync: time.Minute}, "--model-source-namespace"},
-		{"reader role", options{modelSourceNamespace: "neuronetes-system", modelSourceReaderRole: "nn-neuronetes-nodeagent-model-sources", modelSourceResync: time.Minute}, ""},
-		{"reader role without copies", options{modelSourceReaderRole: "r", modelSourceResync: time.Minute}, "--model-source-reader-role"},
-		{"bad reader role", options{modelSourceNamespace: "neuronetes-system", modelSourceReaderRole: "Bad_Role", modelSourceResync: time.Minute}, "--model-source-reader-role"},
+		{"endpoint", options{modelSourceNamespace: "neuronetes-system", modelSourceAddr: ":9444", modelSourceNodeAgent: "neuronetes-system/nn-nodeagent", modelSourceResync: time.Minute}, ""},
+		{"endpoint without copies", options{modelSourceAddr: ":9444", modelSourceNodeAgent: "ns/sa", modelSourceResync: time.Minute}, "--model-source-namespace"},
+		{"endpoint without caller", options{modelSourceNamespace: "neuronetes-system", modelSourceAddr: ":9444", modelSourceResync: time.Minute}, "--model-source-node-agent"},
+		{"endpoint bad caller", options{modelSourceNamespace: "neuronetes-system", modelSourceAddr: ":9444", modelSourceNodeAgent: "Bad_NS/sa", modelSourceResync: time.Minute}, "--model-source-node-agent"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := validateModelSources(&tc.o)

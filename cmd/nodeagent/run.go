@@ -68,14 +68,15 @@ func run(args []string) error {
 		s3Endpoint   = fs.String("s3-endpoint", os.Getenv("NEURONETES_S3_ENDPOINT"), "default S3 endpoint for s3:// models (a Secret's \"endpoint\" key overrides it)")
 		metricsAddr  = fs.String("metrics-bind-address", ":9465", "Prometheus metrics address; 0 disables")
 		probeAddr    = fs.String("health-probe-bind-address", ":9466", "healthz/readyz address; 0 disables")
-		sourceNS     = fs.String("model-source-namespace", "", "namespace of the controller's copies of Model source credentials (the chart's release namespace); the agent reads no other Secret. Empty: Models with spec.source.secretRef fail")
 		watchNS      = fs.String("watch-namespace", "", "watch Models and AgentClasses only in this namespace (tests); empty = all")
 		resync       = fs.Duration("resync", 30*time.Second, "idle resync: re-measure residency, keep labels and status true")
 		fileRoots    = fs.String("file-source-roots", "", "comma-separated directories that file:// and bare-path Model sources may read below (symbolic links may not lead out); empty refuses file sources")
 		stall        = fs.Duration("download-stall-timeout", cache.DefaultStallTimeout, "fail a download whose source sends no bytes for this long")
 		egressFlags  egress.Flags
+		sources      sourceFlags
 	)
 	egressFlags.Register(fs)
+	sources.register(fs)
 	snap := registerSnapshotFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -152,9 +153,13 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
+	creds, err := sources.credentials(mgr.GetAPIReader())
+	if err != nil {
+		return err
+	}
 	rec := &agent.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Agent: ag, NodeName: *nodeName, HostCacheDir: *hostCacheDir,
-		S3Endpoint: *s3Endpoint, IdleResync: *resync, SourceNamespace: *sourceNS,
+		S3Endpoint: *s3Endpoint, IdleResync: *resync, Credentials: creds,
 	}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("reconciler: %w", err)

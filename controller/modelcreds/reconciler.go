@@ -1,5 +1,6 @@
 // Package modelcreds resolves Model source credentials in the controller, so that the node agents,
-// which run where tenant code runs, read no Secret of a tenant namespace. For each Model with
+// which run where tenant code runs, read no Secret at all: they ask Server, which answers only
+// for Models used on the caller's node (Decide). For each Model with
 // spec.source.secretRef the reconciler reads that Secret in the Model's own namespace (the
 // reference has no namespace field: another namespace's Secret cannot be named), copies its
 // credential keys (nnv1.ModelSecretKeys) into the Secret nnv1.ModelSourceSecretName of one

@@ -297,13 +297,7 @@ func TestChartRBACHasNoWildcards(t *testing.T) {
 		}
 		roles++
 		rules, _ := o["rules"].([]any)
-		switch {
-		case o.kind() == "Role" && o.name() == "nn-neuronetes-nodeagent-model-sources":
-			// Its rules are the controller's (controller/modelcreds AccessReconciler).
-			if len(rules) != 0 {
-				t.Errorf("Role %s renders rules %v; the controller keeps them", o.name(), rules)
-			}
-		case len(rules) == 0:
+		if len(rules) == 0 {
 			t.Errorf("%s %s has no rules", o.kind(), o.name())
 		}
 		for i, r := range rules {

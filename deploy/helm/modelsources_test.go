@@ -26,85 +26,101 @@ func secretRights(objs []object, account string) []string {
 	return out
 }
 
-// TestChartModelSourceCopies: the node agent reads Model source credentials only from the
-// controller's copies: its ClusterRole grants no Secret right, and the chart renders its Role in
-// the release namespace without rules; the controller (--model-source-reader-role, with get and
-// update of that one Role) keeps them at get of exactly the copies. Both run with
-// --model-source-namespace=<release namespace>. The controller gets the source Secrets of the
-// Models' namespaces (cluster-wide, or a Role in controller.watchNamespace) and writes copies in
-// the release namespace only; controller.modelSourceNamespaces turns the cluster-wide get into one
-// Role per listed namespace. Without the admission policies or without the controller nothing
-// is copied and the node agent has no Secret right at all.
+// TestChartModelSourceCopies: the node agent has no Secret right at all (no Role, nothing in its
+// ClusterRole); it asks the controller's endpoint (--model-source-url on the webhook Service's
+// model-sources port) with a projected token of audience neuronetes.io/model-sources, trusting
+// the webhook configuration's caBundle (get of that one object). The controller serves the
+// endpoint (--model-source-addr, --model-source-node-agent naming the node agents'
+// ServiceAccount), may create TokenReviews, holds no right on Roles, gets the source Secrets of
+// the Models' namespaces (cluster-wide, or a Role in controller.watchNamespace) and writes copies
+// in the release namespace only; controller.modelSourceNamespaces turns the cluster-wide get into
+// one Role per listed namespace. The controller's NetworkPolicy admits the endpoint's port from
+// the node agent pods only. Without the admission policies, the controller or the webhook nothing
+// of this is rendered.
 func TestChartModelSourceCopies(t *testing.T) {
-	const flag = "--model-source-namespace=neuronetes-system"
+	const (
+		flag     = "--model-source-namespace=neuronetes-system"
+		agentURL = "--model-source-url=https://nn-neuronetes-controller.neuronetes-system.svc:9405"
+	)
+	copyRole := []string{"Role neuronetes-system get", "Role neuronetes-system list", "Role neuronetes-system watch",
+		"Role neuronetes-system create", "Role neuronetes-system update", "Role neuronetes-system delete", "Role neuronetes-system create"}
 	for _, tc := range []struct {
-		name          string
-		set           []string
-		copies        bool
-		controller    []string // Secret rights of the controller without resourceNames
-		agentHasFlags bool
+		name       string
+		set        []string
+		copies     bool
+		controller []string // Secret rights of the controller without resourceNames
 	}{
-		{"default", nil, true, []string{"ClusterRole <nil> get", "ClusterRole <nil> create",
-			"Role neuronetes-system get", "Role neuronetes-system list", "Role neuronetes-system watch",
-			"Role neuronetes-system create", "Role neuronetes-system update", "Role neuronetes-system delete",
-			"Role neuronetes-system create"}, true},
-		{"one watched namespace", []string{`controller={"watchNamespace":"team-a"}`}, true, []string{"ClusterRole <nil> create",
-			"Role team-a get",
-			"Role neuronetes-system get", "Role neuronetes-system list", "Role neuronetes-system watch",
-			"Role neuronetes-system create", "Role neuronetes-system update", "Role neuronetes-system delete",
-			"Role neuronetes-system create"}, true},
-		{"listed namespaces", []string{`controller={"modelSourceNamespaces":["team-a","team-b"]}`}, true, []string{"ClusterRole <nil> create",
-			"Role team-a get", "Role team-b get",
-			"Role neuronetes-system get", "Role neuronetes-system list", "Role neuronetes-system watch",
-			"Role neuronetes-system create", "Role neuronetes-system update", "Role neuronetes-system delete",
-			"Role neuronetes-system create"}, true},
-		{"no admission policies", []string{`rbac={"admissionPolicies":false}`}, false, []string{"Role neuronetes-system create"}, false},
-		{"no controller", []string{`controller={"enabled":false}`, `webhook={"enabled":false}`}, false, nil, false},
+		{"default", nil, true, append([]string{"ClusterRole <nil> get", "ClusterRole <nil> create"}, copyRole...)},
+		{"one watched namespace", []string{`controller={"watchNamespace":"team-a"}`}, true, append([]string{"ClusterRole <nil> create", "Role team-a get"}, copyRole...)},
+		{"listed namespaces", []string{`controller={"modelSourceNamespaces":["team-a","team-b"]}`}, true,
+			append([]string{"ClusterRole <nil> create", "Role team-a get", "Role team-b get"}, copyRole...)},
+		{"other port", []string{`controller={"modelSourcePort":9555}`}, true, append([]string{"ClusterRole <nil> get", "ClusterRole <nil> create"}, copyRole...)},
+		{"no admission policies", []string{`rbac={"admissionPolicies":false}`}, false, []string{"Role neuronetes-system create"}},
+		{"no webhook", []string{`webhook={"enabled":false}`}, false, nil},
+		{"no controller", []string{`controller={"enabled":false}`, `webhook={"enabled":false}`}, false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs, err := render(t, nil, tc.set)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cr := find(objs, "ClusterRole", "nn-neuronetes-nodeagent"); cr == nil || strings.Contains(toJSON(cr["rules"]), `"secrets"`) {
+			port := "9405"
+			if tc.name == "other port" {
+				port = "9555"
+			}
+			cr := find(objs, "ClusterRole", "nn-neuronetes-nodeagent")
+			if cr == nil || strings.Contains(toJSON(cr["rules"]), `"secrets"`) {
 				t.Errorf("node agent ClusterRole grants Secrets (or is missing): %s", toJSON(cr))
 			}
 			if agent := secretRights(objs, "nodeagent"); len(agent) != 0 {
-				t.Errorf("node agent Secret rights %q rendered, want none (the controller names the copies)", agent)
+				t.Errorf("node agent Secret rights %q rendered, want none", agent)
 			}
-			const readerRole = "nn-neuronetes-nodeagent-model-sources"
-			role := find(objs, "Role", readerRole)
-			if (role != nil) != tc.copies || (role != nil && role["rules"] != nil) {
-				t.Errorf("Role %s: %s; want it (without rules) exactly when copies are made (%v)", readerRole, toJSON(role), tc.copies)
+			for _, o := range objs {
+				if (o.kind() == "Role" || o.kind() == "RoleBinding") && strings.Contains(o.name(), "nodeagent") {
+					t.Errorf("%s %s rendered: the node agent needs no Role", o.kind(), o.name())
+				}
+				if (o.kind() == "Role" || o.kind() == "ClusterRole") && strings.Contains(o.name(), "-controller") && strings.Contains(toJSON(o["rules"]), `"roles"`) {
+					t.Errorf("controller %s %s has rights on Roles: %s", o.kind(), o.name(), toJSON(o["rules"]))
+				}
+			}
+			wantCA := `{"apiGroups":["admissionregistration.k8s.io"],"resourceNames":["neuronetes-sidecar-injector"],"resources":["mutatingwebhookconfigurations"],"verbs":["get"]}`
+			if got := strings.Contains(toJSON(cr["rules"]), wantCA); got != tc.copies {
+				t.Errorf("node agent may get the webhook configuration: %v, want %v (%s)", got, tc.copies, toJSON(cr["rules"]))
+			}
+			ds := find(objs, "DaemonSet", "nn-neuronetes-nodeagent")
+			na := args(container(ds, "nodeagent"))
+			url := strings.Replace(agentURL, "9405", port, 1)
+			if contains(na, url) != tc.copies || contains(na, "--model-source-ca-webhook=neuronetes-sidecar-injector") != tc.copies || slices.ContainsFunc(na, func(a string) bool { return strings.HasPrefix(a, "--model-source-namespace") }) {
+				t.Errorf("node agent args %v: want %s and the CA webhook exactly when copies are made (%v)", na, url, tc.copies)
+			}
+			vols := toJSON(get(ds, "spec", "template", "spec", "volumes"))
+			if got := strings.Contains(vols, `"serviceAccountToken":{"audience":"neuronetes.io/model-sources","expirationSeconds":3600,"path":"token"}`); got != tc.copies {
+				t.Errorf("node agent projected token: %v, want %v (%s)", got, tc.copies, vols)
 			}
 			if dep := find(objs, "Deployment", "nn-neuronetes-controller"); dep != nil {
 				a := args(container(dep, "controller"))
-				if contains(a, "--model-source-reader-role="+readerRole) != tc.copies {
-					t.Errorf("controller args %v: --model-source-reader-role=%s present %v, want %v", a, readerRole, !tc.copies, tc.copies)
-				}
-				var roleRights []string
-				for _, o := range objs {
-					if o.kind() == "Role" || o.kind() == "ClusterRole" {
-						if strings.Contains(o.name(), "-controller") && strings.Contains(toJSON(o["rules"]), `"roles"`) {
-							roleRights = append(roleRights, toJSON(o["rules"]))
-						}
+				for _, f := range []string{flag, "--model-source-addr=0.0.0.0:" + port, "--model-source-node-agent=neuronetes-system/nn-neuronetes-nodeagent"} {
+					if contains(a, f) != tc.copies {
+						t.Errorf("controller args %v: %s present %v, want %v", a, f, !tc.copies, tc.copies)
 					}
 				}
-				wantRoles := 0
-				if tc.copies {
-					wantRoles = 1
+				if strings.Contains(toJSON(a), "reader-role") {
+					t.Errorf("controller args %v keep a node agent Role", a)
 				}
-				if len(roleRights) != wantRoles || (wantRoles == 1 && !strings.Contains(roleRights[0], `"resourceNames":["`+readerRole+`"],"resources":["roles"],"verbs":["get","update"]`)) {
-					t.Errorf("controller rights on Roles %v, want get and update of %s only (%d)", roleRights, readerRole, wantRoles)
+				svc := toJSON(get(find(objs, "Service", "nn-neuronetes-controller"), "spec", "ports"))
+				if got := strings.Contains(svc, `"name":"model-sources","port":`+port); got != tc.copies {
+					t.Errorf("controller Service ports %s: model-sources %v, want %v", svc, got, tc.copies)
 				}
-			}
-			na := args(container(find(objs, "DaemonSet", "nn-neuronetes-nodeagent"), "nodeagent"))
-			if contains(na, flag) != tc.agentHasFlags {
-				t.Errorf("node agent args %v: %s present %v, want %v", na, flag, !tc.agentHasFlags, tc.agentHasFlags)
-			}
-			if dep := find(objs, "Deployment", "nn-neuronetes-controller"); dep != nil {
-				if a := args(container(dep, "controller")); contains(a, flag) != tc.copies {
-					t.Errorf("controller args %v: %s present %v, want %v", a, flag, !tc.copies, tc.copies)
+				cr := find(objs, "ClusterRole", "nn-neuronetes-controller")
+				if got := rulesGrant(cr, "tokenreviews", "create"); got != tc.copies {
+					t.Errorf("controller may create TokenReviews: %v, want %v", got, tc.copies)
+				}
+				if np := find(objs, "NetworkPolicy", "nn-neuronetes-controller"); np != nil {
+					rule := ruleFor(np, "model-sources")
+					if got := peerComponents(rule, "from"); (rule != nil) != tc.copies || (tc.copies && (!slices.Equal(got, []string{"neuronetes-system/node"}) ||
+						!strings.Contains(toJSON(get(rule, "from")), `"neuronetes.io/node-pod":"nodeagent"`))) {
+						t.Errorf("controller NetworkPolicy admits model-sources from %v (%s), want the node agent pods only when copies are made (%v)", got, toJSON(rule), tc.copies)
+					}
 				}
 			}
 			got := secretRights(objs, "controller")

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/internal/modelsrcapi"
 	"github.com/neuronetes/neuronetes/nodeagent/cache"
 )
 
@@ -31,12 +32,11 @@ import (
 type Reconciler struct {
 	// Client reads Models, AgentClasses and this node's Pods from the manager's cache.
 	Client client.Client
-	// APIReader reads the Node and the Model source copies uncached (no Secret watch).
+	// APIReader reads the Node uncached.
 	APIReader client.Reader
-	// SourceNamespace holds the controller's copies of the Models' source credentials
-	// (controller/modelcreds); the agent reads no Secret elsewhere. Empty: a Model with a
-	// spec.source.secretRef fails.
-	SourceNamespace string
+	// Credentials asks the controller for a Model's source credentials (modelsrcapi.Client); the
+	// agent reads no Secret. Nil: a Model with a spec.source.secretRef fails.
+	Credentials CredentialSource
 	// Agent does the work.
 	Agent *Agent
 	// NodeName is this node.
@@ -212,7 +212,7 @@ func orDefault(d, def time.Duration) time.Duration {
 }
 
 // request builds the agent request for a Model, with the credentials of its secretRef from the
-// controller's copy (sourceOptions).
+// controller (sourceOptions).
 func (r *Reconciler) request(ctx context.Context, m *v1alpha1.Model, noEvict bool) (Request, error) {
 	opts, err := r.sourceOptions(ctx, m)
 	if err != nil {
@@ -221,38 +221,34 @@ func (r *Reconciler) request(ctx context.Context, m *v1alpha1.Model, noEvict boo
 	return Request{Digest: m.Spec.Digest, URI: m.Spec.Source.URI, SizeBytes: m.Spec.SizeBytes, Source: opts, NoEvict: noEvict}, nil
 }
 
-// sourceOptions resolves a Model's spec.source.secretRef. The agent never reads the tenant's Secret:
-// it reads the copy v1alpha1.ModelSourceSecretName in SourceNamespace, and only one the controller
-// made for this Model (its UID) from the Secret the Model names now. Keys: accessKeyID,
-// secretAccessKey, endpoint and region for s3; token for http(s) (sent as a Bearer token).
+// CredentialSource gives a Model's source credentials (modelsrcapi.Client).
+type CredentialSource interface {
+	Credentials(ctx context.Context, req modelsrcapi.Request) (modelsrcapi.Credentials, error)
+}
+
+// sourceOptions resolves a Model's spec.source.secretRef. The agent reads no Secret: it asks the
+// controller (Credentials), which answers only when this node uses the Model, for the Model's
+// current UID. Keys: accessKeyID, secretAccessKey, endpoint and region for s3; token for http(s)
+// (sent as a Bearer token). A refusal's error names its reason, never a credential.
 func (r *Reconciler) sourceOptions(ctx context.Context, m *v1alpha1.Model) (cache.SourceOptions, error) {
 	opts := cache.SourceOptions{S3Endpoint: r.S3Endpoint}
 	ref := m.Spec.Source.SecretRef
 	if ref == nil {
 		return opts, nil
 	}
-	if r.SourceNamespace == "" {
-		return opts, fmt.Errorf("spec.source.secretRef %q: this node agent has no --model-source-namespace, so it reads no source credentials", ref.Name)
+	if r.Credentials == nil {
+		return opts, fmt.Errorf("spec.source.secretRef %q: this node agent has no --model-source-url, so it gets no source credentials", ref.Name)
 	}
-	key := types.NamespacedName{Namespace: r.SourceNamespace, Name: v1alpha1.ModelSourceSecretName(m.Namespace, m.Name)}
-	var sec corev1.Secret
-	if err := r.APIReader.Get(ctx, key, &sec); err != nil {
-		return opts, fmt.Errorf("spec.source.secretRef %q: the controller's copy %s: %w (see the Model's %s condition)", ref.Name, key, err, v1alpha1.ModelConditionSourceCredentials)
+	c, err := r.Credentials.Credentials(ctx, modelsrcapi.Request{Namespace: m.Namespace, Name: m.Name, UID: string(m.UID)})
+	if err != nil {
+		return opts, fmt.Errorf("spec.source.secretRef %q: %w (see the Model's %s condition)", ref.Name, err, v1alpha1.ModelConditionSourceCredentials)
 	}
-	a := sec.Annotations
-	if sec.Labels[v1alpha1.ManagedByLabel] != v1alpha1.ManagedByController || a[v1alpha1.ModelSourceUIDAnnotation] != string(m.UID) ||
-		a[v1alpha1.ModelSourceNamespaceAnnotation] != m.Namespace || a[v1alpha1.ModelSourceNameAnnotation] != m.Name ||
-		a[v1alpha1.ModelSourceSecretAnnotation] != ref.Name {
-		return opts, fmt.Errorf("spec.source.secretRef %q: the copy %s was not made by the controller for this Model and Secret (yet); see the Model's %s condition", ref.Name, key, v1alpha1.ModelConditionSourceCredentials)
+	opts.S3AccessKey, opts.S3SecretKey, opts.S3Region = c.AccessKeyID, c.SecretAccessKey, c.Region
+	if c.Endpoint != "" {
+		opts.S3Endpoint = c.Endpoint
 	}
-	opts.S3AccessKey = string(sec.Data[v1alpha1.ModelSecretAccessKeyID])
-	opts.S3SecretKey = string(sec.Data[v1alpha1.ModelSecretSecretAccessKey])
-	opts.S3Region = string(sec.Data[v1alpha1.ModelSecretRegion])
-	if ep := string(sec.Data[v1alpha1.ModelSecretEndpoint]); ep != "" {
-		opts.S3Endpoint = ep
-	}
-	if tok := string(sec.Data[v1alpha1.ModelSecretToken]); tok != "" {
-		opts.HTTPHeader = http.Header{"Authorization": {"Bearer " + tok}}
+	if c.Token != "" {
+		opts.HTTPHeader = http.Header{"Authorization": {"Bearer " + c.Token}}
 	}
 	return opts, nil
 }

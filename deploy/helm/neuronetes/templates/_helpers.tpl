@@ -144,16 +144,6 @@ the chart's Redis; empty when gateway.redis.enabled is false (each replica keeps
 {{- .Values.nodeagent.checkpoint.signingKeySecret | default (printf "%s-checkpoint-signing" (include "neuronetes.fullname" .)) -}}
 {{- end -}}
 
-{{- /* "true" when the controller copies Model source credentials for the node agents
-(controller/modelcreds, --model-source-namespace on both): both run and, when the chart writes
-RBAC, the admission policy that confines the controller's Secret writes in the release namespace
-to the copies is rendered (RBAC cannot limit create by name). Otherwise a Model with a
-spec.source.secretRef fails on the nodes. */ -}}
-{{- /* The Role of the release namespace through which the node agents read the Model source
-copies; its rules are the controller's (--model-source-reader-role). */ -}}
-{{- define "neuronetes.nodeagentModelSourceRole" -}}
-{{- include "neuronetes.fullname" . }}-nodeagent-model-sources
-{{- end -}}
 
 {{- /* The namespaces, space-separated, where the controller reads Model source Secrets by a Role:
 controller.watchNamespace, else controller.modelSourceNamespaces; empty: every namespace (a
@@ -162,7 +152,13 @@ ClusterRole). */ -}}
 {{- if .Values.controller.watchNamespace -}}{{ .Values.controller.watchNamespace }}{{- else -}}{{ join " " .Values.controller.modelSourceNamespaces }}{{- end -}}
 {{- end -}}
 
+{{- /* "true" when the controller resolves Model source credentials for the node agents
+(controller/modelcreds: copies in the release namespace, --model-source-namespace, served to the
+node agents by its endpoint --model-source-addr, with the webhook's certificate): the controller,
+the node agent and the webhook run and, when the chart writes RBAC, the admission policy that
+confines the controller's Secret writes in the release namespace to the copies is rendered (RBAC
+cannot limit create by name). Otherwise a Model with a spec.source.secretRef fails on the nodes. */ -}}
 {{- define "neuronetes.modelSourceCopies" -}}
 {{- $confined := or (not .Values.rbac.create) .Values.rbac.admissionPolicies -}}
-{{- if and .Values.controller.enabled .Values.nodeagent.enabled $confined -}}true{{- end -}}
+{{- if and .Values.controller.enabled .Values.nodeagent.enabled .Values.webhook.enabled $confined -}}true{{- end -}}
 {{- end -}}
