@@ -147,6 +147,9 @@ func run(ctx context.Context, o *options) error {
 	if err := validateModelSources(o); err != nil {
 		return err
 	}
+	if err := apiKeys.validate(); err != nil {
+		return err
+	}
 	if o.sidecarGoMaxProcs < 0 {
 		return fmt.Errorf("--sidecar-gomaxprocs: %d is negative (0 keeps Go's default)", o.sidecarGoMaxProcs)
 	}
@@ -233,6 +236,9 @@ func run(ctx context.Context, o *options) error {
 		}
 	}
 	if err := setupModelSources(mgr, o); err != nil {
+		return err
+	}
+	if err := apiKeys.setup(ctx, mgr); err != nil {
 		return err
 	}
 	if o.autoscaler.enabled {
