@@ -279,6 +279,45 @@ func deployAdmissionPolicies(t *testing.T, e *Env, r *deployRelease) {
 	})
 }
 
+// deployAttackGatewayReadsSecret: the internet-facing gateway holds no Secret right in any mode
+// (it reads the API-key hashes the controller publishes): as its ServiceAccount, `kubectl auth
+// can-i get|list|watch secrets` says no in a tenant namespace and in the release namespace, and a
+// get of a tenant's API-key Secret is Forbidden. The controller may not plant a published
+// API-key ConfigMap outside the release namespace.
+func deployAttackGatewayReadsSecret(t *testing.T, e *Env, r *deployRelease) {
+	ctx := context.Background()
+	accounts := releaseAccounts(t, e, r)
+	victim := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{GenerateName: "nn-e2e-victim-keys-",
+		Labels: map[string]string{v1alpha1.APIKeysSecretLabel: "true"}}, StringData: map[string]string{"k": "sk-e2e-victim"}}
+	victim, err := e.Kube.CoreV1().Secrets(r.exampleNS).Create(ctx, victim, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.Kube.CoreV1().Secrets(r.exampleNS).Delete(context.Background(), victim.Name, metav1.DeleteOptions{})
+	})
+	gw := impersonate(t, e, accounts["gateway"], nil)
+	for _, ns := range []string{r.exampleNS, r.namespace} {
+		for _, verb := range []string{"get", "list", "watch"} {
+			rev, err := gw.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{
+				Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authzv1.ResourceAttributes{
+					Namespace: ns, Verb: verb, Resource: "secrets"}}}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rev.Status.Allowed {
+				t.Errorf("kubectl auth can-i %s secrets -n %s --as %s: yes, want no", verb, ns, accounts["gateway"])
+			}
+		}
+	}
+	_, err = gw.CoreV1().Secrets(r.exampleNS).Get(ctx, victim.Name, metav1.GetOptions{})
+	wantForbidden(t, err)
+	ctl := impersonate(t, e, accounts["controller"], nil)
+	_, err = ctl.CoreV1().ConfigMaps(r.exampleNS).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "api-keys." + r.exampleNS}}, metav1.CreateOptions{})
+	wantRefused(t, err, "only ConfigMaps named autoscaler-state.<pool>")
+}
+
 // wantForbidden fails unless err is an RBAC (or admission) Forbidden.
 func wantForbidden(t *testing.T, err error) {
 	t.Helper()

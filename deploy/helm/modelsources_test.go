@@ -45,21 +45,28 @@ func TestChartModelSourceCopies(t *testing.T) {
 		agentHasFlags bool
 	}{
 		{"default", nil, true, []string{"ClusterRole <nil> get", "ClusterRole <nil> create",
+			"ClusterRole <nil> get", // controller/apikeys: the gateway serves every namespace
 			"Role neuronetes-system get", "Role neuronetes-system list", "Role neuronetes-system watch",
 			"Role neuronetes-system create", "Role neuronetes-system update", "Role neuronetes-system delete",
 			"Role neuronetes-system create"}, true},
-		{"one watched namespace", []string{`controller={"watchNamespace":"team-a"}`}, true, []string{"ClusterRole <nil> create",
-			"Role team-a get",
+		{"one watched namespace", []string{`controller={"watchNamespace":"team-a"}`, `gateway={"watchNamespaces":["team-a"]}`}, true, []string{"Role team-a create",
+			"Role team-a get", "Role team-a get",
 			"Role neuronetes-system get", "Role neuronetes-system list", "Role neuronetes-system watch",
 			"Role neuronetes-system create", "Role neuronetes-system update", "Role neuronetes-system delete",
 			"Role neuronetes-system create"}, true},
 		{"listed namespaces", []string{`controller={"modelSourceNamespaces":["team-a","team-b"]}`}, true, []string{"ClusterRole <nil> create",
 			"Role team-a get", "Role team-b get",
+			"ClusterRole <nil> get", // controller/apikeys: the gateway serves every namespace
 			"Role neuronetes-system get", "Role neuronetes-system list", "Role neuronetes-system watch",
 			"Role neuronetes-system create", "Role neuronetes-system update", "Role neuronetes-system delete",
 			"Role neuronetes-system create"}, true},
-		{"no admission policies", []string{`rbac={"admissionPolicies":false}`}, false, []string{"Role neuronetes-system create"}, false},
-		{"no controller", []string{`controller={"enabled":false}`, `webhook={"enabled":false}`}, false, nil, false},
+		{"listed namespaces, gateway too", []string{`controller={"modelSourceNamespaces":["team-a","team-b"]}`, `gateway={"watchNamespaces":["team-a"]}`}, true, []string{"ClusterRole <nil> create",
+			"Role team-a get", "Role team-b get", "Role team-a get",
+			"Role neuronetes-system get", "Role neuronetes-system list", "Role neuronetes-system watch",
+			"Role neuronetes-system create", "Role neuronetes-system update", "Role neuronetes-system delete",
+			"Role neuronetes-system create"}, true},
+		{"no admission policies", []string{`rbac={"admissionPolicies":false}`}, false, []string{"Role neuronetes-system create", "ClusterRole <nil> get"}, false},
+		{"no controller", []string{`controller={"enabled":false}`, `webhook={"enabled":false}`, `gateway={"enabled":false}`}, false, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs, err := render(t, nil, tc.set)

@@ -166,3 +166,9 @@ ClusterRole). */ -}}
 {{- $confined := or (not .Values.rbac.create) .Values.rbac.admissionPolicies -}}
 {{- if and .Values.controller.enabled .Values.nodeagent.enabled $confined -}}true{{- end -}}
 {{- end -}}
+
+{{- /* "true" when the gateway authenticates API keys: the controller then publishes their hashes in
+the release namespace (controller/apikeys) and the gateway reads those, never a Secret. */ -}}
+{{- define "neuronetes.apiKeyHashes" -}}
+{{- if and .Values.gateway.enabled (eq .Values.gateway.auth "required") -}}true{{- end -}}
+{{- end -}}
