@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/internal/apikeyhash"
 )
 
 // rbacAllowlist is the checked-in list of every right each ServiceAccount of the chart may hold,
@@ -282,8 +284,9 @@ func deployAdmissionPolicies(t *testing.T, e *Env, r *deployRelease) {
 // deployAttackGatewayReadsSecret: the internet-facing gateway holds no Secret right in any mode
 // (it reads the API-key hashes the controller publishes): as its ServiceAccount, `kubectl auth
 // can-i get|list|watch secrets` says no in a tenant namespace and in the release namespace, and a
-// get of a tenant's API-key Secret is Forbidden. The controller may not plant a published
-// API-key ConfigMap outside the release namespace.
+// get of a tenant's API-key Secret is Forbidden. What it reads instead, the controller's ConfigMap
+// in the release namespace, holds the key's SHA-256 and not the key. The controller may not plant
+// a published API-key ConfigMap outside the release namespace.
 func deployAttackGatewayReadsSecret(t *testing.T, e *Env, r *deployRelease) {
 	ctx := context.Background()
 	accounts := releaseAccounts(t, e, r)
@@ -312,6 +315,27 @@ func deployAttackGatewayReadsSecret(t *testing.T, e *Env, r *deployRelease) {
 	}
 	_, err = gw.CoreV1().Secrets(r.exampleNS).Get(ctx, victim.Name, metav1.GetOptions{})
 	wantForbidden(t, err)
+	// What the gateway reads instead: the controller's ConfigMap in the release namespace, with
+	// the key's SHA-256 and never the key.
+	e.Apply(t, r.exampleNS, fmt.Sprintf(`apiVersion: neuronetes.io/v1alpha1
+kind: Tenant
+metadata: {name: nn-e2e-victim}
+spec:
+  apiKeys: [{secretName: %s}]
+  models: ["*"]
+`, victim.Name))
+	t.Cleanup(func() { e.Kubectl(t, "-n", r.exampleNS, "delete", "tenant", "nn-e2e-victim", "--ignore-not-found") })
+	cmName := apikeyhash.ConfigMapName(r.exampleNS)
+	Eventually(t, time.Minute, "the controller publishes the victim key's hash in "+r.namespace+"/"+cmName, func() (bool, error) {
+		cm, err := gw.CoreV1().ConfigMaps(r.namespace).Get(ctx, cmName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if strings.Contains(fmt.Sprint(cm.Data), "sk-e2e-victim") {
+			t.Fatalf("ConfigMap %s publishes the raw key: %v", cmName, cm.Data)
+		}
+		return strings.Contains(cm.Data[victim.Name], apikeyhash.Hash("sk-e2e-victim")), fmt.Errorf("data %v", cm.Data)
+	})
 	ctl := impersonate(t, e, accounts["controller"], nil)
 	_, err = ctl.CoreV1().ConfigMaps(r.exampleNS).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "api-keys." + r.exampleNS}}, metav1.CreateOptions{})
