@@ -174,7 +174,11 @@ func deployAdmissionPolicies(t *testing.T, e *Env, r *deployRelease) {
 		mod := victim.DeepCopy()
 		mod.Data["k"] = "attacker"
 		_, err = ctl.CoreV1().ConfigMaps("kube-system").Update(ctx, mod, metav1.UpdateOptions{})
-		wantRefused(t, err, "may not write configmaps in the system namespace")
+		// This release sets controller.watchNamespace, so RBAC already refuses it (the controller's
+		// ConfigMap rights are a Role in the watched namespace); a controller watching every
+		// namespace is refused by the admission policy ("may not write configmaps in the system
+		// namespace", TestChartAdmissionPolicies). Either way: Forbidden, the victim unchanged.
+		wantForbidden(t, err)
 		_, err = ctl.CoreV1().ConfigMaps(r.exampleNS).Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: "not-autoscaler-state"}}, metav1.CreateOptions{})
 		wantRefused(t, err, "only ConfigMaps named autoscaler-state.<pool>")
