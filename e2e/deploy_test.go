@@ -259,6 +259,7 @@ func TestDeployLocal(t *testing.T) {
 	t.Run("DriverGPUAndMIGPods", func(t *testing.T) { deployDriverScenarios(t, e) })
 	t.Run("RBACAllowlist", func(t *testing.T) { deployRBACAllowlist(t, e, r) })
 	t.Run("AdmissionPolicies", func(t *testing.T) { deployAdmissionPolicies(t, e, r) })
+	t.Run("AttackGatewayReadsSecret", func(t *testing.T) { deployAttackGatewayReadsSecret(t, e, r) })
 	t.Run("AttackModelSourceSecrets", func(t *testing.T) { deployAttackModelSourceSecrets(t, e, r) })
 	t.Run("AttackNodeAgentReadsReleaseSecret", func(t *testing.T) { deployAttackNodeAgentReadsReleaseSecret(t, e, r) })
 	examplesOK := t.Run("Examples", func(t *testing.T) { deployExamples(t, e, r) })

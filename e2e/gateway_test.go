@@ -161,7 +161,8 @@ spec:
 `
 
 // gweSetup builds the namespace: Redis on the bridge (sidecars, pins, quotas), the controller
-// with its autoscaler reading the gateway, the example tenants and routing policy, the pools, and
+// with its autoscaler reading the gateway and publishing the API-key hashes the gateway reads,
+// the example tenants and routing policy, the pools, and
 // the gateway from the chart. It returns once both gateway replicas are ready and route demo-llm.
 func gweSetup(t *testing.T) *gweEnv {
 	t.Helper()
@@ -175,7 +176,9 @@ func gweSetup(t *testing.T) *gweEnv {
 	ns := e.NamespaceWithPodSecurity(t, "gw", "restricted", "")
 	sidecarKeys(t, e, ns)
 	ctl := startController(t, e, ns, sidecarImg, "--http-addr=0.0.0.0:7070", "--autoscaler=true",
-		"--autoscaler-sync-period=3s", "--gateway-pods="+ns+"/app.kubernetes.io/component=gateway", "--gateway-admin-port=9090")
+		"--autoscaler-sync-period=3s", "--gateway-pods="+ns+"/app.kubernetes.io/component=gateway", "--gateway-admin-port=9090",
+		// The chart's gateway reads the API-key hashes published in its release namespace (ns).
+		"--api-key-hashes-namespace="+ns, "--api-key-namespaces="+ns)
 	for _, f := range []string{"01-api-keys.yaml", "02-tenants.yaml", "03-routing-policy.yaml"} {
 		b, err := os.ReadFile(filepath.Join(e.Root, "deploy", "examples", "gateway", f))
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/internal/apikeyhash"
 )
 
 // rbacAllowlist is the checked-in list of every right each ServiceAccount of the chart may hold,
@@ -163,7 +167,11 @@ func deployAdmissionPolicies(t *testing.T, e *Env, r *deployRelease) {
 		mod := victim.DeepCopy()
 		mod.Data["k"] = "attacker"
 		_, err = ctl.CoreV1().ConfigMaps("kube-system").Update(ctx, mod, metav1.UpdateOptions{})
-		wantRefused(t, err, "may not write configmaps in the system namespace")
+		// This release sets controller.watchNamespace, so RBAC already refuses it (the controller's
+		// ConfigMap rights are a Role in the watched namespace); a controller watching every
+		// namespace is refused by the admission policy ("may not write configmaps in the system
+		// namespace", TestChartAdmissionPolicies). Either way: Forbidden, the victim unchanged.
+		wantForbidden(t, err)
 		_, err = ctl.CoreV1().ConfigMaps(r.exampleNS).Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: "not-autoscaler-state"}}, metav1.CreateOptions{})
 		wantRefused(t, err, "only ConfigMaps named autoscaler-state.<pool>")
@@ -268,6 +276,67 @@ func deployAdmissionPolicies(t *testing.T, e *Env, r *deployRelease) {
 		_, err = drv.CoreV1().Secrets(r.exampleNS).Get(ctx, victim.Name, metav1.GetOptions{})
 		wantForbidden(t, err)
 	})
+}
+
+// deployAttackGatewayReadsSecret: the internet-facing gateway holds no Secret right in any mode
+// (it reads the API-key hashes the controller publishes): as its ServiceAccount, `kubectl auth
+// can-i get|list|watch secrets` says no in a tenant namespace and in the release namespace, and a
+// get of a tenant's API-key Secret is Forbidden. What it reads instead, the controller's ConfigMap
+// in the release namespace, holds the key's SHA-256 and not the key. The controller may not plant
+// a published API-key ConfigMap outside the release namespace.
+func deployAttackGatewayReadsSecret(t *testing.T, e *Env, r *deployRelease) {
+	ctx := context.Background()
+	accounts := releaseAccounts(t, e, r)
+	victim := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{GenerateName: "nn-e2e-victim-keys-",
+		Labels: map[string]string{v1alpha1.APIKeysSecretLabel: "true"}}, StringData: map[string]string{"k": "sk-e2e-victim"}}
+	victim, err := e.Kube.CoreV1().Secrets(r.exampleNS).Create(ctx, victim, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.Kube.CoreV1().Secrets(r.exampleNS).Delete(context.Background(), victim.Name, metav1.DeleteOptions{})
+	})
+	gw := impersonate(t, e, accounts["gateway"], nil)
+	for _, ns := range []string{r.exampleNS, r.namespace} {
+		for _, verb := range []string{"get", "list", "watch"} {
+			rev, err := gw.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{
+				Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authzv1.ResourceAttributes{
+					Namespace: ns, Verb: verb, Resource: "secrets"}}}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rev.Status.Allowed {
+				t.Errorf("kubectl auth can-i %s secrets -n %s --as %s: yes, want no", verb, ns, accounts["gateway"])
+			}
+		}
+	}
+	_, err = gw.CoreV1().Secrets(r.exampleNS).Get(ctx, victim.Name, metav1.GetOptions{})
+	wantForbidden(t, err)
+	// What the gateway reads instead: the controller's ConfigMap in the release namespace, with
+	// the key's SHA-256 and never the key.
+	e.Apply(t, r.exampleNS, fmt.Sprintf(`apiVersion: neuronetes.io/v1alpha1
+kind: Tenant
+metadata: {name: nn-e2e-victim}
+spec:
+  apiKeys: [{secretName: %s}]
+  models: ["*"]
+`, victim.Name))
+	t.Cleanup(func() { e.Kubectl(t, "-n", r.exampleNS, "delete", "tenant", "nn-e2e-victim", "--ignore-not-found") })
+	cmName := apikeyhash.ConfigMapName(r.exampleNS)
+	Eventually(t, time.Minute, "the controller publishes the victim key's hash in "+r.namespace+"/"+cmName, func() (bool, error) {
+		cm, err := gw.CoreV1().ConfigMaps(r.namespace).Get(ctx, cmName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if strings.Contains(fmt.Sprint(cm.Data), "sk-e2e-victim") {
+			t.Fatalf("ConfigMap %s publishes the raw key: %v", cmName, cm.Data)
+		}
+		return strings.Contains(cm.Data[victim.Name], apikeyhash.Hash("sk-e2e-victim")), fmt.Errorf("data %v", cm.Data)
+	})
+	ctl := impersonate(t, e, accounts["controller"], nil)
+	_, err = ctl.CoreV1().ConfigMaps(r.exampleNS).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "api-keys." + r.exampleNS}}, metav1.CreateOptions{})
+	wantRefused(t, err, "only ConfigMaps named autoscaler-state.<pool>")
 }
 
 // wantForbidden fails unless err is an RBAC (or admission) Forbidden.

@@ -151,6 +151,9 @@ func run(ctx context.Context, o *options) error {
 	if err := validateModelSources(o); err != nil {
 		return err
 	}
+	if err := apiKeys.validate(); err != nil {
+		return err
+	}
 	if o.sidecarGoMaxProcs < 0 {
 		return fmt.Errorf("--sidecar-gomaxprocs: %d is negative (0 keeps Go's default)", o.sidecarGoMaxProcs)
 	}
@@ -166,23 +169,9 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
 
-	// Only pool pods are cached: the controller never needs other pods.
-	poolPods, err := labels.NewRequirement(nnv1.PoolLabel, selection.Exists, nil)
+	cacheOpts, err := managerCacheOptions(o)
 	if err != nil {
-		return fmt.Errorf("pod selector: %w", err)
-	}
-	// Only the agent NetworkPolicies this controller keeps are cached.
-	managedPolicies := labels.SelectorFromSet(labels.Set{nnv1.ManagedByLabel: nnv1.ManagedByController})
-	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}:                 {Label: labels.NewSelector().Add(*poolPods)},
-		&networkingv1.NetworkPolicy{}: {Label: managedPolicies},
-	}}
-	if o.modelSourceNamespace != "" {
-		// Only the Model source copies are cached; tenant Secrets are read one at a time.
-		cacheOpts.ByObject[&corev1.Secret{}] = modelcreds.CacheByObject(o.modelSourceNamespace)
-	}
-	if o.namespace != "" {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
+		return err
 	}
 	mgrOpts := ctrl.Options{
 		Scheme:                  scheme,
@@ -239,6 +228,9 @@ func run(ctx context.Context, o *options) error {
 	if err := setupModelSources(mgr, o); err != nil {
 		return err
 	}
+	if err := apiKeys.setup(ctx, mgr); err != nil {
+		return err
+	}
 	if o.autoscaler.enabled {
 		if o.autoscaler.certDir == "" {
 			o.autoscaler.certDir = o.webhookCertDir
@@ -273,6 +265,29 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("manager: %w", err)
 	}
 	return nil
+}
+
+// managerCacheOptions is what the manager caches: only pool pods and the controller's own agent
+// NetworkPolicies (and, with --model-source-namespace, the Model source copies there), and with
+// --namespace only that namespace: the chart's Roles for controller.watchNamespace grant no more.
+func managerCacheOptions(o *options) (cache.Options, error) {
+	poolPods, err := labels.NewRequirement(nnv1.PoolLabel, selection.Exists, nil)
+	if err != nil {
+		return cache.Options{}, fmt.Errorf("pod selector: %w", err)
+	}
+	managedPolicies := labels.SelectorFromSet(labels.Set{nnv1.ManagedByLabel: nnv1.ManagedByController})
+	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}:                 {Label: labels.NewSelector().Add(*poolPods)},
+		&networkingv1.NetworkPolicy{}: {Label: managedPolicies},
+	}}
+	if o.modelSourceNamespace != "" {
+		// Only the Model source copies are cached; tenant Secrets are read one at a time.
+		opts.ByObject[&corev1.Secret{}] = modelcreds.CacheByObject(o.modelSourceNamespace)
+	}
+	if o.namespace != "" {
+		opts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
+	}
+	return opts, nil
 }
 
 // setupWebhook registers the injector and, with --webhook-url or --webhook-service, keeps the

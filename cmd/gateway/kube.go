@@ -28,7 +28,7 @@ func startKube(ctx context.Context, g *gw, pol route.Policy, deps *extensionDeps
 	if err != nil {
 		return nil, err
 	}
-	c, err := kube.NewCache(cfg, s, splitList(g.o.namespaces))
+	c, err := kube.NewCache(cfg, s, splitList(g.o.namespaces), g.o.hashNS)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +37,7 @@ func startKube(ctx context.Context, g *gw, pol route.Policy, deps *extensionDeps
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	dir := access.NewHolder(nil)
-	w := &kube.Watcher{Cache: c, Table: g.table, Dir: dir, Default: pol, OnChange: g.tableChanged}
+	w := &kube.Watcher{Cache: c, Table: g.table, Dir: dir, Default: pol, OnChange: g.tableChanged, HashNamespace: g.o.hashNS}
 	if err := w.Register(ctx); err != nil {
 		return nil, err
 	}
@@ -48,13 +48,16 @@ func startKube(ctx context.Context, g *gw, pol route.Policy, deps *extensionDeps
 		}
 		g.eng.Auth = a
 		// Tenants whose key Secrets cannot be used say so in their status (tenants/status
-		// patch); the Secret's metadata is read directly, since the cache holds only
-		// labelled Secrets.
-		direct, err := client.New(cfg, client.Options{Scheme: s})
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes client: %w", err)
+		// patch). With published hashes the controller says why a Secret is unusable; else the
+		// Secret's metadata is read directly, since the cache holds only labelled Secrets.
+		w.Status = &kube.TenantStatus{Client: cl}
+		if g.o.hashNS == "" {
+			direct, err := client.New(cfg, client.Options{Scheme: s})
+			if err != nil {
+				return nil, fmt.Errorf("kubernetes client: %w", err)
+			}
+			w.Status.Reader = direct
 		}
-		w.Status = &kube.TenantStatus{Client: cl, Reader: direct}
 	} else {
 		g.eng.Anonymous = access.AnonymousIn(g.o.anonNS)
 	}

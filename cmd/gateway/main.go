@@ -6,7 +6,8 @@
 // It runs in one of two modes:
 //
 //	gateway                                   watch the cluster: Models, AgentClasses, AgentPools,
-//	                                          their pods, Tenants, RoutingPolicies, API-key Secrets
+//	                                          their pods, Tenants, RoutingPolicies, and the API-key
+//	                                          hashes the controller publishes (or API-key Secrets)
 //	gateway --backends=http://127.0.0.1:8001  static backends: one pool, no Kubernetes
 package main
 

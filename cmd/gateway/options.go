@@ -25,6 +25,7 @@ type options struct {
 	namespaces string
 	auth       string
 	anonNS     string
+	hashNS     string
 
 	sessionKeyFile string
 	dispatchToken  string
@@ -68,6 +69,7 @@ func (o *options) register(fs *flag.FlagSet) {
 
 	fs.StringVar(&o.namespaces, "namespaces", "", "Kubernetes mode: comma-separated namespaces to watch (empty: all)")
 	fs.StringVar(&o.auth, "auth", "", "authentication: required (Tenants' API keys and OIDC; the default with Kubernetes) or none (every caller is anonymous with access to every model; the default with --backends)")
+	fs.StringVar(&o.hashNS, "api-key-hashes-namespace", "", "Kubernetes mode with --auth=required: read the API-key hashes the controller publishes in this namespace (its --api-key-hashes-namespace; ConfigMaps labelled neuronetes.io/api-key-hashes) and no Secret (empty: read the API-key Secrets themselves)")
 	fs.StringVar(&o.anonNS, "anonymous-namespace", "", "with --auth=none and Kubernetes: the one namespace whose pools anonymous callers reach (required there)")
 
 	fs.StringVar(&o.dispatchToken, "dispatcher-token-file", "", "file holding the NeuroNetes dispatcher's bearer token (at least 32 bytes): with it the dispatcher names the ToolBinding's AgentPool (header X-Neuronetes-Target-Pool) and is served by that pool alone (empty: no dispatcher credential; a request naming a target pool is refused)")
@@ -148,6 +150,9 @@ func (o *options) validate() error {
 		errs = append(errs, errors.New("--auth=none in Kubernetes mode needs --anonymous-namespace: the namespace whose pools anonymous callers may use"))
 	case o.anonNS != "" && len(validation.IsDNS1123Label(o.anonNS)) > 0:
 		errs = append(errs, fmt.Errorf("--anonymous-namespace %q is not a namespace name", o.anonNS))
+	}
+	if o.hashNS != "" && (o.static() || o.auth != "required" || len(validation.IsDNS1123Label(o.hashNS)) > 0) {
+		errs = append(errs, fmt.Errorf("--api-key-hashes-namespace %q: a namespace name, only with --auth=required in Kubernetes mode", o.hashNS))
 	}
 	if o.quotaFailure != "open" && o.quotaFailure != "closed" {
 		errs = append(errs, fmt.Errorf("--quota-store-failure must be open or closed, got %q", o.quotaFailure))

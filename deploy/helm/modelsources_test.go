@@ -50,14 +50,19 @@ func TestChartModelSourceCopies(t *testing.T) {
 		copies     bool
 		controller []string // Secret rights of the controller without resourceNames
 	}{
-		{"default", nil, true, append([]string{"ClusterRole <nil> get", "ClusterRole <nil> create"}, copyRole...)},
-		{"one watched namespace", []string{`controller={"watchNamespace":"team-a"}`}, true, append([]string{"ClusterRole <nil> create", "Role team-a get"}, copyRole...)},
+		{"default", nil, true, append([]string{"ClusterRole <nil> get", "ClusterRole <nil> create",
+			"ClusterRole <nil> get"}, copyRole...)}, // the second get: controller/apikeys, the gateway serves every namespace
+		{"one watched namespace", []string{`controller={"watchNamespace":"team-a"}`, `gateway={"watchNamespaces":["team-a"]}`}, true,
+			append([]string{"Role team-a create", "Role team-a get", "Role team-a get"}, copyRole...)},
 		{"listed namespaces", []string{`controller={"modelSourceNamespaces":["team-a","team-b"]}`}, true,
-			append([]string{"ClusterRole <nil> create", "Role team-a get", "Role team-b get"}, copyRole...)},
-		{"other port", []string{`controller={"modelSourcePort":9555}`}, true, append([]string{"ClusterRole <nil> get", "ClusterRole <nil> create"}, copyRole...)},
-		{"no admission policies", []string{`rbac={"admissionPolicies":false}`}, false, []string{"Role neuronetes-system create"}},
-		{"no webhook", []string{`webhook={"enabled":false}`}, false, nil},
-		{"no controller", []string{`controller={"enabled":false}`, `webhook={"enabled":false}`}, false, nil},
+			append([]string{"ClusterRole <nil> create", "Role team-a get", "Role team-b get", "ClusterRole <nil> get"}, copyRole...)},
+		{"listed namespaces, gateway too", []string{`controller={"modelSourceNamespaces":["team-a","team-b"]}`, `gateway={"watchNamespaces":["team-a"]}`}, true,
+			append([]string{"ClusterRole <nil> create", "Role team-a get", "Role team-b get", "Role team-a get"}, copyRole...)},
+		{"other port", []string{`controller={"modelSourcePort":9555}`}, true, append([]string{"ClusterRole <nil> get", "ClusterRole <nil> create",
+			"ClusterRole <nil> get"}, copyRole...)},
+		{"no admission policies", []string{`rbac={"admissionPolicies":false}`}, false, []string{"Role neuronetes-system create", "ClusterRole <nil> get"}},
+		{"no webhook", []string{`webhook={"enabled":false}`}, false, []string{"ClusterRole <nil> get"}},
+		{"no controller", []string{`controller={"enabled":false}`, `webhook={"enabled":false}`, `gateway={"enabled":false}`}, false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs, err := render(t, nil, tc.set)

@@ -4,13 +4,11 @@
 package access
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"strings"
 	"sync/atomic"
 
 	"github.com/neuronetes/neuronetes/gateway/route"
+	"github.com/neuronetes/neuronetes/internal/apikeyhash"
 )
 
 // Quota limits a tenant in one pool; zero fields are unlimited.
@@ -104,31 +102,12 @@ type Directory struct {
 // NewDirectory returns an empty directory.
 func NewDirectory() *Directory { return &Directory{keys: map[string]*Tenant{}} }
 
-// HashKey returns the hex SHA-256 of an API key. API keys are high-entropy secrets, so an
-// unsalted fast hash keeps them safe at rest while letting a lookup be one map access.
-func HashKey(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])
-}
+// HashKey returns the hex SHA-256 of an API key (apikeyhash.Hash).
+func HashKey(key string) string { return apikeyhash.Hash(key) }
 
-// ParseStoredKey turns a Secret value into a key hash: "sha256:<64 hex>" is taken as a hash,
-// anything else as the key itself. Surrounding whitespace (a trailing newline) is ignored.
-func ParseStoredKey(v string) (string, error) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return "", fmt.Errorf("empty API key")
-	}
-	if h, ok := strings.CutPrefix(v, "sha256:"); ok {
-		if len(h) != 64 {
-			return "", fmt.Errorf("sha256: hash must be 64 hex digits, got %d characters", len(h))
-		}
-		if _, err := hex.DecodeString(h); err != nil {
-			return "", fmt.Errorf("sha256: hash is not hex: %w", err)
-		}
-		return strings.ToLower(h), nil
-	}
-	return HashKey(v), nil
-}
+// ParseStoredKey turns a Secret value into a key hash (apikeyhash.ParseStored): "sha256:<64 hex>"
+// is taken as a hash, anything else as the key itself.
+func ParseStoredKey(v string) (string, error) { return apikeyhash.ParseStored(v) }
 
 // AddKey maps a key hash to t. A hash already mapped to another tenant is an error (the first
 // tenant keeps it).

@@ -107,7 +107,7 @@ func TestBuildDirectory(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "a-keys", Namespace: "ns"}, Data: map[string][]byte{"k1": []byte("sk-a\n"), "k2": []byte("sha256:" + access.HashKey("sk-a2"))}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "b-keys", Namespace: "ns"}, Data: map[string][]byte{"dup": []byte("sk-a"), "bad": []byte("sha256:12")}},
 	}
-	d, errs := BuildDirectory(tenants, secrets)
+	d, errs := BuildDirectory(tenants, SecretKeySets(secrets), false)
 	if len(errs) != 3 {
 		t.Fatalf("errors %v (missing Secret, duplicate key, bad hash)", errs)
 	}

@@ -23,6 +23,9 @@ const (
 	ReasonSecretsRead       = "SecretsRead"
 	ReasonSecretNotLabelled = "SecretNotLabelled"
 	ReasonSecretNotFound    = "SecretNotFound"
+	// ReasonSecretNotPublished: the gateway reads the key hashes controller/apikeys publishes,
+	// and there are none (yet) for the Secret.
+	ReasonSecretNotPublished = "SecretNotPublished"
 )
 
 // TenantStatus writes each Tenant's APIKeysReady condition, so a Tenant whose key Secret the
@@ -34,7 +37,8 @@ type TenantStatus struct {
 	// Client patches Tenant status (tenants/status patch).
 	Client client.Client
 	// Reader reads a Secret the cache lacks, to tell an unlabelled Secret from a missing one
-	// (the gateway's uncached reader; it may get Secrets in the namespaces it serves).
+	// (the gateway's uncached reader). Nil with published key sets: their SecretErrors carry the
+	// reason, and the gateway may read no Secret.
 	Reader client.Reader
 	// Timeout bounds one sync (default 10 s).
 	Timeout time.Duration
@@ -75,23 +79,44 @@ func (s *TenantStatus) condition(ctx context.Context, tn *v1alpha1.Tenant, missi
 	var msgs []string
 	reason := ReasonSecretNotFound
 	for _, m := range missing {
-		var sec metav1.PartialObjectMetadata
-		sec.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-		err := s.Reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Secret}, &sec)
-		switch {
-		case err == nil:
-			reason = ReasonSecretNotLabelled
-			msgs = append(msgs, fmt.Sprintf("Secret %s/%s lacks the label %s: the gateway reads only labelled Secrets (kubectl label secret -n %s %s %s=true)",
-				m.Namespace, m.Secret, v1alpha1.APIKeysSecretLabel, m.Namespace, m.Secret, v1alpha1.APIKeysSecretLabel))
-		case apierrors.IsNotFound(err):
-			msgs = append(msgs, fmt.Sprintf("Secret %s/%s not found", m.Namespace, m.Secret))
-		default:
-			msgs = append(msgs, fmt.Sprintf("Secret %s/%s not found or not labelled %s (%v)", m.Namespace, m.Secret, v1alpha1.APIKeysSecretLabel, err))
+		r, msg := s.explain(ctx, m)
+		if r != ReasonSecretNotFound {
+			reason = r
 		}
+		msgs = append(msgs, msg)
 	}
 	c.Status, c.Reason = metav1.ConditionFalse, reason
 	c.Message = "spec.apiKeys: " + strings.Join(msgs, "; ") + "; requests with its keys get 401"
 	return c
+}
+
+// explain returns the reason and message of one unusable Secret: the published reason when known,
+// else what the Reader finds.
+func (s *TenantStatus) explain(ctx context.Context, m *SecretError) (string, string) {
+	notLabelled := fmt.Sprintf("Secret %s/%s lacks the label %s: only labelled Secrets are read (kubectl label secret -n %s %s %s=true)",
+		m.Namespace, m.Secret, v1alpha1.APIKeysSecretLabel, m.Namespace, m.Secret, v1alpha1.APIKeysSecretLabel)
+	notFound := fmt.Sprintf("Secret %s/%s not found", m.Namespace, m.Secret)
+	switch {
+	case m.Reason == ReasonSecretNotLabelled:
+		return m.Reason, notLabelled
+	case m.Reason == ReasonSecretNotFound:
+		return m.Reason, notFound
+	case m.Reason == ReasonSecretNotPublished:
+		return m.Reason, fmt.Sprintf("the controller has not published the key hashes of Secret %s/%s yet", m.Namespace, m.Secret)
+	case s.Reader == nil:
+		return ReasonSecretNotFound, fmt.Sprintf("Secret %s/%s not found or not labelled %s", m.Namespace, m.Secret, v1alpha1.APIKeysSecretLabel)
+	}
+	var sec metav1.PartialObjectMetadata
+	sec.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	err := s.Reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Secret}, &sec)
+	switch {
+	case err == nil:
+		return ReasonSecretNotLabelled, notLabelled
+	case apierrors.IsNotFound(err):
+		return ReasonSecretNotFound, notFound
+	default:
+		return ReasonSecretNotFound, fmt.Sprintf("Secret %s/%s not found or not labelled %s (%v)", m.Namespace, m.Secret, v1alpha1.APIKeysSecretLabel, err)
+	}
 }
 
 // patch stores cond on tn unless it is already there.

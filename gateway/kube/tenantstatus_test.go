@@ -46,7 +46,7 @@ func TestTenantStatusNamesSecretAndLabel(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The gateway's cache holds only labelled Secrets.
-		_, problems := BuildDirectory(tl.Items, []corev1.Secret{*secret("good", true)})
+		_, problems := BuildDirectory(tl.Items, SecretKeySets([]corev1.Secret{*secret("good", true)}), false)
 		(&TenantStatus{Client: c, Reader: c}).Sync(ctx, tl.Items, problems)
 	}
 	sync()
@@ -97,7 +97,7 @@ func TestWatcherStatusLoop(t *testing.T) {
 	defer cancel()
 	go w.statusLoop(ctx)
 	tenants := []v1alpha1.Tenant{*tn}
-	_, problems := BuildDirectory(tenants, nil)
+	_, problems := BuildDirectory(tenants, nil, false)
 	w.queueStatus(tenants, problems)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var got v1alpha1.Tenant
@@ -112,6 +112,39 @@ func TestWatcherStatusLoop(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the status loop wrote no condition")
+		}
+	}
+}
+
+// With published key hashes the gateway reads no Secret (no Reader): the condition takes the
+// controller's reason, and a Secret the controller has not published says so.
+func TestTenantStatusFromPublishedHashes(t *testing.T) {
+	s, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn := func(name, secret string) *v1alpha1.Tenant {
+		return &v1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, Generation: 1},
+			Spec: v1alpha1.TenantSpec{APIKeys: []v1alpha1.APIKeySource{{SecretName: secret}}}}
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(tn("unlabelled", "u"), tn("late", "l"), tn("ok", "k")).
+		WithStatusSubresource(&v1alpha1.Tenant{}).Build()
+	ctx := context.Background()
+	var tl v1alpha1.TenantList
+	if err := c.List(ctx, &tl); err != nil {
+		t.Fatal(err)
+	}
+	ks := KeySets{{Namespace: "team-a", Name: "u"}: {Problem: "NotLabelled"},
+		{Namespace: "team-a", Name: "k"}: {Hashes: map[string]string{"k": access.HashKey("sk-1")}}}
+	_, problems := BuildDirectory(tl.Items, ks, true)
+	(&TenantStatus{Client: c}).Sync(ctx, tl.Items, problems)
+	for name, want := range map[string]string{"unlabelled": ReasonSecretNotLabelled, "late": ReasonSecretNotPublished, "ok": ReasonSecretsRead} {
+		var got v1alpha1.Tenant
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: name}, &got); err != nil {
+			t.Fatal(err)
+		}
+		if cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.TenantAPIKeysReady); cond == nil || cond.Reason != want {
+			t.Errorf("%s: condition %+v, want reason %s", name, cond, want)
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/gateway/access"
 	"github.com/neuronetes/neuronetes/gateway/route"
+	"github.com/neuronetes/neuronetes/internal/apikeyhash"
 )
 
 // Scheme knows the core and NeuroNetes types.
@@ -37,8 +38,10 @@ func Scheme() (*runtime.Scheme, error) {
 }
 
 // NewCache returns an informer cache over namespaces (all when empty) that holds only pool pods
-// (label neuronetes.io/pool) and API-key Secrets (label neuronetes.io/api-keys).
-func NewCache(cfg *rest.Config, s *runtime.Scheme, namespaces []string) (cache.Cache, error) {
+// (label neuronetes.io/pool) and either the API-key hashes controller/apikeys publishes in
+// hashNamespace (ConfigMaps labelled apikeyhash.Label there; no Secret is read) or, with
+// hashNamespace empty, the API-key Secrets themselves (label neuronetes.io/api-keys).
+func NewCache(cfg *rest.Config, s *runtime.Scheme, namespaces []string, hashNamespace string) (cache.Cache, error) {
 	has := func(key string) labels.Selector {
 		r, err := labels.NewRequirement(key, selection.Exists, nil)
 		if err != nil {
@@ -48,9 +51,14 @@ func NewCache(cfg *rest.Config, s *runtime.Scheme, namespaces []string) (cache.C
 	}
 	o := cache.Options{Scheme: s, DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:    {Label: has(v1alpha1.PoolLabel)},
-			&corev1.Secret{}: {Label: has(v1alpha1.APIKeysSecretLabel)},
+			&corev1.Pod{}: {Label: has(v1alpha1.PoolLabel)},
 		}}
+	if hashNamespace != "" {
+		o.ByObject[&corev1.ConfigMap{}] = cache.ByObject{Label: has(apikeyhash.Label),
+			Namespaces: map[string]cache.Config{hashNamespace: {}}}
+	} else {
+		o.ByObject[&corev1.Secret{}] = cache.ByObject{Label: has(v1alpha1.APIKeysSecretLabel)}
+	}
 	if len(namespaces) > 0 {
 		o.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range namespaces {
@@ -76,6 +84,9 @@ type Watcher struct {
 	Default route.Policy
 	// OnChange runs after each rebuild (optional).
 	OnChange func()
+	// HashNamespace is where controller/apikeys publishes the API-key hashes (the cache's
+	// hashNamespace); empty: the API-key Secrets are read directly.
+	HashNamespace string
 	// Status writes the Tenants' APIKeysReady condition after rebuilds (optional), on its own
 	// goroutine and at most every StatusInterval, so the apiserver calls never delay routing.
 	Status *TenantStatus
@@ -98,9 +109,13 @@ type statusJob struct {
 }
 
 // watched are the kinds a change of which rebuilds the snapshots.
-func watched() []client.Object {
+func (w *Watcher) watched() []client.Object {
+	keys := client.Object(&corev1.Secret{})
+	if w.HashNamespace != "" {
+		keys = &corev1.ConfigMap{}
+	}
 	return []client.Object{&v1alpha1.AgentClass{}, &v1alpha1.AgentPool{}, &corev1.Pod{},
-		&v1alpha1.RoutingPolicy{}, &v1alpha1.Tenant{}, &corev1.Secret{}}
+		&v1alpha1.RoutingPolicy{}, &v1alpha1.Tenant{}, keys}
 }
 
 // Register adds the event handlers; call before the cache starts.
@@ -111,7 +126,7 @@ func (w *Watcher) Register(ctx context.Context) error {
 		UpdateFunc: func(any, any) { w.poke() },
 		DeleteFunc: func(any) { w.poke() },
 	}
-	for _, o := range watched() {
+	for _, o := range w.watched() {
 		inf, err := w.Cache.GetInformer(ctx, o)
 		if err != nil {
 			return fmt.Errorf("informer for %T: %w", o, err)
@@ -164,16 +179,21 @@ func (w *Watcher) rebuild(ctx context.Context) {
 	var pods corev1.PodList
 	var pols v1alpha1.RoutingPolicyList
 	var tenants v1alpha1.TenantList
-	var secrets corev1.SecretList
-	for _, l := range []client.ObjectList{&classes, &pools, &pods, &pols, &tenants, &secrets} {
+	for _, l := range []client.ObjectList{&classes, &pools, &pods, &pols, &tenants} {
 		if err := w.Cache.List(ctx, l); err != nil {
 			logger.Error(err, "Listing from the informer cache failed; keeping the previous routing table")
 			return
 		}
 	}
+	ks, kerrs, err := w.keySets(ctx)
+	if err != nil {
+		logger.Error(err, "Listing from the informer cache failed; keeping the previous routing table")
+		return
+	}
 	o.Classes, o.Pools, o.Pods, o.Policies = classes.Items, pools.Items, pods.Items, pols.Items
 	snap, errs := BuildTable(o, w.Default)
-	dir, derrs := BuildDirectory(tenants.Items, secrets.Items)
+	dir, derrs := BuildDirectory(tenants.Items, ks, w.HashNamespace != "")
+	errs = append(errs, kerrs...)
 	w.Table.Store(snap)
 	w.Dir.Store(dir)
 	w.report(logger, append(errs, derrs...))
@@ -182,6 +202,23 @@ func (w *Watcher) rebuild(ctx context.Context) {
 	if w.OnChange != nil {
 		w.OnChange()
 	}
+}
+
+// keySets lists the API-key Secrets, or the published hashes, from the cache.
+func (w *Watcher) keySets(ctx context.Context) (KeySets, []error, error) {
+	if w.HashNamespace == "" {
+		var secrets corev1.SecretList
+		if err := w.Cache.List(ctx, &secrets); err != nil {
+			return nil, nil, err
+		}
+		return SecretKeySets(secrets.Items), nil, nil
+	}
+	var cms corev1.ConfigMapList
+	if err := w.Cache.List(ctx, &cms, client.InNamespace(w.HashNamespace)); err != nil {
+		return nil, nil, err
+	}
+	ks, errs := PublishedKeySets(cms.Items, w.HashNamespace)
+	return ks, errs, nil
 }
 
 // queueStatus hands the tenants and their problems to the status loop (latest wins).

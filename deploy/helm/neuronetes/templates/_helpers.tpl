@@ -162,3 +162,9 @@ cannot limit create by name). Otherwise a Model with a spec.source.secretRef fai
 {{- $confined := or (not .Values.rbac.create) .Values.rbac.admissionPolicies -}}
 {{- if and .Values.controller.enabled .Values.nodeagent.enabled .Values.webhook.enabled $confined -}}true{{- end -}}
 {{- end -}}
+
+{{- /* "true" when the gateway authenticates API keys: the controller then publishes their hashes in
+the release namespace (controller/apikeys) and the gateway reads those, never a Secret. */ -}}
+{{- define "neuronetes.apiKeyHashes" -}}
+{{- if and .Values.gateway.enabled (eq .Values.gateway.auth "required") -}}true{{- end -}}
+{{- end -}}
