@@ -70,6 +70,8 @@ type options struct {
 	agentNetPolFile           string
 	agentNetPolName           string
 	agentSessions             bool
+	sessionRestoreHostImage   string
+	sessionNetPolFile         string
 	modelSourceNamespace      string
 	modelSourceResync         time.Duration
 	modelSourceReaderRole     string
@@ -108,6 +110,8 @@ func parseFlags() *options {
 	flag.StringVar(&o.agentNetPolFile, "agent-network-policy-file", "", "NetworkPolicySpec (YAML) kept in every namespace with AgentPools under --agent-network-policy-name (empty: none)")
 	flag.StringVar(&o.agentNetPolName, "agent-network-policy-name", "neuronetes-agents", "name of the agent NetworkPolicy in each namespace")
 	flag.BoolVar(&o.agentSessions, "agent-sessions", false, "run the AgentSession controller (controller/agentsession; needs the AgentSession and AgentCheckpoint CRDs and the node agents' checkpointing; docs/sessions.md)")
+	flag.StringVar(&o.sessionNetPolFile, "session-network-policy-file", "", "NetworkPolicySpec (YAML) of each AgentSession's own NetworkPolicy session-<name>, its podSelector narrowed to that session's pods; empty: none")
+	flag.StringVar(&o.sessionRestoreHostImage, "session-restore-host-image", "registry.k8s.io/pause:3.10", "image of the host container of an AgentSession's resume pod, into which the node agent restores the checkpointed agent (a pause image)")
 	flag.StringVar(&o.modelSourceNamespace, "model-source-namespace", "", "namespace where the credentials of each Model's spec.source.secretRef (read in the Model's namespace) are copied for the node agents (controller/modelcreds; empty: none)")
 	flag.StringVar(&o.modelSourceReaderRole, "model-source-reader-role", "", "Role in --model-source-namespace, bound to the node agents, whose rules the controller keeps at get of exactly the copies that exist (controller/modelcreds AccessReconciler; the installer creates it; empty: not kept)")
 	flag.DurationVar(&o.modelSourceResync, "model-source-resync", modelcreds.DefaultResync, "how often a Model's source Secret is read again (tenant Secrets are not watched)")
@@ -219,7 +223,15 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("agentclass controller: %w", err)
 	}
 	if o.agentSessions {
-		if err := (&agentsession.Reconciler{Metrics: agentsession.NewMetrics(crmetrics.Registry)}).SetupWithManager(mgr); err != nil {
+		sr := &agentsession.Reconciler{Metrics: agentsession.NewMetrics(crmetrics.Registry), RestoreHostImage: o.sessionRestoreHostImage}
+		if o.sessionNetPolFile != "" {
+			spec, err := agentnetpol.LoadSpec(o.sessionNetPolFile)
+			if err != nil {
+				return fmt.Errorf("--session-network-policy-file: %w", err)
+			}
+			sr.NetworkPolicy = &spec
+		}
+		if err := sr.SetupWithManager(mgr, o.namespace); err != nil {
 			return fmt.Errorf("agentsession controller: %w", err)
 		}
 	}
