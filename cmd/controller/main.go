@@ -225,9 +225,9 @@ func run(ctx context.Context, o *options) error {
 	if o.agentSessions {
 		sr := &agentsession.Reconciler{Metrics: agentsession.NewMetrics(crmetrics.Registry), RestoreHostImage: o.sessionRestoreHostImage}
 		if o.sessionNetPolFile != "" {
-			spec, err := agentnetpol.LoadSpec(o.sessionNetPolFile)
+			spec, err := agentnetpol.LoadSpecFlag("--session-network-policy-file", o.sessionNetPolFile)
 			if err != nil {
-				return fmt.Errorf("--session-network-policy-file: %w", err)
+				return err
 			}
 			sr.NetworkPolicy = &spec
 		}
