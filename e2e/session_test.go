@@ -140,6 +140,25 @@ func TestAgentSessionIdleSuspendResume(t *testing.T) {
 		}
 	})
 
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, ns := range []string{nsA, nsB} {
+			var cks v1alpha1.AgentCheckpointList
+			if err := c.List(context.Background(), &cks, client.InNamespace(ns)); err == nil {
+				for _, ck := range cks.Items {
+					t.Logf("AgentCheckpoint %s/%s: %s %s", ns, ck.Name, ck.Status.Phase, ck.Status.Message)
+				}
+			}
+			var evs corev1.EventList
+			if err := c.List(context.Background(), &evs, client.InNamespace(ns)); err == nil {
+				for _, ev := range evs.Items {
+					t.Logf("event %s/%s %s %s: %s", ns, ev.InvolvedObject.Name, ev.Type, ev.Reason, ev.Message)
+				}
+			}
+		}
+	})
 	session := func(ns, name string) *v1alpha1.AgentSession {
 		var s v1alpha1.AgentSession
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &s); err != nil {

@@ -181,6 +181,12 @@ func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev
 		}
 		s.Status.PodName, s.Status.NodeName = "", ""
 	case AbortSuspend:
+		// A failed checkpoint is deleted so that the next suspension of this pod, which has the
+		// same name, runs again instead of finding the failure.
+		ck := &nnv1.AgentCheckpoint{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: CheckpointName(s.Name, s.Status.Pods)}}
+		if err := r.Client.Delete(ctx, ck); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete failed agentcheckpoint %s: %w", ck.Name, err)
+		}
 		s.Status.LastActivity = &t
 	case StartRestore:
 		rs, err := NewRestore(s, s.Status.PodName, s.Status.Pods)

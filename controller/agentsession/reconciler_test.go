@@ -270,3 +270,27 @@ func TestReconcileCreatesSessionNetworkPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestReconcileRetriesFailedCheckpoint: a failed suspension leaves the session Running, deletes
+// the failed AgentCheckpoint, and the next idle deadline checkpoints again (a new run, not the
+// old failure).
+func TestReconcileRetriesFailedCheckpoint(t *testing.T) {
+	h := newHarness(t, testClass(nil), newSession(time.Minute))
+	h.step(nnv1.SessionPending)
+	h.ready("s1-1")
+	h.step(nnv1.SessionRunning)
+	h.now = h.now.Add(time.Minute)
+	h.step(nnv1.SessionSuspending)
+	h.finish("s1-1-suspend", nnv1.AgentCheckpointFailed)
+	h.step(nnv1.SessionRunning)
+	var ck nnv1.AgentCheckpoint
+	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "s1-1-suspend"}, &ck); err == nil {
+		t.Fatalf("the failed checkpoint is kept: %+v", ck.Status)
+	}
+	h.now = h.now.Add(time.Minute)
+	h.step(nnv1.SessionSuspending)
+	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "s1-1-suspend"}, &ck); err != nil || ck.Status.Phase != "" {
+		t.Fatalf("no new checkpoint run: %v %+v", err, ck.Status)
+	}
+	h.step(nnv1.SessionSuspending) // it runs; no failure seen
+}

@@ -50,7 +50,7 @@ func TestChartAgentSessions(t *testing.T) {
 		role := find(tc.objs, "ClusterRole", "nn-neuronetes-controller")
 		for _, g := range []struct{ resource, verb string }{
 			{"agentsessions", "get"}, {"agentsessions", "list"}, {"agentsessions", "watch"},
-			{"agentsessions/status", "patch"}, {"serviceaccounts", "create"}, {"runtimeclasses", "get"},
+			{"agentsessions/status", "patch"}, {"serviceaccounts", "create"}, {"runtimeclasses", "get"}, {"agentcheckpoints", "delete"},
 		} {
 			if got := rulesGrant(role, g.resource, g.verb); got != tc.want {
 				t.Errorf("%s: %s %s granted %v, want %v", tc.name, g.verb, g.resource, got, tc.want)
