@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/neuronetes/neuronetes/e2e/cluster"
 	"github.com/neuronetes/neuronetes/e2e/images"
 	"github.com/neuronetes/neuronetes/internal/testreq"
 	"github.com/neuronetes/neuronetes/sidecar/redistest"
@@ -200,6 +201,9 @@ func installRelease(t *testing.T, e *Env) *deployRelease {
 		fmt.Sprintf("--set driver.metricsPort=%d --set driver.metricsBindAddress=127.0.0.1", deployDriverPort),
 		"--set nodeagent.metricsPort=19465 --set nodeagent.probePort=19466",
 		"--set nodeagent.runDir=/var/run/neuronetes-e2e --set nodeagent.cacheDir=/var/lib/neuronetes-e2e/models",
+		// The session controller's RBAC, admission policies and NetworkPolicy file (RBACAllowlist,
+		// AdmissionPolicies).
+		"--set controller.agentSessions.enabled=true --set controller.agentSessions.restoreHostImage=" + cluster.PauseImage,
 	}, " ")
 	t.Cleanup(func() {
 		cmd := exec.Command("bash", "hack/deploy-local.sh", "--uninstall")

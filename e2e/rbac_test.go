@@ -224,6 +224,37 @@ func deployAdmissionPolicies(t *testing.T, e *Env, r *deployRelease) {
 			t.Fatalf("the plain pod has owners %v (%v)", now.OwnerReferences, err)
 		}
 	})
+	t.Run("TenantPassesPodOffAsSessionPod", func(t *testing.T) {
+		// The tool proxy trusts a pod controlled by an AgentSession as that session: a namespace
+		// user may not create one.
+		yes, no, uid := true, false, int64(65532)
+		owner := metav1.OwnerReference{APIVersion: "neuronetes.io/v1alpha1", Kind: "AgentSession", Name: "s1", UID: "0b7d4f0e-0000-4000-8000-000000000002", Controller: &yes}
+		forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "s1-1", Labels: map[string]string{"neuronetes.io/session": "s1"}, OwnerReferences: []metav1.OwnerReference{owner}},
+			Spec: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+				Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"sleep", "3600"},
+					SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}}}}
+		_, err := e.Kube.CoreV1().Pods(r.exampleNS).Create(ctx, forged, metav1.CreateOptions{})
+		wantRefused(t, err, "only the NeuroNetes controller may create a pod owned by an AgentPool or an AgentSession")
+		if _, err := e.Kube.CoreV1().Pods(r.exampleNS).Get(ctx, forged.Name, metav1.GetOptions{}); err == nil {
+			t.Fatal("the forged session pod exists")
+		}
+	})
+	t.Run("ControllerCreatesForeignServiceAccount", func(t *testing.T) {
+		// RBAC lets the controller create any ServiceAccount (for sessions); the policy admits
+		// only session-<s> of an AgentSession <s>, without a token.
+		ctl := impersonate(t, e, accounts["controller"], nil)
+		for _, sa := range []*corev1.ServiceAccount{
+			{ObjectMeta: metav1.ObjectMeta{Name: "nn-e2e-admin"}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "session-s1", Labels: map[string]string{"neuronetes.io/session": "s1"}}},
+		} {
+			_, err := ctl.CoreV1().ServiceAccounts(r.exampleNS).Create(ctx, sa, metav1.CreateOptions{})
+			wantRefused(t, err, "may only create ServiceAccounts session-<s> of an AgentSession")
+			if _, err := e.Kube.CoreV1().ServiceAccounts(r.exampleNS).Get(ctx, sa.Name, metav1.GetOptions{}); err == nil {
+				t.Fatalf("ServiceAccount %s was created", sa.Name)
+			}
+		}
+	})
 	t.Run("NodeAgentPatchesAnotherNode", func(t *testing.T) {
 		patch := []byte(`{"metadata":{"labels":{"nn-e2e-attack":"1"}}}`)
 		for _, tc := range []struct {

@@ -122,6 +122,13 @@ type ToolConfig struct {
 	// +listType=set
 	// +optional
 	AllowedPools []string `json:"allowedPools,omitempty"`
+	// AllowedSessionClasses are the AgentClasses of the binding's namespace whose AgentSessions
+	// may call the tool: the tool proxy trusts a pod controlled by an AgentSession as that
+	// session, and the session's spec.classRef must be listed here (docs/sessions.md).
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=set
+	// +optional
+	AllowedSessionClasses []string `json:"allowedSessionClasses,omitempty"`
 	// SideEffects marks a tool whose calls change something: each call must carry an
 	// Idempotency-Key, and a repeated key gets the first call's answer without calling again.
 	// +optional

@@ -123,8 +123,9 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 }
 
 // adaptSpec points the source container's spec at the host container: its
-// network, IPC and UTS namespaces, its cgroup parent, and its bind mounts
-// for destinations whose source is gone (per-pod files such as /etc/hosts).
+// network, IPC and UTS namespaces, its cgroup parent, and its bind mounts of
+// every destination it also mounts (per-pod files such as /etc/hosts, and the
+// pod's volumes); a bind mount the host lacks keeps its source if it exists.
 func adaptSpec(spec, host *specs.Spec, name string) error {
 	if spec.Linux == nil || host.Linux == nil {
 		return fmt.Errorf("spec without linux section")
@@ -153,14 +154,16 @@ func adaptSpec(spec, host *specs.Spec, name string) error {
 		if m.Type != "bind" && !hasOpt(m.Options, "bind") && !hasOpt(m.Options, "rbind") {
 			continue
 		}
-		if _, err := os.Stat(m.Source); err == nil {
+		// The host container's own mount of a destination wins: the restored process joins the
+		// host's pod, and the source pod's per-pod files may still exist now yet be removed by
+		// its kubelet before the runtime opens them (a suspended session's deleted pod).
+		if hm, ok := hostMounts[m.Destination]; ok {
+			spec.Mounts[i].Source = hm.Source
 			continue
 		}
-		hm, ok := hostMounts[m.Destination]
-		if !ok {
+		if _, err := os.Stat(m.Source); err != nil {
 			return fmt.Errorf("restore needs bind mount %s (source %s is gone) and the host container has none", m.Destination, m.Source)
 		}
-		spec.Mounts[i].Source = hm.Source
 	}
 	return nil
 }

@@ -50,6 +50,9 @@ func TestAdaptSpec(t *testing.T) {
 			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/var/run/secrets", Type: "bind", Source: "/gone/secret"})
 		}, wantErr: "/var/run/secrets"},
 		{name: "host without netns", mutate: func(_, h *specs.Spec) { h.Linux.Namespaces = nil }, wantErr: ErrNoHost.Error()},
+		{name: "the host's mount wins over a source that still exists", mutate: func(s, _ *specs.Spec) {
+			s.Mounts[1].Source = existing // the source pod's etc-hosts, not yet removed by its kubelet
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -70,6 +70,8 @@ type options struct {
 	agentNetPolFile           string
 	agentNetPolName           string
 	agentSessions             bool
+	sessionRestoreHostImage   string
+	sessionNetPolFile         string
 	modelSourceNamespace      string
 	modelSourceResync         time.Duration
 	modelSourceAddr           string
@@ -110,6 +112,8 @@ func parseFlags() *options {
 	flag.StringVar(&o.agentNetPolFile, "agent-network-policy-file", "", "NetworkPolicySpec (YAML) kept in every namespace with AgentPools under --agent-network-policy-name (empty: none)")
 	flag.StringVar(&o.agentNetPolName, "agent-network-policy-name", "neuronetes-agents", "name of the agent NetworkPolicy in each namespace")
 	flag.BoolVar(&o.agentSessions, "agent-sessions", false, "run the AgentSession controller (controller/agentsession; needs the AgentSession and AgentCheckpoint CRDs and the node agents' checkpointing; docs/sessions.md)")
+	flag.StringVar(&o.sessionNetPolFile, "session-network-policy-file", "", "NetworkPolicySpec (YAML) of each AgentSession's own NetworkPolicy session-<name>, its podSelector narrowed to that session's pods; empty: none")
+	flag.StringVar(&o.sessionRestoreHostImage, "session-restore-host-image", "registry.k8s.io/pause:3.10", "image of the host container of an AgentSession's resume pod, into which the node agent restores the checkpointed agent (a pause image)")
 	flag.StringVar(&o.modelSourceNamespace, "model-source-namespace", "", "namespace where the credentials of each Model's spec.source.secretRef (read in the Model's namespace) are copied for --model-source-addr (controller/modelcreds; empty: none)")
 	flag.StringVar(&o.modelSourceAddr, "model-source-addr", "", "address of the TLS endpoint where node agents fetch a Model's source credentials with their projected token, answered only when their node uses the Model (controller/modelcreds Server; empty: off)")
 	flag.StringVar(&o.modelSourceNodeAgent, "model-source-node-agent", "", "the node agents' ServiceAccount, namespace/name: the only caller --model-source-addr answers")
@@ -212,7 +216,15 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("agentclass controller: %w", err)
 	}
 	if o.agentSessions {
-		if err := (&agentsession.Reconciler{Metrics: agentsession.NewMetrics(crmetrics.Registry)}).SetupWithManager(mgr); err != nil {
+		sr := &agentsession.Reconciler{Metrics: agentsession.NewMetrics(crmetrics.Registry), RestoreHostImage: o.sessionRestoreHostImage}
+		if o.sessionNetPolFile != "" {
+			spec, err := agentnetpol.LoadSpecFlag("--session-network-policy-file", o.sessionNetPolFile)
+			if err != nil {
+				return err
+			}
+			sr.NetworkPolicy = &spec
+		}
+		if err := sr.SetupWithManager(mgr, o.namespace); err != nil {
 			return fmt.Errorf("agentsession controller: %w", err)
 		}
 	}

@@ -28,19 +28,24 @@ import (
 // from path. The spec must select pods: an empty podSelector would select
 // every pod of the tenant's namespace, not only its agents.
 func LoadSpec(path string) (networkingv1.NetworkPolicySpec, error) {
+	return LoadSpecFlag("--agent-network-policy-file", path)
+}
+
+// LoadSpecFlag is LoadSpec for the file of the flag named in its errors.
+func LoadSpecFlag(flag, path string) (networkingv1.NetworkPolicySpec, error) {
 	var spec networkingv1.NetworkPolicySpec
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return spec, fmt.Errorf("--agent-network-policy-file: %w", err)
+		return spec, fmt.Errorf("%s: %w", flag, err)
 	}
 	if err := yaml.UnmarshalStrict(b, &spec); err != nil {
-		return spec, fmt.Errorf("--agent-network-policy-file %s: %w", path, err)
+		return spec, fmt.Errorf("%s %s: %w", flag, path, err)
 	}
 	if len(spec.PodSelector.MatchLabels) == 0 && len(spec.PodSelector.MatchExpressions) == 0 {
-		return spec, fmt.Errorf("--agent-network-policy-file %s: podSelector is empty (it would select every pod of a namespace, not its agent pods)", path)
+		return spec, fmt.Errorf("%s %s: podSelector is empty (it would select every pod of a namespace, not its agent pods)", flag, path)
 	}
 	if len(spec.PolicyTypes) == 0 {
-		return spec, fmt.Errorf("--agent-network-policy-file %s: policyTypes is empty (name Ingress, Egress or both)", path)
+		return spec, fmt.Errorf("%s %s: policyTypes is empty (name Ingress, Egress or both)", flag, path)
 	}
 	return spec, nil
 }

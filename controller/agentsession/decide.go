@@ -36,8 +36,9 @@ type Observed struct {
 	PhaseSince time.Time
 	// SuspendedByRequest is status.suspendedByRequest.
 	SuspendedByRequest bool
-	// PodExists, PodReady: the session's current pod (status.podName).
-	PodExists, PodReady bool
+	// PodExists, PodRunning, PodReady: the session's current pod (status.podName) exists, runs
+	// (phase Running) and is Ready.
+	PodExists, PodRunning, PodReady bool
 	// Checkpoint is the outcome of the current suspension's Checkpoint AgentCheckpoint, Restore
 	// that of the current resume's Restore.
 	Checkpoint, Restore Op
@@ -158,11 +159,14 @@ func Decide(o Observed, now time.Time) Decision {
 		switch {
 		case !o.PodExists:
 			return Decision{Action: CreatePod, Phase: nnv1.SessionResuming, Reason: "PodLost"}
-		case o.Restore == OpSucceeded:
+		case o.Restore == OpSucceeded && o.PodReady:
 			return Decision{Action: MarkRunning, Phase: nnv1.SessionRunning, Reason: "Resumed"}
 		case o.Restore == OpFailed:
 			return Decision{Action: AbortResume, Phase: nnv1.SessionSuspended, Reason: "RestoreFailed"}
-		case o.Restore == OpNone && o.PodReady:
+		case o.Restore == OpNone && o.PodRunning:
+			// The resume pod's first container is a host (pause) container; a readiness probe
+			// on the agent's port turns Ready only once the restored process serves, so the
+			// restore starts when the pod runs, and the session runs when it is also Ready.
 			return Decision{Action: StartRestore, Phase: nnv1.SessionResuming, Reason: "Restoring"}
 		}
 		return Decision{Action: Wait, Phase: nnv1.SessionResuming}

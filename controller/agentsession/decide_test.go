@@ -36,9 +36,10 @@ func TestDecide(t *testing.T) {
 		{"activity after suspension resumes", Observed{Phase: nnv1.SessionSuspended, PhaseSince: t0, LastActivity: t0.Add(time.Second)}, t0.Add(time.Hour), CreatePod, nnv1.SessionResuming, false, 0},
 		{"spec.suspend holds a session despite activity", Observed{Phase: nnv1.SessionSuspended, Suspend: true, PhaseSince: t0, LastActivity: t0.Add(time.Second)}, t0, Wait, nnv1.SessionSuspended, false, 0},
 		{"spec.suspend false resumes a requested suspension", Observed{Phase: nnv1.SessionSuspended, SuspendedByRequest: true, PhaseSince: t0}, t0, CreatePod, nnv1.SessionResuming, false, 0},
-		{"resume restores once the pod is ready", Observed{Phase: nnv1.SessionResuming, PodExists: true, PodReady: true}, t0, StartRestore, nnv1.SessionResuming, false, 0},
+		{"resume restores once the host pod runs (not yet Ready)", Observed{Phase: nnv1.SessionResuming, PodExists: true, PodRunning: true}, t0, StartRestore, nnv1.SessionResuming, false, 0},
 		{"resume waits for the pod", Observed{Phase: nnv1.SessionResuming, PodExists: true}, t0, Wait, nnv1.SessionResuming, false, 0},
-		{"restore done runs", Observed{Phase: nnv1.SessionResuming, PodExists: true, PodReady: true, Restore: OpSucceeded}, t0, MarkRunning, nnv1.SessionRunning, false, 0},
+		{"restore done waits for readiness", Observed{Phase: nnv1.SessionResuming, PodExists: true, PodRunning: true, Restore: OpSucceeded}, t0, Wait, nnv1.SessionResuming, false, 0},
+		{"restore done and ready runs", Observed{Phase: nnv1.SessionResuming, PodExists: true, PodRunning: true, PodReady: true, Restore: OpSucceeded}, t0, MarkRunning, nnv1.SessionRunning, false, 0},
 		{"restore failed stays suspended", Observed{Phase: nnv1.SessionResuming, PodExists: true, Restore: OpFailed}, t0, AbortResume, nnv1.SessionSuspended, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/controller/tooltoken"
 )
 
 // WorkspaceVolume is the emptyDir every session pod mounts at WorkspacePath.
@@ -45,11 +46,16 @@ func RuntimeClassFor(s *nnv1.AgentSession, class *nnv1.AgentClass) (*string, err
 }
 
 // BuildPod renders the session's n-th pod from the AgentClass template: its own ServiceAccount
-// (no token unless the template mounts one), the workspace emptyDir with its size limit, the
-// RuntimeClass of RuntimeClassFor, and Pod Security restricted defaults where the template
-// leaves them unset (non-root, no privilege escalation, all capabilities dropped,
-// RuntimeDefault seccomp).
-func BuildPod(s *nnv1.AgentSession, class *nnv1.AgentClass, n int32) (*corev1.Pod, error) {
+// (no apiserver token unless the template mounts one), the tool proxy's projected token
+// (tooltoken.Add), the workspace emptyDir with its size limit, the RuntimeClass of
+// RuntimeClassFor, and Pod Security restricted defaults where the template leaves them unset
+// (non-root, no privilege escalation, all capabilities dropped, RuntimeDefault seccomp).
+//
+// hostImage, when set, makes it a resume pod: the first container runs hostImage (a pause
+// image) without the template's command, arguments, liveness and startup probes, as the host
+// container the node agent restores the checkpointed agent into (docs/checkpoint.md); its
+// readiness probe stays, so the pod turns Ready once the restored agent serves.
+func BuildPod(s *nnv1.AgentSession, class *nnv1.AgentClass, n int32, hostImage string) (*corev1.Pod, error) {
 	if class.Spec.Template == nil || len(class.Spec.Template.Spec.Containers) == 0 {
 		return nil, fmt.Errorf("agentclass %s: spec.template.spec.containers is empty", class.Name)
 	}
@@ -94,6 +100,11 @@ func BuildPod(s *nnv1.AgentSession, class *nnv1.AgentClass, n int32) (*corev1.Po
 	})
 	c := &pod.Spec.Containers[0]
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: WorkspaceVolume, MountPath: WorkspacePath})
+	if hostImage != "" {
+		c.Image, c.Command, c.Args = hostImage, nil, nil
+		c.LivenessProbe, c.StartupProbe = nil, nil
+	}
+	tooltoken.Add(pod)
 	restrict(&pod.Spec)
 	return pod, nil
 }

@@ -21,7 +21,8 @@ func testClass(rc *string, allowed ...string) *nnv1.AgentClass {
 					Labels:      map[string]string{"app": "demo", nnv1.PoolLabel: "p"},
 					Annotations: map[string]string{nnv1.RestoreFromAnnotation: "other"},
 				},
-				Spec: corev1.PodSpec{RuntimeClassName: rc, Containers: []corev1.Container{{Name: "agent", Image: "demo"}}},
+				Spec: corev1.PodSpec{RuntimeClassName: rc, Containers: []corev1.Container{{Name: "agent", Image: "demo", Args: []string{"--listen=:8000"},
+					ReadinessProbe: &corev1.Probe{}, LivenessProbe: &corev1.Probe{}}}},
 			},
 		},
 	}
@@ -42,7 +43,7 @@ func testSession(rc *string, ws string) *nnv1.AgentSession {
 func ptr(s string) *string { return &s }
 
 func TestBuildPod(t *testing.T) {
-	pod, err := BuildPod(testSession(nil, "2Gi"), testClass(ptr("gvisor")), 3)
+	pod, err := BuildPod(testSession(nil, "2Gi"), testClass(ptr("gvisor")), 3, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +74,11 @@ func TestBuildPod(t *testing.T) {
 	if ws == nil || ws.EmptyDir == nil || ws.EmptyDir.SizeLimit.String() != "2Gi" {
 		t.Fatalf("workspace volume %+v", ws)
 	}
-	if m := pod.Spec.Containers[0].VolumeMounts; len(m) != 1 || m[0].MountPath != WorkspacePath {
-		t.Errorf("mounts %v", m)
+	if m := pod.Spec.Containers[0].VolumeMounts; len(m) != 2 || m[0].MountPath != WorkspacePath || m[1].MountPath != nnv1.ToolTokenDir {
+		t.Errorf("mounts %v, want the workspace and the tool token", m)
+	}
+	if pod.Spec.Containers[0].Image != "demo" || len(pod.Spec.Containers[0].Args) != 1 {
+		t.Errorf("a first start runs the template's container: %+v", pod.Spec.Containers[0])
 	}
 	sc := pod.Spec.Containers[0].SecurityContext
 	if *pod.Spec.SecurityContext.RunAsNonRoot != true || pod.Spec.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
@@ -87,7 +91,7 @@ func TestBuildPodKeepsTemplateToken(t *testing.T) {
 	c := testClass(nil)
 	tr := true
 	c.Spec.Template.Spec.AutomountServiceAccountToken = &tr
-	pod, err := BuildPod(testSession(nil, ""), c, 1)
+	pod, err := BuildPod(testSession(nil, ""), c, 1, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +126,7 @@ func TestRuntimeClassFor(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tc.errField) {
 					t.Fatalf("err %v, want one naming %s", err, tc.errField)
 				}
-				if _, berr := BuildPod(testSession(tc.session, ""), testClass(tc.tmpl, tc.allowed...), 1); berr == nil {
+				if _, berr := BuildPod(testSession(tc.session, ""), testClass(tc.tmpl, tc.allowed...), 1, ""); berr == nil {
 					t.Fatal("BuildPod built a pod with a refused RuntimeClass")
 				}
 				return
@@ -142,4 +146,26 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// TestBuildPodResumeHost: a resume pod's first container is the host image without the
+// template's arguments and liveness probe (a pause container would fail them), keeps the
+// readiness probe (Ready once the restored agent serves), and carries the same mounts as the
+// first pod, so the restored container finds its workspace and tool token.
+func TestBuildPodResumeHost(t *testing.T) {
+	first, err := BuildPod(testSession(nil, ""), testClass(nil), 1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := BuildPod(testSession(nil, ""), testClass(nil), 2, "pause:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pod.Spec.Containers[0]
+	if c.Image != "pause:1" || c.Args != nil || c.Command != nil || c.LivenessProbe != nil || c.ReadinessProbe == nil {
+		t.Fatalf("host container %+v", c)
+	}
+	if len(c.VolumeMounts) != len(first.Spec.Containers[0].VolumeMounts) || len(c.Env) != len(first.Spec.Containers[0].Env) {
+		t.Errorf("host mounts %v env %v, first pod %v %v", c.VolumeMounts, c.Env, first.Spec.Containers[0].VolumeMounts, first.Spec.Containers[0].Env)
+	}
 }

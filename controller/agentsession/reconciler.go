@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -27,9 +28,19 @@ const ConditionReady = "Ready"
 // Reconciler applies Decide to one AgentSession: it reads the session, its class, its current
 // pod and AgentCheckpoints, and writes what the decision asks.
 type Reconciler struct {
-	Client   client.Client
-	Scheme   *runtime.Scheme
-	Recorder record.EventRecorder
+	Client client.Client
+	// Pods reads the sessions' pods (default Client). SetupWithManager sets a cache of the pods
+	// labelled neuronetes.io/session, since the manager's cache holds only pool pods.
+	Pods client.Reader
+	// APIReader reads RuntimeClasses one at a time without a cache (default Client).
+	APIReader client.Reader
+	// RestoreHostImage is the image of a resume pod's host container (a pause image; BuildPod).
+	RestoreHostImage string
+	// NetworkPolicy, when set, is the spec of each session's own NetworkPolicy (NetworkPolicy),
+	// created before the session's first pod and before every resume pod.
+	NetworkPolicy *networkingv1.NetworkPolicySpec
+	Scheme        *runtime.Scheme
+	Recorder      record.EventRecorder
 	// Metrics, when set, counts sessions by phase and times suspends and resumes.
 	Metrics *Metrics
 	// Now is the clock (time.Now when nil).
@@ -112,9 +123,9 @@ func (r *Reconciler) observe(ctx context.Context, s *nnv1.AgentSession) (Observe
 	var pod *corev1.Pod
 	if s.Status.PodName != "" {
 		p := &corev1.Pod{}
-		switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Status.PodName}, p); {
+		switch err := r.pods().Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Status.PodName}, p); {
 		case err == nil && p.DeletionTimestamp.IsZero():
-			pod, o.PodExists, o.PodReady = p, true, podReady(p)
+			pod, o.PodExists, o.PodRunning, o.PodReady = p, true, p.Status.Phase == corev1.PodRunning, podReady(p)
 		case err != nil && !apierrors.IsNotFound(err):
 			return o, nil, fmt.Errorf("get pod %s: %w", s.Status.PodName, err)
 		}
@@ -145,7 +156,7 @@ func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev
 	t := metav1.NewTime(now)
 	switch d.Action {
 	case CreatePod:
-		if err := r.createPod(ctx, s); err != nil {
+		if err := r.createPod(ctx, s, d.Phase == nnv1.SessionResuming); err != nil {
 			return err
 		}
 	case MarkRunning:
@@ -170,6 +181,12 @@ func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev
 		}
 		s.Status.PodName, s.Status.NodeName = "", ""
 	case AbortSuspend:
+		// A failed checkpoint is deleted so that the next suspension of this pod, which has the
+		// same name, runs again instead of finding the failure.
+		ck := &nnv1.AgentCheckpoint{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: CheckpointName(s.Name, s.Status.Pods)}}
+		if err := r.Client.Delete(ctx, ck); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete failed agentcheckpoint %s: %w", ck.Name, err)
+		}
 		s.Status.LastActivity = &t
 	case StartRestore:
 		rs, err := NewRestore(s, s.Status.PodName, s.Status.Pods)
@@ -191,13 +208,21 @@ func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev
 	return nil
 }
 
-// createPod creates the session's ServiceAccount (once) and its next pod, both owned by the session.
-func (r *Reconciler) createPod(ctx context.Context, s *nnv1.AgentSession) error {
+// createPod creates the session's ServiceAccount and NetworkPolicy (once; an existing one is
+// kept) and its next pod, all owned by the session; a resume pod gets the host container of
+// RestoreHostImage.
+func (r *Reconciler) createPod(ctx context.Context, s *nnv1.AgentSession, resume bool) error {
 	var class nnv1.AgentClass
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.ClassRef.Name}, &class); err != nil {
 		return fmt.Errorf("spec.classRef: agentclass %s: %w", s.Spec.ClassRef.Name, err)
 	}
-	pod, err := BuildPod(s, &class, s.Status.Pods+1)
+	host := ""
+	if resume {
+		if host = r.RestoreHostImage; host == "" {
+			return fmt.Errorf("no restore host image (--session-restore-host-image): cannot resume")
+		}
+	}
+	pod, err := BuildPod(s, &class, s.Status.Pods+1, host)
 	if err != nil {
 		return err
 	}
@@ -214,6 +239,12 @@ func (r *Reconciler) createPod(ctx context.Context, s *nnv1.AgentSession) error 
 	if err := r.create(ctx, s, sa); err != nil {
 		return err
 	}
+	if r.NetworkPolicy != nil {
+		// Before the pod, so that it never runs unconfined.
+		if err := r.create(ctx, s, NetworkPolicy(s, *r.NetworkPolicy)); err != nil {
+			return err
+		}
+	}
 	if err := r.create(ctx, s, pod); err != nil {
 		return err
 	}
@@ -225,7 +256,11 @@ func (r *Reconciler) createPod(ctx context.Context, s *nnv1.AgentSession) error 
 // runtimeClassExists refuses a RuntimeClass the cluster lacks, naming the field.
 func (r *Reconciler) runtimeClassExists(ctx context.Context, name string) error {
 	var rc nodev1.RuntimeClass
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &rc); err != nil {
+	rd := r.APIReader
+	if rd == nil {
+		rd = r.Client
+	}
+	if err := rd.Get(ctx, types.NamespacedName{Name: name}, &rc); err != nil {
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("spec.runtimeClassName (or the class template's): RuntimeClass %q does not exist", name)
 		}
@@ -257,6 +292,13 @@ func (r *Reconciler) event(s *nnv1.AgentSession, typ, reason, msg string) {
 	if r.Recorder != nil && reason != "" {
 		r.Recorder.Event(s, typ, reason, msg)
 	}
+}
+
+func (r *Reconciler) pods() client.Reader {
+	if r.Pods != nil {
+		return r.Pods
+	}
+	return r.Client
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -10,11 +10,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,7 +43,7 @@ func newHarness(t *testing.T, objs ...client.Object) *harness {
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
 		WithStatusSubresource(&nnv1.AgentSession{}, &nnv1.AgentCheckpoint{}).Build()
 	h := &harness{t: t, c: c, now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
-	h.r = &Reconciler{Client: c, Scheme: s, Metrics: NewMetrics(nil), Now: func() time.Time { return h.now }}
+	h.r = &Reconciler{Client: c, Scheme: s, Metrics: NewMetrics(nil), RestoreHostImage: "pause:test", Now: func() time.Time { return h.now }}
 	return h
 }
 
@@ -153,6 +155,10 @@ func TestReconcileIdleSuspendAndResume(t *testing.T) {
 	if s.Status.PodName != "s1-2" {
 		t.Fatalf("resume pod %q, want a new pod s1-2", s.Status.PodName)
 	}
+	var host corev1.Pod
+	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "s1-2"}, &host); err != nil || host.Spec.Containers[0].Image != "pause:test" {
+		t.Fatalf("resume pod %v: first container %+v, want the host image pause:test", err, host.Spec.Containers)
+	}
 	h.ready("s1-2")
 	h.step(nnv1.SessionResuming)
 	rs := h.finish("s1-2-resume", nnv1.AgentCheckpointSucceeded)
@@ -223,4 +229,68 @@ func TestReconcileMissingRuntimeClass(t *testing.T) {
 	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "s1-1"}, &p); err != nil || p.Spec.RuntimeClassName == nil || *p.Spec.RuntimeClassName != "kata" {
 		t.Fatalf("pod runtimeClassName: %v %v", err, p.Spec.RuntimeClassName)
 	}
+}
+
+// TestReconcileCreatesSessionNetworkPolicy: with a session policy spec, the session's own
+// NetworkPolicy exists before its pod, selects exactly the session's pods (whatever selector the
+// installer's spec carries), keeps the spec's rules, and is owned by the session; without a spec
+// none is created.
+func TestReconcileCreatesSessionNetworkPolicy(t *testing.T) {
+	dns := intstr.FromInt32(53)
+	spec := networkingv1.NetworkPolicySpec{
+		PodSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: nnv1.SessionLabel, Operator: metav1.LabelSelectorOpExists}}},
+		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		Egress:      []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{{Port: &dns}}}},
+	}
+	for _, withSpec := range []bool{true, false} {
+		h := newHarness(t, testClass(nil), newSession(0))
+		if withSpec {
+			h.r.NetworkPolicy = &spec
+		}
+		h.step(nnv1.SessionPending)
+		var np networkingv1.NetworkPolicy
+		err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "session-s1"}, &np)
+		if !withSpec {
+			if err == nil {
+				t.Fatalf("a NetworkPolicy without a spec: %+v", np)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sel := np.Spec.PodSelector; len(sel.MatchExpressions) != 0 || len(sel.MatchLabels) != 1 || sel.MatchLabels[nnv1.SessionLabel] != "s1" {
+			t.Errorf("podSelector %+v, want exactly neuronetes.io/session=s1", sel)
+		}
+		if len(np.Spec.PolicyTypes) != 2 || len(np.Spec.Egress) != 1 || len(np.Spec.Ingress) != 0 {
+			t.Errorf("spec %+v, want the installer's rules", np.Spec)
+		}
+		if ref := metav1.GetControllerOf(&np); ref == nil || ref.Kind != "AgentSession" || ref.Name != "s1" || np.Labels[nnv1.ManagedByLabel] != nnv1.ManagedByController {
+			t.Errorf("owner %+v labels %v", ref, np.Labels)
+		}
+	}
+}
+
+// TestReconcileRetriesFailedCheckpoint: a failed suspension leaves the session Running, deletes
+// the failed AgentCheckpoint, and the next idle deadline checkpoints again (a new run, not the
+// old failure).
+func TestReconcileRetriesFailedCheckpoint(t *testing.T) {
+	h := newHarness(t, testClass(nil), newSession(time.Minute))
+	h.step(nnv1.SessionPending)
+	h.ready("s1-1")
+	h.step(nnv1.SessionRunning)
+	h.now = h.now.Add(time.Minute)
+	h.step(nnv1.SessionSuspending)
+	h.finish("s1-1-suspend", nnv1.AgentCheckpointFailed)
+	h.step(nnv1.SessionRunning)
+	var ck nnv1.AgentCheckpoint
+	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "s1-1-suspend"}, &ck); err == nil {
+		t.Fatalf("the failed checkpoint is kept: %+v", ck.Status)
+	}
+	h.now = h.now.Add(time.Minute)
+	h.step(nnv1.SessionSuspending)
+	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "s1-1-suspend"}, &ck); err != nil || ck.Status.Phase != "" {
+		t.Fatalf("no new checkpoint run: %v %+v", err, ck.Status)
+	}
+	h.step(nnv1.SessionSuspending) // it runs; no failure seen
 }

@@ -154,6 +154,7 @@ func TestAgentPoolPodsPolicy(t *testing.T) {
 	}
 	pool := map[string]any{"apiVersion": "neuronetes.io/v1alpha1", "kind": "AgentPool", "name": "agents", "uid": "u1", "controller": true}
 	rs := map[string]any{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u2", "controller": true}
+	session := map[string]any{"apiVersion": "neuronetes.io/v1alpha1", "kind": "AgentSession", "name": "s1", "uid": "u3", "controller": true}
 	for _, tc := range []struct {
 		name        string
 		op          string
@@ -165,6 +166,9 @@ func TestAgentPoolPodsPolicy(t *testing.T) {
 		{"pod passed off as an AgentPool's", "CREATE", pod(pool), nil, false},
 		{"AgentPool owner added by an update", "UPDATE", pod(pool), pod(), false},
 		{"update of a pool pod (labels, GC)", "UPDATE", pod(pool), pod(pool), true},
+		{"pod passed off as an AgentSession's", "CREATE", pod(session), nil, false},
+		{"AgentSession owner added by an update", "UPDATE", pod(session), pod(), false},
+		{"update of a session pod", "UPDATE", pod(session), pod(session), true},
 		{"owner removed (orphaned)", "UPDATE", pod(), pod(pool), true},
 	} {
 		ok, msg := admitsRequest(t, &p, map[string]any{"operation": tc.op, "namespace": "team-a"}, tc.obj, tc.oldObj)

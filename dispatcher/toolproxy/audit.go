@@ -17,7 +17,8 @@ type Entry struct {
 	Tool       string      `json:"tool"`
 	Binding    string      `json:"binding,omitempty"`
 	Pool       string      `json:"pool,omitempty"`
-	Pod        string      `json:"pod,omitempty"` // the caller's; namespace/name of a refused authenticated pod
+	Session    string      `json:"session,omitempty"` // the calling AgentSession, for a session pod
+	Pod        string      `json:"pod,omitempty"`     // the caller's; namespace/name of a refused authenticated pod
 	Outcome    string      `json:"outcome"`
 	Status     int         `json:"status"`
 	DurationMs float64     `json:"durationMs"`

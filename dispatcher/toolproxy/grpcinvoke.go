@@ -45,7 +45,7 @@ type grpcConn struct {
 
 // invokeGRPC converts the JSON arguments to the method's request message (its descriptor is
 // read once by server reflection), calls the method with the caller's pool and idempotency key
-// as metadata (idempotency-key, x-neuronetes-pool, as HTTP tools get them as headers) and
+// as metadata (idempotency-key, x-neuronetes-pool or for a session x-neuronetes-session, as HTTP tools get them as headers) and
 // answers the response as JSON.
 func (iv *Invokers) invokeGRPC(ctx context.Context, t *Tool, c Caller, idemKey string, args []byte) (Answer, error) {
 	conn, md, err := iv.grpc.method(ctx, t, iv.Egress)
@@ -58,6 +58,9 @@ func (iv *Invokers) invokeGRPC(ctx context.Context, t *Tool, c Caller, idemKey s
 			Body: []byte(fmt.Sprintf(`{"error":%q}`, "arguments do not fit "+string(md.Input().FullName())+": "+err.Error()))}, nil
 	}
 	kv := []string{"x-neuronetes-pool", c.Pool}
+	if c.Session != "" {
+		kv = []string{"x-neuronetes-session", c.Session}
+	}
 	if idemKey != "" {
 		kv = append(kv, "idempotency-key", idemKey)
 	}

@@ -9,9 +9,30 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Caller is who calls a tool: a pod of an AgentPool.
+// Caller is who calls a tool: a pod of an AgentPool (Pool set) or the pod of an AgentSession
+// (Session and SessionClass set).
 type Caller struct {
 	Namespace, Pool, Pod string
+	// Session is the AgentSession that controls the pod; SessionClass its spec.classRef.
+	Session, SessionClass string
+}
+
+// Allowed reports whether the caller may call t: a pool that t.Pools lists, or a session whose
+// class t.SessionClasses lists.
+func (c Caller) Allowed(t *Tool) bool {
+	if c.Session != "" {
+		return c.Pool == "" && t.SessionClasses[c.SessionClass]
+	}
+	return c.Pool != "" && t.Pools[c.Pool]
+}
+
+// Principal names the caller in messages and idempotency keys: the pool's name, or
+// "session:<name>" (a ':' no pool name has, so the two never collide).
+func (c Caller) Principal() string {
+	if c.Session != "" {
+		return "session:" + c.Session
+	}
+	return c.Pool
 }
 
 // Identity names the caller of a request.
@@ -25,7 +46,7 @@ type Identity interface {
 const (
 	// CodeUnknownCaller (401): no credential, or one that does not authenticate.
 	CodeUnknownCaller = "unknown_caller"
-	// CodeNotAgentPod (403): an authenticated pod that no AgentPool controls.
+	// CodeNotAgentPod (403): an authenticated pod that no AgentPool or AgentSession controls.
 	CodeNotAgentPod = "not_an_agent_pod"
 	// CodeIdentityUnavailable (503): the apiserver could not be asked.
 	CodeIdentityUnavailable = "identity_unavailable"
@@ -84,5 +105,5 @@ func refuseCaller(c *call, err error) {
 		c.apiError(ce.Status, ce.Code, "", "the caller cannot be identified now: %v", err)
 		return
 	}
-	c.apiError(ce.Status, ce.Code, "", "the caller is not a pod of an AgentPool: %v", err)
+	c.apiError(ce.Status, ce.Code, "", "the caller is not a pod of an AgentPool or an AgentSession: %v", err)
 }

@@ -66,7 +66,11 @@ func (iv *Invokers) invokeHTTP(ctx context.Context, t *Tool, c Caller, idemKey s
 		return Answer{}, fmt.Errorf("tool request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Neuronetes-Pool", c.Pool)
+	if c.Session != "" {
+		req.Header.Set("X-Neuronetes-Session", c.Session)
+	} else {
+		req.Header.Set("X-Neuronetes-Pool", c.Pool)
+	}
 	if idemKey != "" {
 		req.Header.Set("Idempotency-Key", idemKey)
 	}

@@ -112,17 +112,22 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuseCaller(c, err)
 		return
 	}
-	c.entry.Pool, c.entry.Pod = caller.Pool, caller.Pod
+	c.entry.Pool, c.entry.Session, c.entry.Pod = caller.Pool, caller.Session, caller.Pod
 	t := p.Registry.Lookup(ns, name)
 	if t == nil || caller.Namespace != ns {
 		// The same answer whether the tool exists elsewhere or not at all.
 		c.entry.Outcome = OutcomeNotFound
-		c.apiError(http.StatusNotFound, "tool_not_found", "", "no tool %q in namespace %s is available to pool %s", name, ns, caller.Pool)
+		c.apiError(http.StatusNotFound, "tool_not_found", "", "no tool %q in namespace %s is available to %s", name, ns, caller.Principal())
 		return
 	}
 	c.entry.Binding = t.Key.Name
-	if !t.Pools[caller.Pool] {
+	if !caller.Allowed(t) {
 		c.entry.Outcome = OutcomeRefusedAuth
+		if caller.Session != "" {
+			c.entry.Error = "session_class_not_allowed"
+			c.apiError(http.StatusForbidden, "forbidden_tool", "", "AgentSession %s (AgentClass %s) may not call tool %q (ToolBinding %s: spec.tool.allowedSessionClasses)", caller.Session, caller.SessionClass, name, t.Key.Name)
+			return
+		}
 		c.entry.Error = "pool_not_allowed"
 		c.apiError(http.StatusForbidden, "forbidden_tool", "", "AgentPool %s may not call tool %q (ToolBinding %s: spec.agentPoolRef and spec.tool.allowedPools)", caller.Pool, name, t.Key.Name)
 		return
@@ -160,7 +165,7 @@ func (p *Proxy) serve(ctx context.Context, c *call, t *Tool, caller Caller, idem
 			c.apiError(http.StatusPreconditionRequired, "idempotency_key_required", "Idempotency-Key", "tool %q has side effects: send an Idempotency-Key header", t.Name)
 			return
 		}
-		key = IdemKey(t.Key.Namespace, t.Name, caller.Pool, idemKey)
+		key = IdemKey(t.Key.Namespace, t.Name, caller.Principal(), idemKey)
 		prev, err := p.Idem.Claim(ctx, key, ArgsDigest(args), ClaimLease(t.Timeout))
 		switch {
 		case errors.Is(err, ErrInProgress):

@@ -33,6 +33,8 @@ type Tool struct {
 	Schema *jsonschema.Schema
 	// Pools may call the tool.
 	Pools map[string]bool
+	// SessionClasses: the AgentSessions of these AgentClasses may call the tool.
+	SessionClasses map[string]bool
 	// SideEffects requires an Idempotency-Key.
 	SideEffects bool
 	// Timeout of a call.
@@ -42,7 +44,7 @@ type Tool struct {
 // Build compiles a binding; errors name the field.
 func Build(b *v1alpha1.ToolBinding) (*Tool, error) {
 	t := &Tool{Key: types.NamespacedName{Namespace: b.Namespace, Name: b.Name}, Name: b.Name, Type: b.Spec.Type,
-		Endpoint: b.Spec.Endpoint, Pools: map[string]bool{}, Timeout: DefaultTimeout}
+		Endpoint: b.Spec.Endpoint, Pools: map[string]bool{}, SessionClasses: map[string]bool{}, Timeout: DefaultTimeout}
 	if t.Endpoint == "" {
 		return nil, &binding.FieldError{Field: "spec.endpoint", Reason: "InvalidSpec", Msg: "required for a tool"}
 	}
@@ -56,6 +58,9 @@ func Build(b *v1alpha1.ToolBinding) (*Tool, error) {
 		t.Method, t.SideEffects = c.Method, c.SideEffects
 		for _, p := range c.AllowedPools {
 			t.Pools[p] = true
+		}
+		for _, cl := range c.AllowedSessionClasses {
+			t.SessionClasses[cl] = true
 		}
 		if c.Timeout != "" {
 			d, err := c.Timeout.Parse()
@@ -78,8 +83,8 @@ func Build(b *v1alpha1.ToolBinding) (*Tool, error) {
 	if t.Type == "grpc" && !strings.Contains(t.Method, "/") {
 		return nil, &binding.FieldError{Field: "spec.tool.method", Reason: "InvalidSpec", Msg: "want package.Service/Method"}
 	}
-	if len(t.Pools) == 0 {
-		return nil, &binding.FieldError{Field: "spec.tool.allowedPools", Reason: "NoCallers", Msg: "no pool may call the tool: set spec.agentPoolRef or spec.tool.allowedPools"}
+	if len(t.Pools) == 0 && len(t.SessionClasses) == 0 {
+		return nil, &binding.FieldError{Field: "spec.tool.allowedPools", Reason: "NoCallers", Msg: "no pool or session may call the tool: set spec.agentPoolRef, spec.tool.allowedPools or spec.tool.allowedSessionClasses"}
 	}
 	return t, nil
 }
@@ -169,6 +174,9 @@ func (r *Registry) Health() map[types.NamespacedName]binding.Health {
 		pools := make([]string, 0, len(t.Pools))
 		for p := range t.Pools {
 			pools = append(pools, p)
+		}
+		for cl := range t.SessionClasses {
+			pools = append(pools, "sessions of class "+cl)
 		}
 		sort.Strings(pools)
 		out[k] = binding.Health{State: binding.StateConsuming, ReadyReason: "ToolServed", Summary: fmt.Sprintf("%s tool %q at /v1/tools/%s/%s for pools %s", t.Type, t.Name, k.Namespace, t.Name, strings.Join(pools, ", "))}

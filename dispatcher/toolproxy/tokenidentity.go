@@ -43,22 +43,23 @@ const (
 var tokenAlgorithms = []jose.SignatureAlgorithm{jose.RS256, jose.RS384, jose.RS512, jose.ES256, jose.ES384, jose.ES512, jose.PS256, jose.PS384, jose.PS512}
 
 // TokenIdentity identifies the caller by the projected ServiceAccount token that the controller
-// mounts in every AgentPool pod (audience v1alpha1.ToolProxyAudience), sent as
+// mounts in every AgentPool and AgentSession pod (audience v1alpha1.ToolProxyAudience), sent as
 // "Authorization: Bearer <token>". A caller is accepted only when
 //  1. the apiserver authenticates the token for that audience (a TokenReview) and names the pod
 //     it is bound to;
 //  2. that pod exists with the bound UID, runs as the token's ServiceAccount and has not
 //     terminated;
-//  3. the pod's controller (its ownerReference with controller: true) is an AgentPool that
-//     exists in the pod's namespace with the referenced UID.
+//  3. the pod's controller (its ownerReference with controller: true) is an AgentPool or an
+//     AgentSession that exists in the pod's namespace with the referenced UID.
 //
-// The caller's pool is that controller's name: labels are never read. A verified token is kept
+// The caller's pool (or session, and the session's class) is that controller's: labels are
+// never read. A verified token is kept
 // for at most TTL and never past its expiry, in an LRU of at most Size tokens (keyed by the
 // token's SHA-256); a refusal is not kept.
 type TokenIdentity struct {
 	// Reviews creates TokenReviews (clientset.AuthenticationV1().TokenReviews()).
 	Reviews authnv1client.TokenReviewInterface
-	// Reader reads pods and AgentPools; a live reader (the manager's API reader), so that a
+	// Reader reads pods, AgentPools and AgentSessions; a live reader (the manager's API reader), so that a
 	// pod created a moment ago is found.
 	Reader client.Reader
 	// Audience the token must carry (default v1alpha1.ToolProxyAudience).
@@ -198,30 +199,38 @@ func (ti *TokenIdentity) verify(ctx context.Context, tok string) (Caller, error)
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return Caller{}, notAgentPod(&pod, "pod %s/%s has terminated", ns, podName)
 	}
-	pool, err := ti.controllingPool(ctx, &pod)
-	if err != nil {
-		return Caller{}, err
-	}
-	return Caller{Namespace: ns, Pool: pool, Pod: podName}, nil
+	return ti.controller(ctx, &pod)
 }
 
-// controllingPool returns the name of the AgentPool that controls pod.
-func (ti *TokenIdentity) controllingPool(ctx context.Context, pod *corev1.Pod) (string, error) {
+// controller returns the caller that controls pod: the AgentPool or AgentSession named by its
+// controller ownerReference, which must exist in the pod's namespace with the referenced UID.
+// Labels are never read.
+func (ti *TokenIdentity) controller(ctx context.Context, pod *corev1.Pod) (Caller, error) {
 	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.Kind != "AgentPool" || groupOf(ref.APIVersion) != v1alpha1.GroupVersion.Group {
-		return "", notAgentPod(pod, "pod %s/%s is not controlled by an AgentPool (a %s label does not make it one)", pod.Namespace, pod.Name, v1alpha1.PoolLabel)
+	if ref == nil || groupOf(ref.APIVersion) != v1alpha1.GroupVersion.Group || (ref.Kind != "AgentPool" && ref.Kind != "AgentSession") {
+		return Caller{}, notAgentPod(pod, "pod %s/%s is not controlled by an AgentPool or an AgentSession (a %s or %s label does not make it one)",
+			pod.Namespace, pod.Name, v1alpha1.PoolLabel, v1alpha1.SessionLabel)
 	}
-	var pool v1alpha1.AgentPool
-	switch err := ti.Reader.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, &pool); {
+	var obj client.Object = &v1alpha1.AgentPool{}
+	if ref.Kind == "AgentSession" {
+		obj = &v1alpha1.AgentSession{}
+	}
+	switch err := ti.Reader.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, obj); {
 	case apierrors.IsNotFound(err):
-		return "", notAgentPod(pod, "pod %s/%s names AgentPool %s as its controller, which does not exist", pod.Namespace, pod.Name, ref.Name)
+		return Caller{}, notAgentPod(pod, "pod %s/%s names %s %s as its controller, which does not exist", pod.Namespace, pod.Name, ref.Kind, ref.Name)
 	case err != nil:
-		return "", &CallerError{Status: http.StatusServiceUnavailable, Code: CodeIdentityUnavailable, Err: fmt.Errorf("get agentpool %s/%s: %w", pod.Namespace, ref.Name, err)}
+		return Caller{}, &CallerError{Status: http.StatusServiceUnavailable, Code: CodeIdentityUnavailable, Err: fmt.Errorf("get %s %s/%s: %w", ref.Kind, pod.Namespace, ref.Name, err)}
 	}
-	if pool.UID != ref.UID {
-		return "", notAgentPod(pod, "pod %s/%s names an earlier AgentPool %s as its controller", pod.Namespace, pod.Name, ref.Name)
+	if obj.GetUID() != ref.UID {
+		return Caller{}, notAgentPod(pod, "pod %s/%s names an earlier %s %s as its controller", pod.Namespace, pod.Name, ref.Kind, ref.Name)
 	}
-	return pool.Name, nil
+	c := Caller{Namespace: pod.Namespace, Pod: pod.Name}
+	if s, ok := obj.(*v1alpha1.AgentSession); ok {
+		c.Session, c.SessionClass = s.Name, s.Spec.ClassRef.Name
+	} else {
+		c.Pool = obj.GetName()
+	}
+	return c, nil
 }
 
 func groupOf(apiVersion string) string {

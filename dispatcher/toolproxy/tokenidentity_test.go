@@ -131,6 +131,22 @@ func agentPod(ns, name, uid string, owner *v1alpha1.AgentPool, label string) *co
 	return p
 }
 
+// sessionPod is a pod controlled by session (nil: none), labelled neuronetes.io/session=label,
+// running as the session's ServiceAccount.
+func sessionPod(ns, name, uid string, session *v1alpha1.AgentSession, label string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid), Labels: map[string]string{v1alpha1.SessionLabel: label}},
+		Spec: corev1.PodSpec{ServiceAccountName: "session-" + label}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	if session != nil {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "AgentSession", Name: session.Name, UID: session.UID, Controller: ptr.To(true)}}
+	}
+	return p
+}
+
+func agentSession(ns, name, uid, class string) *v1alpha1.AgentSession {
+	return &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid)},
+		Spec: v1alpha1.AgentSessionSpec{ClassRef: v1alpha1.LocalObjectReference{Name: class}}}
+}
+
 func agentPool(ns, name, uid string) *v1alpha1.AgentPool {
 	return &v1alpha1.AgentPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid)}}
 }
@@ -169,7 +185,15 @@ func newIdentityFixture(t *testing.T) *identityFixture {
 	stale.UID = "pool-a-deleted"
 	done := agentPod("ns", "agents-9", "p9", agents, "agents")
 	done.Status.Phase = corev1.PodSucceeded
-	objs := []client.Object{agents, billing, otherAgents, done,
+	alice, bob, otherAlice := agentSession("ns", "alice", "s1", "chat"), agentSession("ns", "bob", "s2", "billing"), agentSession("other", "alice", "s3", "chat")
+	staleAlice := alice.DeepCopy()
+	staleAlice.UID = "s1-deleted"
+	objs := []client.Object{agents, billing, otherAgents, done, alice, bob, otherAlice,
+		sessionPod("ns", "alice-1", "q1", alice, "alice"),
+		sessionPod("ns", "bob-1", "q2", bob, "alice"),               // labelled alice, controlled by bob (class billing)
+		sessionPod("ns", "alice-spoof", "q3", nil, "alice"),         // the session label alone
+		sessionPod("ns", "alice-forged", "q4", staleAlice, "alice"), // an owner reference to an earlier session
+		sessionPod("other", "alice-1", "q5", otherAlice, "alice"),
 		agentPod("ns", "agents-0", "p1", agents, "agents"),
 		agentPod("ns", "billing-0", "p2", billing, "agents"), // labelled agents, controlled by billing
 		agentPod("ns", "spoof", "p3", nil, "agents"),         // the label alone
@@ -179,7 +203,7 @@ func newIdentityFixture(t *testing.T) *identityFixture {
 	c := ctrlfake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
 	fx.id = &TokenIdentity{Reviews: cs.AuthenticationV1().TokenReviews(), Reader: c, Now: func() time.Time { return fx.now }}
 	reg := NewRegistry()
-	reg.Update(toolBinding("weather", "http", "http://tool.example/forecast", v1alpha1.ToolConfig{}))
+	reg.Update(toolBinding("weather", "http", "http://tool.example/forecast", v1alpha1.ToolConfig{AllowedSessionClasses: []string{"chat"}}))
 	fx.proxy = &Proxy{Registry: reg, Invoker: fx.inv, Idem: &MemoryIdem{}, Audit: fx.audit, Identity: fx.id}
 	return fx
 }
@@ -203,31 +227,40 @@ func TestTokenIdentity(t *testing.T) {
 	fx := newIdentityFixture(t)
 	aud := []string{v1alpha1.ToolProxyAudience}
 	bound := func(ns, pod, uid string) issued { return issued{ns: ns, sa: "default", pod: pod, uid: uid, aud: aud} }
+	sess := func(ns, pod, uid string) issued {
+		return issued{ns: ns, sa: "session-alice", pod: pod, uid: uid, aud: aud}
+	}
 	otherKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	for _, tc := range []struct {
-		name   string
-		token  func() string
-		status int
-		code   string
-		inBody string
-		pool   string // audited pool
+		name    string
+		token   func() string
+		status  int
+		code    string
+		inBody  string
+		pool    string // audited pool
+		session string // audited session
 	}{
-		{"a label-only pod without a token", func() string { return "" }, 401, CodeUnknownCaller, "Authorization: Bearer", ""},
-		{"not a JWT", func() string { return "hunter2" }, 401, CodeUnknownCaller, "not a ServiceAccount token", ""},
+		{"a label-only pod without a token", func() string { return "" }, 401, CodeUnknownCaller, "Authorization: Bearer", "", ""},
+		{"not a JWT", func() string { return "hunter2" }, 401, CodeUnknownCaller, "not a ServiceAccount token", "", ""},
 		{"the pod's apiserver token (wrong audience)", func() string {
 			return fx.api.mint(issued{ns: "ns", sa: "default", pod: "agents-0", uid: "p1", aud: []string{"https://kubernetes.default.svc.cluster.local"}}, time.Hour, nil)
-		}, 401, CodeUnknownCaller, "is not " + v1alpha1.ToolProxyAudience, ""},
-		{"a token the apiserver did not sign", func() string { return fx.api.mint(bound("ns", "agents-0", "p1"), time.Hour, otherKey) }, 401, CodeUnknownCaller, "invalid bearer token", ""},
-		{"an expired token", func() string { return fx.api.mint(bound("ns", "agents-0", "p1"), -time.Second, nil) }, 401, CodeUnknownCaller, "expired", ""},
-		{"a token bound to no pod", func() string { return fx.api.mint(bound("ns", "", ""), time.Hour, nil) }, 401, CodeUnknownCaller, "not bound to a pod", ""},
-		{"a token of an earlier pod of that name", func() string { return fx.api.mint(bound("ns", "agents-0", "p0"), time.Hour, nil) }, 401, CodeUnknownCaller, "earlier pod", ""},
-		{"a token of a pod that is gone", func() string { return fx.api.mint(bound("ns", "agents-7", "p7"), time.Hour, nil) }, 401, CodeUnknownCaller, "no longer exists", ""},
-		{"a labelled pod that no AgentPool controls", func() string { return fx.api.mint(bound("ns", "spoof", "p3"), time.Hour, nil) }, 403, CodeNotAgentPod, "not controlled by an AgentPool", ""},
-		{"an owner reference to an earlier pool", func() string { return fx.api.mint(bound("ns", "forged", "p4"), time.Hour, nil) }, 403, CodeNotAgentPod, "earlier AgentPool", ""},
-		{"a terminated pod", func() string { return fx.api.mint(bound("ns", "agents-9", "p9"), time.Hour, nil) }, 403, CodeNotAgentPod, "terminated", ""},
-		{"a pod of another pool labelled as the allowed one", func() string { return fx.api.mint(bound("ns", "billing-0", "p2"), time.Hour, nil) }, 403, "forbidden_tool", "AgentPool billing may not call", "billing"},
-		{"the allowed pool's pod in another namespace", func() string { return fx.api.mint(bound("other", "agents-0", "p5"), time.Hour, nil) }, 404, "tool_not_found", "", "agents"},
-		{"the allowed pool's pod", func() string { return fx.api.mint(bound("ns", "agents-0", "p1"), time.Hour, nil) }, 200, "", `"ok":true`, "agents"},
+		}, 401, CodeUnknownCaller, "is not " + v1alpha1.ToolProxyAudience, "", ""},
+		{"a token the apiserver did not sign", func() string { return fx.api.mint(bound("ns", "agents-0", "p1"), time.Hour, otherKey) }, 401, CodeUnknownCaller, "invalid bearer token", "", ""},
+		{"an expired token", func() string { return fx.api.mint(bound("ns", "agents-0", "p1"), -time.Second, nil) }, 401, CodeUnknownCaller, "expired", "", ""},
+		{"a token bound to no pod", func() string { return fx.api.mint(bound("ns", "", ""), time.Hour, nil) }, 401, CodeUnknownCaller, "not bound to a pod", "", ""},
+		{"a token of an earlier pod of that name", func() string { return fx.api.mint(bound("ns", "agents-0", "p0"), time.Hour, nil) }, 401, CodeUnknownCaller, "earlier pod", "", ""},
+		{"a token of a pod that is gone", func() string { return fx.api.mint(bound("ns", "agents-7", "p7"), time.Hour, nil) }, 401, CodeUnknownCaller, "no longer exists", "", ""},
+		{"a labelled pod that no AgentPool controls", func() string { return fx.api.mint(bound("ns", "spoof", "p3"), time.Hour, nil) }, 403, CodeNotAgentPod, "not controlled by an AgentPool", "", ""},
+		{"an owner reference to an earlier pool", func() string { return fx.api.mint(bound("ns", "forged", "p4"), time.Hour, nil) }, 403, CodeNotAgentPod, "earlier AgentPool", "", ""},
+		{"a terminated pod", func() string { return fx.api.mint(bound("ns", "agents-9", "p9"), time.Hour, nil) }, 403, CodeNotAgentPod, "terminated", "", ""},
+		{"a pod of another pool labelled as the allowed one", func() string { return fx.api.mint(bound("ns", "billing-0", "p2"), time.Hour, nil) }, 403, "forbidden_tool", "AgentPool billing may not call", "billing", ""},
+		{"the allowed pool's pod in another namespace", func() string { return fx.api.mint(bound("other", "agents-0", "p5"), time.Hour, nil) }, 404, "tool_not_found", "", "agents", ""},
+		{"the allowed pool's pod", func() string { return fx.api.mint(bound("ns", "agents-0", "p1"), time.Hour, nil) }, 200, "", `"ok":true`, "agents", ""},
+		{"a session-labelled pod that no AgentSession controls", func() string { return fx.api.mint(sess("ns", "alice-spoof", "q3"), time.Hour, nil) }, 403, CodeNotAgentPod, "not controlled by an AgentPool or an AgentSession", "", ""},
+		{"an owner reference to an earlier session", func() string { return fx.api.mint(sess("ns", "alice-forged", "q4"), time.Hour, nil) }, 403, CodeNotAgentPod, "earlier AgentSession", "", ""},
+		{"a session of a class the tool does not allow, labelled as an allowed one", func() string { return fx.api.mint(sess("ns", "bob-1", "q2"), time.Hour, nil) }, 403, "forbidden_tool", "AgentSession bob (AgentClass billing) may not call", "", "bob"},
+		{"the allowed session class in another namespace", func() string { return fx.api.mint(sess("other", "alice-1", "q5"), time.Hour, nil) }, 404, "tool_not_found", "", "", "alice"},
+		{"the allowed session class's pod", func() string { return fx.api.mint(sess("ns", "alice-1", "q1"), time.Hour, nil) }, 200, "", `"ok":true`, "", "alice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			calls := fx.inv.calls
@@ -247,7 +280,7 @@ func TestTokenIdentity(t *testing.T) {
 			if tc.code == CodeNotAgentPod && !strings.HasPrefix(e.Pod, "ns/") {
 				t.Errorf("audit entry of a refused pod names pod %q, want ns/<name>", e.Pod)
 			}
-			if e.Pool != tc.pool || (tc.status == 401 || tc.code == CodeNotAgentPod) != (e.Outcome == OutcomeRefusedAuth && e.Error == tc.code) {
+			if e.Pool != tc.pool || e.Session != tc.session || (tc.status == 401 || tc.code == CodeNotAgentPod) != (e.Outcome == OutcomeRefusedAuth && e.Error == tc.code) {
 				t.Fatalf("audit entry %+v", e)
 			}
 		})

@@ -1,0 +1,235 @@
+package helm_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	admissionregv1 "k8s.io/api/admissionregistration/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/neuronetes/neuronetes/controller/agentnetpol"
+)
+
+// renderedPolicy returns the ValidatingAdmissionPolicy name of objs.
+func renderedPolicy(t *testing.T, objs []object, name string) *admissionregv1.ValidatingAdmissionPolicy {
+	t.Helper()
+	raw, _ := json.Marshal(find(objs, "ValidatingAdmissionPolicy", name))
+	var p admissionregv1.ValidatingAdmissionPolicy
+	if err := json.Unmarshal(raw, &p); err != nil || len(p.Spec.Validations) == 0 {
+		t.Fatalf("policy %s: %v %s", name, err, raw)
+	}
+	return &p
+}
+
+// TestChartAgentSessions: controller.agentSessions.enabled passes --agent-sessions and the
+// restore host image, and grants exactly the session controller's rights (sessions read, their
+// status written, ServiceAccounts created only, RuntimeClasses read one at a time); off (the
+// default) renders none of them.
+func TestChartAgentSessions(t *testing.T) {
+	off, err := render(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, err := render(t, nil, []string{`controller={"agentSessions":{"enabled":true,"restoreHostImage":"pause:9"}}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		objs []object
+		want bool
+	}{{"default", off, false}, {"enabled", on, true}} {
+		a := args(container(find(tc.objs, "Deployment", "nn-neuronetes-controller"), "controller"))
+		if contains(a, "--agent-sessions") != tc.want || contains(a, "--session-restore-host-image=pause:9") != tc.want {
+			t.Errorf("%s: controller args %v", tc.name, a)
+		}
+		role := find(tc.objs, "ClusterRole", "nn-neuronetes-controller")
+		for _, g := range []struct{ resource, verb string }{
+			{"agentsessions", "get"}, {"agentsessions", "list"}, {"agentsessions", "watch"},
+			{"agentsessions/status", "patch"}, {"serviceaccounts", "create"}, {"runtimeclasses", "get"}, {"agentcheckpoints", "delete"},
+		} {
+			if got := rulesGrant(role, g.resource, g.verb); got != tc.want {
+				t.Errorf("%s: %s %s granted %v, want %v", tc.name, g.verb, g.resource, got, tc.want)
+			}
+		}
+		for _, g := range []struct{ resource, verb string }{
+			{"agentsessions", "update"}, {"agentsessions", "delete"}, {"serviceaccounts", "get"}, {"serviceaccounts", "update"},
+			{"serviceaccounts", "delete"}, {"serviceaccounts", "list"}, {"runtimeclasses", "list"},
+		} {
+			if rulesGrant(role, g.resource, g.verb) {
+				t.Errorf("%s: the controller may %s %s", tc.name, g.verb, g.resource)
+			}
+		}
+		rules := toJSON(renderedPolicy(t, tc.objs, "nn-neuronetes-controller-writes").Spec.MatchConstraints)
+		if strings.Contains(rules, `"serviceaccounts"`) != tc.want {
+			t.Errorf("%s: controller-writes matches ServiceAccounts: %v, want %v", tc.name, !tc.want, tc.want)
+		}
+	}
+}
+
+// TestSessionControllerWritesPolicy: with sessions on, the controller-writes policy admits the
+// session pods and ServiceAccounts controller/agentsession makes, and nothing a session could
+// be used to smuggle: a pod or ServiceAccount of another name, owner or ServiceAccount, one with
+// a token, an update taking over a foreign pod, and any write in a system namespace.
+func TestSessionControllerWritesPolicy(t *testing.T) {
+	objs, err := render(t, nil, []string{`controller={"agentSessions":{"enabled":true}}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := renderedPolicy(t, objs, "nn-neuronetes-controller-writes")
+	owner := func(kind, name string) map[string]any {
+		return map[string]any{"apiVersion": "neuronetes.io/v1alpha1", "kind": kind, "name": name, "uid": "u", "controller": true}
+	}
+	meta := func(name string, labels map[string]any, owners ...map[string]any) map[string]any {
+		m := map[string]any{"name": name, "namespace": "team-a"}
+		if labels != nil {
+			m["labels"] = labels
+		}
+		if owners != nil {
+			l := make([]any, len(owners))
+			for i, o := range owners {
+				l[i] = o
+			}
+			m["ownerReferences"] = l
+		}
+		return m
+	}
+	s1 := map[string]any{"neuronetes.io/session": "s1"}
+	pod := func(name, sa string, labels map[string]any, owners ...map[string]any) map[string]any {
+		return map[string]any{"metadata": meta(name, labels, owners...), "spec": map[string]any{"serviceAccountName": sa}}
+	}
+	sa := func(name string, labels map[string]any, automount any, owners ...map[string]any) map[string]any {
+		o := map[string]any{"metadata": meta(name, labels, owners...)}
+		if automount != nil {
+			o["automountServiceAccountToken"] = automount
+		}
+		return o
+	}
+	np := func(name string, selector map[string]any, owners ...map[string]any) map[string]any {
+		return map[string]any{"metadata": meta(name, s1, owners...), "spec": map[string]any{"podSelector": selector}}
+	}
+	only := func(session string) map[string]any {
+		return map[string]any{"matchLabels": map[string]any{"neuronetes.io/session": session}}
+	}
+	every := map[string]any{"matchExpressions": []any{map[string]any{"key": "neuronetes.io/session", "operator": "Exists"}}}
+	good := pod("s1-2", "session-s1", s1, owner("AgentSession", "s1"))
+	plain := pod("web", "default", nil)
+	notController := owner("AgentSession", "s1")
+	notController["controller"] = false
+	for _, tc := range []struct {
+		name, op, resource, ns string
+		obj, old               map[string]any
+		want                   bool
+	}{
+		{"the session's pod", "CREATE", "pods", "team-a", good, nil, true},
+		{"the session's pod deleted", "DELETE", "pods", "team-a", nil, good, true},
+		{"a session pod in kube-system", "CREATE", "pods", "kube-system", good, nil, false},
+		{"a session pod running as another ServiceAccount", "CREATE", "pods", "team-a", pod("s1-2", "default", s1, owner("AgentSession", "s1")), nil, false},
+		{"a session pod without a ServiceAccount", "CREATE", "pods", "team-a", map[string]any{"metadata": meta("s1-2", s1, owner("AgentSession", "s1")), "spec": map[string]any{}}, nil, false},
+		{"a pod named for another session", "CREATE", "pods", "team-a", pod("s2-1", "session-s1", s1, owner("AgentSession", "s1")), nil, false},
+		{"a session pod controlled by another session", "CREATE", "pods", "team-a", pod("s1-2", "session-s1", s1, owner("AgentSession", "s2")), nil, false},
+		{"a session pod with a non-controller owner", "CREATE", "pods", "team-a", pod("s1-2", "session-s1", s1, notController), nil, false},
+		{"a session-labelled pod without owner", "CREATE", "pods", "team-a", pod("s1-2", "session-s1", s1), nil, false},
+		{"an unlabelled pod", "CREATE", "pods", "team-a", plain, nil, false},
+		{"an update making a foreign pod a session's", "UPDATE", "pods", "team-a", good, plain, false},
+		{"an update of the session's pod", "UPDATE", "pods", "team-a", good, good, true},
+		{"the session's ServiceAccount", "CREATE", "serviceaccounts", "team-a", sa("session-s1", s1, false, owner("AgentSession", "s1")), nil, true},
+		{"a ServiceAccount with a token", "CREATE", "serviceaccounts", "team-a", sa("session-s1", s1, true, owner("AgentSession", "s1")), nil, false},
+		{"a ServiceAccount leaving the token to the default", "CREATE", "serviceaccounts", "team-a", sa("session-s1", s1, nil, owner("AgentSession", "s1")), nil, false},
+		{"another ServiceAccount name", "CREATE", "serviceaccounts", "team-a", sa("default", s1, false, owner("AgentSession", "s1")), nil, false},
+		{"a ServiceAccount of another session", "CREATE", "serviceaccounts", "team-a", sa("session-s1", s1, false, owner("AgentSession", "s2")), nil, false},
+		{"a ServiceAccount without owner", "CREATE", "serviceaccounts", "team-a", sa("session-s1", s1, false), nil, false},
+		{"a ServiceAccount updated", "UPDATE", "serviceaccounts", "team-a", sa("session-s1", s1, false, owner("AgentSession", "s1")), sa("session-s1", s1, false, owner("AgentSession", "s1")), false},
+		{"a ServiceAccount deleted", "DELETE", "serviceaccounts", "team-a", nil, sa("session-s1", s1, false, owner("AgentSession", "s1")), false},
+		{"the session's NetworkPolicy", "CREATE", "networkpolicies", "team-a", np("session-s1", only("s1"), owner("AgentSession", "s1")), nil, true},
+		{"a session NetworkPolicy selecting every session", "CREATE", "networkpolicies", "team-a", np("session-s1", every, owner("AgentSession", "s1")), nil, false},
+		{"a session NetworkPolicy selecting every pod", "CREATE", "networkpolicies", "team-a", np("session-s1", map[string]any{}, owner("AgentSession", "s1")), nil, false},
+		{"a session NetworkPolicy selecting another session", "CREATE", "networkpolicies", "team-a", np("session-s1", only("s2"), owner("AgentSession", "s1")), nil, false},
+		{"a NetworkPolicy of another name", "CREATE", "networkpolicies", "team-a", np("allow-all", only("s1"), owner("AgentSession", "s1")), nil, false},
+		{"a session NetworkPolicy without owner", "CREATE", "networkpolicies", "team-a", np("session-s1", only("s1")), nil, false},
+		{"a session ServiceAccount in kube-system", "CREATE", "serviceaccounts", "kube-system", sa("session-s1", s1, false, owner("AgentSession", "s1")), nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := map[string]any{"operation": tc.op, "namespace": tc.ns, "resource": map[string]any{"resource": tc.resource}}
+			ok, msg := admitsRequest(t, p, req, tc.obj, tc.old)
+			if ok != tc.want {
+				t.Fatalf("admitted %v (%s), want %v", ok, msg, tc.want)
+			}
+		})
+	}
+}
+
+// TestChartSessionNetworkPolicy: with sessions on, the controller gets the session policy file,
+// which the controller loads, which is default-deny both ways, admits ingress only from the
+// gateway and the controller, and sends only to DNS, the tool proxy, the bundled Redis and
+// networkPolicy.sessionEgressAllow (not the gateway, not agentEgressAllow). Sessions off, or
+// network policies off: no file.
+func TestChartSessionNetworkPolicy(t *testing.T) {
+	const arg = "--session-network-policy-file=/etc/neuronetes/agent-networkpolicy/session-spec.yaml"
+	for _, tc := range []struct {
+		name string
+		set  []string
+		want bool
+	}{
+		{"sessions off", nil, false},
+		{"network policies off", []string{`controller={"agentSessions":{"enabled":true}}`, `networkPolicy={"enabled":false}`}, false},
+		{"sessions on", []string{`controller={"agentSessions":{"enabled":true}}`,
+			`networkPolicy={"sessionEgressAllow":[{"cidr":"10.1.2.3/32","ports":[6379]}],"agentEgressAllow":[{"cidr":"10.9.9.9/32"}]}`}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := render(t, nil, tc.set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := args(container(find(objs, "Deployment", "nn-neuronetes-controller"), "controller"))
+			cm := find(objs, "ConfigMap", "nn-neuronetes-agent-networkpolicy")
+			body, has := "", false
+			if cm != nil {
+				var s any
+				s, has = get(cm, "data").(map[string]any)["session-spec.yaml"]
+				body = fmt.Sprint(s)
+			}
+			if contains(a, arg) != tc.want || has != tc.want {
+				t.Fatalf("arg %v, session-spec.yaml %v; want %v", contains(a, arg), has, tc.want)
+			}
+			if !tc.want {
+				return
+			}
+			p := filepath.Join(t.TempDir(), "session-spec.yaml")
+			if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := agentnetpol.LoadSpec(p); err != nil {
+				t.Fatalf("the controller refuses the session policy: %v\n%s", err, body)
+			}
+			var spec map[string]any
+			if err := yaml.Unmarshal([]byte(body), &spec); err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(spec["policyTypes"]); got != "[Ingress Egress]" {
+				t.Errorf("policyTypes %s", got)
+			}
+			var in, out []string
+			for _, r := range spec["ingress"].([]any) {
+				in = append(in, peerComponents(r, "from")...)
+			}
+			for _, r := range spec["egress"].([]any) {
+				if isDNSRule(r) {
+					out = append(out, "dns")
+					continue
+				}
+				out = append(out, peerComponents(r, "to")...)
+			}
+			if want := "[neuronetes-system/gateway neuronetes-system/controller]"; fmt.Sprint(in) != want {
+				t.Errorf("ingress from %v, want %s", in, want)
+			}
+			if want := "[dns neuronetes-system/dispatcher neuronetes-system/redis 10.1.2.3/32]"; fmt.Sprint(out) != want {
+				t.Errorf("egress to %v, want %s", out, want)
+			}
+		})
+	}
+}

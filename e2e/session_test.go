@@ -1,0 +1,265 @@
+package e2e
+
+// AgentSession e2e: the session controller (controller/agentsession) and the node agent's
+// AgentCheckpoint handling (nodeagent/snapshot), both in-process against the local cluster, with
+// the demo agent as the session's process.
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/checkpoint/criu"
+	"github.com/neuronetes/neuronetes/controller/agentsession"
+	"github.com/neuronetes/neuronetes/e2e/cluster"
+	"github.com/neuronetes/neuronetes/internal/testreq"
+	"github.com/neuronetes/neuronetes/nodeagent/snapshot"
+)
+
+// sessionClass is the demo agent as an AgentClass template: root and no readiness probe, as in
+// TestCheckpointDemoAgentRestoreIntoWarmPod (CRIU on the development VM; no probe socket open at
+// dump time), on the node whose node agent runs in-process.
+func sessionClass(ns, image, node string) *v1alpha1.AgentClass {
+	root, no := int64(0), false
+	return &v1alpha1.AgentClass{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"},
+		Spec: v1alpha1.AgentClassSpec{Template: &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			NodeName:        node,
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &no},
+			Containers: []corev1.Container{{Name: "agent", Image: image, ImagePullPolicy: corev1.PullNever,
+				Args:            []string{"--listen=:8000", "--token-rate=2000", "--ttft-base=1ms"},
+				SecurityContext: &corev1.SecurityContext{RunAsUser: &root},
+				Env:             []corev1.EnvVar{{Name: "GODEBUG", Value: "multipathtcp=0"}}}},
+		}}},
+	}
+}
+
+// stateSum is the checksum of the demo agent's in-memory state: its token counters.
+func stateSum(c map[string]float64) string {
+	return fmt.Sprintf("%x", sha256.Sum256(fmt.Appendf(nil, "%v %v", c["vllm:prompt_tokens_total"], c["vllm:generation_tokens_total"])))
+}
+
+// TestAgentSessionIdleSuspendResume: a session's demo agent serves three turns (state: its token
+// counters), is suspended by its idle timeout (checkpoint stored, pod deleted), wakes on
+// activity into a new pod, and serves with the same state (checksum) and continues it. A session
+// of tenant B whose status names tenant A's checkpoint gets no Restore (Ready=False naming
+// status.lastCheckpoint), and A's session resumes unaffected.
+func TestAgentSessionIdleSuspendResume(t *testing.T) {
+	e := requireEnv(t)
+	sock := filepath.Join(e.Root, ".local", "containerd", "containerd.sock")
+	if _, err := os.Stat(sock); err != nil {
+		testreq.Tool(t, "containerd", "socket %s: %v", sock, err)
+	}
+	criuPath, err := criu.Locate()
+	if err != nil {
+		testreq.Tool(t, "criu", "not found (hack/test-deps.d/30-criu.sh builds it): %v", err)
+	}
+	if err := criu.Check(context.Background(), criuPath); err != nil {
+		testreq.Tool(t, "criu", "criu check fails here: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	for _, crd := range []string{"agentcheckpoints", "agentsessions", "agentclasses"} {
+		e.Kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(e.Root, "deploy", "crds", "neuronetes.io_"+crd+".yaml"))
+		e.Kubectl(t, "wait", "--for=condition=Established", "crd/"+crd+".neuronetes.io", "--timeout=60s")
+	}
+	img := e.Image(t, "demo-agent", "./cmd/demo-agent")
+	why := "CRIU on the development VM needs the checkpointed agent to run as root (docs/checkpoint.md)"
+	nsA := e.NamespaceWithPodSecurity(t, "sess-a", "baseline", why)
+	nsB := e.NamespaceWithPodSecurity(t, "sess-b", "baseline", why)
+
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	c, err := client.New(e.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{nsA, nsB} {
+		if err := c.Create(ctx, sessionClass(ns, img, e.NodeName)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Tenant B's session, its status forged (as if by anyone who may write it) to name A's
+	// checkpoint before the controller starts: the controller must refuse the restore.
+	victimID := v1alpha1.CheckpointIDFor(nsA, agentsession.CheckpointName("s", 1))
+	forged := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: "t"},
+		Spec: v1alpha1.AgentSessionSpec{ClassRef: v1alpha1.LocalObjectReference{Name: "demo"}}}
+	if err := c.Create(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	forged.Status = v1alpha1.AgentSessionStatus{Phase: v1alpha1.SessionSuspended, SuspendedByRequest: true, LastCheckpoint: victimID, TransitionTime: &now}
+	if err := c.Status().Update(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+
+	// The node agent's AgentCheckpoint handling and the session controller, in-process.
+	mgr, err := ctrl.NewManager(e.Config, snapshotManagerOptions(scheme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := snapshot.NewEngine(ctx, snapshot.Config{ContainerdSocket: sock, StoreDir: t.TempDir(), WorkDir: t.TempDir(), SigningKeyFile: writeSigningKey(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snapshot.Setup(mgr, snapshot.Options{NodeName: e.NodeName, Engine: engine}); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&agentsession.Reconciler{RestoreHostImage: cluster.PauseImage}).SetupWithManager(mgr, ""); err != nil {
+		t.Fatal(err)
+	}
+	mctx, mcancel := context.WithCancel(ctx)
+	defer mcancel()
+	go func() { _ = mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		for _, ns := range []string{nsA, nsB} {
+			var pods corev1.PodList
+			if err := c.List(context.Background(), &pods, client.InNamespace(ns)); err == nil {
+				for _, p := range pods.Items {
+					if len(p.Status.ContainerStatuses) > 0 {
+						removeRestored(t, engine.C, p.Status.ContainerStatuses[0].ContainerID)
+					}
+				}
+			}
+		}
+	})
+
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, ns := range []string{nsA, nsB} {
+			var cks v1alpha1.AgentCheckpointList
+			if err := c.List(context.Background(), &cks, client.InNamespace(ns)); err == nil {
+				for _, ck := range cks.Items {
+					t.Logf("AgentCheckpoint %s/%s: %s %s", ns, ck.Name, ck.Status.Phase, ck.Status.Message)
+				}
+			}
+			var evs corev1.EventList
+			if err := c.List(context.Background(), &evs, client.InNamespace(ns)); err == nil {
+				for _, ev := range evs.Items {
+					t.Logf("event %s/%s %s %s: %s", ns, ev.InvolvedObject.Name, ev.Type, ev.Reason, ev.Message)
+				}
+			}
+		}
+	})
+	session := func(ns, name string) *v1alpha1.AgentSession {
+		var s v1alpha1.AgentSession
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &s); err != nil {
+			t.Fatal(err)
+		}
+		return &s
+	}
+	waitPhase := func(name string, want v1alpha1.AgentSessionPhase, timeout time.Duration) *v1alpha1.AgentSession {
+		t.Helper()
+		var s *v1alpha1.AgentSession
+		Eventually(t, timeout, "session "+name+" "+string(want), func() (bool, error) {
+			s = session(nsA, name)
+			return s.Status.Phase == want, fmt.Errorf("phase %q, conditions %+v", s.Status.Phase, s.Status.Conditions)
+		})
+		return s
+	}
+	podIP := func(name string) string {
+		t.Helper()
+		var p corev1.Pod
+		if err := c.Get(ctx, types.NamespacedName{Namespace: nsA, Name: name}, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p.Status.PodIP
+	}
+
+	idle := 45 * time.Second
+	s := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "s"},
+		Spec: v1alpha1.AgentSessionSpec{ClassRef: v1alpha1.LocalObjectReference{Name: "demo"}, IdleTimeout: &metav1.Duration{Duration: idle}}}
+	if err := c.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	s = waitPhase("s", v1alpha1.SessionRunning, 2*time.Minute)
+	first := s.Status.PodName
+	ip := podIP(first)
+	Eventually(t, 30*time.Second, "demo agent of "+first+" answers /readyz", func() (bool, error) { return agentReady(ip) })
+	for i := 0; i < 3; i++ {
+		if err := chat(ip, fmt.Sprintf("turn %d: remember the number 42", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	served, err := demoCounters(ip)
+	if err != nil || served["vllm:generation_tokens_total"] == 0 {
+		t.Fatalf("demo agent state %v (%v)", served, err)
+	}
+	sum := stateSum(served)
+
+	// No activity: the idle timeout suspends it.
+	start := time.Now()
+	s = waitPhase("s", v1alpha1.SessionSuspended, idle+2*time.Minute)
+	t.Logf("suspended %s after %s: checkpoint %s", first, time.Since(start).Round(time.Second), s.Status.LastCheckpoint)
+	if s.Status.LastCheckpoint != victimID || s.Status.PodName != "" {
+		t.Fatalf("suspended status %+v, want checkpoint %s and no pod", s.Status, victimID)
+	}
+	Eventually(t, time.Minute, "pod "+first+" deleted", func() (bool, error) {
+		var p corev1.Pod
+		err := c.Get(ctx, types.NamespacedName{Namespace: nsA, Name: first}, &p)
+		return err != nil && strings.Contains(err.Error(), "not found"), err
+	})
+
+	// Activity (what the gateway would write) wakes it into a new pod.
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.SessionLastActivityAnnotation, time.Now().UTC().Format(time.RFC3339Nano))
+	if err := c.Patch(ctx, s, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	s = waitPhase("s", v1alpha1.SessionRunning, 3*time.Minute)
+	t.Logf("resumed into %s in %s", s.Status.PodName, time.Since(start).Round(time.Millisecond))
+	if s.Status.PodName == first || s.Status.PodName == "" {
+		t.Fatalf("resumed into pod %q, want a new pod", s.Status.PodName)
+	}
+	ip2 := podIP(s.Status.PodName)
+	var restored map[string]float64
+	Eventually(t, 30*time.Second, "restored agent serving at "+ip2, func() (bool, error) {
+		restored, err = demoCounters(ip2)
+		return err == nil, err
+	})
+	if got := stateSum(restored); got != sum {
+		t.Fatalf("restored state %v (sum %s), want %v (sum %s)", restored, got, served, sum)
+	}
+	if err := chat(ip2, "turn 4: what was the number?"); err != nil {
+		t.Fatalf("restored agent does not serve: %v", err)
+	}
+	after, err := demoCounters(ip2)
+	if err != nil || after["vllm:generation_tokens_total"] <= served["vllm:generation_tokens_total"] {
+		t.Fatalf("restored agent's state did not continue: %v after %v (%v)", after, served, err)
+	}
+	t.Logf("state sum %s before suspend and after resume; after one more turn %v", sum, after)
+
+	// Tenant B: no Restore of A's checkpoint was created, and its session says why.
+	Eventually(t, time.Minute, "tenant B's forged session refused", func() (bool, error) {
+		b := session(nsB, "t")
+		cond := meta.FindStatusCondition(b.Status.Conditions, agentsession.ConditionReady)
+		return cond != nil && cond.Status == metav1.ConditionFalse && strings.Contains(cond.Message, "status.lastCheckpoint"), fmt.Errorf("status %+v", b.Status)
+	})
+	var cks v1alpha1.AgentCheckpointList
+	if err := c.List(ctx, &cks, client.InNamespace(nsB)); err != nil {
+		t.Fatal(err)
+	}
+	for _, ck := range cks.Items {
+		if ck.Spec.Operation == v1alpha1.RestoreOperation {
+			t.Errorf("tenant B got a Restore AgentCheckpoint %s of %q", ck.Name, ck.Spec.CheckpointID)
+		}
+	}
+}
