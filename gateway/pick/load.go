@@ -26,6 +26,7 @@ type podKey struct {
 
 type counts struct {
 	reqs, tokens, prefill int
+	pending               int // requests without a first token yet
 }
 
 // NewLoad returns an empty tracker.
@@ -57,6 +58,7 @@ func (l *Load) Acquire(pool route.PoolRef, pod string, tokens, prefill int) *Lea
 	c.reqs++
 	c.tokens += tokens
 	c.prefill += prefill
+	c.pending++
 	l.pools[pool]++
 	l.mu.Unlock()
 	return &Lease{l: l, k: k, tokens: tokens, prefill: prefill}
@@ -71,6 +73,7 @@ func (le *Lease) FirstToken() {
 	defer le.l.mu.Unlock()
 	if c := le.l.pods[le.k]; c != nil {
 		c.prefill -= le.prefill
+		c.pending--
 	}
 }
 
@@ -106,6 +109,16 @@ func (l *Load) Pod(pool route.PoolRef, pod string) (reqs, tokens, prefill int) {
 		return c.reqs, c.tokens, c.prefill
 	}
 	return 0, 0, 0
+}
+
+// Pending returns the requests of pod that have no first token yet.
+func (l *Load) Pending(pool route.PoolRef, pod string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c := l.pods[podKey{pool, pod}]; c != nil {
+		return c.pending
+	}
+	return 0
 }
 
 // Pool returns the in-flight requests of pool.
