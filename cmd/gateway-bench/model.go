@@ -246,3 +246,56 @@ func (m *podModel) handle(e event, reqs []prepared) {
 	m.running--
 	m.full = false
 }
+
+// regret measures a policy's decisions against the oracle's rule in the model: at each request's
+// arrival (the model's pods in the state the policy's own earlier decisions left them), was it
+// sent to a pod whose estimated first token is later than the soonest pod's?
+type regret struct {
+	n, worse int // decisions judged, and those later than the soonest pod's by more than 1 ms
+	cache    int // of worse: another pod held more of the prompt in its cache
+	excess   time.Duration
+}
+
+func (r regret) String() string {
+	if r.n == 0 {
+		return "no decisions"
+	}
+	return fmt.Sprintf("%.1f%% later than the soonest pod (%d of %d; %d with more of the prompt cached elsewhere), mean excess %.1f ms",
+		100*float64(r.worse)/float64(r.n), r.worse, r.n, r.cache, ms(r.excess)/float64(r.n))
+}
+
+// decisionRegret replays assign (as modelTTFTs does) and judges each decision.
+func decisionRegret(reqs []prepared, assign []int, pods int, f agentFlags) regret {
+	models, err := newPodModels(pods, f)
+	if err != nil {
+		return regret{}
+	}
+	var g regret
+	for i, p := range assign {
+		if p < 0 || p >= pods {
+			continue
+		}
+		r := reqs[i]
+		bestAt, mostCached := time.Duration(0), 0
+		var at []time.Duration
+		for q, m := range models {
+			m.advance(r.at, reqs)
+			e := m.estimate(r, reqs)
+			at = append(at, e)
+			if q == 0 || e < bestAt {
+				bestAt = e
+			}
+			mostCached = max(mostCached, m.pool.CachedTokens(r.chain, r.promptTokens))
+		}
+		g.n++
+		if at[p] > bestAt+time.Millisecond {
+			g.worse++
+			g.excess += at[p] - bestAt
+			if mostCached > models[p].pool.CachedTokens(r.chain, r.promptTokens) {
+				g.cache++
+			}
+		}
+		models[p].arrive(i, reqs)
+	}
+	return g
+}
