@@ -185,5 +185,6 @@ func (o *options) startGateway(name string, backends []string, extra ...string) 
 		p.stop()
 		return nil, err
 	}
+	p.admin = admin
 	return p, nil
 }

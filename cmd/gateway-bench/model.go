@@ -299,3 +299,43 @@ func decisionRegret(reqs []prepared, assign []int, pods int, f agentFlags) regre
 	}
 	return g
 }
+
+// ruleTTFTs is the model of the gateway's soonest-first rule with perfect information: each
+// request goes to the pod with the least booked prefill (the uncached prompt tokens, as counted
+// when they were placed, of its requests not started yet, plus what remains of the one being
+// computed) plus its own uncached prompt, the pods' caches and prefill rates known exactly.
+// Compared with the gateway's model replay, it separates what the rule reaches from what this
+// machine's timing noise costs the gateway's view of the pods.
+func ruleTTFTs(reqs []prepared, pods int, f agentFlags) ([]float64, float64, error) {
+	models, err := newPodModels(pods, f)
+	if err != nil {
+		return nil, 0, err
+	}
+	type booked struct{ req, tokens int }
+	pending := make([][]booked, pods)
+	for i, r := range reqs {
+		best, bestCost, bestWork := 0, 0, 0
+		for p, m := range models {
+			m.advance(r.at, reqs)
+			keep, backlog := pending[p][:0], 0
+			for _, b := range pending[p] {
+				if _, started := m.first[b.req]; !started {
+					keep = append(keep, b)
+					backlog += b.tokens
+				}
+			}
+			pending[p] = keep
+			if m.laneFree > r.at {
+				backlog += int((m.laneFree - r.at).Seconds() * f.prefillRate)
+			}
+			work := r.promptTokens - m.pool.CachedTokens(r.chain, r.promptTokens)
+			if cost := backlog + work; p == 0 || cost < bestCost {
+				best, bestCost, bestWork = p, cost, work
+			}
+		}
+		pending[best] = append(pending[best], booked{i, bestWork})
+		models[best].arrive(i, reqs)
+	}
+	ttfts, hit := finish(models, reqs)
+	return ttfts, hit, nil
+}

@@ -23,6 +23,8 @@ type proc struct {
 	log  string // its output file
 	done chan struct{}
 	kv   string // an agent's KV-event address host:port ("" when it publishes none)
+	// admin is the gateway's admin host:port.
+	admin string
 }
 
 // freeAddr returns a loopback address with a port that was free a moment ago.

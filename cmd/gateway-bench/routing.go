@@ -89,7 +89,11 @@ func replayTrace(ctx context.Context, url string, reqs []replayRequest) *routing
 }
 
 // scrapeCounter sums the samples of a metric on an agent's /metrics.
-func scrapeCounter(base, name string) (float64, error) {
+func scrapeCounter(base, name string) (float64, error) { return scrapeCounterLabel(base, name, "") }
+
+// scrapeCounterLabel sums the samples of a metric whose line contains label (a `k="v"` pair;
+// "" for all).
+func scrapeCounterLabel(base, name, label string) (float64, error) {
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
 		return 0, err
@@ -100,7 +104,7 @@ func scrapeCounter(base, name string) (float64, error) {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		l := sc.Text()
-		if !strings.HasPrefix(l, name+"{") && !strings.HasPrefix(l, name+" ") {
+		if !strings.HasPrefix(l, name+"{") && !strings.HasPrefix(l, name+" ") || !strings.Contains(l, label) {
 			continue
 		}
 		v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
@@ -138,7 +142,8 @@ func collectHits(agents group, st *routingStats) error {
 // oracle holds only the model columns of the greedy oracle. The "x RR" columns are NaN when round
 // robin did not run (the further windows). The measured (wall-clock) columns are context: the
 // targets are judged on the model columns (summarize).
-func printRouting(w io.Writer, names []string, stats []*routingStats, shared float64, oracle *routingStats) {
+// rule holds the model columns of the gateway's rule with perfect information (ruleTTFTs).
+func printRouting(w io.Writer, names []string, stats []*routingStats, shared float64, oracle, rule *routingStats) {
 	rrMean := math.NaN()
 	for i, n := range names {
 		if n == policyRR {
@@ -169,6 +174,9 @@ func printRouting(w io.Writer, names []string, stats []*routingStats, shared flo
 	om := mean(oracle.modelTTFTs)
 	fmt.Fprintf(w, "%-22s %8d %6s %10s %10s %10s %8s %9s %9s %8s | %10.1f %10.1f %8.3f %9.4f\n", "greedy oracle (model)",
 		len(oracle.modelTTFTs), "", "", "", "", "", "", "", "", om, quantile(oracle.modelTTFTs, 0.99), om/rrModel, oracle.modelHitRate)
+	rm := mean(rule.modelTTFTs)
+	fmt.Fprintf(w, "%-22s %8d %6s %10s %10s %10s %8s %9s %9s %8s | %10.1f %10.1f %8.3f %9.4f\n", "gateway rule (model)",
+		len(rule.modelTTFTs), "", "", "", "", "", "", "", "", rm, quantile(rule.modelTTFTs, 0.99), rm/rrModel, rule.modelHitRate)
 	fmt.Fprintf(w, "%-22s %8s %6s %10s %10s %10s %8s %9.4f %9.3f\n", "shared cache (ref)", "", "", "", "", "", "", shared, 1.0)
 	fmt.Fprintf(w, "(%s is this bench's own router, shown for what cache- and load-aware routing reaches here; the greedy oracle\n"+
 		" sends each request, in the model, to the pod where its first token comes soonest given every pod's exact state; neither is a target)\n",

@@ -128,8 +128,11 @@ func (o *options) routingWindow(ctx context.Context, start time.Duration, names 
 	if err != nil {
 		return nil, err
 	}
-	oracle := &routingStats{}
+	oracle, rule := &routingStats{}, &routingStats{}
 	if oracle.modelTTFTs, oracle.modelHitRate, err = oracleTTFTs(prep, o.pods, flags); err != nil {
+		return nil, err
+	}
+	if rule.modelTTFTs, rule.modelHitRate, err = ruleTTFTs(prep, o.pods, flags); err != nil {
 		return nil, err
 	}
 	fmt.Printf("\n== routing: %d requests of the Mooncake conversation trace (%s from %s, %.0f prompt tokens/s) replayed %gx faster to %d pods\n",
@@ -139,7 +142,7 @@ func (o *options) routingWindow(ctx context.Context, start time.Duration, names 
 	fmt.Printf("   shared-cache reference: one %d-block cache (the %d pods' total), every request in arrival order, finished before the next\n",
 		o.pods*blocks, o.pods)
 
-	w := &windowResult{start: start, requests: len(reqs), oracle: oracle}
+	w := &windowResult{start: start, requests: len(reqs), oracle: oracle, rule: rule}
 	var stats []*routingStats
 	var ran []string
 	for _, name := range names {
@@ -162,7 +165,7 @@ func (o *options) routingWindow(ctx context.Context, start time.Duration, names 
 			w.least = st
 		}
 	}
-	printRouting(os.Stdout, ran, stats, shared, oracle)
+	printRouting(os.Stdout, ran, stats, shared, oracle, rule)
 	return w, nil
 }
 
@@ -194,6 +197,9 @@ func (o *options) replayPolicy(ctx context.Context, name string, flags agentFlag
 	cpu0 := front.cpuSeconds()
 	st := replayTrace(ctx, "http://"+front.addr+"/v1/chat/completions", reqs)
 	st.frontCPU = front.cpuSeconds() - cpu0
+	if name == "gateway" {
+		printKVIndex(front.admin)
+	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}

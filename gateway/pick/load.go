@@ -5,8 +5,10 @@
 package pick
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/neuronetes/neuronetes/gateway/route"
 )
@@ -14,9 +16,13 @@ import (
 // Load counts this replica's in-flight requests and tokens per pod and per pool, and each pod's
 // prefill backlog: the uncached prompt tokens of its requests that have no first token yet.
 type Load struct {
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+
 	mu    sync.Mutex
 	pods  map[podKey]*counts
 	pools map[route.PoolRef]int
+	lanes map[podKey]*lane
 }
 
 type podKey struct {
@@ -29,9 +35,18 @@ type counts struct {
 	pending               int // requests without a first token yet
 }
 
+// lane is what this replica knows of a pod's prefill lane: its requests without a first token,
+// oldest first, and the pod's prefill rate learnt from their first tokens. It outlives the pod's
+// counts so that the rate survives idle spells.
+type lane struct {
+	queue     []*Lease
+	lastFirst time.Time // the last first token: the lane was busy until then
+	rate      rateEstimate
+}
+
 // NewLoad returns an empty tracker.
 func NewLoad() *Load {
-	return &Load{pods: map[podKey]*counts{}, pools: map[route.PoolRef]int{}}
+	return &Load{pods: map[podKey]*counts{}, pools: map[route.PoolRef]int{}, lanes: map[podKey]*lane{}}
 }
 
 // Lease is one request's share of a pod's load. Release is idempotent and safe to call from
@@ -41,8 +56,16 @@ type Lease struct {
 	k       podKey
 	tokens  int
 	prefill int
+	sent    time.Time
 	first   atomic.Bool
 	done    atomic.Bool
+}
+
+func (l *Load) now() time.Time {
+	if l.Now == nil {
+		return time.Now()
+	}
+	return l.Now()
 }
 
 // Acquire counts a request of tokens (estimated prompt and completion) on pod, prefill of which
@@ -60,8 +83,15 @@ func (l *Load) Acquire(pool route.PoolRef, pod string, tokens, prefill int) *Lea
 	c.prefill += prefill
 	c.pending++
 	l.pools[pool]++
+	le := &Lease{l: l, k: k, tokens: tokens, prefill: prefill, sent: l.now()}
+	ln := l.lanes[k]
+	if ln == nil {
+		ln = &lane{}
+		l.lanes[k] = ln
+	}
+	ln.queue = append(ln.queue, le)
 	l.mu.Unlock()
-	return &Lease{l: l, k: k, tokens: tokens, prefill: prefill}
+	return le
 }
 
 // FirstToken ends the lease's prefill backlog (idempotent; Release ends it too).
@@ -69,12 +99,31 @@ func (le *Lease) FirstToken() {
 	if le == nil || !le.first.CompareAndSwap(false, true) {
 		return
 	}
+	now := le.l.now()
 	le.l.mu.Lock()
 	defer le.l.mu.Unlock()
 	if c := le.l.pods[le.k]; c != nil {
 		c.prefill -= le.prefill
 		c.pending--
 	}
+	if ln := le.l.lanes[le.k]; ln != nil {
+		if i := slices.Index(ln.queue, le); i >= 0 {
+			ln.queue = slices.Delete(ln.queue, i, i+1)
+		}
+		// The lane served this prefill from when it was sent or the previous first token came,
+		// whichever is later, to now.
+		if !le.done.Load() {
+			ln.rate.observe(le.prefill, now.Sub(later(le.sent, ln.lastFirst)))
+		}
+		ln.lastFirst = later(ln.lastFirst, now)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Pod returns the lease's pod.
@@ -109,6 +158,58 @@ func (l *Load) Pod(pool route.PoolRef, pod string) (reqs, tokens, prefill int) {
 		return c.reqs, c.tokens, c.prefill
 	}
 	return 0, 0, 0
+}
+
+// Backlog returns pod's pending prefill, in tokens, with the progress of the one it is
+// computing deducted: the lane serves this replica's requests oldest first, so the oldest
+// started when it was sent or when the previous first token came, and has been computed at the
+// pod's learnt rate since (nothing is deducted before a rate is learnt).
+func (l *Load) Backlog(pool route.PoolRef, pod string) int {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ln := l.lanes[podKey{pool, pod}]
+	if ln == nil || len(ln.queue) == 0 {
+		return 0
+	}
+	total := 0
+	for _, le := range ln.queue {
+		total += le.prefill
+	}
+	head := ln.queue[0]
+	return total - progress(head.prefill, now.Sub(later(head.sent, ln.lastFirst)), ln.rate.tokensPerSecond())
+}
+
+// progress is how many of prefill tokens a lane computing rate tokens per second has done in
+// elapsed (rate 0: unknown, none).
+func progress(prefill int, elapsed time.Duration, rate float64) int {
+	if rate <= 0 || elapsed <= 0 {
+		return 0
+	}
+	return min(prefill, int(rate*elapsed.Seconds()))
+}
+
+// rateEstimate is a prefill rate: tokens over time, both decayed by rateDecay per observation so
+// that it follows the pod.
+type rateEstimate struct{ tokens, seconds float64 }
+
+const rateDecay = 0.9
+
+// observe adds one request's prefill tokens served in d. Requests that computed almost nothing
+// (a cached prompt) carry mostly fixed overhead and are left out.
+func (r *rateEstimate) observe(tokens int, d time.Duration) {
+	if tokens < prefillFloor || d <= 0 {
+		return
+	}
+	r.tokens = rateDecay*r.tokens + float64(tokens)
+	r.seconds = rateDecay*r.seconds + d.Seconds()
+}
+
+func (r rateEstimate) tokensPerSecond() float64 {
+	if r.seconds <= 0 {
+		return 0
+	}
+	return r.tokens / r.seconds
 }
 
 // Pending returns the requests of pod that have no first token yet.

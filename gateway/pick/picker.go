@@ -139,7 +139,8 @@ func (p *Picker) UnderBound(pool *route.Pool, pod string) bool {
 type candidate struct {
 	ep           route.Endpoint
 	reqs, tokens int
-	// backlog is the pod's pending prefill; uncached this request's share of it.
+	// backlog is the pod's pending prefill (Load.Backlog, plus other replicas' estimate);
+	// uncached is this request's own uncached prompt there.
 	backlog, uncached int
 	rank              int // position in the ring walk, -1 when not reached
 	prefix            int
@@ -217,7 +218,8 @@ func (p *Picker) candidates(pool *route.Pool, in Input) ([]candidate, int) {
 		if in.Exclude[e.Pod] {
 			continue
 		}
-		reqs, tokens, backlog := p.Load.Pod(pool.Ref, e.Pod)
+		reqs, tokens, _ := p.Load.Pod(pool.Ref, e.Pod)
+		backlog := p.Load.Backlog(pool.Ref, e.Pod)
 		c := candidate{ep: e, reqs: reqs, tokens: tokens, backlog: backlog, rank: -1, prefix: matched[e.Pod],
 			uncached: uncached(in, matched[e.Pod])}
 		if u, ok := p.exactUncached(in, e); ok {

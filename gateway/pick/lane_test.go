@@ -1,0 +1,70 @@
+package pick
+
+import (
+	"testing"
+	"time"
+)
+
+// TestBacklogDeductsHeadProgress walks a pod's lane on a fake clock: the rate is learnt from a
+// first token, then the oldest pending request's progress is deducted from the backlog.
+func TestBacklogDeductsHeadProgress(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	now := t0
+	l := NewLoad()
+	l.Now = func() time.Time { return now }
+	at := func(d time.Duration) { now = t0.Add(d) }
+	backlog := func() int { return l.Backlog(pool, "p") }
+
+	a := l.Acquire(pool, "p", 0, 1000)
+	if got := backlog(); got != 1000 {
+		t.Fatalf("no rate learnt yet: backlog %d, want 1000", got)
+	}
+	at(time.Second)
+	a.FirstToken() // 1000 tokens in 1 s
+	if got := backlog(); got != 0 {
+		t.Fatalf("after the first token: backlog %d, want 0", got)
+	}
+	tiny := l.Acquire(pool, "p", 0, 10) // a cached prompt: its time is overhead, not prefill
+	at(1500 * time.Millisecond)
+	tiny.FirstToken()
+	at(2 * time.Second)
+	b := l.Acquire(pool, "p", 0, 2000)
+	l.Acquire(pool, "p", 0, 500)
+	steps := []struct {
+		at   time.Duration
+		want int
+	}{
+		{2 * time.Second, 2500},
+		{2500 * time.Millisecond, 2000}, // the head computed 500 at 1000 tokens/s
+		{5 * time.Second, 500},          // the head is done by the rate; its first token is late
+	}
+	for _, s := range steps {
+		at(s.at)
+		if got := backlog(); got != s.want {
+			t.Errorf("at %s: backlog %d, want %d", s.at, got, s.want)
+		}
+	}
+	b.Release() // ended without a first token: it teaches no rate
+	if r := l.lanes[podKey{pool, "p"}].rate.tokensPerSecond(); r != 1000 {
+		t.Errorf("rate %v, want 1000 (from the one real prefill)", r)
+	}
+}
+
+func TestProgress(t *testing.T) {
+	cases := []struct {
+		prefill int
+		elapsed time.Duration
+		rate    float64
+		want    int
+	}{
+		{1000, time.Second, 0, 0},
+		{1000, -time.Second, 500, 0},
+		{1000, time.Second, 500, 500},
+		{1000, 3 * time.Second, 500, 1000},
+	}
+	for _, c := range cases {
+		if got := progress(c.prefill, c.elapsed, c.rate); got != c.want {
+			t.Errorf("progress(%d, %s, %v) = %d, want %d", c.prefill, c.elapsed, c.rate, got, c.want)
+		}
+	}
+}
