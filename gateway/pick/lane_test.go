@@ -68,3 +68,30 @@ func TestProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestRateIgnoresQueuedBursts: first tokens of queued requests arriving in a burst (a gateway
+// starved of CPU reads them late, together) must not make the pod look infinitely fast.
+func TestRateIgnoresQueuedBursts(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	now := t0
+	l := NewLoad()
+	l.Now = func() time.Time { return now }
+	a := l.Acquire(pool, "p", 0, 1000)
+	b := l.Acquire(pool, "p", 0, 5000)
+	c := l.Acquire(pool, "p", 0, 5000)
+	now = t0.Add(time.Second)
+	a.FirstToken()
+	now = now.Add(500 * time.Microsecond)
+	b.FirstToken()
+	now = now.Add(500 * time.Microsecond)
+	c.FirstToken()
+	if r := l.lanes[podKey{pool, "p"}].rate.tokensPerSecond(); r != 1000 {
+		t.Fatalf("rate %v, want 1000 (only the request that found the lane idle)", r)
+	}
+	d := l.Acquire(pool, "p", 0, 4000)
+	now = now.Add(time.Second)
+	if got := l.Backlog(pool, "p"); got != 3000 {
+		t.Fatalf("backlog %d, want 3000 (1 s of progress at 1000 tokens/s)", got)
+	}
+	d.Release()
+}

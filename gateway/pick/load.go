@@ -57,8 +57,11 @@ type Lease struct {
 	tokens  int
 	prefill int
 	sent    time.Time
-	first   atomic.Bool
-	done    atomic.Bool
+	// alone: the pod had no other request of this replica without a first token when this one
+	// was sent, so its time to first token is its own prefill (and fixed overheads), not a queue.
+	alone bool
+	first atomic.Bool
+	done  atomic.Bool
 }
 
 func (l *Load) now() time.Time {
@@ -89,6 +92,7 @@ func (l *Load) Acquire(pool route.PoolRef, pod string, tokens, prefill int) *Lea
 		ln = &lane{}
 		l.lanes[k] = ln
 	}
+	le.alone = len(ln.queue) == 0
 	ln.queue = append(ln.queue, le)
 	l.mu.Unlock()
 	return le
@@ -110,10 +114,12 @@ func (le *Lease) FirstToken() {
 		if i := slices.Index(ln.queue, le); i >= 0 {
 			ln.queue = slices.Delete(ln.queue, i, i+1)
 		}
-		// The lane served this prefill from when it was sent or the previous first token came,
-		// whichever is later, to now.
-		if !le.done.Load() {
-			ln.rate.observe(le.prefill, now.Sub(later(le.sent, ln.lastFirst)))
+		// Only a request that found the lane idle teaches the rate: its time to first token is
+		// its own prefill (plus fixed overheads, so the rate is underestimated: safe). Queued
+		// requests' first tokens can arrive in bursts when this process is starved of CPU,
+		// which would make their service times look near zero.
+		if le.alone && !le.done.Load() {
+			ln.rate.observe(le.prefill, now.Sub(le.sent))
 		}
 		ln.lastFirst = later(ln.lastFirst, now)
 	}
@@ -196,9 +202,10 @@ type rateEstimate struct{ tokens, seconds float64 }
 const rateDecay = 0.9
 
 // observe adds one request's prefill tokens served in d. Requests that computed almost nothing
-// (a cached prompt) carry mostly fixed overhead and are left out.
+// (a cached prompt) carry mostly fixed overhead and are left out, as are times under a
+// millisecond (no prefill of prefillFloor tokens is that fast; such a sample is noise).
 func (r *rateEstimate) observe(tokens int, d time.Duration) {
-	if tokens < prefillFloor || d <= 0 {
+	if tokens < prefillFloor || d < time.Millisecond {
 		return
 	}
 	r.tokens = rateDecay*r.tokens + float64(tokens)
