@@ -36,7 +36,8 @@ func TestBacklogDeductsHeadProgress(t *testing.T) {
 	}{
 		{2 * time.Second, 2500},
 		{2500 * time.Millisecond, 2000}, // the head computed 500 at 1000 tokens/s
-		{5 * time.Second, 500},          // the head is done by the rate; its first token is late
+		{4200 * time.Millisecond, 300},  // the head is done by the rate (its first token is late); the next began at 4 s
+		{5 * time.Second, 0},
 	}
 	for _, s := range steps {
 		at(s.at)
@@ -50,21 +51,34 @@ func TestBacklogDeductsHeadProgress(t *testing.T) {
 	}
 }
 
-func TestProgress(t *testing.T) {
+// TestLaneBacklog is the lane schedule's decision table: requests run one after another from the
+// lane's free time at the rate, each not before it was sent.
+func TestLaneBacklog(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	le := func(sentMs, prefill int) *Lease {
+		return &Lease{sent: t0.Add(time.Duration(sentMs) * time.Millisecond), prefill: prefill}
+	}
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	cases := []struct {
-		prefill int
-		elapsed time.Duration
-		rate    float64
-		want    int
+		name  string
+		queue []*Lease
+		free  time.Time
+		now   time.Time
+		rate  float64
+		want  int
 	}{
-		{1000, time.Second, 0, 0},
-		{1000, -time.Second, 500, 0},
-		{1000, time.Second, 500, 500},
-		{1000, 3 * time.Second, 500, 1000},
+		{"no rate: everything pending", []*Lease{le(0, 100), le(0, 200)}, t0, at(1000), 0, 300},
+		{"empty", nil, t0, at(5), 1000, 0},
+		{"head half done", []*Lease{le(0, 1000), le(0, 1000)}, t0, at(500), 1000, 1500},
+		{"head done, second half done", []*Lease{le(0, 1000), le(0, 1000)}, t0, at(1500), 1000, 500},
+		{"all done by the schedule", []*Lease{le(0, 1000), le(0, 1000)}, t0, at(2500), 1000, 0},
+		{"a later send starts later", []*Lease{le(0, 100), le(1000, 1000)}, t0, at(1200), 1000, 800},
+		{"the lane was busy until its last first token", []*Lease{le(0, 1000)}, at(400), at(500), 1000, 900},
+		{"not sent yet by now (a clock step)", []*Lease{le(900, 1000)}, t0, at(500), 1000, 1000},
 	}
 	for _, c := range cases {
-		if got := progress(c.prefill, c.elapsed, c.rate); got != c.want {
-			t.Errorf("progress(%d, %s, %v) = %d, want %d", c.prefill, c.elapsed, c.rate, got, c.want)
+		if got := laneBacklog(c.queue, c.free, c.now, c.rate); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
 		}
 	}
 }

@@ -166,33 +166,46 @@ func (l *Load) Pod(pool route.PoolRef, pod string) (reqs, tokens, prefill int) {
 	return 0, 0, 0
 }
 
-// Backlog returns pod's pending prefill, in tokens, with the progress of the one it is
-// computing deducted: the lane serves this replica's requests oldest first, so the oldest
-// started when it was sent or when the previous first token came, and has been computed at the
-// pod's learnt rate since (nothing is deducted before a rate is learnt).
+// Backlog returns pod's pending prefill, in tokens: the uncached prompt tokens of this
+// replica's requests there without a first token, less what the pod has computed of them by now.
+// The pod computes prefills one after another, oldest first, so from the last first token seen
+// (when its lane was free) each request is scheduled at the pod's learnt rate, starting when it
+// was sent or when the one before it would end, whichever is later; what lies before now is
+// computed. A first token seen late (a starved gateway, a slow network) thus does not hold up the
+// requests behind it. Before a rate is learnt nothing is deducted.
 func (l *Load) Backlog(pool route.PoolRef, pod string) int {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ln := l.lanes[podKey{pool, pod}]
-	if ln == nil || len(ln.queue) == 0 {
+	if ln == nil {
 		return 0
 	}
-	total := 0
-	for _, le := range ln.queue {
-		total += le.prefill
-	}
-	head := ln.queue[0]
-	return total - progress(head.prefill, now.Sub(later(head.sent, ln.lastFirst)), ln.rate.tokensPerSecond())
+	return laneBacklog(ln.queue, ln.lastFirst, now, ln.rate.tokensPerSecond())
 }
 
-// progress is how many of prefill tokens a lane computing rate tokens per second has done in
-// elapsed (rate 0: unknown, none).
-func progress(prefill int, elapsed time.Duration, rate float64) int {
-	if rate <= 0 || elapsed <= 0 {
-		return 0
+// laneBacklog is the tokens of queue (oldest first) not computed by now on a lane free from
+// free on, computing rate tokens per second (0: unknown, nothing computed).
+func laneBacklog(queue []*Lease, free, now time.Time, rate float64) int {
+	total := 0
+	t := free
+	for _, le := range queue {
+		if rate <= 0 {
+			total += le.prefill
+			continue
+		}
+		start := later(t, le.sent)
+		end := start.Add(time.Duration(float64(le.prefill) / rate * float64(time.Second)))
+		t = end
+		switch {
+		case !end.After(now):
+		case start.Before(now):
+			total += min(le.prefill, int(rate*end.Sub(now).Seconds()+0.5))
+		default:
+			total += le.prefill
+		}
 	}
-	return min(prefill, int(rate*elapsed.Seconds()))
+	return total
 }
 
 // rateEstimate is a prefill rate: tokens over time, both decayed by rateDecay per observation so
