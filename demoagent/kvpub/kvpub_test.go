@@ -35,7 +35,8 @@ func (s *sink) events() []kvevents.Event {
 }
 
 // TestPublishesCacheEvents drives a real cache model and checks the published events carry the
-// cache's own block hashes (as integers), the parent of a stored run and the block size.
+// cache's own block hashes (as integers), the parent of a stored run and the block size, and no
+// token ids (they would reveal prompts to every subscriber).
 func TestPublishesCacheEvents(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -71,7 +72,7 @@ func TestPublishesCacheEvents(t *testing.T) {
 	}
 	for i, w := range want {
 		g := got[i]
-		if g.Kind != w.Kind || len(g.Hashes) != len(w.Hashes) || g.BlockSize != w.BlockSize || g.Parent != "" {
+		if g.Kind != w.Kind || len(g.Hashes) != len(w.Hashes) || g.BlockSize != w.BlockSize || g.Parent != "" || len(g.TokenIDs) != 0 {
 			t.Errorf("event %d = %+v, want %+v", i, g, w)
 			continue
 		}
