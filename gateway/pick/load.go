@@ -151,6 +151,9 @@ func (le *Lease) Release() {
 			delete(l.pods, le.k)
 		}
 	}
+	if ln := l.lanes[le.k]; ln != nil && len(ln.queue) == 0 && ln.rate.seconds == 0 {
+		delete(l.lanes, le.k) // nothing learnt to keep; a pod with a rate keeps its lane
+	}
 	if l.pools[le.k.pool]--; l.pools[le.k.pool] <= 0 {
 		delete(l.pools, le.k.pool)
 	}
