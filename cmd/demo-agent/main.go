@@ -22,7 +22,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/neuronetes/neuronetes/demoagent/engine"
+	"github.com/neuronetes/neuronetes/demoagent/kvpub"
 	"github.com/neuronetes/neuronetes/demoagent/server"
+	"github.com/neuronetes/neuronetes/gateway/kvevents"
 	"github.com/neuronetes/neuronetes/internal/serving"
 )
 
@@ -55,6 +57,8 @@ type options struct {
 	drain           time.Duration
 	kvTokens        int
 	failMode        string
+	kvEvents        string
+	kvTopic         string
 	eng             engine.Config
 	srv             server.Config
 }
@@ -82,6 +86,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.readyDelay, "ready-delay", 0, "extra simulated load time before /readyz succeeds")
 	fs.StringVar(&o.srv.SidecarURL, "sidecar-url", os.Getenv("NEURONETES_SIDECAR_URL"), "sidecar base URL; empty disables session memory")
 	fs.DurationVar(&o.drain, "drain-timeout", 25*time.Second, "time open streams get to finish after SIGTERM")
+	fs.StringVar(&o.kvEvents, "kv-events-endpoint", "", "ZeroMQ endpoint the KV-cache events are published on, as vLLM's --kv-events-config endpoint (e.g. tcp://*:5557); empty publishes none")
+	fs.StringVar(&o.kvTopic, "kv-events-topic", "", "topic frame of the KV-cache events (vLLM's default is empty)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -140,6 +146,17 @@ func run() error {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	logger := klog.FromContext(ctx).WithName("demo-agent")
+	if o.kvEvents != "" {
+		pub, err := kvevents.Listen(ctx, o.kvEvents, o.kvTopic)
+		if err != nil {
+			return err
+		}
+		defer pub.Close()
+		rec := kvpub.NewRecorder(o.eng.BlockSize)
+		eng.SetCacheObserver(rec)
+		go rec.Run(ctx, pub, clk)
+		logger.Info("Publishing KV-cache events", "endpoint", o.kvEvents, "addr", pub.Addr().String())
+	}
 	go eng.Run(ctx)
 
 	srv := serving.Stream(0).Server(o.listen, s.Handler())

@@ -57,9 +57,12 @@ func TestLoadTraceWindowAndReplay(t *testing.T) {
 	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := loadTrace(p, 5*time.Second)
+	rows, err := loadTrace(p, 0, 5*time.Second)
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("rows %d, err %v; want the 2 before 5 s", len(rows), err)
+	}
+	if later, err := loadTrace(p, 2*time.Second, 10*time.Second); err != nil || len(later) != 2 || later[0].Timestamp != 3000 {
+		t.Fatalf("window from 2 s: %+v, %v; want the rows at 3 s and 9 s", later, err)
 	}
 	reqs := replay(rows, 4, 32)
 	if reqs[1].at != 500*time.Millisecond || reqs[0].output != 32 || reqs[1].output != 2 {
@@ -68,7 +71,7 @@ func TestLoadTraceWindowAndReplay(t *testing.T) {
 	if err := os.WriteFile(p, []byte(`{"timestamp": 0, "input_length": 10, "hash_ids": [1, 2]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := loadTrace(p, time.Hour); err == nil || !strings.Contains(err.Error(), "line 1") {
+	if _, err := loadTrace(p, 0, time.Hour); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("bad row: err %v, want it to name line 1", err)
 	}
 }

@@ -6,8 +6,8 @@
 //     round robin, and through the gateway: added TTFT p50/p99 and chunk throughput;
 //   - routing quality: the Mooncake conversation trace replayed, time-compressed, through the
 //     gateway and through round-robin, least-request and random proxies to fresh demo agents:
-//     mean and p99 TTFT and prefix-cache hit rate, against one shared cache of the pods' total
-//     capacity.
+//     mean and p99 TTFT and prefix-cache hit rate, measured and in a model replay of each
+//     policy's decisions, judged against a greedy oracle in the model in several windows.
 //
 // Every process (agents, proxies, gateway) runs as its own process on loopback. The verdict is
 // printed last; the exit status is 1 when a target is missed or the gateway is absent.
@@ -185,5 +185,6 @@ func (o *options) startGateway(name string, backends []string, extra ...string) 
 		p.stop()
 		return nil, err
 	}
+	p.admin = admin
 	return p, nil
 }

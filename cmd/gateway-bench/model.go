@@ -246,3 +246,96 @@ func (m *podModel) handle(e event, reqs []prepared) {
 	m.running--
 	m.full = false
 }
+
+// regret measures a policy's decisions against the oracle's rule in the model: at each request's
+// arrival (the model's pods in the state the policy's own earlier decisions left them), was it
+// sent to a pod whose estimated first token is later than the soonest pod's?
+type regret struct {
+	n, worse int // decisions judged, and those later than the soonest pod's by more than 1 ms
+	cache    int // of worse: another pod held more of the prompt in its cache
+	excess   time.Duration
+}
+
+func (r regret) String() string {
+	if r.n == 0 {
+		return "no decisions"
+	}
+	return fmt.Sprintf("%.1f%% later than the soonest pod (%d of %d; %d with more of the prompt cached elsewhere), mean excess %.1f ms",
+		100*float64(r.worse)/float64(r.n), r.worse, r.n, r.cache, ms(r.excess)/float64(r.n))
+}
+
+// decisionRegret replays assign (as modelTTFTs does) and judges each decision.
+func decisionRegret(reqs []prepared, assign []int, pods int, f agentFlags) regret {
+	models, err := newPodModels(pods, f)
+	if err != nil {
+		return regret{}
+	}
+	var g regret
+	for i, p := range assign {
+		if p < 0 || p >= pods {
+			continue
+		}
+		r := reqs[i]
+		bestAt, mostCached := time.Duration(0), 0
+		var at []time.Duration
+		for q, m := range models {
+			m.advance(r.at, reqs)
+			e := m.estimate(r, reqs)
+			at = append(at, e)
+			if q == 0 || e < bestAt {
+				bestAt = e
+			}
+			mostCached = max(mostCached, m.pool.CachedTokens(r.chain, r.promptTokens))
+		}
+		g.n++
+		if at[p] > bestAt+time.Millisecond {
+			g.worse++
+			g.excess += at[p] - bestAt
+			if mostCached > models[p].pool.CachedTokens(r.chain, r.promptTokens) {
+				g.cache++
+			}
+		}
+		models[p].arrive(i, reqs)
+	}
+	return g
+}
+
+// ruleTTFTs is the model of the gateway's soonest-first rule with perfect information: each
+// request goes to the pod with the least booked prefill (the uncached prompt tokens, as counted
+// when they were placed, of its requests not started yet, plus what remains of the one being
+// computed) plus its own uncached prompt, the pods' caches and prefill rates known exactly.
+// Compared with the gateway's model replay, it separates what the rule reaches from what this
+// machine's timing noise costs the gateway's view of the pods.
+func ruleTTFTs(reqs []prepared, pods int, f agentFlags) ([]float64, float64, error) {
+	models, err := newPodModels(pods, f)
+	if err != nil {
+		return nil, 0, err
+	}
+	type booked struct{ req, tokens int }
+	pending := make([][]booked, pods)
+	for i, r := range reqs {
+		best, bestCost, bestWork := 0, 0, 0
+		for p, m := range models {
+			m.advance(r.at, reqs)
+			keep, backlog := pending[p][:0], 0
+			for _, b := range pending[p] {
+				if _, started := m.first[b.req]; !started {
+					keep = append(keep, b)
+					backlog += b.tokens
+				}
+			}
+			pending[p] = keep
+			if m.laneFree > r.at {
+				backlog += int((m.laneFree - r.at).Seconds() * f.prefillRate)
+			}
+			work := r.promptTokens - m.pool.CachedTokens(r.chain, r.promptTokens)
+			if cost := backlog + work; p == 0 || cost < bestCost {
+				best, bestCost, bestWork = p, cost, work
+			}
+		}
+		pending[best] = append(pending[best], booked{i, bestWork})
+		models[best].arrive(i, reqs)
+	}
+	ttfts, hit := finish(models, reqs)
+	return ttfts, hit, nil
+}

@@ -22,6 +22,9 @@ type proc struct {
 	cmd  *exec.Cmd
 	log  string // its output file
 	done chan struct{}
+	kv   string // an agent's KV-event address host:port ("" when it publishes none)
+	// admin is the gateway's admin host:port.
+	admin string
 }
 
 // freeAddr returns a loopback address with a port that was free a moment ago.
@@ -189,6 +192,7 @@ type agentFlags struct {
 	ttftBase    time.Duration
 	kvTokens    int
 	blockSize   int
+	kvEvents    bool // publish KV-cache events (--kv-events-endpoint) on a port of their own
 }
 
 // startAgents runs n demo agents and waits until all are ready.
@@ -200,15 +204,24 @@ func startAgents(ctx context.Context, bin, logDir, tag string, n int, f agentFla
 			g.stop()
 			return nil, err
 		}
-		p, err := start(fmt.Sprintf("%s-agent%d", tag, i), logDir, addr, bin,
-			"--listen="+addr, "--model=bench", fmt.Sprintf("--max-running=%d", f.slots),
+		args := []string{"--listen=" + addr, "--model=bench", fmt.Sprintf("--max-running=%d", f.slots),
 			fmt.Sprintf("--prefill-rate=%g", f.prefillRate), fmt.Sprintf("--token-rate=%g", f.decodeRate),
-			"--ttft-base="+f.ttftBase.String(), fmt.Sprintf("--kv-cache-tokens=%d", f.kvTokens),
-			fmt.Sprintf("--block-size=%d", f.blockSize), "--max-body-bytes=67108864", "--drain-timeout=1s")
+			"--ttft-base=" + f.ttftBase.String(), fmt.Sprintf("--kv-cache-tokens=%d", f.kvTokens),
+			fmt.Sprintf("--block-size=%d", f.blockSize), "--max-body-bytes=67108864", "--drain-timeout=1s"}
+		var kv string
+		if f.kvEvents {
+			if kv, err = freeAddr(); err != nil {
+				g.stop()
+				return nil, err
+			}
+			args = append(args, "--kv-events-endpoint=tcp://"+kv)
+		}
+		p, err := start(fmt.Sprintf("%s-agent%d", tag, i), logDir, addr, bin, args...)
 		if err != nil {
 			g.stop()
 			return nil, err
 		}
+		p.kv = kv
 		g = append(g, p)
 	}
 	for _, p := range g {
@@ -228,6 +241,18 @@ func (g group) urls() []string {
 	out := make([]string, len(g))
 	for i, p := range g {
 		out[i] = "http://" + p.addr
+	}
+	return out
+}
+
+// gatewayURLs are the agents' base URLs for the gateway's --backends: with the port of their KV
+// events when they publish them.
+func (g group) gatewayURLs() []string {
+	out := g.urls()
+	for i, p := range g {
+		if _, port, err := net.SplitHostPort(p.kv); err == nil {
+			out[i] += "?kv-events-port=" + port
+		}
 	}
 	return out
 }

@@ -24,6 +24,7 @@ type routingConfig struct {
 	slots       int
 	policies    []string
 	withGateway bool
+	extra       durations // starts of the further windows
 }
 
 func (c *routingConfig) bindFlags(fs *flag.FlagSet) {
@@ -37,6 +38,8 @@ func (c *routingConfig) bindFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.decodeReal, "decode-rate-trace", 30, "routing: decode tokens per second per sequence, in trace time")
 	fs.DurationVar(&c.ttftBase, "ttft-base-trace", 20*time.Millisecond, "routing: first-token overhead, in trace time")
 	fs.IntVar(&c.slots, "slots", 256, "routing: batch slots per pod")
+	c.extra = durations{20 * time.Minute, 40 * time.Minute}
+	fs.Var(&c.extra, "extra-windows", "routing: start offsets (trace time) of the further windows judged, each -trace-window long, comma-separated")
 }
 
 func (c *routingConfig) validate() error {
@@ -101,11 +104,13 @@ func (o *options) runOverhead(ctx context.Context) (verdict, error) {
 
 func constURL(u string) func(int) string { return func(int) string { return u } }
 
-func (o *options) runRouting(ctx context.Context) (verdict, error) {
+// routingWindow replays one window of the trace, from start (trace time), through the given
+// policies to fresh agents, prints its table and returns its results with the model oracle's.
+func (o *options) routingWindow(ctx context.Context, start time.Duration, names []string) (*windowResult, error) {
 	c := o.routing
-	rows, err := loadTrace(c.trace, c.window)
+	rows, err := loadTrace(c.trace, start, c.window)
 	if err != nil {
-		return verdict{}, err
+		return nil, err
 	}
 	reqs := replay(rows, c.speedup, c.maxOutput)
 	var promptTokens int
@@ -121,47 +126,47 @@ func (o *options) runRouting(ctx context.Context) (verdict, error) {
 	prep := prepare(reqs, c.blockSize)
 	shared, err := sharedCacheHitRate(prep, o.pods*blocks, c.blockSize)
 	if err != nil {
-		return verdict{}, err
+		return nil, err
 	}
-	oracle := &routingStats{}
+	oracle, rule := &routingStats{}, &routingStats{}
 	if oracle.modelTTFTs, oracle.modelHitRate, err = oracleTTFTs(prep, o.pods, flags); err != nil {
-		return verdict{}, err
+		return nil, err
 	}
-	fmt.Printf("\n== routing: %d requests of the Mooncake conversation trace (first %s, %.0f prompt tokens/s) replayed %gx faster to %d pods\n",
-		len(reqs), c.window, offered, c.speedup, o.pods)
+	if rule.modelTTFTs, rule.modelHitRate, err = ruleTTFTs(prep, o.pods, flags); err != nil {
+		return nil, err
+	}
+	fmt.Printf("\n== routing: %d requests of the Mooncake conversation trace (%s from %s, %.0f prompt tokens/s) replayed %gx faster to %d pods\n",
+		len(reqs), c.window, start, offered, c.speedup, o.pods)
 	fmt.Printf("   pods: prefill %.0f tokens/s (trace time; %.2f of them busy with no cache reuse), decode %g tokens/s/seq, KV cache %d tokens in %d-token blocks, outputs capped at %d tokens\n",
 		prefillReal, c.load, c.decodeReal, c.kvTokens, c.blockSize, c.maxOutput)
 	fmt.Printf("   shared-cache reference: one %d-block cache (the %d pods' total), every request in arrival order, finished before the next\n",
 		o.pods*blocks, o.pods)
 
-	names := []string{"gateway", policyRR, policyLeast, policyRandom, policyReference}
+	w := &windowResult{start: start, requests: len(reqs), oracle: oracle, rule: rule}
 	var stats []*routingStats
-	var gwErr error
+	var ran []string
 	for _, name := range names {
 		st, err := o.replayPolicy(ctx, name, flags, reqs, prep)
 		if errors.Is(err, errNoGateway) {
-			gwErr = err
+			w.gwErr = err
 			continue
 		}
 		if err != nil {
-			return verdict{}, fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		stats = append(stats, st)
+		ran = append(ran, name)
 		fmt.Printf("  %-14s done: %d requests, load %s\n", name, len(st.ttfts), loadAvg())
+		switch name {
+		case "gateway":
+			w.gateway = st
+			w.regret = decisionRegret(prep, st.assign, o.pods, flags)
+		case policyLeast:
+			w.least = st
+		}
 	}
-	if gwErr != nil {
-		names = names[1:]
-	}
-	v := printRouting(os.Stdout, names, stats, shared, oracle)
-	if !v.present {
-		return verdict{text: "routing: gateway absent (" + gwErr.Error() + ")"}, nil
-	}
-	status := "met"
-	if !v.ok {
-		status = "MISSED"
-	}
-	return verdict{ok: v.ok, text: fmt.Sprintf("routing %s: gateway mean TTFT %.3fx round robin's (target <= 0.5; %.3fx in the model replay of its decisions, %.3fx for the model's greedy oracle), hit rate %.3fx the shared cache's (target >= 0.9)",
-		status, v.ttftRatio, v.modelRatio, v.oracleRatio, v.hitRatio)}, nil
+	printRouting(os.Stdout, ran, stats, shared, oracle, rule)
+	return w, nil
 }
 
 // replayPolicy replays the trace through one policy to fresh agents (cold caches).
@@ -169,6 +174,7 @@ func (o *options) replayPolicy(ctx context.Context, name string, flags agentFlag
 	if name == "gateway" && o.gatewayBin == "" {
 		return nil, errNoGateway
 	}
+	flags.kvEvents = name == "gateway"
 	agents, err := startAgents(ctx, o.agentBin, o.logDir, "routing-"+name, o.pods, flags)
 	if err != nil {
 		return nil, err
@@ -178,7 +184,8 @@ func (o *options) replayPolicy(ctx context.Context, name string, flags agentFlag
 	if name == "gateway" {
 		// Time-based settings keep their trace-time meaning: scrape as often, in trace time.
 		scrape := time.Duration(float64(time.Second) / o.routing.speedup)
-		front, err = o.startGateway("routing-gateway", agents.urls(), "--scrape-interval="+scrape.String())
+		front, err = o.startGateway("routing-gateway", agents.gatewayURLs(), "--scrape-interval="+scrape.String(),
+			"--kv-events-hash=demo")
 	} else {
 		front, err = o.startProxy("routing-"+name, name, agents.urls(),
 			fmt.Sprintf("-kv-tokens=%d", flags.kvTokens), fmt.Sprintf("-block-size=%d", flags.blockSize))
@@ -190,6 +197,9 @@ func (o *options) replayPolicy(ctx context.Context, name string, flags agentFlag
 	cpu0 := front.cpuSeconds()
 	st := replayTrace(ctx, "http://"+front.addr+"/v1/chat/completions", reqs)
 	st.frontCPU = front.cpuSeconds() - cpu0
+	if name == "gateway" {
+		printKVIndex(front.admin)
+	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -213,6 +223,7 @@ func (o *options) replayPolicy(ctx context.Context, name string, flags agentFlag
 	if unknown > st.errors {
 		return nil, fmt.Errorf("%d responses did not name a known pod in X-Neuronetes-Pod (backends %v)", unknown-st.errors, agents.urls())
 	}
+	st.assign = assign
 	st.modelTTFTs, st.modelHitRate, err = modelTTFTs(prep, assign, o.pods, flags)
 	return st, err
 }

@@ -33,8 +33,8 @@ type replayRequest struct {
 // hundreds of MiB).
 func (r replayRequest) prompt() string { return promptText(r.row) }
 
-// loadTrace reads the rows that arrive before window (trace time).
-func loadTrace(path string, window time.Duration) ([]traceRow, error) {
+// loadTrace reads the rows that arrive in [start, start+window) (trace time).
+func loadTrace(path string, start, window time.Duration) ([]traceRow, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("trace: %w", err)
@@ -54,7 +54,7 @@ func loadTrace(path string, window time.Duration) ([]traceRow, error) {
 		if err := r.check(); err != nil {
 			return nil, fmt.Errorf("trace %s line %d: %w", path, line, err)
 		}
-		if time.Duration(r.Timestamp)*time.Millisecond >= window {
+		if at := time.Duration(r.Timestamp) * time.Millisecond; at < start || at >= start+window {
 			continue
 		}
 		rows = append(rows, r)
@@ -63,7 +63,7 @@ func loadTrace(path string, window time.Duration) ([]traceRow, error) {
 		return nil, fmt.Errorf("trace %s: %w", path, err)
 	}
 	if len(rows) == 0 {
-		return nil, fmt.Errorf("trace %s: no request arrives within %s", path, window)
+		return nil, fmt.Errorf("trace %s: no request arrives within %s from %s", path, window, start)
 	}
 	return rows, nil
 }

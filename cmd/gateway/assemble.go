@@ -20,6 +20,7 @@ import (
 	"github.com/neuronetes/neuronetes/gateway/auth"
 	"github.com/neuronetes/neuronetes/gateway/engine"
 	"github.com/neuronetes/neuronetes/gateway/front"
+	"github.com/neuronetes/neuronetes/gateway/kvindex"
 	"github.com/neuronetes/neuronetes/gateway/metrics"
 	"github.com/neuronetes/neuronetes/gateway/pick"
 	"github.com/neuronetes/neuronetes/gateway/proxy"
@@ -70,7 +71,13 @@ func assemble(ctx context.Context, o *options) (*gw, error) {
 		g.ready = func() bool { return true }
 	}
 	load := pick.NewLoad()
-	picker := &pick.Picker{Load: load, Prefix: pick.NewPrefixIndex(o.prefixBlockBytes, o.prefixEntries)}
+	picker := &pick.Picker{Load: load, Prefix: pick.NewPrefixIndex(o.prefixBlockBytes, o.prefixEntries), Strategy: o.pickStrategy}
+	if o.kvEventsHash != "" {
+		g.kv = &kvindex.Subscriber{Index: &kvindex.Index{},
+			OnResult: func(r kvindex.Result) { m.KVEvents.WithLabelValues(kvResult(r)).Inc() },
+			OnError:  func(error) { m.KVEvents.WithLabelValues("error").Inc() }}
+		picker.KV = g.kv.Index
+	}
 	if o.scrapeInterval > 0 {
 		g.scraper = &pick.Scraper{Table: g.table, Interval: o.scrapeInterval}
 		picker.Metrics = g.scraper
@@ -82,6 +89,10 @@ func assemble(ctx context.Context, o *options) (*gw, error) {
 		Cfg: engine.Config{MaxResponseBytes: o.maxResponseBytes, ShadowParallel: o.shadowParallel,
 			BlockedAsError: o.blockedAnswer == "error"}, Replica: o.replica,
 		Sessions: sessions}
+	picker.Replicas = g.eng.Peers.Count
+	if g.kv != nil {
+		g.eng.KVPrompt = kvindex.DemoPrompt // --kv-events-hash=demo, the only one
+	}
 	if o.dispatchToken != "" {
 		d, err := loadDispatcher(o.dispatchToken)
 		if err != nil {
@@ -127,6 +138,7 @@ func (g *gw) background(ctx context.Context) {
 	go g.pins.Run(ctx, time.Second)
 	go g.limiter.Run(ctx)
 	go g.eng.Peers.Run(ctx)
+	g.syncKV(ctx)
 	go func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
@@ -137,6 +149,7 @@ func (g *gw) background(ctx context.Context) {
 			case <-t.C:
 				g.eng.Metrics.UpdateRates()
 				g.tableChanged()
+				g.syncKV(ctx)
 			}
 		}
 	}()
@@ -154,6 +167,39 @@ func (g *gw) tableChanged() {
 		}
 		g.stats.Forget(p.Ref, keep)
 	}
+}
+
+// syncKV subscribes to the KV events of every routable endpoint that publishes them and stops
+// the subscriptions of the others, then sets each pool's exact and approximate endpoint gauges.
+func (g *gw) syncKV(ctx context.Context) {
+	if g.kv == nil {
+		return
+	}
+	addrs := map[string]bool{}
+	for _, p := range g.table.Load().Pools() {
+		exact := 0
+		for _, e := range p.Endpoints {
+			if e.KVEvents != "" {
+				addrs[e.KVEvents] = true
+			}
+			if g.kv.Index.Exact(e.KVEvents) {
+				exact++
+			}
+		}
+		g.eng.Metrics.KVIndex.WithLabelValues(p.Ref.String(), "exact").Set(float64(exact))
+		g.eng.Metrics.KVIndex.WithLabelValues(p.Ref.String(), "approximate").Set(float64(len(p.Endpoints) - exact))
+	}
+	g.kv.Sync(ctx, addrs)
+}
+
+func kvResult(r kvindex.Result) string {
+	switch r {
+	case kvindex.Gap:
+		return "gap"
+	case kvindex.Overflow:
+		return "overflow"
+	}
+	return "applied"
 }
 
 // allReady is ready when every condition is (the routing table's first snapshot, then each

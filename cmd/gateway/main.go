@@ -29,6 +29,7 @@ import (
 	"github.com/neuronetes/neuronetes/gateway/affinity"
 	"github.com/neuronetes/neuronetes/gateway/engine"
 	"github.com/neuronetes/neuronetes/gateway/front"
+	"github.com/neuronetes/neuronetes/gateway/kvindex"
 	"github.com/neuronetes/neuronetes/gateway/metrics"
 	"github.com/neuronetes/neuronetes/gateway/pick"
 	"github.com/neuronetes/neuronetes/gateway/quota"
@@ -64,6 +65,7 @@ type gw struct {
 	eng     *engine.Engine
 	front   *front.Server
 	scraper *pick.Scraper
+	kv      *kvindex.Subscriber // nil without --kv-events-hash
 	pins    *affinity.Store
 	limiter *quota.Limiter
 	stats   *metrics.PoolStats

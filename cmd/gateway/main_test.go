@@ -60,6 +60,8 @@ func TestOptionsValidate(t *testing.T) {
 		{[]string{"--load-factor=-1"}, "--load-factor"},
 		{[]string{"--max-inflight-per-endpoint=0"}, "--max-inflight-per-endpoint"},
 		{[]string{"--max-queue=-1"}, "--max-queue"},
+		{[]string{"--pick-strategy=random"}, "--pick-strategy"},
+		{[]string{"--kv-events-hash=sha256_cbor"}, "--kv-events-hash"},
 		{[]string{"--redis-password-file=/nonexistent/pw"}, "--redis-password-file"},
 		{[]string{"--redis-addr=127.0.0.1:6379"}, "--session-key-file is required with --redis-addr"},
 	} {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/neuronetes/neuronetes/gateway/kvindex"
+	"github.com/neuronetes/neuronetes/gateway/pick"
 	"github.com/neuronetes/neuronetes/gateway/route"
 	"github.com/neuronetes/neuronetes/internal/redisconn"
 )
@@ -46,6 +48,7 @@ type options struct {
 	prefixBlockBytes, prefixEntries int
 	maxPins                         int
 	shadowParallel                  int
+	pickStrategy, kvEventsHash      string
 
 	// Defaults of pools without a RoutingPolicy.
 	sessionKeys, weights          string
@@ -93,6 +96,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.scrapeInterval, "scrape-interval", time.Second, "how often each endpoint's model-server metrics are scraped (0 disables the queue and KV scorers)")
 	fs.IntVar(&o.prefixBlockBytes, "prefix-block-bytes", 256, "prefix index block size in bytes of prompt text (about a quarter as many tokens)")
 	fs.IntVar(&o.prefixEntries, "prefix-max-blocks", 1<<17, "prefix index capacity in blocks (LRU)")
+	fs.StringVar(&o.pickStrategy, "pick-strategy", pick.StrategySoonest, "how an unpinned request's pod is picked: soonest (least queued uncached prefill plus its own uncached prompt; the scorers break ties) or weighted (the best weighted score of the scorers)")
+	fs.StringVar(&o.kvEventsHash, "kv-events-hash", "", "subscribe to the KV-cache events of every endpoint that names a KV event port and index each such pod's cache exactly, hashing prompts as the pods' engine does: demo (the demo agent's tokenizer and block hash); empty subscribes to nothing")
 	fs.IntVar(&o.maxPins, "max-memory-pins", 1_000_000, "session pins kept in memory (LRU)")
 	fs.IntVar(&o.shadowParallel, "shadow-parallel", 64, "shadow (mirrored) requests in flight; more are dropped")
 
@@ -182,6 +187,12 @@ func (o *options) validate() error {
 	}
 	if o.queue < 0 {
 		errs = append(errs, fmt.Errorf("--max-queue must not be negative, got %d", o.queue))
+	}
+	if o.pickStrategy != pick.StrategySoonest && o.pickStrategy != pick.StrategyWeighted {
+		errs = append(errs, fmt.Errorf("--pick-strategy must be %s or %s, got %q", pick.StrategySoonest, pick.StrategyWeighted, o.pickStrategy))
+	}
+	if o.kvEventsHash != "" && o.kvEventsHash != kvindex.HashDemo {
+		errs = append(errs, fmt.Errorf("--kv-events-hash must be empty or %s, got %q (no other engine's hashing is implemented)", kvindex.HashDemo, o.kvEventsHash))
 	}
 	if o.maxBodyBytes <= 0 || o.maxResponseBytes <= 0 {
 		errs = append(errs, errors.New("--max-body-bytes and --max-response-bytes must be positive"))

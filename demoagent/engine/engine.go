@@ -240,3 +240,18 @@ func (e *Engine) Stats() Stats {
 	defer e.mu.Unlock()
 	return Stats{Running: e.running, Waiting: len(e.waiting), WaitingTokens: e.waitingTokens, Cache: e.pool.Stats()}
 }
+
+// SetCacheObserver makes o receive the KV cache's events (kvcache.Observer) from now on.
+func (e *Engine) SetCacheObserver(o kvcache.Observer) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.pool.SetObserver(o)
+}
+
+// ResetPrefixCache drops every cached block (vLLM's reset_prefix_cache); false while a sequence
+// holds cached blocks.
+func (e *Engine) ResetPrefixCache() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pool.Reset()
+}

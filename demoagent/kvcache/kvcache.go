@@ -61,7 +61,24 @@ type Pool struct {
 	pinned   int       // entries with ref > 0
 
 	queries, hits uint64 // prompt tokens looked up and found, since start
+
+	obs Observer // nil: no events
 }
+
+// Observer is told when blocks gain or lose their cache identity: the events vLLM publishes with
+// --kv-events-config. It is called with the pool's owner's lock held and must not call back.
+type Observer interface {
+	// Stored reports that hashes, consecutive blocks of one chain, were cached; parent is the
+	// chain's block before them (hasParent false when they start the chain).
+	Stored(hashes []uint64, parent uint64, hasParent bool)
+	// Removed reports that hashes were evicted.
+	Removed(hashes []uint64)
+	// Cleared reports that every cached block was dropped.
+	Cleared()
+}
+
+// SetObserver makes o receive the pool's events from now on (nil stops them).
+func (p *Pool) SetObserver(o Observer) { p.obs = o }
 
 // New returns a pool of blocks blocks of blockSize tokens; caching false disables prefix caching
 // (every block is private to its sequence and forgotten when it ends).
@@ -176,6 +193,23 @@ func (p *Pool) evict() {
 	e := front.Value.(*entry)
 	p.lru.Remove(front)
 	delete(p.entries, e.hash)
+	if p.obs != nil {
+		p.obs.Removed([]uint64{e.hash})
+	}
+}
+
+// Reset drops every cached block, as vLLM's reset_prefix_cache does. Like vLLM, it refuses
+// (returns false, changing nothing) while any sequence holds a cached block.
+func (p *Pool) Reset() bool {
+	if p.pinned > 0 {
+		return false
+	}
+	p.entries = map[uint64]*entry{}
+	p.lru.Init()
+	if p.obs != nil {
+		p.obs.Cleared()
+	}
+	return true
 }
 
 // Commit gives the allocation's computed full blocks their cache identity: chain is the hash
@@ -186,18 +220,37 @@ func (p *Pool) Commit(a *Alloc, chain []uint64) {
 	if !p.caching {
 		return
 	}
+	run := -1 // start of the run of newly cached blocks, for the observer
 	for i := len(a.hashes); i < len(chain) && a.unhashed > 0; i++ {
 		h := chain[i]
 		if e, ok := p.entries[h]; ok {
 			p.ref(e)
+			p.stored(chain, run, i)
+			run = -1
 		} else {
 			p.entries[h] = &entry{hash: h, ref: 1}
 			p.pinned++
+			if run < 0 {
+				run = i
+			}
 		}
 		a.hashes = append(a.hashes, h)
 		a.unhashed--
 		p.unhashed--
 	}
+	p.stored(chain, run, len(a.hashes))
+}
+
+// stored reports chain[from:to] as newly cached (nothing when from < 0).
+func (p *Pool) stored(chain []uint64, from, to int) {
+	if p.obs == nil || from < 0 || to <= from {
+		return
+	}
+	var parent uint64
+	if from > 0 {
+		parent = chain[from-1]
+	}
+	p.obs.Stored(append([]uint64(nil), chain[from:to]...), parent, from > 0)
 }
 
 // Free releases every block of a. Cached blocks stay in the cache; the tail of a sequence is

@@ -115,6 +115,15 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{map[string]any{
 			"id": s.cfg.Model, "object": "model", "owned_by": "neuronetes", "max_model_len": s.eng.MaxTokens()}}})
 	})
+	mux.HandleFunc("POST /reset_prefix_cache", func(w http.ResponseWriter, r *http.Request) {
+		// vLLM's endpoint of the same name: drops every cached block (AllBlocksCleared), refused
+		// while a sequence holds cached blocks.
+		if !s.eng.ResetPrefixCache() {
+			http.Error(w, "the prefix cache is in use", http.StatusConflict)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {

@@ -1,6 +1,7 @@
 package helm_test
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"os"
@@ -63,8 +64,9 @@ func ruleFor(np object, port any) any {
 
 // TestChartNetworkPolicies: admin and metrics ports admit only the controller and the monitoring
 // namespace; the agent policy the controller keeps in every AgentPool namespace admits only the
-// gateway, the dispatcher, the controller and monitoring, and sends only to DNS, the gateway, the
-// tool proxy, Redis and the admin's allowlist; networkPolicy.enabled=false renders none.
+// gateway, the dispatcher, the controller and monitoring, of which only the gateway reaches the
+// KV-event port, and sends only to DNS, the gateway, the tool proxy, Redis and the admin's
+// allowlist; networkPolicy.enabled=false renders none.
 func TestChartNetworkPolicies(t *testing.T) {
 	const rel = "neuronetes-system"
 	ctrl := rel + "/controller"
@@ -77,6 +79,7 @@ func TestChartNetworkPolicies(t *testing.T) {
 		agentsFrom []string
 		egressIP   string
 		dnsTo      []string
+		kvPort     int // 0: the default, 5557
 	}{
 		{name: "disabled", set: []string{`networkPolicy={"enabled":false}`}, wantNone: true},
 		{name: "defaults", adminFrom: []string{ctrl}, agentsFrom: agentsFrom, dnsTo: []string{kubeDNS}},
@@ -86,6 +89,10 @@ func TestChartNetworkPolicies(t *testing.T) {
 			adminFrom: []string{ctrl}, agentsFrom: agentsFrom, egressIP: "10.1.0.0/16", dnsTo: []string{kubeDNS}},
 		{name: "DNS servers outside pods", set: []string{`networkPolicy={"dns":{"cidrs":["169.254.20.10/32"]}}`},
 			adminFrom: []string{ctrl}, agentsFrom: agentsFrom, dnsTo: []string{kubeDNS, "169.254.20.10/32"}},
+		{name: "KV-event port", set: []string{`networkPolicy={"agentKVEventsPort":6000}`},
+			adminFrom: []string{ctrl}, agentsFrom: agentsFrom, dnsTo: []string{kubeDNS}, kvPort: 6000},
+		{name: "KV-event port at the top of the range", set: []string{`networkPolicy={"agentKVEventsPort":65535}`},
+			adminFrom: []string{ctrl}, agentsFrom: agentsFrom, dnsTo: []string{kubeDNS}, kvPort: 65535},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,8 +142,17 @@ func TestChartNetworkPolicies(t *testing.T) {
 				t.Errorf("controller args %v lack --agent-network-policy-name=nn-neuronetes-agents", args)
 			}
 			in, _ := get(spec, "ingress").([]any)
-			if len(in) != 1 || !slices.Equal(peerComponents(in[0], "from"), tt.agentsFrom) {
-				t.Errorf("agent ingress = %v, want one rule from %v", in, tt.agentsFrom)
+			if len(in) != 2 || !slices.Equal(append(peerComponents(in[0], "from"), peerComponents(in[1], "from")...), tt.agentsFrom) {
+				t.Fatalf("agent ingress = %v, want two rules from %v", in, tt.agentsFrom)
+			}
+			kv := cmp.Or(tt.kvPort, 5557)
+			if !slices.Equal(peerComponents(in[0], "from"), []string{rel + "/gateway"}) || get(in[0], "ports") != nil {
+				t.Errorf("agent ingress rule 0 = %v, want the gateway on every port", in[0])
+			}
+			for _, port := range []int{1, 8000, kv - 1, kv, kv + 1, 65535} {
+				if want := port != kv && port <= 65535; admitsTCP(in[1], port) != want {
+					t.Errorf("agent ingress from the dispatcher, controller and monitoring admits port %d: %v, want %v", port, !want, want)
+				}
 			}
 			var to []string
 			eg, _ := get(spec, "egress").([]any)
@@ -161,6 +177,25 @@ func TestChartNetworkPolicies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// admitsTCP reports whether an ingress rule's ports admit TCP port (no ports: every port).
+func admitsTCP(rule any, port int) bool {
+	ports, ok := get(rule, "ports").([]any)
+	if !ok {
+		return true
+	}
+	for _, p := range ports {
+		lo, _ := get(p, "port").(float64)
+		hi, ok := get(p, "endPort").(float64)
+		if !ok {
+			hi = lo
+		}
+		if get(p, "protocol") == "TCP" && float64(port) >= lo && float64(port) <= hi {
+			return true
+		}
+	}
+	return false
 }
 
 // kubeDNS is how dnsPeers names the cluster DNS pods of the chart's default networkPolicy.dns.

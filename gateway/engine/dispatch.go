@@ -86,7 +86,7 @@ func (r *request) choose(pinned string, exclude map[string]bool, attempt int) (p
 	in := r.pickInput(exclude)
 	if pinned != "" && !exclude[pinned] {
 		if ep, ok := r.pool.Endpoint(pinned); ok && p.UnderBound(r.pool, pinned) {
-			return pick.Choice{Endpoint: ep, Uncached: p.Uncached(in, pinned)}, PinHeld, true
+			return pick.Choice{Endpoint: ep, Uncached: p.Uncached(in, ep)}, PinHeld, true
 		}
 	}
 	ep, ok := p.Pick(r.pool, in)

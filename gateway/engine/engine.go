@@ -15,6 +15,7 @@ import (
 	"github.com/neuronetes/neuronetes/gateway/access"
 	"github.com/neuronetes/neuronetes/gateway/affinity"
 	"github.com/neuronetes/neuronetes/gateway/auth"
+	"github.com/neuronetes/neuronetes/gateway/kvindex"
 	"github.com/neuronetes/neuronetes/gateway/metrics"
 	"github.com/neuronetes/neuronetes/gateway/openai"
 	"github.com/neuronetes/neuronetes/gateway/pick"
@@ -153,8 +154,11 @@ type Engine struct {
 	Dispatcher *auth.Dispatcher
 	Pins       *affinity.Store
 	Picker     *pick.Picker
-	Quota      *quota.Limiter // nil: no quotas
-	Admission  *quota.Admission
+	// KVPrompt tokenizes a request as the pods' engine does, for the picker's exact KV index
+	// (kvindex.DemoPrompt; nil: no request is matched exactly).
+	KVPrompt  func(*openai.Request) *kvindex.Prompt
+	Quota     *quota.Limiter // nil: no quotas
+	Admission *quota.Admission
 	// Peers counts the replicas sharing the pods (nil: this one alone); admission takes this
 	// replica's share of each pool's capacity.
 	Peers    *quota.Peers

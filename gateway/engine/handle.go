@@ -11,6 +11,7 @@ import (
 
 	"github.com/neuronetes/neuronetes/gateway/access"
 	"github.com/neuronetes/neuronetes/gateway/affinity"
+	"github.com/neuronetes/neuronetes/gateway/kvindex"
 	"github.com/neuronetes/neuronetes/gateway/openai"
 	"github.com/neuronetes/neuronetes/gateway/pick"
 	"github.com/neuronetes/neuronetes/gateway/proxy"
@@ -34,6 +35,7 @@ type request struct {
 	// promptTokens is the estimate before usage is known.
 	promptTokens int
 	blocks       []uint64
+	kvPrompt     *kvindex.Prompt // the prompt as the engine tokenizes it (nil: not matched exactly)
 	// keyHash is the scoped session key the pins and activity are kept under.
 	keyHash string
 	// queued tracks this request's tokens in the pool's tokens-in-queue view.
@@ -230,6 +232,9 @@ func (r *request) selectPool(ctx context.Context, pools []*route.Pool) *openai.E
 	if w := r.pool.Policy.Weights; r.e.Picker.Prefix != nil && (w.PrefixCache > 0 || w.Prefill > 0) {
 		r.blocks = r.e.Picker.Prefix.Blocks(r.pool.Ref, text)
 	}
+	if r.e.KVPrompt != nil && r.e.Picker.KV != nil {
+		r.kvPrompt = r.e.KVPrompt(r.body)
+	}
 	return nil
 }
 
@@ -392,7 +397,11 @@ func asAPIError(err error) *openai.Error {
 
 // pickInput is the picker's input for this request.
 func (r *request) pickInput(exclude map[string]bool) pick.Input {
-	return pick.Input{RingKey: r.sreq.SessionKey, Blocks: r.blocks, PromptTokens: r.promptTokens, Exclude: exclude}
+	in := pick.Input{RingKey: r.sreq.SessionKey, Blocks: r.blocks, PromptTokens: r.promptTokens, Exclude: exclude, KV: r.kvPrompt}
+	if r.kvPrompt != nil {
+		in.PromptTokens = r.kvPrompt.Tokens()
+	}
+	return in
 }
 
 // retryReason labels a retried failure.

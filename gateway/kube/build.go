@@ -30,6 +30,11 @@ const (
 	// PortAnnotation overrides the API port of a pod (default: the first container's port named
 	// "http", else its first port, else 8000).
 	PortAnnotation = "gateway.neuronetes.io/port"
+	// KVEventsPortAnnotation names the port on the pod's IP where its model server publishes
+	// KV-cache events over ZeroMQ (vLLM's --kv-events-config endpoint; the demo agent's
+	// --kv-events-endpoint). Without it, or with a value that is not a port, the pod is not
+	// subscribed and the gateway's approximate prefix index serves it.
+	KVEventsPortAnnotation = "gateway.neuronetes.io/kv-events-port"
 )
 
 // Objects are the inputs of the routing table.
@@ -98,8 +103,12 @@ func endpointsByPool(pods []corev1.Pod) map[route.PoolRef][]route.Endpoint {
 		// The metrics URL is built from parts on the pod's IP: annotations cannot name another
 		// host; an invalid one leaves the endpoint unscraped.
 		murl, _ := egress.PodURL("annotation "+metricsPathAnnotation, p.Status.PodIP, mport, mpath)
+		var kv string
+		if v := p.Annotations[KVEventsPortAnnotation]; v != "" && egress.ValidPort("annotation "+KVEventsPortAnnotation, v) == nil {
+			kv = "tcp://" + net.JoinHostPort(p.Status.PodIP, v)
+		}
 		ref := route.PoolRef{Namespace: p.Namespace, Name: pool}
-		out[ref] = append(out[ref], route.Endpoint{Pod: p.Name, Addr: addr, MetricsURL: murl})
+		out[ref] = append(out[ref], route.Endpoint{Pod: p.Name, Addr: addr, MetricsURL: murl, KVEvents: kv})
 	}
 	for _, e := range out {
 		sort.Slice(e, func(i, j int) bool { return e[i].Pod < e[j].Pod })

@@ -27,14 +27,21 @@ func TestEndpointAnnotationsStayOnThePod(t *testing.T) {
 		pod("bad-metrics-path", map[string]string{metricsPathAnnotation: "@169.254.169.254/latest"}),
 		pod("bad-metrics-port", map[string]string{metricsPortAnnotation: "80@169.254.169.254"}),
 		pod("bad-api-port", map[string]string{PortAnnotation: "80@169.254.169.254"}),
+		pod("kv", map[string]string{KVEventsPortAnnotation: "5557"}),
+		pod("bad-kv", map[string]string{KVEventsPortAnnotation: "5557@169.254.169.254"}),
 	})[route.PoolRef{Namespace: "ns", Name: "p"}]
-	want := map[string]string{"plain": "http://10.88.0.7:8000/metrics", "bad-metrics-path": "", "bad-metrics-port": ""}
+	want := map[string]string{"plain": "http://10.88.0.7:8000/metrics", "bad-metrics-path": "", "bad-metrics-port": "",
+		"kv": "http://10.88.0.7:8000/metrics", "bad-kv": "http://10.88.0.7:8000/metrics"}
+	wantKV := map[string]string{"kv": "tcp://10.88.0.7:5557"}
 	if len(eps) != len(want) {
 		t.Fatalf("endpoints %+v, want %d (the bad API port unrouted)", eps, len(want))
 	}
 	for _, e := range eps {
 		if e.MetricsURL != want[e.Pod] || e.Addr != "10.88.0.7:8000" {
 			t.Errorf("%s: addr %q metrics %q, want metrics %q", e.Pod, e.Addr, e.MetricsURL, want[e.Pod])
+		}
+		if e.KVEvents != wantKV[e.Pod] {
+			t.Errorf("%s: kv events %q, want %q", e.Pod, e.KVEvents, wantKV[e.Pod])
 		}
 	}
 }

@@ -1,6 +1,7 @@
-// Package kvevents encodes and decodes the KV-cache events vLLM publishes with
-// --kv-events-config (BlockStored, BlockRemoved, AllBlocksCleared). It is the wire codec only:
-// nothing subscribes to pods or routes on the events yet (docs/gateway.md, "KV events").
+// Package kvevents encodes, decodes and carries the KV-cache events vLLM publishes with
+// --kv-events-config (BlockStored, BlockRemoved, AllBlocksCleared): the msgpack codec, and a
+// ZeroMQ PUB/SUB transport (Publisher, Subscribe) on github.com/go-zeromq/zmq4. The demo agent
+// publishes with it (demoagent/kvpub); the gateway subscribes (gateway/kvindex).
 //
 // Wire layout (vLLM's ZmqEventPublisher): a ZeroMQ PUB multipart message of three frames,
 // topic, an 8-byte big-endian sequence number, and a msgpack payload. The payload is an

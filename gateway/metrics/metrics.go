@@ -33,6 +33,8 @@ type Metrics struct {
 	Shadows      *prometheus.CounterVec   // pool, result
 	Fallbacks    *prometheus.CounterVec   // pool, fallback, reason
 	Endpoints    *prometheus.GaugeVec     // pool
+	KVIndex      *prometheus.GaugeVec     // pool, mode
+	KVEvents     *prometheus.CounterVec   // result
 
 	rate *rateWindow
 }
@@ -81,10 +83,15 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Requests a pool's cost fallback (AgentPool status.cost.fallback) served instead of the pool."}, []string{"pool", "fallback", "reason"}),
 		Endpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "neuronetes_gateway_endpoints",
 			Help: "Routable endpoints per pool."}, []string{"pool"}),
+		KVIndex: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "neuronetes_gateway_kv_index_endpoints",
+			Help: "Routable endpoints per pool by how their prefix cache is known: exact (from the KV events they publish) or approximate (from routing history)."}, []string{"pool", "mode"}),
+		KVEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "neuronetes_gateway_kv_events_total",
+			Help: "KV-event messages received, by result: applied, gap (a pod's index cleared on a sequence gap), overflow (cleared past its bound), error (a failed connection or malformed message)."}, []string{"result"}),
 		rate: newRateWindow(),
 	}
 	reg.MustRegister(m.TTFT, m.TokensPerSecond, m.Tokens, m.Cost, m.Requests, m.Affinity, m.InFlight, m.QueueWait,
-		m.Queued, m.Rejected, m.Retries, m.StreamErrors, m.StoreErrors, m.Stages, m.Shadows, m.Fallbacks, m.Endpoints)
+		m.Queued, m.Rejected, m.Retries, m.StreamErrors, m.StoreErrors, m.Stages, m.Shadows, m.Fallbacks, m.Endpoints,
+		m.KVIndex, m.KVEvents)
 	return m
 }
 

@@ -5,8 +5,10 @@
 package pick
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/neuronetes/neuronetes/gateway/route"
 )
@@ -14,9 +16,13 @@ import (
 // Load counts this replica's in-flight requests and tokens per pod and per pool, and each pod's
 // prefill backlog: the uncached prompt tokens of its requests that have no first token yet.
 type Load struct {
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+
 	mu    sync.Mutex
 	pods  map[podKey]*counts
 	pools map[route.PoolRef]int
+	lanes map[podKey]*lane
 }
 
 type podKey struct {
@@ -26,11 +32,21 @@ type podKey struct {
 
 type counts struct {
 	reqs, tokens, prefill int
+	pending               int // requests without a first token yet
+}
+
+// lane is what this replica knows of a pod's prefill lane: its requests without a first token,
+// oldest first, and the pod's prefill rate learnt from their first tokens. It outlives the pod's
+// counts so that the rate survives idle spells.
+type lane struct {
+	queue     []*Lease
+	lastFirst time.Time // the last first token: the lane was busy until then
+	rate      rateEstimate
 }
 
 // NewLoad returns an empty tracker.
 func NewLoad() *Load {
-	return &Load{pods: map[podKey]*counts{}, pools: map[route.PoolRef]int{}}
+	return &Load{pods: map[podKey]*counts{}, pools: map[route.PoolRef]int{}, lanes: map[podKey]*lane{}}
 }
 
 // Lease is one request's share of a pod's load. Release is idempotent and safe to call from
@@ -40,8 +56,19 @@ type Lease struct {
 	k       podKey
 	tokens  int
 	prefill int
-	first   atomic.Bool
-	done    atomic.Bool
+	sent    time.Time
+	// alone: the pod had no other request of this replica without a first token when this one
+	// was sent, so its time to first token is its own prefill (and fixed overheads), not a queue.
+	alone bool
+	first atomic.Bool
+	done  atomic.Bool
+}
+
+func (l *Load) now() time.Time {
+	if l.Now == nil {
+		return time.Now()
+	}
+	return l.Now()
 }
 
 // Acquire counts a request of tokens (estimated prompt and completion) on pod, prefill of which
@@ -57,9 +84,18 @@ func (l *Load) Acquire(pool route.PoolRef, pod string, tokens, prefill int) *Lea
 	c.reqs++
 	c.tokens += tokens
 	c.prefill += prefill
+	c.pending++
 	l.pools[pool]++
+	le := &Lease{l: l, k: k, tokens: tokens, prefill: prefill, sent: l.now()}
+	ln := l.lanes[k]
+	if ln == nil {
+		ln = &lane{}
+		l.lanes[k] = ln
+	}
+	le.alone = len(ln.queue) == 0
+	ln.queue = append(ln.queue, le)
 	l.mu.Unlock()
-	return &Lease{l: l, k: k, tokens: tokens, prefill: prefill}
+	return le
 }
 
 // FirstToken ends the lease's prefill backlog (idempotent; Release ends it too).
@@ -67,11 +103,33 @@ func (le *Lease) FirstToken() {
 	if le == nil || !le.first.CompareAndSwap(false, true) {
 		return
 	}
+	now := le.l.now()
 	le.l.mu.Lock()
 	defer le.l.mu.Unlock()
 	if c := le.l.pods[le.k]; c != nil {
 		c.prefill -= le.prefill
+		c.pending--
 	}
+	if ln := le.l.lanes[le.k]; ln != nil {
+		if i := slices.Index(ln.queue, le); i >= 0 {
+			ln.queue = slices.Delete(ln.queue, i, i+1)
+		}
+		// Only a request that found the lane idle teaches the rate: its time to first token is
+		// its own prefill (plus fixed overheads, so the rate is underestimated: safe). Queued
+		// requests' first tokens can arrive in bursts when this process is starved of CPU,
+		// which would make their service times look near zero.
+		if le.alone && !le.done.Load() {
+			ln.rate.observe(le.prefill, now.Sub(le.sent))
+		}
+		ln.lastFirst = later(ln.lastFirst, now)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Pod returns the lease's pod.
@@ -93,6 +151,9 @@ func (le *Lease) Release() {
 			delete(l.pods, le.k)
 		}
 	}
+	if ln := l.lanes[le.k]; ln != nil && len(ln.queue) == 0 && ln.rate.seconds == 0 {
+		delete(l.lanes, le.k) // nothing learnt to keep; a pod with a rate keeps its lane
+	}
 	if l.pools[le.k.pool]--; l.pools[le.k.pool] <= 0 {
 		delete(l.pools, le.k.pool)
 	}
@@ -106,6 +167,82 @@ func (l *Load) Pod(pool route.PoolRef, pod string) (reqs, tokens, prefill int) {
 		return c.reqs, c.tokens, c.prefill
 	}
 	return 0, 0, 0
+}
+
+// Backlog returns pod's pending prefill, in tokens: the uncached prompt tokens of this
+// replica's requests there without a first token, less what the pod has computed of them by now.
+// The pod computes prefills one after another, oldest first, so from the last first token seen
+// (when its lane was free) each request is scheduled at the pod's learnt rate, starting when it
+// was sent or when the one before it would end, whichever is later; what lies before now is
+// computed. A first token seen late (a starved gateway, a slow network) thus does not hold up the
+// requests behind it. Before a rate is learnt nothing is deducted.
+func (l *Load) Backlog(pool route.PoolRef, pod string) int {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ln := l.lanes[podKey{pool, pod}]
+	if ln == nil {
+		return 0
+	}
+	return laneBacklog(ln.queue, ln.lastFirst, now, ln.rate.tokensPerSecond())
+}
+
+// laneBacklog is the tokens of queue (oldest first) not computed by now on a lane free from
+// free on, computing rate tokens per second (0: unknown, nothing computed).
+func laneBacklog(queue []*Lease, free, now time.Time, rate float64) int {
+	total := 0
+	t := free
+	for _, le := range queue {
+		if rate <= 0 {
+			total += le.prefill
+			continue
+		}
+		start := later(t, le.sent)
+		end := start.Add(time.Duration(float64(le.prefill) / rate * float64(time.Second)))
+		t = end
+		switch {
+		case !end.After(now):
+		case start.Before(now):
+			total += min(le.prefill, int(rate*end.Sub(now).Seconds()+0.5))
+		default:
+			total += le.prefill
+		}
+	}
+	return total
+}
+
+// rateEstimate is a prefill rate: tokens over time, both decayed by rateDecay per observation so
+// that it follows the pod.
+type rateEstimate struct{ tokens, seconds float64 }
+
+const rateDecay = 0.9
+
+// observe adds one request's prefill tokens served in d. Requests that computed almost nothing
+// (a cached prompt) carry mostly fixed overhead and are left out, as are times under a
+// millisecond (no prefill of prefillFloor tokens is that fast; such a sample is noise).
+func (r *rateEstimate) observe(tokens int, d time.Duration) {
+	if tokens < prefillFloor || d < time.Millisecond {
+		return
+	}
+	r.tokens = rateDecay*r.tokens + float64(tokens)
+	r.seconds = rateDecay*r.seconds + d.Seconds()
+}
+
+func (r rateEstimate) tokensPerSecond() float64 {
+	if r.seconds <= 0 {
+		return 0
+	}
+	return r.tokens / r.seconds
+}
+
+// Pending returns the requests of pod that have no first token yet.
+func (l *Load) Pending(pool route.PoolRef, pod string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c := l.pods[podKey{pool, pod}]; c != nil {
+		return c.pending
+	}
+	return 0
 }
 
 // Pool returns the in-flight requests of pool.

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/neuronetes/neuronetes/gateway/affinity"
+	"github.com/neuronetes/neuronetes/gateway/kvindex"
 	"github.com/neuronetes/neuronetes/gateway/route"
 )
 
@@ -21,8 +22,15 @@ type Picker struct {
 	Load *Load
 	// Metrics are the scraped model-server metrics (nil: the queue and KV scorers are off).
 	Metrics *Scraper
-	// Prefix is the prefix index (nil: the prefix scorer is off).
+	// Prefix is the approximate prefix index (nil: the prefix scorer is off).
 	Prefix *PrefixIndex
+	// KV is the exact index of the pods that publish KV events (nil: none is exact). A pod it
+	// knows exactly is matched there; the others fall back to Prefix.
+	KV *kvindex.Index
+	// Strategy is StrategySoonest ("" means it) or StrategyWeighted.
+	Strategy string
+	// Replicas is the number of gateway replicas sharing the pods (nil: 1).
+	Replicas func() int
 
 	mu    sync.Mutex
 	rings map[route.PoolRef]*affinity.Ring
@@ -39,6 +47,9 @@ type Input struct {
 	PromptTokens int
 	// Exclude lists pods that must not be chosen (a failed first attempt).
 	Exclude map[string]bool
+	// KV is the prompt as the engine tokenizes it, for the exact index (nil: none). When set,
+	// PromptTokens is its length.
+	KV *kvindex.Prompt
 }
 
 // Choice is a picked endpoint and the prompt tokens it likely has to prefill (not in its cache
@@ -57,12 +68,32 @@ func uncached(in Input, matched int) int {
 	return in.PromptTokens * (len(in.Blocks) - min(matched, len(in.Blocks))) / len(in.Blocks)
 }
 
-// Uncached estimates the prompt tokens pod would have to prefill for in.
-func (p *Picker) Uncached(in Input, pod string) int {
+// Uncached estimates the prompt tokens ep would have to prefill for in: exactly when ep
+// publishes KV events, else from the approximate index.
+func (p *Picker) Uncached(in Input, ep route.Endpoint) int {
+	if u, ok := p.exactUncached(in, ep); ok {
+		return u
+	}
 	if p.Prefix == nil || len(in.Blocks) == 0 {
 		return in.PromptTokens
 	}
-	return uncached(in, p.Prefix.Match(in.Blocks)[pod])
+	return uncached(in, p.Prefix.Match(in.Blocks)[ep.Pod])
+}
+
+// exactUncached is the prompt tokens ep must prefill by the exact index: the prompt less its
+// cached leading blocks, of which the engine recomputes the last when the whole prompt is cached
+// (it needs the last token's logits). False when ep is not exact.
+func (p *Picker) exactUncached(in Input, ep route.Endpoint) (int, bool) {
+	if p.KV == nil || in.KV == nil {
+		return 0, false
+	}
+	n, bs, ok := p.KV.Match(ep.KVEvents, in.KV)
+	if !ok {
+		return 0, false
+	}
+	total := in.KV.Tokens()
+	cached := min(n*bs, max(total-1, 0)/bs*bs)
+	return total - cached, true
 }
 
 // ring returns the pool's ring, rebuilt when its endpoints changed.
@@ -108,13 +139,15 @@ func (p *Picker) UnderBound(pool *route.Pool, pod string) bool {
 type candidate struct {
 	ep           route.Endpoint
 	reqs, tokens int
-	// backlog is the pod's pending prefill; uncached this request's share of it.
+	// backlog is the pod's pending prefill (Load.Backlog, plus other replicas' estimate);
+	// uncached is this request's own uncached prompt there.
 	backlog, uncached int
 	rank              int // position in the ring walk, -1 when not reached
 	prefix            int
 	srv               ServerMetrics
 	hasSrv            bool
 	score             float64
+	exact             bool // uncached is from the exact index
 }
 
 // Pick returns the best endpoint of pool for in, or false when every endpoint is excluded.
@@ -124,11 +157,15 @@ func (p *Picker) Pick(pool *route.Pool, in Input) (Choice, bool) {
 		return Choice{}, false
 	}
 	p.score(pool.Policy.Weights, cands, len(in.Blocks), bound)
-	best := 0
-	for i := 1; i < len(cands); i++ {
-		if better(cands[i], cands[best]) {
-			best = i
+	var best int
+	if p.Strategy == StrategyWeighted {
+		for i := 1; i < len(cands); i++ {
+			if better(cands[i], cands[best]) {
+				best = i
+			}
 		}
+	} else {
+		best = soonest(cands)
 	}
 	return Choice{Endpoint: cands[best].ep, Uncached: cands[best].uncached}, true
 }
@@ -181,13 +218,21 @@ func (p *Picker) candidates(pool *route.Pool, in Input) ([]candidate, int) {
 		if in.Exclude[e.Pod] {
 			continue
 		}
-		reqs, tokens, backlog := p.Load.Pod(pool.Ref, e.Pod)
+		reqs, tokens, _ := p.Load.Pod(pool.Ref, e.Pod)
+		backlog := p.Load.Backlog(pool.Ref, e.Pod)
 		c := candidate{ep: e, reqs: reqs, tokens: tokens, backlog: backlog, rank: -1, prefix: matched[e.Pod],
 			uncached: uncached(in, matched[e.Pod])}
+		if u, ok := p.exactUncached(in, e); ok {
+			c.uncached, c.exact = u, true
+			if len(in.Blocks) > 0 && in.PromptTokens > 0 { // the prefix scorer's share, in its blocks
+				c.prefix = len(in.Blocks) * (in.PromptTokens - u) / in.PromptTokens
+			}
+		}
 		if r, ok := rank[e.Pod]; ok {
 			c.rank = r
 		}
 		c.srv, c.hasSrv = p.Metrics.Get(e.MetricsURL)
+		c.backlog += othersBacklog(p.replicas(), c.srv, c.hasSrv, p.Load.Pending(pool.Ref, e.Pod), backlog, c.uncached)
 		all = append(all, c)
 		if reqs+1 <= bound {
 			under = append(under, c)

@@ -187,7 +187,7 @@ func TestPickPrefillCost(t *testing.T) {
 	if ch.Pod != "pod-0" || ch.Uncached != 100 {
 		t.Fatalf("picked %s (uncached %d): want pod-0 with 100 uncached", ch.Pod, ch.Uncached)
 	}
-	if u := pk.Uncached(in, "pod-2"); u != 1000 {
+	if u := pk.Uncached(in, route.Endpoint{Pod: "pod-2"}); u != 1000 {
 		t.Fatalf("Uncached(pod-2) = %d", u)
 	}
 }

@@ -71,7 +71,8 @@ func ParseWeights(s string, def Weights) (Weights, error) {
 }
 
 // ParseBackends parses the static-backends list "http://127.0.0.1:8001,127.0.0.1:8002" into
-// endpoints named by host:port, whose metrics are scraped at /metrics.
+// endpoints named by host:port, whose metrics are scraped at /metrics. A backend may name the
+// port of its KV-cache events on the same host with a query, "http://127.0.0.1:8001?kv-events-port=5557".
 func ParseBackends(s string) ([]Endpoint, error) {
 	var out []Endpoint
 	seen := map[string]bool{}
@@ -100,10 +101,32 @@ func ParseBackends(s string) ([]Endpoint, error) {
 			return nil, fmt.Errorf("backend %q listed twice", u.Host)
 		}
 		seen[u.Host] = true
-		out = append(out, Endpoint{Pod: u.Host, Addr: u.Host, MetricsURL: "http://" + u.Host + "/metrics"})
+		kv, err := kvEventsOf(u)
+		if err != nil {
+			return nil, fmt.Errorf("backend %q: %w", part, err)
+		}
+		out = append(out, Endpoint{Pod: u.Host, Addr: u.Host, MetricsURL: "http://" + u.Host + "/metrics", KVEvents: kv})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no backends")
 	}
 	return out, nil
+}
+
+// kvEventsOf reads a backend URL's kv-events-port query: the KV event address on the backend's
+// host ("" without one); any other query is refused.
+func kvEventsOf(u *url.URL) (string, error) {
+	q := u.Query()
+	port := q.Get("kv-events-port")
+	q.Del("kv-events-port")
+	if len(q) > 0 {
+		return "", fmt.Errorf("the only query a backend takes is kv-events-port")
+	}
+	if port == "" {
+		return "", nil
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("kv-events-port %q is not a port number", port)
+	}
+	return "tcp://" + net.JoinHostPort(u.Hostname(), port), nil
 }

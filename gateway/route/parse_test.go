@@ -34,7 +34,12 @@ func TestParseBackends(t *testing.T) {
 	if err != nil || len(eps) != 2 || eps[1].Pod != "127.0.0.1:8002" || eps[0].MetricsURL != "http://127.0.0.1:8001/metrics" {
 		t.Fatalf("%v %v", eps, err)
 	}
-	for _, bad := range []string{"", "https://a:1", "a", "http://a:1/v1", "a:1,a:1"} {
+	eps, err = ParseBackends("http://127.0.0.1:8001?kv-events-port=5557,127.0.0.1:8002")
+	if err != nil || eps[0].KVEvents != "tcp://127.0.0.1:5557" || eps[0].Pod != "127.0.0.1:8001" || eps[1].KVEvents != "" {
+		t.Fatalf("kv-events-port: %+v %v", eps, err)
+	}
+	for _, bad := range []string{"", "https://a:1", "a", "http://a:1/v1", "a:1,a:1",
+		"a:1?kv-events-port=x", "a:1?kv-events-port=70000", "a:1?other=1"} {
 		if _, err := ParseBackends(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

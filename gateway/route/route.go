@@ -23,6 +23,9 @@ type Endpoint struct {
 	Addr string
 	// MetricsURL is where the model server's Prometheus metrics are scraped ("" for none).
 	MetricsURL string
+	// KVEvents is the ZeroMQ address ("tcp://host:port") where the model server publishes its
+	// KV-cache events, on the pod's own IP ("" for none).
+	KVEvents string
 }
 
 // KeySource is one place a session key is read from.

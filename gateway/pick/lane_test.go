@@ -1,0 +1,111 @@
+package pick
+
+import (
+	"testing"
+	"time"
+)
+
+// TestBacklogDeductsHeadProgress walks a pod's lane on a fake clock: the rate is learnt from a
+// first token, then the oldest pending request's progress is deducted from the backlog.
+func TestBacklogDeductsHeadProgress(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	now := t0
+	l := NewLoad()
+	l.Now = func() time.Time { return now }
+	at := func(d time.Duration) { now = t0.Add(d) }
+	backlog := func() int { return l.Backlog(pool, "p") }
+
+	a := l.Acquire(pool, "p", 0, 1000)
+	if got := backlog(); got != 1000 {
+		t.Fatalf("no rate learnt yet: backlog %d, want 1000", got)
+	}
+	at(time.Second)
+	a.FirstToken() // 1000 tokens in 1 s
+	if got := backlog(); got != 0 {
+		t.Fatalf("after the first token: backlog %d, want 0", got)
+	}
+	tiny := l.Acquire(pool, "p", 0, 10) // a cached prompt: its time is overhead, not prefill
+	at(1500 * time.Millisecond)
+	tiny.FirstToken()
+	at(2 * time.Second)
+	b := l.Acquire(pool, "p", 0, 2000)
+	l.Acquire(pool, "p", 0, 500)
+	steps := []struct {
+		at   time.Duration
+		want int
+	}{
+		{2 * time.Second, 2500},
+		{2500 * time.Millisecond, 2000}, // the head computed 500 at 1000 tokens/s
+		{4200 * time.Millisecond, 300},  // the head is done by the rate (its first token is late); the next began at 4 s
+		{5 * time.Second, 0},
+	}
+	for _, s := range steps {
+		at(s.at)
+		if got := backlog(); got != s.want {
+			t.Errorf("at %s: backlog %d, want %d", s.at, got, s.want)
+		}
+	}
+	b.Release() // ended without a first token: it teaches no rate
+	if r := l.lanes[podKey{pool, "p"}].rate.tokensPerSecond(); r != 1000 {
+		t.Errorf("rate %v, want 1000 (from the one real prefill)", r)
+	}
+}
+
+// TestLaneBacklog is the lane schedule's decision table: requests run one after another from the
+// lane's free time at the rate, each not before it was sent.
+func TestLaneBacklog(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	le := func(sentMs, prefill int) *Lease {
+		return &Lease{sent: t0.Add(time.Duration(sentMs) * time.Millisecond), prefill: prefill}
+	}
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	cases := []struct {
+		name  string
+		queue []*Lease
+		free  time.Time
+		now   time.Time
+		rate  float64
+		want  int
+	}{
+		{"no rate: everything pending", []*Lease{le(0, 100), le(0, 200)}, t0, at(1000), 0, 300},
+		{"empty", nil, t0, at(5), 1000, 0},
+		{"head half done", []*Lease{le(0, 1000), le(0, 1000)}, t0, at(500), 1000, 1500},
+		{"head done, second half done", []*Lease{le(0, 1000), le(0, 1000)}, t0, at(1500), 1000, 500},
+		{"all done by the schedule", []*Lease{le(0, 1000), le(0, 1000)}, t0, at(2500), 1000, 0},
+		{"a later send starts later", []*Lease{le(0, 100), le(1000, 1000)}, t0, at(1200), 1000, 800},
+		{"the lane was busy until its last first token", []*Lease{le(0, 1000)}, at(400), at(500), 1000, 900},
+		{"not sent yet by now (a clock step)", []*Lease{le(900, 1000)}, t0, at(500), 1000, 1000},
+	}
+	for _, c := range cases {
+		if got := laneBacklog(c.queue, c.free, c.now, c.rate); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// TestRateIgnoresQueuedBursts: first tokens of queued requests arriving in a burst (a gateway
+// starved of CPU reads them late, together) must not make the pod look infinitely fast.
+func TestRateIgnoresQueuedBursts(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	now := t0
+	l := NewLoad()
+	l.Now = func() time.Time { return now }
+	a := l.Acquire(pool, "p", 0, 1000)
+	b := l.Acquire(pool, "p", 0, 5000)
+	c := l.Acquire(pool, "p", 0, 5000)
+	now = t0.Add(time.Second)
+	a.FirstToken()
+	now = now.Add(500 * time.Microsecond)
+	b.FirstToken()
+	now = now.Add(500 * time.Microsecond)
+	c.FirstToken()
+	if r := l.lanes[podKey{pool, "p"}].rate.tokensPerSecond(); r != 1000 {
+		t.Fatalf("rate %v, want 1000 (only the request that found the lane idle)", r)
+	}
+	d := l.Acquire(pool, "p", 0, 4000)
+	now = now.Add(time.Second)
+	if got := l.Backlog(pool, "p"); got != 3000 {
+		t.Fatalf("backlog %d, want 3000 (1 s of progress at 1000 tokens/s)", got)
+	}
+	d.Release()
+}

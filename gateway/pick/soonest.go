@@ -1,0 +1,56 @@
+package pick
+
+// The strategies of Picker.Strategy.
+const (
+	// StrategySoonest picks the pod where the request's first token would come soonest: the
+	// least queued uncached prefill plus this request's own uncached prompt (the greedy
+	// oracle's rule); the weighted score breaks ties.
+	StrategySoonest = "soonest"
+	// StrategyWeighted picks the best weighted score of the scorers (route.Weights).
+	StrategyWeighted = "weighted"
+)
+
+func (p *Picker) replicas() int {
+	if p.Replicas == nil {
+		return 1
+	}
+	return max(p.Replicas(), 1)
+}
+
+// othersBacklog estimates the prefill that other gateway replicas have queued on a pod, from the
+// engine's own queue metric: the waiting requests it reports beyond this replica's own pending
+// ones, each taken as typical tokens (this replica's mean pending prefill there, else this
+// request's). With one replica it is 0: this replica's own backlog is then exact, and a scrape,
+// older than the backlog, would only add noise.
+func othersBacklog(replicas int, srv ServerMetrics, hasSrv bool, ownPending, ownBacklog, typical int) int {
+	if replicas <= 1 || !hasSrv || !srv.HasQueue {
+		return 0
+	}
+	others := int(srv.Waiting) - ownPending
+	if others <= 0 {
+		return 0
+	}
+	if ownPending > 0 {
+		typical = ownBacklog / ownPending
+	}
+	return others * max(typical, 0)
+}
+
+// soonest returns the index of the candidate whose first token would come soonest: the least
+// backlog plus uncached prompt tokens. Ties go to the higher weighted score, then the ring's
+// order, then the pod name.
+func soonest(cands []candidate) int {
+	best := 0
+	for i := 1; i < len(cands); i++ {
+		a, b := cands[i], cands[best]
+		ca, cb := a.backlog+a.uncached, b.backlog+b.uncached
+		switch {
+		case ca < cb:
+			best = i
+		case ca > cb:
+		case better(a, b):
+			best = i
+		}
+	}
+	return best
+}
