@@ -233,3 +233,57 @@ func TestChartSessionNetworkPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionCheckpointDeletesPolicy: with sessions on, the controller may delete only a
+// session's own AgentCheckpoint (labelled neuronetes.io/session=<s>, spec.agent session.<s>), not
+// a pool's or another tenant object, nor one in a system namespace; sessions off: no policy.
+func TestSessionCheckpointDeletesPolicy(t *testing.T) {
+	off, err := render(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if find(off, "ValidatingAdmissionPolicy", "nn-neuronetes-controller-checkpoint-deletes") != nil {
+		t.Fatal("the checkpoint-deletes policy is rendered with sessions off")
+	}
+	objs, err := render(t, nil, []string{`controller={"agentSessions":{"enabled":true}}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if find(objs, "ValidatingAdmissionPolicyBinding", "nn-neuronetes-controller-checkpoint-deletes") == nil {
+		t.Fatal("the checkpoint-deletes policy has no binding")
+	}
+	p := renderedPolicy(t, objs, "nn-neuronetes-controller-checkpoint-deletes")
+	ck := func(labels map[string]any, agent string) map[string]any {
+		meta := map[string]any{"name": "c", "namespace": "team-a"}
+		if labels != nil {
+			meta["labels"] = labels
+		}
+		spec := map[string]any{}
+		if agent != "" {
+			spec["agent"] = agent
+		}
+		return map[string]any{"metadata": meta, "spec": spec}
+	}
+	s1 := map[string]any{"neuronetes.io/session": "s1"}
+	for _, tc := range []struct {
+		name, ns string
+		old      map[string]any
+		want     bool
+	}{
+		{"the session's checkpoint", "team-a", ck(s1, "session.s1"), true},
+		{"a pool's checkpoint", "team-a", ck(map[string]any{"neuronetes.io/pool": "p"}, "p"), false},
+		{"an unlabelled checkpoint", "team-a", ck(nil, "session.s1"), false},
+		{"a session label over another agent's checkpoint", "team-a", ck(s1, "agent-x"), false},
+		{"another session's key", "team-a", ck(s1, "session.s2"), false},
+		{"a checkpoint without spec.agent", "team-a", ck(s1, ""), false},
+		{"a session checkpoint in kube-system", "kube-system", ck(s1, "session.s1"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := map[string]any{"operation": "DELETE", "namespace": tc.ns, "name": "c", "resource": map[string]any{"resource": "agentcheckpoints"}}
+			ok, msg := admitsRequest(t, p, req, nil, tc.old)
+			if ok != tc.want {
+				t.Fatalf("admitted %v (%s), want %v", ok, msg, tc.want)
+			}
+		})
+	}
+}
