@@ -166,6 +166,7 @@ func (g *gw) tableChanged() {
 			keep[e.Pod] = true
 		}
 		g.stats.Forget(p.Ref, keep)
+		g.eng.Picker.Load.ForgetLanes(p.Ref, keep)
 	}
 }
 

@@ -3,6 +3,8 @@ package pick
 import (
 	"testing"
 	"time"
+
+	"github.com/neuronetes/neuronetes/gateway/route"
 )
 
 // TestBacklogDeductsHeadProgress walks a pod's lane on a fake clock: the rate is learnt from a
@@ -108,4 +110,43 @@ func TestRateIgnoresQueuedBursts(t *testing.T) {
 		t.Fatalf("backlog %d, want 3000 (1 s of progress at 1000 tokens/s)", got)
 	}
 	d.Release()
+}
+
+// TestForgetLanes: the lane of a pod that left the pool goes with its learnt rate, unless it
+// still has a pending request; the lanes of routable pods and of other pools stay.
+func TestForgetLanes(t *testing.T) {
+	other := pool
+	other.Name += "-other"
+	now := time.Unix(1000, 0)
+	l := NewLoad()
+	l.Now = func() time.Time { return now }
+	learn := func(p route.PoolRef, pod string) {
+		le := l.Acquire(p, pod, 0, 100)
+		now = now.Add(time.Second) // 100 tokens/s learnt
+		le.FirstToken()
+		le.Release()
+	}
+	learn(pool, "stays")
+	learn(pool, "gone")
+	learn(other, "gone")
+	pending := l.Acquire(pool, "busy", 0, 100)
+	l.ForgetLanes(pool, map[string]bool{"stays": true})
+	for _, tc := range []struct {
+		k    podKey
+		want bool
+	}{
+		{podKey{pool, "stays"}, true},
+		{podKey{pool, "gone"}, false},
+		{podKey{pool, "busy"}, true},
+		{podKey{other, "gone"}, true},
+	} {
+		if _, ok := l.lanes[tc.k]; ok != tc.want {
+			t.Errorf("lane %v kept %v, want %v", tc.k, ok, tc.want)
+		}
+	}
+	pending.Release()
+	l.ForgetLanes(pool, map[string]bool{"stays": true})
+	if _, ok := l.lanes[podKey{pool, "busy"}]; ok {
+		t.Error("the lane of a pod that left outlived its last request")
+	}
 }

@@ -132,6 +132,19 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
+// ForgetLanes drops the lanes of pool's pods that are not in keep (the pool's routable pods) and
+// have no pending request: a pod that left takes its learnt rate with it. A lane with pending
+// requests stays until they end; its last Release then drops it, or a later ForgetLanes.
+func (l *Load) ForgetLanes(pool route.PoolRef, keep map[string]bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, ln := range l.lanes {
+		if k.pool == pool && !keep[k.pod] && len(ln.queue) == 0 {
+			delete(l.lanes, k)
+		}
+	}
+}
+
 // Pod returns the lease's pod.
 func (le *Lease) Pod() string { return le.k.pod }
 
