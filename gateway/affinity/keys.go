@@ -21,15 +21,21 @@ const MaxKeyLen = 1024
 // non-empty value among sources, in order. A request without any has key "".
 func Extract(sources []route.KeySource, h http.Header, req *openai.Request) (key string, from route.KeySource) {
 	for _, s := range sources {
-		v := value(s, h, req)
-		if v = strings.TrimSpace(v); v != "" {
-			if len(v) > MaxKeyLen {
-				v = v[:MaxKeyLen]
-			}
+		if v := Normalize(value(s, h, req)); v != "" {
 			return v, s
 		}
 	}
 	return "", route.KeySource{}
+}
+
+// Normalize is the form a key source's value takes as a session key: surrounding white space
+// trimmed, cut to MaxKeyLen bytes.
+func Normalize(v string) string {
+	v = strings.TrimSpace(v)
+	if len(v) > MaxKeyLen {
+		v = v[:MaxKeyLen]
+	}
+	return v
 }
 
 // CheckKey refuses a session key that is not valid UTF-8 or holds a control character (C0, DEL

@@ -28,7 +28,7 @@ func (s *Scoper) ScopeFields(t *access.Tenant, req *openai.Request, sources []ro
 		if !ok {
 			continue
 		}
-		scoped := s.Scope(t, normalize(v))
+		scoped := s.Scope(t, v)
 		b, _ := json.Marshal(scoped) // a hex string: cannot fail
 		req.Set(f, b)
 		switch f {
@@ -43,34 +43,27 @@ func (s *Scoper) ScopeFields(t *access.Tenant, req *openai.Request, sources []ro
 		if !ok {
 			continue
 		}
-		v := req.Metadata[key]
-		if normalize(v) == "" {
+		v := affinity.Normalize(req.Metadata[key])
+		if v == "" {
 			continue
 		}
-		if err := req.SetMetadata(key, s.Scope(t, normalize(v))); err != nil {
+		if err := req.SetMetadata(key, s.Scope(t, v)); err != nil {
 			return fmt.Errorf("scope %s: %w", src.Body, err)
 		}
 	}
 	return nil
 }
 
-// stringField is the value of a JSON string field that holds more than white space.
+// stringField is the normalized value (affinity.Normalize) of a JSON string field that holds
+// more than white space.
 func stringField(raw json.RawMessage) (string, bool) {
 	if len(raw) == 0 || raw[0] != '"' {
 		return "", false
 	}
 	var v string
-	if json.Unmarshal(raw, &v) != nil || normalize(v) == "" {
+	if json.Unmarshal(raw, &v) != nil {
 		return "", false
 	}
-	return v, true
-}
-
-// normalize is the form affinity.Extract gives a key before it is scoped.
-func normalize(v string) string {
-	v = strings.TrimSpace(v)
-	if len(v) > affinity.MaxKeyLen {
-		v = v[:affinity.MaxKeyLen]
-	}
-	return v
+	v = affinity.Normalize(v)
+	return v, v != ""
 }
