@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
+
+	"k8s.io/client-go/rest"
 
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -11,6 +14,7 @@ import (
 	"github.com/neuronetes/neuronetes/gateway/access"
 	"github.com/neuronetes/neuronetes/gateway/kube"
 	"github.com/neuronetes/neuronetes/gateway/route"
+	"github.com/neuronetes/neuronetes/gateway/sessionroute"
 )
 
 // startKube watches the cluster and keeps the routing table and the tenant directory current;
@@ -62,8 +66,13 @@ func startKube(ctx context.Context, g *gw, pol route.Policy, deps *extensionDeps
 		g.eng.Anonymous = access.AnonymousIn(g.o.anonNS)
 	}
 	g.ready = w.Synced
+	startSessions, err := startSessionRoutes(ctx, g, cfg)
+	if err != nil {
+		return nil, err
+	}
 	deps.Client, deps.Cache = cl, c
 	return func() {
+		startSessions()
 		go func() {
 			if err := c.Start(ctx); err != nil {
 				klog.FromContext(ctx).Error(err, "Informer cache stopped")
@@ -74,5 +83,45 @@ func startKube(ctx context.Context, g *gw, pol route.Policy, deps *extensionDeps
 				klog.FromContext(ctx).Error(err, "Watch stopped")
 			}
 		}()
+	}, nil
+}
+
+// startSessionRoutes, with --agent-sessions, gives the engine its session router: AgentSessions
+// and session pods from a cache of their own, activity written by merge patch. Readiness then
+// also waits for that cache. It returns the function that starts the cache.
+func startSessionRoutes(ctx context.Context, g *gw, cfg *rest.Config) (func(), error) {
+	if !g.o.agentSessions {
+		return func() {}, nil
+	}
+	s, err := kube.Scheme()
+	if err != nil {
+		return nil, err
+	}
+	sc, err := kube.NewSessionCache(cfg, s, splitList(g.o.namespaces))
+	if err != nil {
+		return nil, err
+	}
+	direct, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	logger := klog.FromContext(ctx).WithName("sessions")
+	g.eng.AgentSessions = &sessionroute.Router{
+		Lookup:   &kube.SessionLookup{Reader: sc, Log: logger},
+		Activity: &kube.SessionActivity{Client: direct},
+		Cfg: sessionroute.Config{Timeout: g.o.sessionResumeTimeout, MaxHeld: g.o.sessionMaxHeld,
+			ActivityInterval: g.o.sessionActivity},
+		Metrics: sessionroute.NewMetrics(g.reg),
+	}
+	var synced atomic.Bool
+	routing := g.ready
+	g.ready = func() bool { return routing() && synced.Load() }
+	return func() {
+		go func() {
+			if err := sc.Start(ctx); err != nil {
+				logger.Error(err, "Session cache stopped")
+			}
+		}()
+		go func() { synced.Store(sc.WaitForCacheSync(ctx)) }()
 	}, nil
 }

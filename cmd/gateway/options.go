@@ -58,6 +58,11 @@ type options struct {
 
 	drainDelay, shutdownTimeout time.Duration
 	replica                     string
+
+	// AgentSession routes (/v1/sessions/{name}/...).
+	agentSessions                         bool
+	sessionResumeTimeout, sessionActivity time.Duration
+	sessionMaxHeld                        int
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -109,6 +114,11 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxInFlightPerEndpoint, "max-inflight-per-endpoint", def.MaxInFlightPerEndpoint, "default in-flight requests per endpoint before requests queue")
 	fs.IntVar(&o.queue, "max-queue", def.MaxQueue, "default bound of queued requests per pool")
 	fs.DurationVar(&o.queueTimeout, "queue-timeout", def.QueueTimeout, "default longest queue wait")
+
+	fs.BoolVar(&o.agentSessions, "agent-sessions", false, "Kubernetes mode: serve POST /v1/sessions/<name>/chat/completions and /completions, routing to the caller's namespace's AgentSession <name>, recording its activity (annotation session.neuronetes.io/last-activity; needs get, list, watch and patch of agentsessions) and holding requests while it resumes")
+	fs.DurationVar(&o.sessionResumeTimeout, "session-resume-timeout", 60*time.Second, "with --agent-sessions: longest a request waits for its session to start or resume (then 504 session_resume_timeout)")
+	fs.IntVar(&o.sessionMaxHeld, "session-max-held", 1000, "with --agent-sessions: requests this replica holds at once for sessions to resume (beyond: 503 session_hold_full)")
+	fs.DurationVar(&o.sessionActivity, "session-activity-interval", 10*time.Second, "with --agent-sessions: least time between two activity writes of one running session by this replica")
 
 	host, _ := os.Hostname()
 	fs.StringVar(&o.replica, "replica-name", host, "this replica's name in the X-Neuronetes-Gateway response header (default: the host name, the pod's name in Kubernetes; empty sends none)")
@@ -184,6 +194,12 @@ func (o *options) validate() error {
 		if v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name, v))
 		}
+	}
+	if o.agentSessions && o.static() {
+		errs = append(errs, errors.New("--agent-sessions needs Kubernetes mode (AgentSessions), not --backends"))
+	}
+	if o.sessionResumeTimeout <= 0 || o.sessionActivity <= 0 || o.sessionMaxHeld <= 0 {
+		errs = append(errs, errors.New("--session-resume-timeout, --session-activity-interval and --session-max-held must be positive"))
 	}
 	if o.queue < 0 {
 		errs = append(errs, fmt.Errorf("--max-queue must not be negative, got %d", o.queue))

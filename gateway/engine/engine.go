@@ -84,6 +84,9 @@ type Inbound struct {
 	Protocol string
 	// Tenant, when set, is the caller the front already authenticated.
 	Tenant *access.Tenant
+	// Session, when set, names the AgentSession (in the caller's namespace) the request goes
+	// to, instead of a pool serving its model (Engine.AgentSessions).
+	Session string
 }
 
 // Meta describes the response.
@@ -166,6 +169,8 @@ type Engine struct {
 	Metrics  *metrics.Metrics
 	Pools    *metrics.PoolStats
 	Ext      stage.Extensions
+	// AgentSessions routes requests naming an AgentSession (nil: every such request gets 404).
+	AgentSessions SessionRouter
 	// Sessions scopes session keys by tenant (nil: a secret of this process, see
 	// sessionkey.Random); every replica sharing pins must hold the same secret.
 	Sessions *sessionkey.Scoper

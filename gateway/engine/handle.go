@@ -83,6 +83,9 @@ func (r *request) run(ctx context.Context) *openai.Error {
 		return asAPIError(err)
 	}
 	r.body = body
+	if r.in.Session != "" {
+		return r.runSession(ctx)
+	}
 	pools, aerr := r.resolve()
 	if aerr != nil {
 		return aerr

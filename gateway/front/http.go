@@ -31,7 +31,9 @@ func tooLarge(limit int64) *openai.Error {
 		"request body larger than %d bytes", limit)
 }
 
-// completions serves POST /v1/chat/completions, /v1/completions and /v1/embeddings.
+// completions serves POST /v1/chat/completions, /v1/completions and /v1/embeddings, and
+// /v1/sessions/{session}/chat/completions and /v1/sessions/{session}/completions for an
+// AgentSession.
 func (s *Server) completions(route openai.Route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		// Credentials are checked before the body is read.
@@ -48,7 +50,8 @@ func (s *Server) completions(route openai.Route) http.HandlerFunc {
 			s.Engine.Metrics.Requests.WithLabelValues("", itoa(aerr.Status), "http").Inc()
 			return
 		}
-		s.Engine.Handle(r.Context(), engine.Inbound{Route: route, Header: r.Header, Body: body, Protocol: "http", Tenant: t},
+		s.Engine.Handle(r.Context(), engine.Inbound{Route: route, Header: r.Header, Body: body, Protocol: "http", Tenant: t,
+			Session: r.PathValue("session")},
 			&httpSink{w: w, rc: http.NewResponseController(w)})
 	}
 }

@@ -85,6 +85,9 @@ func (s *Server) Init() {
 	mux.HandleFunc("GET /v1/chat/completions", s.upgradeOnly(openai.RouteChat))
 	mux.HandleFunc("GET /v1/completions", s.upgradeOnly(openai.RouteCompletions))
 	mux.HandleFunc("GET /v1/models", s.models)
+	// A request naming an AgentSession of the caller's namespace (engine.Inbound.Session).
+	mux.HandleFunc("POST /v1/sessions/{session}/chat/completions", s.completions(openai.RouteChat))
+	mux.HandleFunc("POST /v1/sessions/{session}/completions", s.completions(openai.RouteCompletions))
 	for pattern, h := range s.Handlers {
 		mux.Handle(pattern, s.authenticated(h))
 	}
