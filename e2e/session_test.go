@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,11 +55,14 @@ func stateSum(c map[string]float64) string {
 	return fmt.Sprintf("%x", sha256.Sum256(fmt.Appendf(nil, "%v %v", c["vllm:prompt_tokens_total"], c["vllm:generation_tokens_total"])))
 }
 
-// TestAgentSessionIdleSuspendResume: a session's demo agent serves three turns (state: its token
-// counters), is suspended by its idle timeout (checkpoint stored, pod deleted), wakes on
-// activity into a new pod, and serves with the same state (checksum) and continues it. A session
-// of tenant B whose status names tenant A's checkpoint gets no Restore (Ready=False naming
-// status.lastCheckpoint), and A's session resumes unaffected.
+// TestAgentSessionIdleSuspendResume: a session's demo agent serves three turns through the
+// gateway's session route (state: its token counters), is suspended by its idle timeout
+// (checkpoint stored, pod deleted). Tenant B naming it through the gateway gets the same 404 as a
+// missing session and leaves it Suspended and unannotated. Tenant A's next turn through the
+// gateway is held while the session resumes into a new pod and streams from the restored process,
+// whose counters continue the suspended ones (checksum). A session of tenant B whose status
+// names tenant A's checkpoint gets no Restore (Ready=False naming status.lastCheckpoint), and A's
+// session resumes unaffected.
 func TestAgentSessionIdleSuspendResume(t *testing.T) {
 	e := requireEnv(t)
 	sock := filepath.Join(e.Root, ".local", "containerd", "containerd.sock")
@@ -74,14 +78,19 @@ func TestAgentSessionIdleSuspendResume(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	for _, crd := range []string{"agentcheckpoints", "agentsessions", "agentclasses"} {
-		e.Kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(e.Root, "deploy", "crds", "neuronetes.io_"+crd+".yaml"))
+	// Every CRD: the gateway watches AgentPools, Tenants, RoutingPolicies and the rest.
+	ctrlInstallCRDs(t, e)
+	for _, crd := range []string{"agentcheckpoints", "agentsessions", "agentclasses", "tenants"} {
 		e.Kubectl(t, "wait", "--for=condition=Established", "crd/"+crd+".neuronetes.io", "--timeout=60s")
 	}
 	img := e.Image(t, "demo-agent", "./cmd/demo-agent")
 	why := "CRIU on the development VM needs the checkpointed agent to run as root (docs/checkpoint.md)"
 	nsA := e.NamespaceWithPodSecurity(t, "sess-a", "baseline", why)
 	nsB := e.NamespaceWithPodSecurity(t, "sess-b", "baseline", why)
+	// The gateway (cmd/gateway, a host process) serves both tenants' namespaces, with session
+	// routes: tenant A's turns go through it.
+	sessionTenants(t, e, nsA, nsB)
+	g := startGateway(t, e, nsA+","+nsB, "--agent-sessions", "--session-resume-timeout=2m")
 
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
@@ -195,8 +204,9 @@ func TestAgentSessionIdleSuspendResume(t *testing.T) {
 	ip := podIP(first)
 	Eventually(t, 30*time.Second, "demo agent of "+first+" answers /readyz", func() (bool, error) { return agentReady(ip) })
 	for i := 0; i < 3; i++ {
-		if err := chat(ip, fmt.Sprintf("turn %d: remember the number 42", i)); err != nil {
-			t.Fatal(err)
+		r := g.sessionChat(t, gatewayAPIKey, "s", fmt.Sprintf("turn %d: remember the number 42", i))
+		if r.status != http.StatusOK || r.header.Get("X-Neuronetes-Pod") != first || r.content == "" {
+			t.Fatalf("turn %d through the gateway: %d from pod %q: %s", i, r.status, r.header.Get("X-Neuronetes-Pod"), r.body)
 		}
 	}
 	served, err := demoCounters(ip)
@@ -218,34 +228,54 @@ func TestAgentSessionIdleSuspendResume(t *testing.T) {
 		return err != nil && strings.Contains(err.Error(), "not found"), err
 	})
 
-	// Activity (what the gateway would write) wakes it into a new pod.
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.SessionLastActivityAnnotation, time.Now().UTC().Format(time.RFC3339Nano))
-	if err := c.Patch(ctx, s, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	// Tenant B names A's session through the gateway: the same 404 as for a session that does
+	// not exist, and A's session is not woken, annotated or changed.
+	foreign := g.sessionChat(t, sessionTenantKeyB, "s", "tenant B: wake A's session")
+	missing := g.sessionChat(t, gatewayAPIKey, "nope", "tenant A: a session that does not exist")
+	if foreign.status != http.StatusNotFound || !strings.Contains(foreign.body, "session_not_found") {
+		t.Fatalf("tenant B naming A's session: %d %s, want 404 session_not_found", foreign.status, foreign.body)
+	}
+	if strings.ReplaceAll(missing.body, "nope", "s") != foreign.body || missing.status != foreign.status {
+		t.Fatalf("foreign session answer %d %q differs from a missing one's %d %q", foreign.status, foreign.body, missing.status, missing.body)
+	}
+	time.Sleep(3 * time.Second)
+	if after := session(nsA, "s"); after.Status.Phase != v1alpha1.SessionSuspended || after.Status.LastCheckpoint != victimID ||
+		after.Annotations[v1alpha1.SessionLastActivityAnnotation] != s.Annotations[v1alpha1.SessionLastActivityAnnotation] {
+		t.Fatalf("A's session after tenant B's request: phase %s, checkpoint %s, activity %q (was %q)", after.Status.Phase,
+			after.Status.LastCheckpoint, after.Annotations[v1alpha1.SessionLastActivityAnnotation], s.Annotations[v1alpha1.SessionLastActivityAnnotation])
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(nsA)); err != nil || len(pods.Items) != 0 {
+		t.Fatalf("pods of A after tenant B's request: %d (%v), want none", len(pods.Items), err)
+	}
+
+	// A's next turn through the gateway: it records activity, is held while the session
+	// resumes into a new pod, and streams from the restored process, whose counters continue
+	// the suspended ones by exactly this turn's usage.
+	r := g.sessionChat(t, gatewayAPIKey, "s", "turn 4: what was the number?")
+	if r.status != http.StatusOK || r.content == "" || r.completion == 0 {
+		t.Fatalf("turn through the gateway after the suspension: %d %s", r.status, r.body)
+	}
+	t.Logf("resumed through the gateway: first token after %s, whole turn %s, served by %s", r.ttft.Round(time.Millisecond),
+		r.total.Round(time.Millisecond), r.header.Get("X-Neuronetes-Pod"))
+	s = session(nsA, "s")
+	if s.Status.Phase != v1alpha1.SessionRunning || s.Status.PodName == first || r.header.Get("X-Neuronetes-Pod") != s.Status.PodName {
+		t.Fatalf("after the turn: phase %s pod %q, served by %q; want Running in a new pod that served it", s.Status.Phase, s.Status.PodName, r.header.Get("X-Neuronetes-Pod"))
+	}
+	after, err := demoCounters(podIP(s.Status.PodName))
+	if err != nil {
 		t.Fatal(err)
 	}
-	start = time.Now()
-	s = waitPhase("s", v1alpha1.SessionRunning, 3*time.Minute)
-	t.Logf("resumed into %s in %s", s.Status.PodName, time.Since(start).Round(time.Millisecond))
-	if s.Status.PodName == first || s.Status.PodName == "" {
-		t.Fatalf("resumed into pod %q, want a new pod", s.Status.PodName)
-	}
-	ip2 := podIP(s.Status.PodName)
-	var restored map[string]float64
-	Eventually(t, 30*time.Second, "restored agent serving at "+ip2, func() (bool, error) {
-		restored, err = demoCounters(ip2)
-		return err == nil, err
-	})
+	restored := map[string]float64{"vllm:prompt_tokens_total": after["vllm:prompt_tokens_total"] - r.prompt,
+		"vllm:generation_tokens_total": after["vllm:generation_tokens_total"] - r.completion}
 	if got := stateSum(restored); got != sum {
-		t.Fatalf("restored state %v (sum %s), want %v (sum %s)", restored, got, served, sum)
+		t.Fatalf("restored state %v less this turn's usage (%v prompt, %v completion) is %v (sum %s), want %v (sum %s)",
+			after, r.prompt, r.completion, restored, got, served, sum)
 	}
-	if err := chat(ip2, "turn 4: what was the number?"); err != nil {
-		t.Fatalf("restored agent does not serve: %v", err)
+	if held := g.metric(t, "neuronetes_gateway_session_resume_wait_seconds_count", map[string]string{"result": "served"}); held != 1 {
+		t.Errorf("gateway counted %v held requests served, want 1", held)
 	}
-	after, err := demoCounters(ip2)
-	if err != nil || after["vllm:generation_tokens_total"] <= served["vllm:generation_tokens_total"] {
-		t.Fatalf("restored agent's state did not continue: %v after %v (%v)", after, served, err)
-	}
-	t.Logf("state sum %s before suspend and after resume; after one more turn %v", sum, after)
+	t.Logf("state sum %s before suspend and after resume (counters %v less this turn's usage)", sum, after)
 
 	// Tenant B: no Restore of A's checkpoint was created, and its session says why.
 	Eventually(t, time.Minute, "tenant B's forged session refused", func() (bool, error) {
