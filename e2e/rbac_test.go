@@ -258,6 +258,9 @@ func deployAdmissionPolicies(t *testing.T, e *Env, r *deployRelease) {
 	t.Run("ControllerDeletesForeignCheckpoint", func(t *testing.T) {
 		attackControllerDeletesForeignCheckpoint(t, e, r.exampleNS, accounts["controller"])
 	})
+	t.Run("GatewayChangesSession", func(t *testing.T) {
+		attackGatewayChangesSession(t, e, r.exampleNS, accounts["gateway"])
+	})
 	t.Run("NodeAgentPatchesAnotherNode", func(t *testing.T) {
 		patch := []byte(`{"metadata":{"labels":{"nn-e2e-attack":"1"}}}`)
 		for _, tc := range []struct {

@@ -1,0 +1,66 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/neuronetes/neuronetes/api/v1alpha1"
+)
+
+// attackGatewayChangesSession: RBAC lets the gateway patch AgentSessions (to record their
+// activity); the admission policy <release>-gateway-session-activity admits only the activity
+// annotation. As the gateway, setting a tenant session's spec.suspend, or another annotation, is
+// refused and the session stays as it was; deleting it is forbidden; the activity annotation
+// itself is admitted.
+func attackGatewayChangesSession(t *testing.T, e *Env, ns, gatewayUser string) {
+	t.Helper()
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	admin, err := client.New(e.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: gatewayUser}
+	gw, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nn-e2e-victim-session"},
+		Spec: v1alpha1.AgentSessionSpec{ClassRef: v1alpha1.LocalObjectReference{Name: "nn-e2e-absent"}}}
+	if err := admin.Create(ctx, victim); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create victim session: %v", err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), victim) })
+	patch := func(body string) error {
+		return gw.Patch(ctx, &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: victim.Name}},
+			client.RawPatch(types.MergePatchType, []byte(body)))
+	}
+	wantRefused(t, patch(`{"spec":{"suspend":true}}`), "may not change an AgentSession's spec")
+	wantRefused(t, patch(`{"metadata":{"annotations":{"checkpoint.neuronetes.io/restore-from":"x"}}}`), "may change only the annotation")
+	wantRefused(t, patch(fmt.Sprintf(`{"metadata":{"annotations":{%q:"tomorrow"}}}`, v1alpha1.SessionLastActivityAnnotation)), "must be an RFC 3339 time")
+	wantForbidden(t, gw.Delete(ctx, &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: victim.Name}}))
+	var got v1alpha1.AgentSession
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(victim), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Suspend || len(got.Annotations) != 0 {
+		t.Fatalf("victim session changed by the gateway: suspend %v, annotations %v", got.Spec.Suspend, got.Annotations)
+	}
+	at := time.Now().UTC().Format(time.RFC3339Nano)
+	if err := patch(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.SessionLastActivityAnnotation, at)); err != nil {
+		t.Fatalf("the gateway's activity write was refused: %v", err)
+	}
+}
