@@ -65,7 +65,7 @@ func TestGatewaySessionActivityPolicy(t *testing.T) {
 	const act = "session.neuronetes.io/last-activity"
 	sess := func(mut func(meta, spec map[string]any)) map[string]any {
 		meta := map[string]any{"name": "s", "namespace": "team-a", "labels": map[string]any{"a": "b"},
-			"annotations": map[string]any{"other": "x", act: "2026-01-01T00:00:00Z"},
+			"annotations":     map[string]any{"other": "x", act: "2026-01-01T00:00:00Z"},
 			"ownerReferences": []any{}, "finalizers": []any{}}
 		spec := map[string]any{"classRef": map[string]any{"name": "demo"}, "idleTimeout": "10m"}
 		if mut != nil {
@@ -94,7 +94,9 @@ func TestGatewaySessionActivityPolicy(t *testing.T) {
 		{"idle timeout changed", update, sess(func(_, spec map[string]any) { spec["idleTimeout"] = "1000h" }), sess(nil), false},
 		{"label changed", update, sess(func(meta, _ map[string]any) { meta["labels"] = map[string]any{"a": "c"} }), sess(nil), false},
 		{"finalizer added", update, sess(func(meta, _ map[string]any) { meta["finalizers"] = []any{"x"} }), sess(nil), false},
-		{"owner added", update, sess(func(meta, _ map[string]any) { meta["ownerReferences"] = []any{map[string]any{"kind": "X", "name": "y"}} }), sess(nil), false},
+		{"owner added", update, sess(func(meta, _ map[string]any) {
+			meta["ownerReferences"] = []any{map[string]any{"kind": "X", "name": "y"}}
+		}), sess(nil), false},
 		{"status written", map[string]any{"operation": "UPDATE", "namespace": "team-a", "name": "s", "subResource": "status",
 			"resource": map[string]any{"resource": "agentsessions"}}, sess(nil), sess(nil), false},
 		{"session deleted", map[string]any{"operation": "DELETE", "namespace": "team-a", "name": "s", "resource": map[string]any{"resource": "agentsessions"}},
