@@ -129,3 +129,39 @@ func TestSessionRoute(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionHoldCountsAgainstQuota: a request held for a suspended session holds its tenant's
+// concurrency quota, so a tenant cannot hold more requests than its MaxConcurrent; the hold
+// ends with 504 session_resume_timeout naming the session and its phase.
+func TestSessionHoldCountsAgainstQuota(t *testing.T) {
+	h := newHarness(t)
+	now := time.Now()
+	susp := sessionroute.View{Found: true, Phase: v1alpha1.SessionSuspended, PhaseSince: now.Add(-time.Minute)}
+	fake := &sessions{views: map[string][]sessionroute.View{"ns/s": {susp}}, n: map[string]int{}}
+	h.e.AgentSessions = &sessionroute.Router{Lookup: fake, Activity: fake, Cfg: sessionroute.Config{Poll: time.Millisecond, Timeout: 300 * time.Millisecond}}
+	tn := tenant("a", access.Quota{MaxConcurrent: 1})
+	first := make(chan *sink)
+	go func() { first <- h.doSession(tn, "s", chat(true, "")) }()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		fake.mu.Lock()
+		held := fake.n["ns/s"] > 1
+		fake.mu.Unlock()
+		if held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("first request never held")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	second := h.doSession(tn, "s", chat(true, ""))
+	if second.err == nil || second.err.Status != 429 {
+		t.Fatalf("second request while the first is held: %+v, want 429", second.err)
+	}
+	s := <-first
+	if s.err == nil || s.err.Status != 504 || *s.err.Body.Code != "session_resume_timeout" ||
+		!strings.Contains(s.err.Body.Message, "session s is still Suspended") {
+		t.Fatalf("held request ended with %+v, want 504 session_resume_timeout naming s and Suspended", s.err)
+	}
+}

@@ -218,7 +218,8 @@ func (r *Router) touch(ctx context.Context, c Config, namespace, name string, v 
 	r.writes[key] = w
 	r.prune(now, c.ActivityInterval)
 	r.mu.Unlock()
-	if err := r.Activity.RecordActivity(ctx, namespace, name, now); err != nil {
+	at := WakeTime(v, now)
+	if err := r.Activity.RecordActivity(ctx, namespace, name, at); err != nil {
 		r.Metrics.activity("error")
 		klog.FromContext(ctx).Error(err, "Recording session activity failed", "session", key)
 		return
@@ -226,8 +227,8 @@ func (r *Router) touch(ctx context.Context, c Config, namespace, name string, v 
 	r.Metrics.activity("ok")
 	r.mu.Lock()
 	w = r.writes[key]
-	if now.After(w.ok) {
-		w.ok = now
+	if at.After(w.ok) {
+		w.ok = at
 	}
 	r.writes[key] = w
 	r.mu.Unlock()
@@ -266,4 +267,17 @@ func ActivityDue(v View, ok, tried, now time.Time, interval time.Duration) bool 
 		}
 	}
 	return now.Sub(latest) >= interval
+}
+
+// WakeTime is the activity time written at now: now, or for a Suspending or Suspended session
+// whose phase began at or after now by the session's clock (this replica's clock behind the
+// controller's), just after the phase began, so that the write always wakes a Suspended session.
+func WakeTime(v View, now time.Time) time.Time {
+	switch v.Phase {
+	case v1alpha1.SessionSuspended, v1alpha1.SessionSuspending:
+		if !now.After(v.PhaseSince) {
+			return v.PhaseSince.Add(time.Millisecond)
+		}
+	}
+	return now
 }

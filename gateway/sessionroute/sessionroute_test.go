@@ -42,13 +42,15 @@ func (f *fakeLookup) Session(ns, name string) View {
 type fakeRecorder struct {
 	mu    sync.Mutex
 	wrote []string
+	at    []time.Time
 	err   error
 }
 
-func (f *fakeRecorder) RecordActivity(_ context.Context, ns, name string, _ time.Time) error {
+func (f *fakeRecorder) RecordActivity(_ context.Context, ns, name string, at time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.wrote = append(f.wrote, ns+"/"+name)
+	f.at = append(f.at, at)
 	return f.err
 }
 
@@ -246,5 +248,43 @@ func TestAwaitRateLimitsActivity(t *testing.T) {
 	_, _ = r.Await(context.Background(), "a", "s")
 	if n := rec.count(); n != 4 {
 		t.Fatalf("a failed write was not retried after the gap (writes %d)", n)
+	}
+}
+
+// TestAwaitWakesDespiteClockSkew: a replica whose clock is behind the controller's (now before
+// the suspension's transition time) still writes an activity after the suspension, once.
+func TestAwaitWakesDespiteClockSkew(t *testing.T) {
+	since := t0.Add(time.Hour)
+	sus := View{Found: true, Phase: v1alpha1.SessionSuspended, PhaseSince: since, Activity: t0}
+	lk := &fakeLookup{views: map[string][]View{"a/s": {sus, sus, sus, running}}}
+	rec := &fakeRecorder{}
+	clock := since.Add(-5 * time.Second)
+	r := &Router{Lookup: lk, Activity: rec, Now: func() time.Time { return clock }, Cfg: Config{Poll: time.Millisecond}}
+	if _, err := r.Await(context.Background(), "a", "s"); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.at) != 1 || !rec.at[0].After(since) {
+		t.Fatalf("activity written at %v, want once after the suspension at %v", rec.at, since)
+	}
+}
+
+func TestWakeTime(t *testing.T) {
+	since := t0.Add(time.Hour)
+	for _, tc := range []struct {
+		name string
+		v    View
+		now  time.Time
+		want time.Time
+	}{
+		{"suspended, clock ahead", View{Phase: v1alpha1.SessionSuspended, PhaseSince: since}, since.Add(time.Second), since.Add(time.Second)},
+		{"suspended, clock behind", View{Phase: v1alpha1.SessionSuspended, PhaseSince: since}, since.Add(-time.Second), since.Add(time.Millisecond)},
+		{"suspending, same instant", View{Phase: v1alpha1.SessionSuspending, PhaseSince: since}, since, since.Add(time.Millisecond)},
+		{"running, clock behind", View{Phase: v1alpha1.SessionRunning, PhaseSince: since}, since.Add(-time.Second), since.Add(-time.Second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := WakeTime(tc.v, tc.now); !got.Equal(tc.want) {
+				t.Errorf("WakeTime = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
