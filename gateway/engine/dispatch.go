@@ -162,6 +162,12 @@ func (r *request) backendHeader() http.Header {
 	}
 	h.Set(HeaderRequestID, r.meta.RequestID)
 	h.Set(HeaderTenant, r.tenant.Key())
+	if r.session {
+		// An idle keep-alive connection would be an established TCP connection of the
+		// session's process when it is checkpointed, which CRIU refuses to dump: the
+		// connection closes after each request.
+		h.Set("Connection", "close")
+	}
 	if k := r.sreq.SessionKey; k != "" {
 		h.Set(HeaderConversation, k)
 		h.Set(HeaderSession, k)

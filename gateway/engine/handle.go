@@ -51,6 +51,8 @@ type request struct {
 	// filtered is set when a RequestStage blocked the request and it is answered with a
 	// content_filter completion.
 	filtered bool
+	// session is set on an AgentSession route: no idle connection to the pod is kept.
+	session bool
 }
 
 // Handle runs one request and writes its response to sink.

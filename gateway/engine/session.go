@@ -24,6 +24,7 @@ const SessionPoolName = "@agentsessions"
 // pool, and the request goes to the session's one pod, after the hold when it is not serving.
 func (r *request) runSession(ctx context.Context) *openai.Error {
 	e, name := r.e, r.in.Session
+	r.session = true
 	if e.AgentSessions == nil || r.tenant.Pool != nil || r.tenant.Namespace == "" {
 		// No session routes here, the dispatcher's pool-bound credential, or a gateway without
 		// namespaces: no session can be addressed.

@@ -120,6 +120,9 @@ func TestSessionRoute(t *testing.T) {
 			if got, want := b.last().header.Get(HeaderConversation), h.e.Sessions.Scope(tc.tenant, "agentsession/s"); got != want {
 				t.Errorf("backend conversation %q, want the scoped session key %q", got, want)
 			}
+			if got := b.last().header.Get("Connection"); got != "close" {
+				t.Errorf("backend request Connection %q, want close (no idle connection to a session's process)", got)
+			}
 			if w := fake.writes(); len(w) != 1 || w[0] != "ns/s" {
 				t.Errorf("activity writes %v, want one of ns/s", w)
 			}
