@@ -222,6 +222,17 @@ func TestAgentSessionIdleSuspendResume(t *testing.T) {
 	if s.Status.LastCheckpoint != victimID || s.Status.PodName != "" {
 		t.Fatalf("suspended status %+v, want checkpoint %s and no pod", s.Status, victimID)
 	}
+	// The first suspension succeeded: nothing the gateway left open (a keep-alive connection to
+	// the agent) made CRIU refuse the dump.
+	var evs corev1.EventList
+	if err := c.List(ctx, &evs, client.InNamespace(nsA)); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs.Items {
+		if ev.InvolvedObject.Name == "s" && ev.Reason == "CheckpointFailed" {
+			t.Errorf("suspension of s failed before it succeeded: %s", ev.Message)
+		}
+	}
 	Eventually(t, time.Minute, "pod "+first+" deleted", func() (bool, error) {
 		var p corev1.Pod
 		err := c.Get(ctx, types.NamespacedName{Namespace: nsA, Name: first}, &p)
