@@ -89,7 +89,7 @@ func TestSecondContainerdIsItsOwn(t *testing.T) {
 // overlap, neither holds a node address, and each node keeps its own IPAM data directory.
 func TestNodePodRangesAreDisjoint(t *testing.T) {
 	type ipam struct {
-		Ranges [][]struct{ Subnet, RangeStart, RangeEnd, Gateway string }
+		Ranges  [][]struct{ Subnet, RangeStart, RangeEnd, Gateway string }
 		DataDir string
 	}
 	parse := func(conf string) ipam {
