@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/neuronetes/neuronetes/e2e/cluster"
@@ -39,6 +40,7 @@ kind: Pod
 metadata: {name: %[1]s}
 spec:
   nodeSelector: {kubernetes.io/hostname: %[2]s}
+  tolerations: [{key: %[4]s, operator: Exists, effect: NoSchedule}]
   terminationGracePeriodSeconds: 1
   containers:
   - name: agent
@@ -48,7 +50,7 @@ spec:
 `
 
 // TestSecondNodeServesPods: the second node starts on the running cluster (its start cost is
-// logged), a pod scheduled there runs on the second containerd with an address from the second
+// logged); a pod that does not tolerate its taint is not scheduled there; a pod scheduled there runs on the second containerd with an address from the second
 // node's half of the pod range and serves the host; the apiserver reaches its kubelet (logs); and
 // a pod of the first node keeps running beside it (neither kubelet kills the other's pods).
 func TestSecondNodeServesPods(t *testing.T) {
@@ -57,7 +59,9 @@ func TestSecondNodeServesPods(t *testing.T) {
 	took := e.requireSecondNode(t)
 	t.Logf("second node start: %s (0 = it was running)", took.Round(10*time.Millisecond))
 	ns := e.Namespace(t, "node2")
-	e.Apply(t, ns, fmt.Sprintf(pinnedAgentPod, "on-a", e.NodeName, img)+"---\n"+fmt.Sprintf(pinnedAgentPod, "on-b", cluster.SecondNodeName, img))
+	e.Apply(t, ns, fmt.Sprintf(pinnedAgentPod, "on-a", e.NodeName, img, cluster.SecondNodeLabel)+"---\n"+
+		fmt.Sprintf(pinnedAgentPod, "on-b", cluster.SecondNodeName, img, cluster.SecondNodeLabel)+"---\n"+
+		fmt.Sprintf(pinnedAgentPod, "untolerated", cluster.SecondNodeName, img, "neuronetes.io/something-else"))
 	a := e.WaitPodRunning(t, ns, "on-a", 2*time.Minute)
 	b := e.WaitPodRunning(t, ns, "on-b", 2*time.Minute)
 	if b.Spec.NodeName != cluster.SecondNodeName || !strings.HasPrefix(b.Status.PodIP, "10.88.") || net.ParseIP(b.Status.PodIP)[14] < 128 {
@@ -79,6 +83,19 @@ func TestSecondNodeServesPods(t *testing.T) {
 	if out, err := e.KubectlErr("-n", ns, "logs", "on-b"); err != nil {
 		t.Errorf("kubectl logs of the pod on %s (apiserver -> second kubelet): %v %s", cluster.SecondNodeName, err, out)
 	}
+	// A pod that does not tolerate the second node's taint does not run there.
+	Eventually(t, 30*time.Second, "pod untolerated unschedulable", func() (bool, error) {
+		p, err := e.Kube.CoreV1().Pods(ns).Get(context.Background(), "untolerated", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return p.Spec.NodeName == "", nil
+			}
+		}
+		return false, fmt.Errorf("node %q, conditions %v", p.Spec.NodeName, p.Status.Conditions)
+	})
 	// Both kubelets' pod syncs have run (syncFrequency 10s): neither killed the other's pod.
 	time.Sleep(12 * time.Second)
 	for _, n := range []string{"on-a", "on-b"} {

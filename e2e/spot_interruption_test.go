@@ -66,6 +66,7 @@ spec:
     spec:
       terminationGracePeriodSeconds: 30
       nodeSelector: {neuronetes.io/e2e-spot: "%[3]s"}
+      tolerations: [{key: neuronetes.io/second-node, operator: Exists, effect: NoSchedule}]
       containers:
       - name: agent
         image: %[2]s

@@ -37,6 +37,7 @@ spec:
   template:
     spec:
       nodeSelector: {neuronetes.io/e2e-spot: "%[2]s"}
+      tolerations: [{key: neuronetes.io/second-node, operator: Exists, effect: NoSchedule}]
       automountServiceAccountToken: false
       containers:
       - name: agent

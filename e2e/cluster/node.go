@@ -137,6 +137,7 @@ type kubeletNode struct {
 	configDir   string // config and pod logs
 	rootDir     string // --root-dir
 	labels      string // --node-labels
+	taint       string // key of a NoSchedule taint the node registers with; empty: none
 }
 
 // firstNode is the kubelet every cluster runs.
@@ -191,7 +192,15 @@ syncFrequency: 10s
 fileCheckFrequency: 10s
 shutdownGracePeriod: 0s
 `, n.ip, n.port, n.healthzPort, pk.path("ca.crt"), pk.path(n.serverCert+".crt"), pk.path(n.serverCert+".key"),
-		n.socket, filepath.Join(n.configDir, "pod-logs"), ClusterDomain, NodeIP)
+		n.socket, filepath.Join(n.configDir, "pod-logs"), ClusterDomain, NodeIP) + registerTaint(n.taint)
+}
+
+// registerTaint is the KubeletConfiguration's registerWithTaints for a NoSchedule taint key.
+func registerTaint(key string) string {
+	if key == "" {
+		return ""
+	}
+	return fmt.Sprintf("registerWithTaints:\n- {key: %q, value: \"true\", effect: NoSchedule}\n", key)
 }
 
 func startKubelet(p Paths, pk *pki) error {

@@ -9,8 +9,10 @@ package cluster
 // (CN=system:node:neuronetes-node-2, so the Node authorizer admits it).
 // kube-proxy and CoreDNS are host-wide and serve its pods as they serve the
 // first node's; the NetworkPolicy enforcer filters only the first node's
-// pods. Node 2 carries no neuronetes.io/gpu-node label, so the DRA driver and
-// node agent DaemonSets (whose hostPaths are the first kubelet's) stay off it.
+// pods. Node 2 registers with the NoSchedule taint neuronetes.io/second-node,
+// so only pods that tolerate it run there: not the DRA driver and node agent
+// DaemonSets (whose hostPaths are the first kubelet's), and not the pods of
+// tests that do not ask for the second node (NetworkPolicies would not apply).
 
 import (
 	"context"
@@ -41,7 +43,9 @@ const (
 	SecondKubeletHealthzPort = 10251
 	// SecondKubeletRootDir is the second kubelet's root directory.
 	SecondKubeletRootDir = "/var/lib/kubelet-node-2"
-	// SecondNodeLabel is the label the second node registers with (value "true").
+	// SecondNodeLabel is the label the second node registers with (value "true"), and the key
+	// of the NoSchedule taint it registers with (value "true"): only pods that tolerate it run
+	// there, so no other test's pod (nor the driver and node agent DaemonSets) lands on it.
 	SecondNodeLabel = "neuronetes.io/second-node"
 	// RealNodesEnv names the environment variable that asks the e2e run
 	// for real nodes: "2" starts the second node with the cluster.
@@ -84,7 +88,7 @@ func secondNode(p Paths) kubeletNode {
 	return kubeletNode{name: SecondNodeName, proc: secondKubelet, ip: SecondNodeIP, port: KubeletPort,
 		healthzPort: SecondKubeletHealthzPort, serverCert: "kubelet-server" + secondNodeSuffix,
 		clientCert: "kubelet-client" + secondNodeSuffix, socket: q.ContainerdSocket(), configDir: q.Kubelet,
-		rootDir: SecondKubeletRootDir, labels: SecondNodeLabel + "=true"}
+		rootDir: SecondKubeletRootDir, labels: SecondNodeLabel + "=true", taint: SecondNodeLabel}
 }
 
 // secondNodeCerts are the second kubelet's client and serving certificates.

@@ -42,6 +42,8 @@ func TestSecondKubeletConfigIsItsOwn(t *testing.T) {
 		{"own pod logs", one.PodLogsDir != two.PodLogsDir},
 		{"own serving certificate", one.TLSCertFile != two.TLSCertFile},
 		{"pods' nameserver is CoreDNS on the bridge", len(two.ClusterDNS) == 1 && two.ClusterDNS[0] == NodeIP},
+		{"registers tainted neuronetes.io/second-node:NoSchedule, the first node untainted", len(two.RegisterWithTaints) == 1 &&
+			two.RegisterWithTaints[0].Key == SecondNodeLabel && two.RegisterWithTaints[0].Effect == "NoSchedule" && len(one.RegisterWithTaints) == 0},
 	}
 	for _, c := range checks {
 		if !c.ok {
