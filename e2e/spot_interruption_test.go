@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -192,7 +193,9 @@ func (l *spotLoad) turn(i int) spotTurn {
 	return r
 }
 
-// run keeps every conversation talking (one turn, then a pause) until stop closes.
+// run keeps every conversation talking (a pause of 0.5 s to 1.5 s, random, then one turn) until
+// stop closes. The random pauses spread the turns out, so that at any moment about half the
+// conversations have one streaming.
 func (l *spotLoad) run(stop <-chan struct{}) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for i := range l.sessions {
@@ -203,7 +206,7 @@ func (l *spotLoad) run(stop <-chan struct{}) *sync.WaitGroup {
 				select {
 				case <-stop:
 					return
-				case <-time.After(time.Second):
+				case <-time.After(500*time.Millisecond + mrand.N(time.Second)):
 				}
 				l.turn(i)
 			}
@@ -214,7 +217,7 @@ func (l *spotLoad) run(stop <-chan struct{}) *sync.WaitGroup {
 
 // TestSpotInterruptionMigratesConversations: the pool's pod serves 50 streamed conversations on
 // the spot node; the node gets karpenter.sh/disrupted:NoSchedule while every conversation keeps
-// talking (a turn a second). The controller starts the replacement on the on-demand node and
+// talking (a turn every 0.5-1.5 s plus its 0.8 s stream). The controller starts the replacement on the on-demand node and
 // drains the interrupted pod within onInterruption.timeout; no turn fails (requests in flight
 // during the drain included), every conversation's next turn is served by the replacement, and
 // the replacement's sidecar holds each conversation's whole history (every user turn, in order);
