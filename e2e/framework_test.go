@@ -83,7 +83,12 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 	}
-	c, err := cluster.Up(ctx, cluster.Options{Root: root, KwokNodes: kwokNodes, Logf: logf})
+	realNodes, err := cluster.RealNodesFromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	c, err := cluster.Up(ctx, cluster.Options{Root: root, KwokNodes: kwokNodes, RealNodes: realNodes, Logf: logf})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: the local cluster could not start: %v\n", err)
 		// What did start (etcd, the apiserver, ...) must not outlive the run.
@@ -195,6 +200,13 @@ func (e *Env) Image(t testing.TB, name, mainPkg string, opts ...images.Option) s
 	ref, err := images.BuildAndImport(ctx, spec, filepath.Join(p.Local, "images"), p.Binary("ctr"), p.ContainerdSocket())
 	if err != nil {
 		t.Fatalf("building image %s: %v", name, err)
+	}
+	if cluster.SecondNodeRunning(e.Root) {
+		// BuildAndImport left the tarball at <workDir>/<name>.tar.
+		tar := filepath.Join(p.Local, "images", spec.Name+".tar")
+		if err := images.Import(ctx, p.Binary("ctr"), cluster.SecondNodeSocket(e.Root), tar); err != nil {
+			t.Fatalf("importing image %s into node %s: %v", name, cluster.SecondNodeName, err)
+		}
 	}
 	e.images[name] = ref
 	return ref

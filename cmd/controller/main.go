@@ -113,7 +113,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.agentNetPolName, "agent-network-policy-name", "neuronetes-agents", "name of the agent NetworkPolicy in each namespace")
 	flag.BoolVar(&o.agentSessions, "agent-sessions", false, "run the AgentSession controller (controller/agentsession; needs the AgentSession and AgentCheckpoint CRDs and the node agents' checkpointing; docs/sessions.md)")
 	flag.StringVar(&o.sessionNetPolFile, "session-network-policy-file", "", "NetworkPolicySpec (YAML) of each AgentSession's own NetworkPolicy session-<name>, its podSelector narrowed to that session's pods; empty: none")
-	flag.StringVar(&o.sessionRestoreHostImage, "session-restore-host-image", "registry.k8s.io/pause:3.10", "image of the host container of an AgentSession's resume pod, into which the node agent restores the checkpointed agent (a pause image)")
+	flag.StringVar(&o.sessionRestoreHostImage, "session-restore-host-image", "registry.k8s.io/pause:3.10", "image of the host container of a resume pod (an AgentSession's, or the replacement of an interrupted pool pod that has a checkpoint of its own), into which the node agent restores the checkpointed agent (a pause image)")
 	flag.StringVar(&o.modelSourceNamespace, "model-source-namespace", "", "namespace where the credentials of each Model's spec.source.secretRef (read in the Model's namespace) are copied for --model-source-addr (controller/modelcreds; empty: none)")
 	flag.StringVar(&o.modelSourceAddr, "model-source-addr", "", "address of the TLS endpoint where node agents fetch a Model's source credentials with their projected token, answered only when their node uses the Model (controller/modelcreds Server; empty: off)")
 	flag.StringVar(&o.modelSourceNodeAgent, "model-source-node-agent", "", "the node agents' ServiceAccount, namespace/name: the only caller --model-source-addr answers")
@@ -202,7 +202,8 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	rec := &agentpool.Reconciler{Metrics: agentpool.NewMetrics(crmetrics.Registry), Prices: prices, InterruptionTaints: taints}
+	rec := &agentpool.Reconciler{Metrics: agentpool.NewMetrics(crmetrics.Registry), Prices: prices, InterruptionTaints: taints,
+		RestoreHostImage: o.sessionRestoreHostImage}
 	// Warm-pool restores need the AgentCheckpoint CRD; without it the pools work as before.
 	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: nnv1.GroupVersion.Group, Kind: "AgentCheckpoint"}, nnv1.GroupVersion.Version); err == nil {
 		rec.Checkpoints = true

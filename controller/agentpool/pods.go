@@ -65,6 +65,10 @@ type podBuild struct {
 	drainGrace    int64
 	spot          spotPlacement // spotStrategy; disabled: no capacity placement
 	onDemandOnly  bool          // an interruption is being migrated: new pods require on-demand nodes
+	// restores are the interrupted pods' checkpoints; each new serving pod of a migration takes
+	// the next one and becomes a resume pod of restoreHostImage (interrupt_restore.go).
+	restores         []restoreSource
+	restoreHostImage string
 }
 
 // buildPod renders the pod of one slot from the AgentClass template.

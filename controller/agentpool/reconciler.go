@@ -48,6 +48,10 @@ type Reconciler struct {
 	// InterruptionTaints are node taint keys that announce an interruption, besides
 	// DefaultInterruptionTaints (the controller's --interruption-taint).
 	InterruptionTaints []string
+	// RestoreHostImage is the image of the host container of a resume pod that replaces an
+	// interrupted pod from its checkpoint (a pause image; interrupt_restore.go). Empty: the
+	// replacement of an interrupted pod is never restored.
+	RestoreHostImage string
 	// Prices quotes the cluster's nodes for optimization.spotMaxPrice (nil: no node is known to be
 	// under the cap, so a capped pool prefers no spot node).
 	Prices SpotQuoter
@@ -187,6 +191,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		byName[p.Name] = p
 		used[p.Name] = true
 	}
+	if r.Checkpoints {
+		if err := r.dropFailedInterruptRestores(ctx, byName); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	warmReady, err := r.ensureRestores(ctx, &pool, byName)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -205,6 +214,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	build.onDemandOnly = len(interrupted) > 0
+	if build.restores, err = r.interruptRestoreSources(ctx, pool.Namespace, interrupted, byName); err != nil {
+		return ctrl.Result{}, err
+	}
+	build.restoreHostImage = r.RestoreHostImage
 	for i := range podList.Items {
 		p := &podList.Items[i]
 		if byName[p.Name] != p {
@@ -298,6 +311,7 @@ func (r *Reconciler) apply(ctx context.Context, pool *nnv1.AgentPool, plan warmp
 	}
 	spotNow := spotCount(byName, nil) // after the drains above
 	typeCounts := spotTypeCounts(byName)
+	restores := b.restores // interrupted pods' checkpoints, one per replacement
 	create := func(n int32, state warmpool.State) error {
 		for _, name := range freeSlots(pool.Name, used, int(n)) {
 			used[name] = true
@@ -307,6 +321,10 @@ func (r *Reconciler) apply(ctx context.Context, pool *nnv1.AgentPool, plan warmp
 			}
 			if b.onDemandOnly {
 				requireOnDemand(pod) // a replacement of an interrupted spot pod
+				if state == warmpool.Serving && len(restores) > 0 {
+					makeResumePod(pod, restores[0], b.restoreHostImage)
+					restores = restores[1:]
+				}
 			} else if b.spot.enabled {
 				spot := spotNow < b.spot.limit
 				picked := ""

@@ -18,7 +18,7 @@ import (
 
 // Warm-pool restore (contract in agentcheckpoint_types.go): a warm pod whose template carries
 // nnv1.RestoreFromAnnotation gets, once Running, an AgentCheckpoint with operation Restore that
-// targets it. Until that restore has finished (Succeeded, or Failed: the pod then serves as a cold
+// targets it; so does the resume pod that replaces an interrupted pod (interrupt_restore.go). Until that restore has finished (Succeeded, or Failed: the pod then serves as a cold
 // start) the pod does not count as a ready warm pod.
 
 // restoreName is the AgentCheckpoint that restores into a pod.
@@ -29,7 +29,7 @@ func restoreName(pod string) string { return pod + "-restore" }
 // (another namespace's checkpoint, a malformed value) asks for nothing: the pod cold-starts.
 func (r *Reconciler) restoreState(ctx context.Context, p *corev1.Pod) (needs, done bool, err error) {
 	from := p.Annotations[nnv1.RestoreFromAnnotation]
-	if !r.Checkpoints || from == "" || podState(p) != warmpool.Warm {
+	if !r.Checkpoints || from == "" || (podState(p) != warmpool.Warm && !isInterruptRestore(p)) {
 		return false, true, nil
 	}
 	if _, _, err := nnv1.ParseRestoreFrom(p.Namespace, from); err != nil {

@@ -101,6 +101,16 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 		logf("%d kwok nodes registered", opts.KwokNodes)
 	}
+	if opts.RealNodes >= 2 {
+		if _, err := EnsureSecondNode(ctx, opts.Root, logf); err != nil {
+			return nil, fmt.Errorf("starting the second node: %w", err)
+		}
+	} else if !SecondNodeRunning(opts.Root) {
+		// A Node object left by a second kubelet that was not stopped by cluster-down.
+		if err := deleteSecondNodeObject(ctx, p); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -169,6 +179,11 @@ func runCtr(ctx context.Context, p Paths, args ...string) (string, error) {
 }
 
 func waitNodeReady(ctx context.Context, cs kubernetes.Interface, p Paths, node string, timeout time.Duration) error {
+	return waitNodeReadyProc(ctx, cs, p, "kubelet", node, timeout)
+}
+
+// waitNodeReadyProc waits until node is Ready while the kubelet process proc runs.
+func waitNodeReadyProc(ctx context.Context, cs kubernetes.Interface, p Paths, proc, node string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := "not registered"
@@ -186,12 +201,12 @@ func waitNodeReady(ctx context.Context, cs kubernetes.Interface, p Paths, node s
 		} else if !apierrors.IsNotFound(err) {
 			last = err.Error()
 		}
-		if _, ok := runningPid(p, "kubelet"); !ok {
-			return fmt.Errorf("kubelet exited; last lines of its log:\n%s", logTail(p, "kubelet", 25))
+		if _, ok := runningPid(p, proc); !ok {
+			return fmt.Errorf("%s exited; last lines of its log:\n%s", proc, logTail(p, proc, 25))
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("node %s not Ready after %s (%s); last kubelet log lines:\n%s", node, timeout, last, logTail(p, "kubelet", 25))
+			return fmt.Errorf("node %s not Ready after %s (%s); last %s log lines:\n%s", node, timeout, last, proc, logTail(p, proc, 25))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -256,6 +271,9 @@ func Down(ctx context.Context, root string, logf func(string, ...any)) error {
 	stopProcess(p, netpolEnforcer, 10*time.Second)
 	stopProcess(p, "kube-proxy", 5*time.Second)
 	stopProcess(p, "kubelet", 15*time.Second)
+	if err := stopSecondKubelet(ctx, p, logf); err != nil {
+		errs = append(errs, err)
+	}
 	// Container processes and shims: kill the pod cgroups' processes, then
 	// the shims (they live in our tools directory).
 	killCgroupProcs(podCgroups())
@@ -265,6 +283,7 @@ func Down(ctx context.Context, root string, logf func(string, ...any)) error {
 		}
 	}
 	stopProcess(p, "containerd", 15*time.Second)
+	errs = append(errs, cleanupSecondNode(p)...)
 	for _, n := range []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
 		stopProcess(p, n, 15*time.Second)
 	}
@@ -302,6 +321,9 @@ func Leftovers(root string) []string {
 	}
 	for _, d := range podCgroups() {
 		out = append(out, "cgroup "+d)
+	}
+	if fileExists(SecondKubeletRootDir) {
+		out = append(out, "directory "+SecondKubeletRootDir)
 	}
 	if _, err := os.Stat("/sys/class/net/" + BridgeName); err == nil {
 		out = append(out, "bridge "+BridgeName)

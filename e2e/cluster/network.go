@@ -163,12 +163,33 @@ func ensureBridgeNetfilter() error {
 // Pods route the pod range on the bridge and the Service range through the
 // node address, where kube-proxy translates ClusterIPs; they get no default
 // route, so nothing they send leaves the cluster's own addresses. ipMasq
-// stays off so the CNI plugin adds no NAT rule to the host.
+// stays off so the CNI plugin adds no NAT rule to the host. The first node
+// hands out the lower half of PodCIDR, the optional second node the upper
+// half (node2.go), each from its own host-local data directory.
 func writeCNIConfig(p Paths) error {
-	if err := os.MkdirAll(p.CNIConf, 0o755); err != nil {
+	return writeCNIConf(p.CNIConf, cniConfig(firstNodePodRange, filepath.Join(p.Local, "cni", "ipam")))
+}
+
+// writeCNIConf writes conf as the one network in dir.
+func writeCNIConf(dir, conf string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	conf := fmt.Sprintf(`{
+	return os.WriteFile(filepath.Join(dir, "10-neuronetes.conflist"), []byte(conf), 0o644)
+}
+
+// podRange is the part of PodCIDR one node's host-local IPAM hands out.
+type podRange struct{ start, end string }
+
+// The real nodes' halves of PodCIDR (10.88.0.0/16); SecondNodeIP is above both.
+var (
+	firstNodePodRange  = podRange{"10.88.0.2", "10.88.127.254"}
+	secondNodePodRange = podRange{"10.88.128.1", "10.88.255.253"}
+)
+
+// cniConfig renders the bridge network list for one node's containerd.
+func cniConfig(r podRange, ipamDir string) string {
+	return fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": "neuronetes",
   "plugins": [
@@ -180,7 +201,7 @@ func writeCNIConfig(p Paths) error {
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "ranges": [[{"subnet": %q, "gateway": %q}]],
+        "ranges": [[{"subnet": %q, "rangeStart": %q, "rangeEnd": %q, "gateway": %q}]],
         "routes": [{"dst": %q}],
         "dataDir": %q
       }
@@ -188,8 +209,7 @@ func writeCNIConfig(p Paths) error {
     {"type": "loopback"}
   ]
 }
-`, BridgeName, PodCIDR, NodeIP, ServiceCIDR, filepath.Join(p.Local, "cni", "ipam"))
-	return os.WriteFile(filepath.Join(p.CNIConf, "10-neuronetes.conflist"), []byte(conf), 0o644)
+`, BridgeName, PodCIDR, r.start, r.end, NodeIP, ServiceCIDR, ipamDir)
 }
 
 // restoreHost undoes what Up changed on the host: kube-proxy's nftables

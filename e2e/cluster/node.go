@@ -55,19 +55,26 @@ state = %q
 }
 
 func startContainerd(p Paths) error {
-	if _, ok := runningPid(p, "containerd"); ok {
+	return startContainerdAs(p, "containerd", containerdConfig(p))
+}
+
+// startContainerdAs starts a containerd process called name (its pid file
+// and log) with the configuration text config, whose root, state and socket
+// are those of p, and waits until its CRI API answers.
+func startContainerdAs(p Paths, name, config string) error {
+	if _, ok := runningPid(p, name); ok {
 		return nil
 	}
 	if err := os.MkdirAll(p.Containerd, 0o755); err != nil {
 		return err
 	}
 	cfg := filepath.Join(p.Containerd, "config.toml")
-	if err := os.WriteFile(cfg, []byte(containerdConfig(p)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
 		return fmt.Errorf("writing containerd config: %w", err)
 	}
 	// The runc shim must be on PATH for containerd.
 	env := []string{"PATH=" + p.Bin + ":" + os.Getenv("PATH")}
-	if _, err := startProcess(p, "containerd", env, p.Binary("containerd"), "--config", cfg); err != nil {
+	if _, err := startProcess(p, name, env, p.Binary("containerd"), "--config", cfg); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(60 * time.Second)
@@ -75,8 +82,8 @@ func startContainerd(p Paths) error {
 		if fileExists(p.ContainerdSocket()) {
 			break
 		}
-		if _, ok := runningPid(p, "containerd"); !ok {
-			return fmt.Errorf("containerd exited; last lines of its log:\n%s", logTail(p, "containerd", 20))
+		if _, ok := runningPid(p, name); !ok {
+			return fmt.Errorf("%s exited; last lines of its log:\n%s", name, logTail(p, name, 20))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -86,7 +93,7 @@ func startContainerd(p Paths) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("containerd's CRI API at %s did not answer: %w; last lines of its log:\n%s", p.ContainerdSocket(), err, logTail(p, "containerd", 20))
+	return fmt.Errorf("%s's CRI API at %s did not answer: %w; last lines of its log:\n%s", name, p.ContainerdSocket(), err, logTail(p, name, 20))
 }
 
 // waitCRI calls the CRI runtime service's Version on socket until it answers or deadline.
@@ -113,6 +120,35 @@ func waitCRI(socket string, deadline time.Time) error {
 // in nftables mode, nothing here reads the iptables hint chains, and the host
 // keeps no iptables rules after cluster-down.
 func kubeletConfig(p Paths, pk *pki) string {
+	return kubeletConfigFor(firstNode(p), pk)
+}
+
+// kubeletNode is what differs between the cluster's real nodes: name,
+// address, ports, serving certificate, runtime and directories.
+type kubeletNode struct {
+	name        string // Node name and the process name suffix
+	proc        string // kubelet process name (pid file, log)
+	ip          string // InternalIP; the kubelet serves there
+	port        int    // kubelet API port on ip
+	healthzPort int    // kubelet healthz port on 127.0.0.1
+	serverCert  string // file stem of the serving certificate
+	clientCert  string // file stem of the client certificate (CN system:node:<name>)
+	socket      string // containerd socket
+	configDir   string // config and pod logs
+	rootDir     string // --root-dir
+	labels      string // --node-labels
+	taint       string // key of a NoSchedule taint the node registers with; empty: none
+}
+
+// firstNode is the kubelet every cluster runs.
+func firstNode(p Paths) kubeletNode {
+	return kubeletNode{name: NodeName, proc: "kubelet", ip: NodeIP, port: KubeletPort, healthzPort: KubeletHealthzPort,
+		serverCert: "kubelet-server", clientCert: "kubelet-client", socket: p.ContainerdSocket(), configDir: p.Kubelet,
+		rootDir: KubeletRootDir, labels: "neuronetes.io/gpu-node=true"}
+}
+
+// kubeletConfigFor renders n's KubeletConfiguration.
+func kubeletConfigFor(n kubeletNode, pk *pki) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: %s
@@ -155,36 +191,49 @@ nodeStatusUpdateFrequency: 5s
 syncFrequency: 10s
 fileCheckFrequency: 10s
 shutdownGracePeriod: 0s
-`, NodeIP, KubeletPort, KubeletHealthzPort, pk.path("ca.crt"), pk.path("kubelet-server.crt"), pk.path("kubelet-server.key"),
-		p.ContainerdSocket(), filepath.Join(p.Kubelet, "pod-logs"), ClusterDomain, NodeIP)
+`, n.ip, n.port, n.healthzPort, pk.path("ca.crt"), pk.path(n.serverCert+".crt"), pk.path(n.serverCert+".key"),
+		n.socket, filepath.Join(n.configDir, "pod-logs"), ClusterDomain, NodeIP) + registerTaint(n.taint)
+}
+
+// registerTaint is the KubeletConfiguration's registerWithTaints for a NoSchedule taint key.
+func registerTaint(key string) string {
+	if key == "" {
+		return ""
+	}
+	return fmt.Sprintf("registerWithTaints:\n- {key: %q, value: \"true\", effect: NoSchedule}\n", key)
 }
 
 func startKubelet(p Paths, pk *pki) error {
-	if _, ok := runningPid(p, "kubelet"); ok {
+	return startKubeletFor(p, pk, firstNode(p))
+}
+
+// startKubeletFor starts n's kubelet and waits until its healthz answers.
+func startKubeletFor(p Paths, pk *pki, n kubeletNode) error {
+	if _, ok := runningPid(p, n.proc); ok {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Join(p.Kubelet, "pod-logs"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(n.configDir, "pod-logs"), 0o755); err != nil {
 		return err
 	}
-	cfg := filepath.Join(p.Kubelet, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(kubeletConfig(p, pk)), 0o644); err != nil {
+	cfg := filepath.Join(n.configDir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(kubeletConfigFor(n, pk)), 0o644); err != nil {
 		return fmt.Errorf("writing kubelet config: %w", err)
 	}
-	kc := filepath.Join(p.Local, "kubeconfigs", "kubelet.kubeconfig")
-	if err := writeKubeconfig(kc, pk, "kubelet-client", apiServerURL()); err != nil {
+	kc := filepath.Join(p.Local, "kubeconfigs", n.proc+".kubeconfig")
+	if err := writeKubeconfig(kc, pk, n.clientCert, apiServerURL()); err != nil {
 		return err
 	}
-	for _, d := range []string{filepath.Join(KubeletRootDir, "plugins_registry"), filepath.Join(KubeletRootDir, "plugins"), "/var/run/cdi"} {
+	for _, d := range []string{filepath.Join(n.rootDir, "plugins_registry"), filepath.Join(n.rootDir, "plugins"), "/var/run/cdi"} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("creating %s: %w", d, err)
 		}
 	}
 	env := []string{"PATH=" + p.Bin + ":" + os.Getenv("PATH")}
-	if _, err := startProcess(p, "kubelet", env, p.Binary("kubelet"),
-		"--config="+cfg, "--kubeconfig="+kc, "--root-dir="+KubeletRootDir,
-		"--hostname-override="+NodeName, "--node-ip="+NodeIP,
-		"--node-labels=neuronetes.io/gpu-node=true", "--v=1"); err != nil {
+	if _, err := startProcess(p, n.proc, env, p.Binary("kubelet"),
+		"--config="+cfg, "--kubeconfig="+kc, "--root-dir="+n.rootDir,
+		"--hostname-override="+n.name, "--node-ip="+n.ip,
+		"--node-labels="+n.labels, "--v=1"); err != nil {
 		return err
 	}
-	return waitHTTP(p, "kubelet", "http://127.0.0.1:"+strconv.Itoa(KubeletHealthzPort)+"/healthz", nil, 60*time.Second)
+	return waitHTTP(p, n.proc, "http://127.0.0.1:"+strconv.Itoa(n.healthzPort)+"/healthz", nil, 60*time.Second)
 }

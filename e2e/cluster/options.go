@@ -72,6 +72,9 @@ const (
 type Options struct {
 	// Root is the repository root; state lives in Root/.local.
 	Root string
+	// RealNodes is the number of real kubelet nodes: 2 also starts the
+	// second node (node2.go); 0 and 1 start only the first.
+	RealNodes int
 	// KwokNodes is the number of kwok nodes to create (0 for none).
 	KwokNodes int
 	// KwokNodeTemplate, when set, is called for each kwok node index and

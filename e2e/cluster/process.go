@@ -81,7 +81,7 @@ func binaryOf(name string) string {
 	if strings.HasPrefix(name, "kwok") {
 		return "kwok"
 	}
-	return name
+	return strings.TrimSuffix(name, secondNodeSuffix)
 }
 
 func alive(pid int) bool {

@@ -1,10 +1,14 @@
 // Command localcluster brings the local real Kubernetes cluster up or down,
 // reports its status, and builds the project's images into it.
 //
-//	localcluster up [--kwok-nodes N]   start (idempotent) and print a summary
+//	localcluster up [--kwok-nodes N] [--real-nodes 1|2]
+//	                                   start (idempotent) and print a summary; --real-nodes 2
+//	                                   (default: $NEURONETES_E2E_REAL_NODES, else 1) adds the
+//	                                   second real node
+//	localcluster images [names...]     build cmd/<name> images and import them (into both
+//	                                   real nodes when the second runs)
 //	localcluster down                  stop everything and restore the host
 //	localcluster status                exit 0 when running
-//	localcluster images [names...]     build cmd/<name> images and import them
 //	localcluster nvidia-images         import the nvidia-smi stand-in under NVIDIA's image names
 package main
 
@@ -29,7 +33,15 @@ func main() {
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	root := fs.String("root", ".", "repository root (state goes to ROOT/.local)")
 	kwok := fs.Int("kwok-nodes", 0, "number of kwok nodes to create")
+	envNodes, err := cluster.RealNodesFromEnv()
+	if err != nil {
+		fail(err)
+	}
+	realNodes := fs.Int("real-nodes", envNodes, "number of real kubelet nodes (1 or 2; default $"+cluster.RealNodesEnv+", else 1)")
 	_ = fs.Parse(os.Args[2:])
+	if *realNodes < 1 || *realNodes > 2 {
+		fail(fmt.Errorf("--real-nodes=%d: want 1 or 2", *realNodes))
+	}
 	abs, err := filepath.Abs(*root)
 	if err != nil {
 		fail(err)
@@ -41,7 +53,7 @@ func main() {
 	switch os.Args[1] {
 	case "up":
 		start := time.Now()
-		c, err := cluster.Up(ctx, cluster.Options{Root: abs, KwokNodes: *kwok, Logf: logf})
+		c, err := cluster.Up(ctx, cluster.Options{Root: abs, KwokNodes: *kwok, RealNodes: *realNodes, Logf: logf})
 		if err != nil {
 			fail(err)
 		}
@@ -74,6 +86,11 @@ func main() {
 			ref, err := images.BuildAndImport(ctx, spec, filepath.Join(p.Local, "images"), p.Binary("ctr"), p.ContainerdSocket())
 			if err != nil {
 				fail(err)
+			}
+			if cluster.SecondNodeRunning(abs) {
+				if err := images.Import(ctx, p.Binary("ctr"), cluster.SecondNodeSocket(abs), filepath.Join(p.Local, "images", spec.Name+".tar")); err != nil {
+					fail(err)
+				}
 			}
 			logf("image %s imported in %s", ref, time.Since(start).Round(100*time.Millisecond))
 		}
