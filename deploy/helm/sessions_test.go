@@ -47,6 +47,10 @@ func TestChartAgentSessions(t *testing.T) {
 		if contains(a, "--agent-sessions") != tc.want || contains(a, "--session-restore-host-image=pause:9") != tc.want {
 			t.Errorf("%s: controller args %v", tc.name, a)
 		}
+		// Interrupted pool pods restore into the same host image with sessions off too.
+		if !tc.want && !contains(a, "--session-restore-host-image=registry.k8s.io/pause:3.10") {
+			t.Errorf("%s: no default restore host image in controller args %v", tc.name, a)
+		}
 		role := find(tc.objs, "ClusterRole", "nn-neuronetes-controller")
 		for _, g := range []struct{ resource, verb string }{
 			{"agentsessions", "get"}, {"agentsessions", "list"}, {"agentsessions", "watch"},
