@@ -138,29 +138,35 @@ func cond(t string, on bool, reasonOn, reasonOff, msg string) metav1.Condition {
 	return c
 }
 
-// Transition is a condition that changed status between two states.
+// Transition is a condition that changed status between two states, or stayed True for a new
+// reason (the fallback widening from new conversations to all of them when the budget is spent).
 type Transition struct {
-	// Type of the condition; Fired is true when it became True, false when it cleared.
+	// Type of the condition; Fired is true when it became True (or changed its reason while
+	// True), false when it cleared.
 	Type  string
 	Fired bool
-	// Message of the new condition.
+	// Reason and Message of the new condition.
+	Reason  string
 	Message string
 }
 
 // Transitions returns the conditions of next whose status differs from prev (a condition absent
-// from prev counts as False), in next's order; a True condition of prev absent from next cleared.
+// from prev counts as False) or that are True in both for different reasons, in next's order; a
+// True condition of prev absent from next cleared.
 func Transitions(prev []metav1.Condition, next []metav1.Condition) []Transition {
-	was := map[string]bool{}
+	was := map[string]metav1.Condition{}
 	for _, c := range prev {
-		was[c.Type] = c.Status == metav1.ConditionTrue
+		was[c.Type] = c
 	}
 	var out []Transition
 	seen := map[string]bool{}
 	for _, c := range next {
 		seen[c.Type] = true
 		on := c.Status == metav1.ConditionTrue
-		if on != was[c.Type] {
-			out = append(out, Transition{Type: c.Type, Fired: on, Message: c.Message})
+		p, ok := was[c.Type]
+		wasOn := ok && p.Status == metav1.ConditionTrue
+		if on != wasOn || (on && p.Reason != c.Reason) {
+			out = append(out, Transition{Type: c.Type, Fired: on, Reason: c.Reason, Message: c.Message})
 		}
 	}
 	for _, c := range prev {

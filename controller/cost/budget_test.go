@@ -110,7 +110,9 @@ func TestBudgetFiresAndClears(t *testing.T) {
 	}{
 		{BudgetInput{t0, Day(t0), 100}, nil},
 		{BudgetInput{t0.Add(time.Hour), Day(t0), 600}, []Transition{{Type: "FallbackActive", Fired: true}}},
-		{BudgetInput{t0.Add(90 * time.Minute), Day(t0), 1000}, []Transition{{Type: "BudgetExceeded", Fired: true}, {Type: "ScaledToMin", Fired: true}, {Type: "SpotEnabled", Fired: true}}},
+		// The fallback, on for new conversations since the threshold, widens to every
+		// conversation: its own Event, between scale-to-min's and enable-spot's (spec order).
+		{BudgetInput{t0.Add(90 * time.Minute), Day(t0), 1000}, []Transition{{Type: "BudgetExceeded", Fired: true}, {Type: "ScaledToMin", Fired: true}, {Type: "FallbackActive", Fired: true}, {Type: "SpotEnabled", Fired: true}}},
 		{BudgetInput{t0.Add(100 * time.Minute), Day(t0), 1100}, nil},
 		{BudgetInput{t0.Add(3 * time.Hour), Day(t0), 1100}, []Transition{{Type: "BudgetExceeded"}, {Type: "ScaledToMin"}, {Type: "FallbackActive"}, {Type: "SpotEnabled"}}},
 	}
@@ -118,7 +120,7 @@ func TestBudgetFiresAndClears(t *testing.T) {
 		s := DecideBudget(p, st.in)
 		got := Transitions(prev, s.Conditions)
 		for j := range got {
-			got[j].Message = ""
+			got[j].Message, got[j].Reason = "", ""
 		}
 		if !reflect.DeepEqual(got, st.want) {
 			t.Fatalf("step %d: transitions %+v, want %+v", i, got, st.want)
