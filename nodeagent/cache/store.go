@@ -258,6 +258,9 @@ var ErrPinned = errors.New("entry is pinned")
 var ErrNoSpace = errors.New("disk budget exhausted")
 
 func (s *Store) removeLocked(e *Entry) error {
+	if err := s.unexposeLocked(e.Hex); err != nil {
+		return fmt.Errorf("remove ready links of %s: %w", e.Hex, err)
+	}
 	if err := os.Remove(e.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove entry %s: %w", e.Hex, err)
 	}

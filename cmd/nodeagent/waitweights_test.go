@@ -1,0 +1,32 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestWaitFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "model.bin")
+	go func() {
+		time.Sleep(150 * time.Millisecond)
+		_ = os.WriteFile(p, []byte("weights"), 0o444)
+	}()
+	start := time.Now()
+	n, err := waitFile(context.Background(), p, 10*time.Millisecond)
+	if err != nil || n != 7 {
+		t.Fatalf("waitFile = %d, %v; want 7, nil", n, err)
+	}
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Fatalf("returned after %v, before the file appeared", d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := waitFile(ctx, filepath.Join(dir, "absent"), 10*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("absent file: %v, want deadline exceeded", err)
+	}
+}
