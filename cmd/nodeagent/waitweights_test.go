@@ -14,7 +14,9 @@ func TestWaitFile(t *testing.T) {
 	p := filepath.Join(dir, "model.bin")
 	go func() {
 		time.Sleep(150 * time.Millisecond)
-		_ = os.WriteFile(p, []byte("weights"), 0o444)
+		// The node agent links a complete entry: the file appears whole.
+		_ = os.WriteFile(p+".tmp", []byte("weights"), 0o444)
+		_ = os.Rename(p+".tmp", p)
 	}()
 	start := time.Now()
 	n, err := waitFile(context.Background(), p, 10*time.Millisecond)

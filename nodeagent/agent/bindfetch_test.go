@@ -99,12 +99,21 @@ func TestReconcileBindStartsFetch(t *testing.T) {
 	if err := c.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	reconcileUntil(t, r, "the bound pod's weights ready", func() bool { return r.Agent.State(h).Phase == PhaseReady })
+	defer func() { // stop the agent's fetches before the temporary directory goes
+		cancel()
+		for deadline := time.Now().Add(5 * time.Second); r.Agent.Running() && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	reconcileUntil(t, r, "the bound pod's weights ready and linked", func() bool { return st.Exposed(h, "model.gguf") })
+	if p := r.Agent.State(h).Phase; p != PhaseReady {
+		t.Fatalf("ready link before the entry is Ready (%s)", p)
+	}
 	if !st.Pinned(h) {
 		t.Fatal("the entry is not pinned by the bound pod")
 	}
-	if _, err := os.Stat(filepath.Join(st.ReadyDir(h), "model.gguf")); err != nil {
-		t.Fatalf("ready link: %v", err)
+	if b, err := os.ReadFile(filepath.Join(st.ReadyDir(h), "model.gguf")); err != nil || !bytes.Equal(b, data) {
+		t.Fatalf("ready link: %v (content equal: %v)", err, bytes.Equal(b, data))
 	}
 	if r.Agent.State(heldHex).Phase == PhaseReady {
 		t.Fatal("the held prewarm finished; the bind did not overtake it")

@@ -1,0 +1,221 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/nodeagent/agent"
+	"github.com/neuronetes/neuronetes/nodeagent/nodeapi"
+)
+
+// throttled serves data at about rate bytes per second (a remote source's per-stream throughput).
+func throttled(data []byte, rate int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+		const chunk = 256 << 10
+		tick := time.Duration(float64(time.Second) * chunk / float64(rate))
+		for off := 0; off < len(data); off += chunk {
+			if _, err := w.Write(data[off:min(off+chunk, len(data))]); err != nil {
+				return
+			}
+			time.Sleep(tick)
+		}
+	}
+}
+
+// TestBindingStartsWeightsFetch: on the real node, with the node agent's only fetch slot held by the
+// prewarm of another Model (its source never answers during the test), a pod that uses a cold Model
+// is scheduled to the node. Binding starts the Model's fetch at once, ahead of the prewarm, and the
+// pod's Events come in order: Scheduled, WeightsFetchStarted (node agent), WeightsReady (node agent),
+// then the agent container's Started; the pod's wait-weights init container waited for the fetch, and
+// the demo agent reads the weights.
+func TestBindingStartsWeightsFetch(t *testing.T) {
+	e := requireEnv(t)
+	const size = 32 << 20
+	data, digest := randomWeights(t, size)
+	held, heldDigest := randomWeights(t, 1<<20)
+	warmDigests := []string{digest, heldDigest}
+	na := startNodeAgent(t, e, &warmDigests, "--max-concurrent-downloads=1")
+
+	release, entered := make(chan struct{}), make(chan struct{}, 1)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/held/model.bin", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(held))
+	})
+	mux.HandleFunc("/llama/model.bin", throttled(data, 8<<20)) // ~4 s
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	defer close(release)
+
+	model := func(name, path, dg string, sz int) string {
+		return fmt.Sprintf(`
+apiVersion: neuronetes.io/v1alpha1
+kind: Model
+metadata: {name: %s}
+spec:
+  source: {uri: "%s%s"}
+  digest: "%s"
+  format: raw
+  sizeBytes: %d
+  mountPath: /models
+`, name, srv.URL, path, dg, sz)
+	}
+	e.Apply(t, na.ns, model("held", "/held/model.bin", heldDigest, len(held)))
+	select {
+	case <-entered:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the node agent never asked for the held Model")
+	}
+	e.Apply(t, na.ns, model("llama", "/llama/model.bin", digest, size))
+	time.Sleep(2 * time.Second) // the Model's prewarm queues behind the held one
+	hexd := strings.TrimPrefix(digest, "sha256:")
+	if st := entryState(t, na, hexd); st.Phase == agent.PhaseReady || st.BytesCached > 0 {
+		t.Fatalf("the Model was fetched before any pod was bound: %+v", st)
+	}
+
+	m := &v1alpha1.Model{ObjectMeta: metav1.ObjectMeta{Name: "llama"}, Spec: v1alpha1.ModelSpec{Digest: digest, Format: "raw", MountPath: "/models"}}
+	vol, mount, err := agent.WeightsVolume(na.cacheDir, m, "weights")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := agent.WeightsWaitContainer(e.Image(t, "nodeagent", "./cmd/nodeagent"), m, mount)
+	demo := e.Image(t, "demo-agent", "./cmd/demo-agent")
+	pod := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "bound", Annotations: map[string]string{agent.PodModelAnnotation: "llama"}},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: new(int64),
+			Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{e.NodeName}}}}},
+			}}},
+			InitContainers: []corev1.Container{wait},
+			Containers: []corev1.Container{{Name: "agent", Image: demo, ImagePullPolicy: corev1.PullNever,
+				Args: []string{"--weights=" + filepath.Join(mount.MountPath, agent.WeightsFileName("raw"))}, VolumeMounts: []corev1.VolumeMount{mount}}},
+			Volumes: []corev1.Volume{vol},
+		},
+	}
+	manifest, err := yaml.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Apply(t, na.ns, string(manifest))
+	running := e.WaitPodRunning(t, na.ns, "bound", 2*time.Minute)
+
+	evs := podEvents(t, e, na.ns, "bound")
+	t.Logf("pod events:\n%s", evs)
+	at := func(reason, fieldPath string) time.Time {
+		t.Helper()
+		for _, ev := range evs {
+			if ev.reason == reason && (fieldPath == "" || ev.fieldPath == fieldPath) {
+				return ev.at
+			}
+		}
+		t.Fatalf("no %s event (%s) on the pod:\n%s", reason, fieldPath, evs)
+		return time.Time{}
+	}
+	scheduled, started := at("Scheduled", ""), at(agent.ReasonWeightsFetchStarted, "")
+	ready, agentStarted := at(agent.ReasonWeightsReady, ""), at("Started", "spec.containers{agent}")
+	// Core Events carry whole seconds; the fetch takes about 4 s.
+	if started.Before(scheduled.Truncate(time.Second)) {
+		t.Errorf("WeightsFetchStarted (%s) before Scheduled (%s)", started, scheduled)
+	}
+	if ready.Sub(started) < 2*time.Second {
+		t.Errorf("WeightsReady %s after WeightsFetchStarted, want the ~4 s fetch between them", ready.Sub(started))
+	}
+	if agentStarted.Before(ready) {
+		t.Errorf("the agent container Started (%s) before WeightsReady (%s)", agentStarted, ready)
+	}
+	for _, cs := range running.Status.ContainerStatuses {
+		if cs.Name == "agent" && cs.State.Running != nil && cs.State.Running.StartedAt.Time.Before(ready) {
+			t.Errorf("the agent container's startedAt %s is before WeightsReady %s", cs.State.Running.StartedAt, ready)
+		}
+	}
+	logs, _ := e.KubectlErr("logs", "-n", na.ns, "bound", "-c", agent.WeightsWaitContainerName)
+	var n int64
+	var waited float64
+	if _, err := fmt.Sscanf(logs, "%d %f", &n, &waited); err != nil || n != size || waited < 2 {
+		t.Errorf("wait-weights printed %q: want %d bytes after waiting the fetch (>= 2 s)", logs, size)
+	}
+	Eventually(t, 30*time.Second, "demo agent read its weights", func() (bool, error) {
+		logs, err := e.KubectlErr("logs", "-n", na.ns, "bound", "-c", "agent")
+		return strings.Contains(logs, `"Weights loaded"`) && strings.Contains(logs, fmt.Sprintf(" bytes=%d ", size)), fmt.Errorf("logs: %q (%v)", logs, err)
+	})
+	if st := entryState(t, na, strings.TrimPrefix(heldDigest, "sha256:")); st.Phase == agent.PhaseReady {
+		t.Errorf("the held prewarm finished first: %+v", st)
+	}
+	if st := entryState(t, na, hexd); !st.Pinned || !st.Warm {
+		t.Errorf("the bound pod's entry %+v, want pinned and warm", st)
+	}
+	t.Logf("bind to weights ready: %s (WeightsReady - WeightsFetchStarted, whole seconds); wait-weights waited %.2f s", ready.Sub(started), waited)
+}
+
+func entryState(t *testing.T, na *nodeAgentEnv, hexd string) agent.State {
+	t.Helper()
+	st, err := nodeapi.NewClient(na.socket).Status(context.Background())
+	if err != nil {
+		t.Fatalf("node API status: %v", err)
+	}
+	for _, s := range st.Entries {
+		if s.Hex == hexd {
+			return s
+		}
+	}
+	return agent.State{Hex: hexd, Phase: agent.PhasePending}
+}
+
+type podEvent struct {
+	at                         time.Time
+	reason, fieldPath, message string
+}
+
+type podEventList []podEvent
+
+func (l podEventList) String() string {
+	var b strings.Builder
+	for _, ev := range l {
+		fmt.Fprintf(&b, "  %s %-20s %-28s %s\n", ev.at.Format("15:04:05.000"), ev.reason, ev.fieldPath, ev.message)
+	}
+	return b.String()
+}
+
+// podEvents lists a pod's core Events, oldest first (eventTime where set, else firstTimestamp).
+func podEvents(t *testing.T, e *Env, ns, pod string) podEventList {
+	t.Helper()
+	list, err := e.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out podEventList
+	for _, ev := range list.Items {
+		at := ev.FirstTimestamp.Time
+		if !ev.EventTime.IsZero() {
+			at = ev.EventTime.Time
+		}
+		out = append(out, podEvent{at: at, reason: ev.Reason, fieldPath: ev.InvolvedObject.FieldPath, message: ev.Message})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].at.Before(out[j].at) })
+	return out
+}
