@@ -7,7 +7,7 @@
 //	nodeagent warm [-method populate|pread] [-parallel N] FILE   warm FILE into the page cache
 //	nodeagent read-weights FILE                                  read FILE like the demo agent does
 //	nodeagent resident FILE                                      print the resident fraction (mincore)
-//	nodeagent wait-weights [-timeout D] FILE                     wait until FILE exists (a pod's init
+//	nodeagent wait-weights [-timeout D] [-dir] PATH...           wait until each FILE exists, or each DIR holds one (a pod's init
 //	                                                             container: agent.WeightsWaitContainer)
 package main
 

@@ -69,12 +69,44 @@ const WeightsWaitContainerName = "neuronetes-weights"
 // Security restricted's container rules (non-root, no capabilities, no privilege escalation,
 // read-only root filesystem, RuntimeDefault seccomp).
 func WeightsWaitContainer(image string, m *v1alpha1.Model, mount corev1.VolumeMount) corev1.Container {
+	c := weightsWait(image, []corev1.VolumeMount{mount})
+	c.Command = []string{"/nodeagent", "wait-weights", path.Join(mount.MountPath, WeightsFileName(m.Spec.Format))}
+	return c
+}
+
+// WeightsWaitDirsContainer is WeightsWaitContainer for ready-directory mounts whose Model is not at
+// hand (the sidecar webhook): it waits until each mount holds a file (the node agent links only a
+// Ready entry there).
+func WeightsWaitDirsContainer(image string, mounts []corev1.VolumeMount) corev1.Container {
+	c := weightsWait(image, mounts)
+	c.Command = []string{"/nodeagent", "wait-weights", "-dir"}
+	for _, m := range mounts {
+		c.Command = append(c.Command, m.MountPath)
+	}
+	return c
+}
+
+// IsReadyDir reports whether hostPath is an entry's ready directory (<cacheDir>/ready/<hex>, as
+// WeightsVolume makes it), whatever the cache directory.
+func IsReadyDir(hostPath string) bool {
+	p := filepath.Clean(hostPath)
+	if filepath.Base(filepath.Dir(p)) != "ready" {
+		return false
+	}
+	_, err := cache.ParseDigest(cache.DigestPrefix + filepath.Base(p))
+	return err == nil
+}
+
+func weightsWait(image string, mounts []corev1.VolumeMount) corev1.Container {
+	ro := make([]corev1.VolumeMount, len(mounts))
+	for i, m := range mounts {
+		ro[i] = corev1.VolumeMount{Name: m.Name, MountPath: m.MountPath, ReadOnly: true}
+	}
 	return corev1.Container{
 		Name:            WeightsWaitContainerName,
 		Image:           image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
-		Command:         []string{"/nodeagent", "wait-weights", path.Join(mount.MountPath, WeightsFileName(m.Spec.Format))},
-		VolumeMounts:    []corev1.VolumeMount{mount},
+		VolumeMounts:    ro,
 		SecurityContext: &corev1.SecurityContext{
 			RunAsNonRoot:             ptr.To(true),
 			RunAsUser:                ptr.To[int64](65532),
