@@ -99,6 +99,12 @@ func TestReconcileBindStartsFetch(t *testing.T) {
 	if err := c.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := r.Reconcile(ctx, reconcile.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Pinned(h) || st.Queued(h) {
+		t.Fatalf("right after the bind: pinned %v, still queued behind prewarm %v; want pinned and started", st.Pinned(h), st.Queued(h))
+	}
 	defer func() { // stop the agent's fetches before the temporary directory goes
 		cancel()
 		for deadline := time.Now().Add(5 * time.Second); r.Agent.Running() && time.Now().Before(deadline); {
