@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -51,11 +50,16 @@ func TestBindingStartsWeightsFetch(t *testing.T) {
 	data2, digest2 := randomWeights(t, size)
 	held, heldDigest := randomWeights(t, 1<<20)
 	warmDigests := []string{digest, digest2, heldDigest}
-	na := startNodeAgent(t, e, &warmDigests, "--max-concurrent-downloads=1")
+	na := startNodeAgent(t, e, &warmDigests, "--max-concurrent-downloads=1", "--download-stall-timeout=10m")
 
 	release, entered := make(chan struct{}), make(chan struct{}, 1)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/held/model.bin", func(w http.ResponseWriter, r *http.Request) {
+		// Headers and a first byte at once (the agent's response-header timeout is 10 s), then
+		// nothing until the test ends (the stall timeout is raised above).
+		w.Header().Set("Content-Length", strconv.Itoa(len(held)))
+		_, _ = w.Write(held[:1])
+		w.(http.Flusher).Flush()
 		select {
 		case entered <- struct{}{}:
 		default:
@@ -65,7 +69,7 @@ func TestBindingStartsWeightsFetch(t *testing.T) {
 		case <-r.Context().Done():
 			return
 		}
-		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(held))
+		_, _ = w.Write(held[1:])
 	})
 	mux.HandleFunc("/llama/model.bin", throttled(data, 8<<20)) // ~4 s
 	mux.HandleFunc("/mistral/model.bin", throttled(data2, 8<<20))
@@ -109,11 +113,10 @@ spec:
 	// 2. The sidecar webhook adds it (--weights-wait-image) to an opted-in pod that mounts the ready
 	// directory of another cold Model, queued behind the held prewarm too.
 	e.Apply(t, na.ns, model("mistral", "/mistral/model.bin", digest2, size))
-	time.Sleep(2 * time.Second)
+	startController(t, e, na.ns, demo, "--listen=127.0.0.1:7070 --model=sidecar-standin", "--weights-wait-image="+nodeagentImg)
 	if st := entryState(t, na, strings.TrimPrefix(digest2, "sha256:")); st.Phase == agent.PhaseReady || st.BytesCached > 0 {
 		t.Fatalf("the second Model was fetched before any pod was bound: %+v", st)
 	}
-	startController(t, e, na.ns, demo, "--listen=127.0.0.1:7070 --model=sidecar-standin", "--weights-wait-image="+nodeagentImg)
 	pod, _ = boundPod(t, e, na, "injected", "mistral", digest2, demo)
 	pod.Labels = map[string]string{v1alpha1.InjectSidecarLabel: "true"}
 	applyPod(t, e, na.ns, pod)
