@@ -48,7 +48,8 @@ func PodModel(p *corev1.Pod, classes map[string]*v1alpha1.AgentClass, models map
 }
 
 // BindTriggers decides which fetches binding starts. A pod triggers once (handled holds the UIDs
-// already decided) when it is bound to this node, neither finished nor being deleted, and uses a
+// already decided) when it is bound to this node, still Pending (not running, finished or being
+// deleted), and uses a
 // Model with a valid digest whose entry is not Ready and warm here. Pods of one entry share one
 // trigger (one fetch). Triggers are ordered by their oldest pod (creation time, then namespace/name),
 // which is the order their fetches are started in. It returns the triggers and the UIDs of every pod
@@ -75,6 +76,12 @@ func BindTriggers(pods []corev1.Pod, handled map[types.UID]bool, modelOf func(*c
 	at := map[string]int{}
 	decided := make([]types.UID, 0, len(live))
 	for _, p := range live {
+		if p.Status.Phase == corev1.PodRunning {
+			// Its containers started long before this call (e.g. the node agent restarted): not a
+			// bind. Its pin still makes any fetch of its weights urgent.
+			decided = append(decided, p.UID)
+			continue
+		}
 		m := modelOf(p)
 		if m == nil {
 			continue // decided once its Model exists

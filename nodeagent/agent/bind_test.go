@@ -63,6 +63,8 @@ func TestBindTriggers(t *testing.T) {
 			pods: []corev1.Pod{pod("done", 0, "cold", finished), pod("gone", 0, "cold", deleting)}},
 		{name: "a pod of no Model, of an absent Model or of a bad digest is left for later",
 			pods: []corev1.Pod{pod("plain", 0, ""), pod("absent", 0, "nope"), pod("bad", 0, "bad")}},
+		{name: "a running pod (the node agent restarted) is decided without a trigger",
+			pods: []corev1.Pod{pod("r", 0, "cold", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning })}, decided: []string{"r"}},
 		{name: "an unbound pod triggers nothing",
 			pods: []corev1.Pod{pod("u", 0, "cold", func(p *corev1.Pod) { p.Spec.NodeName = "" })}},
 	} {
