@@ -50,10 +50,10 @@ type nodeAgentEnv struct {
 	socket   string
 }
 
-// startNodeAgent installs the CRDs (shared, left in place), builds the image and runs the agent pod.
-// Cleanup deletes the pod, waits for it to go, removes the warm labels the test caused and the host
-// directory.
-func startNodeAgent(t *testing.T, e *Env, warmDigests *[]string) *nodeAgentEnv {
+// startNodeAgent installs the CRDs (shared, left in place), builds the image and runs the agent pod
+// with extraArgs added to its flags. Cleanup deletes the pod, waits for it to go, removes the warm
+// labels the test caused and the host directory.
+func startNodeAgent(t *testing.T, e *Env, warmDigests *[]string, extraArgs ...string) *nodeAgentEnv {
 	t.Helper()
 	e.Kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(e.Root, "deploy", "crds"))
 	Eventually(t, 30*time.Second, "Model CRD served", func() (bool, error) {
@@ -136,7 +136,7 @@ spec:
              "--model-source-url=https://%[7]s", "--model-source-ca-file=%[8]s",
              "--model-source-token-file=/var/run/secrets/neuronetes/model-sources/token",
              "--egress-allow-cidrs=127.0.0.0/8",
-             "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2"]
+             "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2"%[9]s]
       env:
         - {name: NODE_NAME, value: %[2]s}
       securityContext: {privileged: true}
@@ -147,7 +147,7 @@ spec:
     - {name: host, hostPath: {path: %[6]s, type: Directory}}
     - name: token
       projected: {sources: [{serviceAccountToken: {audience: neuronetes.io/model-sources, expirationSeconds: 3600, path: token}}]}
-`, ns, e.NodeName, img, na.cacheDir, na.socket, hostDir, credsAddr, filepath.Join(hostDir, "certs", "ca.crt")))
+`, ns, e.NodeName, img, na.cacheDir, na.socket, hostDir, credsAddr, filepath.Join(hostDir, "certs", "ca.crt"), flowArgs(extraArgs)))
 	t.Cleanup(func() { // runs before the pod is deleted
 		if t.Failed() {
 			logs, _ := e.KubectlErr("logs", "-n", ns, "nodeagent", "--tail=60")
@@ -156,6 +156,15 @@ spec:
 	})
 	e.WaitPodRunning(t, ns, "nodeagent", 2*time.Minute)
 	return na
+}
+
+// flowArgs renders args as further elements of a YAML flow list.
+func flowArgs(args []string) string {
+	var b strings.Builder
+	for _, a := range args {
+		fmt.Fprintf(&b, ", %q", a)
+	}
+	return b.String()
 }
 
 // waitWarm waits until the node carries the warm label of digest and the Model's status has a Ready
@@ -280,8 +289,8 @@ spec:
       args: ["--weights=%s"]
       volumeMounts: [{name: weights, mountPath: %q, readOnly: true}]
   volumes:
-    - {name: weights, hostPath: {path: %q, type: File}}
-`, v1alpha1.WarmNodeLabel(digest), demo, mount.MountPath, mount.MountPath, vol.HostPath.Path))
+    - {name: weights, hostPath: {path: %q, type: DirectoryOrCreate}}
+`, v1alpha1.WarmNodeLabel(digest), demo, filepath.Join(mount.MountPath, agent.WeightsFileName(m.Spec.Format)), mount.MountPath, vol.HostPath.Path))
 	e.WaitPodRunning(t, na.ns, "demo", 2*time.Minute)
 	Eventually(t, 30*time.Second, "demo agent log of its weights", func() (bool, error) {
 		logs, err := e.KubectlErr("logs", "-n", na.ns, "demo")

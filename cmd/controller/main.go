@@ -63,6 +63,7 @@ type options struct {
 	sidecarKeysSecret         string
 	sidecarRedisSecret        string
 	sidecarProbe              string
+	weightsWaitImage          string
 	sidecarResources          sidecarResourceFlags
 	sidecarGoMaxProcs         int
 	autoscaler                autoscalerOptions
@@ -105,6 +106,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.sidecarRedisSecret, "sidecar-redis-secret", "neuronetes-sidecar-redis", "Secret of the pod's namespace whose keys username and password injected sidecars use as their Redis user (optional references unless --sidecar-redis-users: without it, Redis' default user; empty disables)")
 	flag.StringVar(&o.sidecarKeysSecret, "sidecar-keys-secret", "neuronetes-sidecar-keys", "Secret mounted at /etc/neuronetes/keys when the AgentClass names none (optional volume; empty disables)")
 	flag.StringVar(&o.sidecarArgs, "sidecar-args", "", "space-separated extra arguments of the injected sidecar")
+	flag.StringVar(&o.weightsWaitImage, "weights-wait-image", "", "node agent image whose wait-weights init container the webhook adds to agent pods that mount a node agent ready directory (agent.WeightsVolume), so they start once their weights are ready; empty: none")
 	flag.StringVar(&o.sidecarProbe, "sidecar-probe-command", strings.Join(nnwebhook.DefaultProbeCommand, " "),
 		"space-separated exec startup/readiness probe of the injected native sidecar; the agent containers start once it passes (empty: no probe)")
 	o.sidecarResources.addFlags(flag.CommandLine)
@@ -320,6 +322,7 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, o *options, res *corev1
 		Resources:           res,
 		GoMaxProcs:          o.sidecarGoMaxProcs,
 		ProbeCommand:        strings.Fields(o.sidecarProbe),
+		WeightsWaitImage:    o.weightsWaitImage,
 	}
 	mgr.GetWebhookServer().Register(nnwebhook.Path, serving.Admin().Bound(&webhook.Admission{Handler: inj}))
 

@@ -7,6 +7,8 @@
 //	nodeagent warm [-method populate|pread] [-parallel N] FILE   warm FILE into the page cache
 //	nodeagent read-weights FILE                                  read FILE like the demo agent does
 //	nodeagent resident FILE                                      print the resident fraction (mincore)
+//	nodeagent wait-weights [-timeout D] [-dir] PATH...           wait until each FILE exists, or each DIR holds one (a pod's init
+//	                                                             container: agent.WeightsWaitContainer)
 package main
 
 import (
@@ -36,8 +38,10 @@ func main() {
 		err = readCmd(args)
 	case "resident":
 		err = residentCmd(args)
+	case "wait-weights":
+		err = waitWeightsCmd(args)
 	default:
-		err = fmt.Errorf("unknown subcommand %q (want run, warm, read-weights or resident)", cmd)
+		err = fmt.Errorf("unknown subcommand %q (want run, warm, read-weights, resident or wait-weights)", cmd)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodeagent:", err)

@@ -160,6 +160,7 @@ func run(args []string) error {
 	rec := &agent.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Agent: ag, NodeName: *nodeName, HostCacheDir: *hostCacheDir,
 		S3Endpoint: *s3Endpoint, IdleResync: *resync, Credentials: creds,
+		Recorder: mgr.GetEventRecorderFor("neuronetes-nodeagent"), //nolint:staticcheck // core/v1 Events, as kubectl describe shows them
 	}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("reconciler: %w", err)

@@ -77,6 +77,9 @@ type Injector struct {
 	// reach the pod IP); empty injects no probe, and the agent then starts as soon as the sidecar's
 	// process runs.
 	ProbeCommand []string
+	// WeightsWaitImage, when set, is the node agent image whose wait-weights init container is
+	// added to pods that mount a node agent ready directory (InjectWeightsWait); it uses PullPolicy.
+	WeightsWaitImage string
 }
 
 // DefaultProbeCommand runs the sidecar image's own binary in probe mode against its /healthz.
@@ -124,6 +127,14 @@ func (i *Injector) Handle(ctx context.Context, req admission.Request) admission.
 	changed, err := i.Mutate(&pod, cfg)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	pull := i.PullPolicy
+	if pull == "" {
+		pull = corev1.PullIfNotPresent
+	}
+	if InjectWeightsWait(&pod, i.WeightsWaitImage, pull) {
+		changed = true
+		logger.V(2).Info("injected the weights wait container")
 	}
 	if !changed {
 		return admission.Allowed("no injection needed")

@@ -63,6 +63,8 @@ type Request struct {
 	Source cache.SourceOptions
 	// NoEvict forbids evicting other entries to make room (opportunistic prewarm).
 	NoEvict bool
+	// Urgent marks a fetch for a pod bound to this node: it does not queue behind prewarm.
+	Urgent bool
 
 	explicit bool // set by EnsureWarm: a caller asked, so finding the entry cached is a cache hit
 }
@@ -213,7 +215,7 @@ func (a *Agent) ensure(ctx context.Context, h string, req Request) {
 			return
 		}
 		a.update(h, func(s *State) { s.Phase = PhaseDownloading; s.Message = "" })
-		entry, err = a.cfg.Store.Ensure(ctx, cache.Request{Digest: req.Digest, Source: src, Size: req.SizeBytes, NoEvict: req.NoEvict})
+		entry, err = a.cfg.Store.Ensure(ctx, cache.Request{Digest: req.Digest, Source: src, Size: req.SizeBytes, NoEvict: req.NoEvict, Urgent: req.Urgent})
 		if err != nil {
 			a.fail(h, req.URI, err)
 			return

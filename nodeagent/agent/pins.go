@@ -17,7 +17,7 @@ const PodModelAnnotation = "neuronetes.io/model"
 
 // Pins computes which cache entries the running pods on this node use: hex -> pod keys
 // ("namespace/name"). A pod uses an entry when
-//   - it mounts a hostPath at or below <cacheDir>/sha256/<hex>, or
+//   - it mounts a hostPath at or below <cacheDir>/sha256/<hex> or <cacheDir>/ready/<hex>, or
 //   - its AgentClass (label neuronetes.io/agentclass) has a modelRef to a Model, or
 //   - it carries the annotation neuronetes.io/model naming a Model.
 //
@@ -33,7 +33,7 @@ func Pins(pods []corev1.Pod, classes map[string]*v1alpha1.AgentClass, models map
 		}
 		out[hex] = append(out[hex], holder)
 	}
-	entryDir := filepath.Clean(filepath.Join(cacheDir, "sha256")) + "/"
+	entryDirs := []string{filepath.Clean(filepath.Join(cacheDir, "sha256")) + "/", filepath.Clean(filepath.Join(cacheDir, "ready")) + "/"}
 	for i := range pods {
 		p := &pods[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -44,13 +44,15 @@ func Pins(pods []corev1.Pod, classes map[string]*v1alpha1.AgentClass, models map
 			if v.HostPath == nil {
 				continue
 			}
-			rest, ok := strings.CutPrefix(filepath.Clean(v.HostPath.Path)+"/", entryDir)
-			if !ok {
-				continue
-			}
-			hex, _, _ := strings.Cut(rest, "/")
-			if _, err := cache.ParseDigest(cache.DigestPrefix + hex); err == nil {
-				add(hex, key)
+			for _, dir := range entryDirs {
+				rest, ok := strings.CutPrefix(filepath.Clean(v.HostPath.Path)+"/", dir)
+				if !ok {
+					continue
+				}
+				hex, _, _ := strings.Cut(rest, "/")
+				if _, err := cache.ParseDigest(cache.DigestPrefix + hex); err == nil {
+					add(hex, key)
+				}
 			}
 		}
 		var modelName string

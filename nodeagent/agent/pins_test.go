@@ -103,8 +103,18 @@ func TestWeightsVolumeIsPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if vm.MountPath != "/weights/model.gguf" || !vm.ReadOnly {
-		t.Fatalf("mount %+v, want read-only /weights/model.gguf", vm)
+	if vm.MountPath != "/weights" || !vm.ReadOnly {
+		t.Fatalf("mount %+v, want read-only /weights", vm)
+	}
+	if want := DefaultCacheDir + "/ready/" + hexN(7); v.HostPath.Path != want || *v.HostPath.Type != corev1.HostPathDirectoryOrCreate {
+		t.Fatalf("volume %+v, want hostPath %s DirectoryOrCreate", v.HostPath, want)
+	}
+	c := WeightsWaitContainer("img", m, vm)
+	if got := c.Command[len(c.Command)-1]; got != "/weights/model.gguf" {
+		t.Fatalf("wait container waits for %s, want /weights/model.gguf", got)
+	}
+	if sc := c.SecurityContext; !*sc.RunAsNonRoot || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem || len(sc.Capabilities.Drop) != 1 {
+		t.Fatalf("wait container security context %+v is not restricted", sc)
 	}
 	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{v}}}
 	if got := Pins([]corev1.Pod{p}, nil, nil, DefaultCacheDir); !reflect.DeepEqual(got, map[string][]string{hexN(7): {"ns/a"}}) {

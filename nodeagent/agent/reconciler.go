@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,6 +58,12 @@ type Reconciler struct {
 	// FirstRetry is the delay after the first failure; 0 means 2s.
 	FirstRetry time.Duration
 
+	// Recorder records the bind-triggered fetch's Events on pods (WeightsFetchStarted,
+	// WeightsReady, WeightsFetchFailed); nil records none.
+	Recorder record.EventRecorder
+
+	// handled holds the pods on this node whose bind was decided (bindfetch.go).
+	handled map[types.UID]bool
 	// written remembers the last status written per model, to skip no-op applies.
 	written map[types.NamespacedName]v1alpha1.ModelNodeStatus
 }
@@ -124,6 +131,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	pins := Pins(onNode, classByKey, modelByKey, hostDir)
 	r.Agent.Store().SetPins(pins)
+	r.startBound(ctx, onNode, classByKey, modelByKey)
 
 	var nextRetry time.Duration // soonest backoff expiry of a failed model
 	for i := range models.Items {
@@ -133,6 +141,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			continue // reported in status below
 		}
 		st := r.Agent.State(h)
+		if st.Phase == PhaseReady {
+			// Pods mount ready/<hex> and wait for this link (WeightsVolume).
+			if err := r.Agent.Store().Expose(h, WeightsFileName(m.Spec.Format)); err != nil {
+				log.Error(err, "Exposing ready weights", "model", klog.KObj(m))
+			}
+		}
 		if st.Phase == PhaseReady && st.Warm {
 			continue
 		}

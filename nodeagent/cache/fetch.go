@@ -28,6 +28,9 @@ type Request struct {
 	// NoEvict forbids evicting other entries to make room: the fetch fails with ErrNoSpace instead.
 	// Used for opportunistic prewarming of models that no pod on the node uses yet.
 	NoEvict bool
+	// Urgent marks a fetch for a pod bound to this node: it takes a slot of its own rather than
+	// queueing behind prewarm (priority.go).
+	Urgent bool
 }
 
 // Progress is a snapshot of a running fetch.
@@ -84,12 +87,11 @@ func (s *Store) Ensure(ctx context.Context, req Request) (Entry, error) {
 }
 
 func (s *Store) fetch(ctx context.Context, h string, req Request) (Entry, error) {
-	select {
-	case s.sem <- struct{}{}:
-	case <-ctx.Done():
-		return Entry{}, ctx.Err()
+	release, err := s.acquire(ctx, h, req.Urgent)
+	if err != nil {
+		return Entry{}, err
 	}
-	defer func() { <-s.sem }()
+	defer release()
 
 	unlock, err := s.lockDigest(ctx, h)
 	if err != nil {

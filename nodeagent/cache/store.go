@@ -63,14 +63,17 @@ type Entry struct {
 type Store struct {
 	root string
 	opts Options
-	sem  chan struct{}
+	sem  chan struct{} // shared fetch slots (prewarm)
 	sf   singleflight.Group
+
+	urgentSem chan struct{} // fetch slots of pods bound to the node (priority.go)
 
 	mu       sync.Mutex
 	entries  map[string]*Entry              // hex -> verified entry; invariant: file exists at Path
 	pins     map[string]map[string]struct{} // hex -> holders; may name entries not (yet) present
 	inflight map[string]int64               // hex -> bytes reserved against DiskBudget by a running fetch
 	progress map[string]Progress            // hex -> last progress of a running fetch
+	promote  map[string]chan struct{}       // hex -> closed to move a queued prewarm to an urgent slot
 }
 
 // Open opens (creating if needed) the cache at root and indexes its entries. Entries are trusted by
@@ -89,13 +92,15 @@ func Open(root string, opts Options) (*Store, error) {
 		opts.PartialTTL = 7 * 24 * time.Hour
 	}
 	s := &Store{
-		root:     root,
-		opts:     opts,
-		sem:      make(chan struct{}, opts.MaxConcurrent),
-		entries:  map[string]*Entry{},
-		pins:     map[string]map[string]struct{}{},
-		inflight: map[string]int64{},
-		progress: map[string]Progress{},
+		root:      root,
+		opts:      opts,
+		sem:       make(chan struct{}, opts.MaxConcurrent),
+		urgentSem: make(chan struct{}, opts.MaxConcurrent),
+		promote:   map[string]chan struct{}{},
+		entries:   map[string]*Entry{},
+		pins:      map[string]map[string]struct{}{},
+		inflight:  map[string]int64{},
+		progress:  map[string]Progress{},
 	}
 	for _, d := range []string{s.entryDir(), s.tmpDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -195,6 +200,7 @@ func (s *Store) Pin(hex, holder string) {
 		s.pins[hex] = map[string]struct{}{}
 	}
 	s.pins[hex][holder] = struct{}{}
+	s.promoteLocked(hex)
 }
 
 // Unpin drops holder's pin on hex.
@@ -219,6 +225,7 @@ func (s *Store) SetPins(want map[string][]string) {
 			}
 			s.pins[hex][h] = struct{}{}
 		}
+		s.promoteLocked(hex)
 	}
 }
 
@@ -251,6 +258,9 @@ var ErrPinned = errors.New("entry is pinned")
 var ErrNoSpace = errors.New("disk budget exhausted")
 
 func (s *Store) removeLocked(e *Entry) error {
+	if err := s.unexposeLocked(e.Hex); err != nil {
+		return fmt.Errorf("remove ready links of %s: %w", e.Hex, err)
+	}
 	if err := os.Remove(e.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove entry %s: %w", e.Hex, err)
 	}
@@ -281,7 +291,9 @@ func (s *Store) reserveLocked(hex string, need int64, mayEvict bool) ([]Entry, e
 		s.inflight[hex] = need
 		return nil, nil
 	}
-	if !mayEvict {
+	if !mayEvict && len(s.pins[hex]) == 0 {
+		// A prewarm whose digest a pod has since pinned may evict: it is no longer
+		// opportunistic.
 		return nil, fmt.Errorf("entry %s needs %d bytes, %d free and eviction not allowed: %w", hex, need, s.opts.DiskBudget-used, ErrNoSpace)
 	}
 	cands := make([]Entry, 0, len(s.entries))
