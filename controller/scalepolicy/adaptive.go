@@ -141,6 +141,8 @@ type AdaptiveState struct {
 	// began to wait for replicas (zero: none pending).
 	ColdStart time.Duration `json:"coldStart,omitempty"`
 	Starting  time.Time     `json:"starting,omitzero"`
+	// Efficiency is the replay's queue model calibration (ReplayModel.Efficiency).
+	Efficiency float64 `json:"efficiency,omitempty"`
 }
 
 // AdaptiveBin is one adaptBin of history.
@@ -163,6 +165,13 @@ type AdaptiveBin struct {
 	// bin's mean need, the demand log the robust sizing replays.
 	Work float64 `json:"work,omitempty"`
 	Span float64 `json:"span,omitempty"`
+	// ReadyWork is the ready replicas integrated over the same intervals
+	// (ReadyWork/Span: the bin's mean ready replicas).
+	ReadyWork float64 `json:"readyWork,omitempty"`
+	// SLOTotal counts the bin's first tokens that could meet the SLO (their
+	// prefill fits it), SLOMisses those among them that missed it.
+	SLOTotal  float64 `json:"sloTotal,omitempty"`
+	SLOMisses float64 `json:"sloMisses,omitempty"`
 }
 
 // adapter is the adaptation of one Autoscaler.
@@ -268,20 +277,23 @@ func (a *adapter) decide(in Input, need, backlog float64, ok bool) float64 {
 	}
 	st.Last = now
 	b := a.bin(now)
+	ready := in.ReadyReplicas
+	if ready <= 0 {
+		ready = in.CurrentReplicas
+	}
 	if ok {
 		b.Need = math.Max(b.Need, need)
 		if dt > 0 {
 			b.Work += need * dt
 			b.Span += dt
+			b.ReadyWork += float64(ready) * dt
 		}
-	}
-	ready := in.ReadyReplicas
-	if ready <= 0 {
-		ready = in.CurrentReplicas
 	}
 	b.Settled = b.Settled && ready >= in.CurrentReplicas
 	a.observeStart(now, ready, in.CurrentReplicas)
-	_, _, mFeasible, mMisses := in.TTFT.waitCounts()
+	feasible, misses, mFeasible, mMisses := in.TTFT.waitCounts()
+	b.SLOTotal += feasible
+	b.SLOMisses += misses
 	b.Total += mFeasible
 	b.WithinMargin += mFeasible - mMisses
 	if dt > 0 {

@@ -52,6 +52,86 @@ type ReplayModel struct {
 	ColdStart time.Duration
 	// Allowance is how long work may wait and still meet the SLO.
 	Allowance time.Duration
+	// Efficiency is the share of a replica's capacity at the metric targets
+	// that it delivers to the queue (0: 1), calibrated against the pool's
+	// own first tokens (Calibrate).
+	Efficiency float64
+}
+
+func (m ReplayModel) efficiency() float64 {
+	if m.Efficiency <= 0 {
+		return 1
+	}
+	return m.Efficiency
+}
+
+// queue is the replay's pool-wide first-come-first-served queue.
+type queue struct {
+	w, allow, eff float64
+	backlog       float64 // need-seconds waiting
+	missed, total float64
+}
+
+// step serves one bin of work with ready replicas and counts the work whose
+// wait exceeds the allowance (unless skip): work arriving at the bin's start
+// waits behind the backlog, work arriving at its end behind what is left of
+// it then.
+func (q *queue) step(work, ready float64, skip bool) {
+	capacity := q.eff * math.Max(ready, 1e-9) * q.w
+	rate := capacity / q.w
+	end := math.Max(q.backlog+work-capacity, 0)
+	if !skip {
+		q.missed += work * overShare(q.backlog/rate, end/rate, q.allow)
+		q.total += work
+	}
+	q.backlog = end
+}
+
+func (q *queue) share() float64 {
+	if q.total <= 0 {
+		return 0
+	}
+	return q.missed / q.total
+}
+
+func newQueue(m ReplayModel) *queue {
+	return &queue{w: m.Bin.Seconds(), allow: math.Max(m.Allowance.Seconds(), 1e-3), eff: m.efficiency()}
+}
+
+// ReplayReady is the share of the demand log need, outside the bins skip
+// marks, that waits longer than the allowance when ready[i] replicas serve
+// bin i.
+func ReplayReady(need, ready []float64, skip []bool, m ReplayModel) float64 {
+	if m.Bin <= 0 {
+		return 0
+	}
+	q := newQueue(m)
+	for i, v := range need {
+		r := 1.0
+		if i < len(ready) {
+			r = ready[i]
+		}
+		q.step(v*q.w, r, i < len(skip) && skip[i])
+	}
+	return q.share()
+}
+
+// calibrationSteps are the efficiencies Calibrate tries, highest first.
+var calibrationSteps = []float64{1, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.55, 0.5}
+
+// Calibrate returns the highest efficiency at which the queue model, fed the
+// replicas that were ready, misses at least the share observed outside the
+// bins skip marks (waiting misses of the pool's own first tokens): the model
+// is then no more optimistic than the pool was. With nothing observed it
+// returns 1.
+func Calibrate(need, ready []float64, skip []bool, m ReplayModel, observed float64) float64 {
+	for _, e := range calibrationSteps {
+		m.Efficiency = e
+		if ReplayReady(need, ready, skip, m) >= observed {
+			return e
+		}
+	}
+	return calibrationSteps[len(calibrationSteps)-1]
 }
 
 // ReplayResult is one replay of a demand log under one setting.
@@ -118,15 +198,14 @@ func slidingMax(need []float64, n int) []float64 {
 // memory ending at bin i), the bins skip marks left out of the misses, and
 // load x the logged need arriving at the queue while the rule sees the log.
 func replay(need, peak []float64, skip []bool, m ReplayModel, scale, load float64) ReplayResult {
-	w := m.Bin.Seconds()
-	allow := math.Max(m.Allowance.Seconds(), w)
+	q := newQueue(m)
 	cold := binsOf(m.ColdStart, m.Bin)
 	asked := make([]float64, len(need))
-	var backlog, cost, missed, total, ready float64
+	var cost, ready float64
 	for i, v := range need {
 		n := math.Max(1, math.Ceil(need[0]-1e-9))
 		if i > 0 {
-			n = math.Max(1, math.Ceil(math.Max(scale*peak[i-1], need[i-1]+backlog/allow)-1e-9))
+			n = math.Max(1, math.Ceil(math.Max(scale*peak[i-1], need[i-1]+q.backlog/q.allow)-1e-9))
 		}
 		if i < cold {
 			// The log's first cold start: the pool is taken to have run
@@ -142,23 +221,10 @@ func replay(need, peak []float64, skip []bool, m ReplayModel, scale, load float6
 			ready = math.Min(n, math.Max(ready, held))
 		}
 		asked[i] = n
-		cost += n * w
-		work, capacity := load*v*w, ready*w
-		// Work arriving at the bin's start waits behind the backlog, work
-		// arriving at its end behind what is left of it then: the share of
-		// the bin's work whose wait exceeds the allowance.
-		end := math.Max(backlog+work-capacity, 0)
-		if !skip[i] {
-			missed += work * overShare(backlog/ready, end/ready, allow)
-			total += work
-		}
-		backlog = math.Max(0, backlog+work-capacity)
+		cost += n * q.w
+		q.step(load*v*q.w, ready, skip[i])
 	}
-	r := ReplayResult{ReplicaSeconds: cost}
-	if total > 0 {
-		r.Missed = missed / total
-	}
-	return r
+	return ReplayResult{ReplicaSeconds: cost, Missed: q.share()}
 }
 
 // overShare is the share of a bin's arrivals whose wait exceeds allow when
@@ -176,10 +242,11 @@ func overShare(w0, w1, allow float64) float64 {
 	}
 }
 
-// perturbations returns the log as seen and with the bursts of alternate
-// blocks moved earlier and later by half a cold start (each block rotated in
-// place). The third perturbation, replayRate x the load arriving unseen, is
-// applied by the replay to the first (versionLoad).
+// perturbations returns the log as seen; with the bursts of alternate blocks
+// moved earlier and later by half a cold start (each block rotated in
+// place); and followed by a return of its mean load. The load perturbation,
+// replayRate x the load arriving unseen, is applied by the replay to the
+// second, a copy of the log (versionLoad).
 func perturbations(need []float64, m ReplayModel) [][]float64 {
 	shifted := make([]float64, len(need))
 	block := binsOf(replayBlock, m.Bin)
@@ -195,13 +262,24 @@ func perturbations(need []float64, m ReplayModel) [][]float64 {
 			shifted[i] = need[lo+(i-lo+off)%n]
 		}
 	}
-	return [][]float64{need, need, shifted}
+	// The load returns: the log followed, for a cold start and a block, by
+	// its mean need, as after a dip a pool cannot tell from a lasting drop.
+	var mean float64
+	for _, v := range need {
+		mean += v
+	}
+	mean /= float64(len(need))
+	back := append([]float64(nil), need...)
+	for range binsOf(m.ColdStart, m.Bin) + binsOf(replayBlock, m.Bin) {
+		back = append(back, mean)
+	}
+	return [][]float64{need, need, shifted, back}
 }
 
 // versionLoad is the load factor of each version perturbations returns: the
 // second is the log's rule facing replayRate x the load it measured (demand
 // that grew, or that the measurement missed, until the backlog shows it).
-var versionLoad = []float64{1, replayRate, 1}
+var versionLoad = []float64{1, replayRate, 1, 1}
 
 // RobustChoice is the sizing a replay chose.
 type RobustChoice struct {

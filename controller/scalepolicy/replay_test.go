@@ -134,3 +134,27 @@ func TestObserveStartMeasuresColdStart(t *testing.T) {
 		t.Fatalf("unmeasured cold start %s, want %s", b.coldStart(), defaultColdStart)
 	}
 }
+
+func TestCalibrate(t *testing.T) {
+	need := steps(60, 4)
+	ready := steps(60, 4) // exactly the need: the model predicts no wait
+	if e := Calibrate(need, ready, nil, testReplayModel, 0); e != 1 {
+		t.Fatalf("efficiency %v with nothing observed, want 1", e)
+	}
+	e := Calibrate(need, ready, nil, testReplayModel, 0.2)
+	if e >= 1 || e < calibrationSteps[len(calibrationSteps)-1] {
+		t.Fatalf("efficiency %v with 20%% observed misses, want below 1", e)
+	}
+	m := testReplayModel
+	m.Efficiency = e
+	if got := ReplayReady(need, ready, nil, m); got < 0.2 {
+		t.Fatalf("calibrated model predicts %.3f, want at least the observed 0.2", got)
+	}
+	skip := make([]bool, len(need))
+	for i := range skip {
+		skip[i] = true
+	}
+	if got := ReplayReady(need, ready, skip, m); got != 0 {
+		t.Fatalf("every bin skipped: predicted %v, want 0", got)
+	}
+}
