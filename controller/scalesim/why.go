@@ -43,8 +43,9 @@ func BreakdownMisses(p, ref, oracle Result) MissBreakdown {
 	return b
 }
 
-// writeWhy prints why NeuroNetes misses what it misses, against the floor of
-// the oracle with the same cold start and the hindsight reference.
+// writeWhy prints why NeuroNetes misses what it misses: how many of its
+// misses the oracle with the same cold start and the hindsight reference
+// also had in the same 10 s bins.
 func writeWhy(w io.Writer, o Outcome) {
 	nn := o.NeuroNetes()
 	b := BreakdownMisses(nn, o.Causal.Result, o.Oracle)
@@ -54,7 +55,7 @@ func writeWhy(w io.Writer, o Outcome) {
 	}
 	pct := func(n int) float64 { return 100 * float64(n) / float64(max(b.Binned, 1)) }
 	own := b.Binned - max(b.WithOracle, b.WithRef)
-	fmt.Fprintf(w, "why: neuronetes misses %d of %d requests (%.2f%%); of the %d with a first token, %d (%.0f%%) came in 10 s bins where the oracle with the same cold start also missed (the floor: it attains %.2f%% at %.3fx the hindsight reference's replica-seconds), %d (%.0f%%) where the hindsight reference also missed, and at least %d (%.0f%%) are neuronetes' own (capacity the reference had)\n",
+	fmt.Fprintf(w, "why: neuronetes misses %d of %d requests (%.2f%%); of the %d with a first token, %d (%.0f%%) came in 10 s bins where the oracle also missed (future-knowing, the same cold start, its cheapest run at the target: %.2f%% at %.3fx the hindsight reference's replica-seconds), %d (%.0f%%) where the hindsight reference also missed, and at least %d (%.0f%%) are neuronetes' own (more than either missed in the bin)\n",
 		b.Misses, nn.Requests, 100*(1-nn.Attainment()), b.Binned, b.WithOracle, pct(b.WithOracle),
 		100*o.Oracle.Attainment(), o.Oracle.ReplicaSeconds/math.Max(o.Causal.Result.ReplicaSeconds, 1),
 		b.WithRef, pct(b.WithRef), own, pct(own))
