@@ -8,8 +8,8 @@ import (
 
 // MissBreakdown splits a policy's missed requests by the 10 s bin of their
 // first token (Point.Misses): those in bins where the oracle with the same
-// cold start also missed (a floor: knowing the future does not avoid them
-// with this cold start and this queue), those where the hindsight reference
+// cold start also missed (at its cheapest run for the target: misses that
+// knowing the future chose not to avoid), those where the hindsight reference
 // also missed (what the reference rule, tuned on the trace itself, could not
 // avoid either), and the rest, the policy's own. Shared misses are counted
 // up to the other run's misses in the bin.
