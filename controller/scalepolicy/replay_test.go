@@ -158,3 +158,14 @@ func TestCalibrate(t *testing.T) {
 		t.Fatalf("every bin skipped: predicted %v, want 0", got)
 	}
 }
+
+// BenchmarkChooseRobust times one choice on an hour of 10 s bins.
+func BenchmarkChooseRobust(b *testing.B) {
+	var need []float64
+	for i := range 360 {
+		need = append(need, 4+3*math.Sin(float64(i)/9)+float64(i%7)/3)
+	}
+	for b.Loop() {
+		ChooseRobust(need, testReplayModel, 0.005, 0.01)
+	}
+}
