@@ -269,7 +269,7 @@ func (a *adapter) margin(now time.Time) bool {
 // the headroom x the peak need within the memory, and at least the need. need is the demand in
 // replicas at the metric targets; ok is false when no metric was valid, and
 // the need then enters no history.
-func (a *adapter) decide(in Input, need, backlog float64, ok bool) float64 {
+func (a *adapter) decide(in Input, need, logged, backlog float64, ok bool) float64 {
 	now, st := in.Now, &a.st
 	dt := 0.0
 	if !st.Last.IsZero() && now.After(st.Last) {
@@ -284,7 +284,7 @@ func (a *adapter) decide(in Input, need, backlog float64, ok bool) float64 {
 	if ok {
 		b.Need = math.Max(b.Need, need)
 		if dt > 0 {
-			b.Work += need * dt
+			b.Work += logged * dt
 			b.Span += dt
 			b.ReadyWork += float64(ready) * dt
 		}

@@ -169,3 +169,28 @@ func BenchmarkChooseRobust(b *testing.B) {
 		ChooseRobust(need, testReplayModel, 0.005, 0.01)
 	}
 }
+
+func TestRobustLogIsTheOfferedDemand(t *testing.T) {
+	p := adaptivePolicy()
+	p.Metrics = append(p.Metrics, MetricSpec{Type: ConcurrentSessions, Target: 10})
+	p.SLO.Adaptive.Robust = true
+	a, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		a.Decide(Input{Now: t0.Add(time.Duration(i) * 5 * time.Second), CurrentReplicas: 4, ReadyReplicas: 4, QueueLag: -1,
+			// 80 running sequences per replica: a backlog flush reads 32 replicas of need;
+			// 200 offered prompt tokens/s are 2 replicas.
+			Metrics: map[MetricType]MetricValue{TokensPerSecond: {Value: 900, Valid: true}, ConcurrentSessions: {Value: 80, Valid: true}},
+			Offered: OfferedDemand{Valid: true, PromptTokensPerSecond: 200}})
+	}
+	st := a.Snapshot().Adaptive
+	var work, span float64
+	for _, b := range st.Bins {
+		work, span = work+b.Work, span+b.Span
+	}
+	if span == 0 || math.Abs(work/span-2) > 1e-9 {
+		t.Fatalf("logged need %.3f, want the offered 2 replicas", work/span)
+	}
+}
