@@ -60,6 +60,7 @@ func parseFlags() options {
 	flag.Float64Var(&o.cfg.TargetUtilization, "target-utilization", 0.7, "baselines' per-pod concurrency target as a fraction of slots")
 	flag.Float64Var(&o.cfg.PrewarmPercent, "prewarm-percent", 0, "NeuroNetes warm pool in percent of max replicas (warmpool.Target, rounded up)")
 	flag.Float64Var(&o.attainment, "attainment", 99, "percent of requests NeuroNetes holds within the SLO, and the verdict's target")
+	flag.BoolVar(&o.cfg.Robust, "robust", false, "NeuroNetes chooses its scale and memory by replaying the last hour of demand (scalepolicy.Adaptive.Robust)")
 	flag.IntVar(&o.parallel, "parallel", 2, "simulations run at once")
 	flag.StringVar(&o.priceTable, "price-table", "deploy/examples/autoscaling/06-price-table.yaml", "ConfigMap manifest of node prices, as the controller's --price-table (controller/cost)")
 	flag.StringVar(&o.instanceType, "instance-type", "g5.12xlarge", "instance type of the simulated replicas' nodes (one replica per node)")

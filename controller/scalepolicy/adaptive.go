@@ -19,6 +19,13 @@ type Adaptive struct {
 	// (0, 1) (default DefaultAttainment). The controller aims at half the
 	// allowed misses, so that the share holds over bursts of misses.
 	Attainment float64
+	// Robust chooses the scale on the remembered peak and the memory by
+	// replaying the last hour of the demand log through a queue model
+	// (ChooseRobust) instead of learning them from misses alone; the headroom
+	// learned from misses then corrects the replay's scale. Off by default:
+	// on the benchmark it does not yet beat the learned parameters
+	// (docs/autoscaling.md, "Robust sizing").
+	Robust bool
 }
 
 // DefaultAttainment is the share of requests an adaptive policy keeps within
@@ -122,6 +129,20 @@ type AdaptiveState struct {
 	LastMiss  time.Time `json:"lastMiss,omitzero"`
 	// Bins are the history, oldest first.
 	Bins []AdaptiveBin `json:"bins,omitempty"`
+	// Scale and Memory (above) are the robust sizing's choice once the log
+	// is long enough for a replay (Scale 0: none yet; the headroom then
+	// alone scales the peak, and the memory is learned from misses). With a
+	// choice, the headroom is a correction learned from misses, at least 1.
+	Scale float64 `json:"scale,omitempty"`
+	// Replayed is the time of the last replay.
+	Replayed time.Time `json:"replayed,omitzero"`
+	// ColdStart is the measured time from asking for replicas to their
+	// being ready (0: not measured yet), and Starting when the pool last
+	// began to wait for replicas (zero: none pending).
+	ColdStart time.Duration `json:"coldStart,omitempty"`
+	Starting  time.Time     `json:"starting,omitzero"`
+	// Efficiency is the replay's queue model calibration (ReplayModel.Efficiency).
+	Efficiency float64 `json:"efficiency,omitempty"`
 }
 
 // AdaptiveBin is one adaptBin of history.
@@ -139,10 +160,23 @@ type AdaptiveBin struct {
 	// prefill fits it); WithinMargin those that met it.
 	Total        float64 `json:"total"`
 	WithinMargin float64 `json:"margin"`
+	// Work is the need integrated over the decision intervals that ended in
+	// the bin (need-seconds), and Span their length (s): Work/Span is the
+	// bin's mean need, the demand log the robust sizing replays.
+	Work float64 `json:"work,omitempty"`
+	Span float64 `json:"span,omitempty"`
+	// ReadyWork is the ready replicas integrated over the same intervals
+	// (ReadyWork/Span: the bin's mean ready replicas).
+	ReadyWork float64 `json:"readyWork,omitempty"`
+	// SLOTotal counts the bin's first tokens that could meet the SLO (their
+	// prefill fits it), SLOMisses those among them that missed it.
+	SLOTotal  float64 `json:"sloTotal,omitempty"`
+	SLOMisses float64 `json:"sloMisses,omitempty"`
 }
 
 // adapter is the adaptation of one Autoscaler.
 type adapter struct {
+	robust bool
 	slo    time.Duration
 	budget float64 // the misses aimed at, as a share of requests
 	st     AdaptiveState
@@ -153,7 +187,7 @@ func newAdapter(s SLOTarget) *adapter {
 	if att == 0 {
 		att = DefaultAttainment
 	}
-	return &adapter{slo: s.TTFT, budget: (1 - att) / 2,
+	return &adapter{robust: s.Adaptive.Robust, slo: s.TTFT, budget: (1 - att) / 2,
 		st: AdaptiveState{Headroom: initialHeadroom, Memory: initialMemory}}
 }
 
@@ -235,7 +269,7 @@ func (a *adapter) margin(now time.Time) bool {
 // the headroom x the peak need within the memory, and at least the need. need is the demand in
 // replicas at the metric targets; ok is false when no metric was valid, and
 // the need then enters no history.
-func (a *adapter) decide(in Input, need, backlog float64, ok bool) float64 {
+func (a *adapter) decide(in Input, need, logged, backlog float64, ok bool) float64 {
 	now, st := in.Now, &a.st
 	dt := 0.0
 	if !st.Last.IsZero() && now.After(st.Last) {
@@ -243,24 +277,37 @@ func (a *adapter) decide(in Input, need, backlog float64, ok bool) float64 {
 	}
 	st.Last = now
 	b := a.bin(now)
-	if ok {
-		b.Need = math.Max(b.Need, need)
-	}
 	ready := in.ReadyReplicas
 	if ready <= 0 {
 		ready = in.CurrentReplicas
 	}
+	if ok {
+		b.Need = math.Max(b.Need, need)
+		if dt > 0 {
+			b.Work += logged * dt
+			b.Span += dt
+			b.ReadyWork += float64(ready) * dt
+		}
+	}
 	b.Settled = b.Settled && ready >= in.CurrentReplicas
-	_, _, mFeasible, mMisses := in.TTFT.waitCounts()
+	a.observeStart(now, ready, in.CurrentReplicas)
+	feasible, misses, mFeasible, mMisses := in.TTFT.waitCounts()
+	b.SLOTotal += feasible
+	b.SLOMisses += misses
 	b.Total += mFeasible
 	b.WithinMargin += mFeasible - mMisses
 	if dt > 0 {
 		a.learn(now, dt, in.TTFT)
 	}
+	a.resize(now)
 	// Never below the demand measured now plus its backlog: a pool short of
 	// its current demand queues without bound, whatever the SLO allows. The
 	// backlog is not remembered: once drained, it needs no capacity.
-	target := math.Max(st.Headroom*a.peak(now.Add(-st.Memory), now), need+backlog)
+	peak := a.peak(now.Add(-st.Memory), now)
+	if st.Scale > 0 {
+		peak = a.meanPeak(now.Add(-st.Memory), now)
+	}
+	target := math.Max(a.headroom()*peak, need+backlog)
 	b.Provision = target
 	return target
 }
@@ -293,8 +340,13 @@ func (a *adapter) learn(now time.Time, dt float64, c TTFTCounts) {
 		// seen against the usual rate. A dip of 15% of the load shrinks them
 		// at 15% of the speed; an idle pool proves nothing about its capacity.
 		shrink := math.Exp(-dt * a.evidence(total, dt) / shrinkTau.Seconds())
-		st.Headroom *= shrink
-		if now.Sub(st.LastMiss) > adaptPeriod {
+		if st.Scale > 0 {
+			// The replay sizes the pool; the correction only undoes raises.
+			st.Headroom = math.Max(math.Min(st.Headroom, 1), st.Headroom*shrink)
+		} else {
+			st.Headroom *= shrink
+		}
+		if st.Scale == 0 && now.Sub(st.LastMiss) > adaptPeriod {
 			st.Memory = time.Duration(float64(st.Memory) * shrink)
 		}
 	}
@@ -302,8 +354,7 @@ func (a *adapter) learn(now time.Time, dt float64, c TTFTCounts) {
 		a.raise(now, math.Min(-st.Balance/unit, 1))
 		st.Balance, st.LastRaise = 0, now
 	}
-	st.Headroom = math.Max(minHeadroom, math.Min(st.Headroom, maxHeadroom))
-	st.Memory = max(minMemory, min(st.Memory, maxMemory))
+	a.clamp()
 }
 
 // evidence is the share of the usual first-token rate that total first
@@ -325,8 +376,8 @@ func (a *adapter) raise(now time.Time, d float64) {
 	st := &a.st
 	at := now.Add(-min(a.slo, 30*time.Second) - startupLag)
 	longer := a.peak(at.Add(-2*st.Memory), at)
-	held := a.provisionAt(at) / st.Headroom
-	if longer > 1.05*held && st.Memory < maxMemory {
+	held := a.provisionAt(at) / a.headroom()
+	if st.Scale == 0 && longer > 1.05*held && st.Memory < maxMemory {
 		st.Memory = time.Duration(float64(st.Memory) * math.Exp(3*adaptGain*d))
 		return
 	}
@@ -344,15 +395,15 @@ func (a *adapter) state() *AdaptiveState {
 func (a *adapter) restore(s *AdaptiveState) {
 	a.st = *s
 	a.st.Bins = append([]AdaptiveBin(nil), s.Bins...)
-	a.st.Headroom = math.Max(minHeadroom, math.Min(a.st.Headroom, maxHeadroom))
-	a.st.Memory = max(minMemory, min(a.st.Memory, maxMemory))
+	a.clamp()
 }
 
-// Learned returns the adaptive policy's learned headroom and memory; ok is
-// false for a policy without adaptation.
+// Learned returns the adaptive policy's headroom (the robust sizing's scale
+// times the correction learned from misses) and memory; ok is false for a
+// policy without adaptation.
 func (a *Autoscaler) Learned() (headroom float64, memory time.Duration, ok bool) {
 	if a.adapt == nil {
 		return 0, 0, false
 	}
-	return a.adapt.st.Headroom, a.adapt.st.Memory, true
+	return a.adapt.headroom(), a.adapt.st.Memory, true
 }

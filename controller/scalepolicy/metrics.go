@@ -221,7 +221,11 @@ func (a *Autoscaler) demand(in Input, ratios map[MetricType]float64) (rate, back
 // least the rate need now plus the replicas that drain the backlog.
 func (a *Autoscaler) adaptiveRecommendation(in Input, ratios map[MetricType]float64) (int32, Reason, string) {
 	rate, backlog, ok, detail := a.demand(in, ratios)
-	target := a.adapt.decide(in, rate, backlog, ok)
+	logged := rate
+	if off, ok := a.offeredNeed(in); ok {
+		logged = off
+	}
+	target := a.adapt.decide(in, rate, logged, backlog, ok)
 	if !ok {
 		return in.CurrentReplicas, ReasonNoMetrics, detail
 	}

@@ -22,6 +22,9 @@ type Config struct {
 	// Attainment is the share of requests NeuroNetes holds within the SLO
 	// (default scalepolicy.DefaultAttainment).
 	Attainment float64
+	// Robust turns on the adaptive policy's robust sizing
+	// (scalepolicy.Adaptive.Robust) in the NeuroNetes preset.
+	Robust bool
 }
 
 // NeuroNetes returns the NeuroNetes preset: the adaptive SLO policy on the
@@ -50,7 +53,7 @@ func NeuroNetes(m Model, c Config) *Decider {
 			},
 			Strategy: scalepolicy.StrategyMax,
 			SLO: scalepolicy.SLOTarget{Enabled: true, TTFT: m.SLO,
-				Adaptive: scalepolicy.Adaptive{Enabled: true, Attainment: c.Attainment}},
+				Adaptive: scalepolicy.Adaptive{Enabled: true, Attainment: c.Attainment, Robust: c.Robust}},
 		},
 		Offered:        true,
 		Warm:           int(warmpool.Target(int32(c.MaxReplicas), int32(math.Round(c.PrewarmPercent)))),

@@ -130,6 +130,7 @@ func WriteOutcome(w io.Writer, o Outcome, attainment float64) {
 	if len(o.Iso) > 0 {
 		writeIsoCost(w, o.Oracle, o.NeuroNetes(), o.Results, o.Iso)
 	}
+	writeWhy(w, o)
 	if fails := o.Failures(attainment); len(fails) > 0 {
 		fmt.Fprintf(w, "trace verdict %s: NOT MET: %s\n\n", o.Trace, strings.Join(fails, "; "))
 	} else {
