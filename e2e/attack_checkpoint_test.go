@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -107,13 +106,8 @@ func setupCheckpointTenants(t *testing.T) *checkpointTenants {
 	}
 	e.Apply(t, "", string(policy))
 
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	c, err := client.New(e.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	scheme := ctrlScheme(t)
+	c := crClient(t, e.Config)
 	tn := &checkpointTenants{c: c, victim: e.Namespace(t, "ckpt-victim"), attacker: e.Namespace(t, "ckpt-attacker")}
 	// The policy is enforced once the apiserver has loaded it: probe with a dry run.
 	Eventually(t, 30*time.Second, "restore-source admission policy enforced", func() (bool, error) {

@@ -6,8 +6,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,19 +20,10 @@ import (
 func attackControllerDeletesForeignCheckpoint(t *testing.T, e *Env, ns, controllerUser string) {
 	t.Helper()
 	ctx := context.Background()
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	admin, err := client.New(e.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := crClient(t, e.Config)
 	cfg := rest.CopyConfig(e.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: controllerUser}
-	ctl, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctl := crClient(t, cfg)
 	for _, ck := range []*v1alpha1.AgentCheckpoint{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nn-e2e-victim-ck"}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nn-e2e-labelled-ck", Labels: map[string]string{"neuronetes.io/session": "s1"}}},

@@ -15,11 +15,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/checkpoint/container"
@@ -178,9 +175,7 @@ func TestCheckpointDemoAgentRestoreIntoWarmPod(t *testing.T) {
 	}
 
 	// The node agent's AgentCheckpoint handling, in-process.
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
+	scheme := ctrlScheme(t)
 	mgr, err := ctrl.NewManager(e.Config, snapshotManagerOptions(scheme))
 	if err != nil {
 		t.Fatal(err)
@@ -197,10 +192,7 @@ func TestCheckpointDemoAgentRestoreIntoWarmPod(t *testing.T) {
 	go func() { _ = mgr.Start(mctx) }()
 	t.Cleanup(func() { removeRestored(t, engine.C, warm.Status.ContainerStatuses[0].ContainerID) })
 
-	c, err := client.New(e.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := crClient(t, e.Config)
 	run := func(name string, spec v1alpha1.AgentCheckpointSpec) *v1alpha1.AgentCheckpoint {
 		t.Helper()
 		ac := &v1alpha1.AgentCheckpoint{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}

@@ -17,12 +17,8 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/controller/modelcreds"
 	nnwebhook "github.com/neuronetes/neuronetes/controller/webhook"
 	"github.com/neuronetes/neuronetes/internal/modelsrcapi"
@@ -41,13 +37,7 @@ func serveModelSourceCredentials(t *testing.T, e *Env, ns, certDir string) strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	c, err := client.New(e.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := crClient(t, e.Config)
 	srv := &modelcreds.Server{Reviews: e.Kube.AuthenticationV1().TokenReviews(), Live: c, Cached: c, Namespace: ns, NodeAgent: ns + "/nodeagent"}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -18,9 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -92,13 +90,8 @@ func TestAgentSessionIdleSuspendResume(t *testing.T) {
 	sessionTenants(t, e, nsA, nsB)
 	g := startGateway(t, e, nsA+","+nsB, "--agent-sessions", "--session-resume-timeout=2m")
 
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	c, err := client.New(e.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	scheme := ctrlScheme(t)
+	c := crClient(t, e.Config)
 	for _, ns := range []string{nsA, nsB} {
 		if err := c.Create(ctx, sessionClass(ns, img, e.NodeName)); err != nil {
 			t.Fatal(err)

@@ -12,9 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -73,9 +71,7 @@ func startNodeAgents(t *testing.T, e *Env, ctx context.Context) {
 	store, key := t.TempDir(), writeSigningKey(t)
 	for node, sock := range map[string]string{e.NodeName: filepath.Join(e.Root, ".local", "containerd", "containerd.sock"),
 		cluster.SecondNodeName: cluster.SecondNodeSocket(e.Root)} {
-		scheme := runtime.NewScheme()
-		_ = clientgoscheme.AddToScheme(scheme)
-		_ = v1alpha1.AddToScheme(scheme)
+		scheme := ctrlScheme(t)
 		mgr, err := ctrl.NewManager(e.Config, snapshotManagerOptions(scheme))
 		if err != nil {
 			t.Fatal(err)
@@ -201,16 +197,4 @@ func waitCheckpoint(t *testing.T, c client.Client, ns, name string) {
 		return got.Status.Phase == v1alpha1.AgentCheckpointSucceeded, fmt.Errorf("phase %q %s", got.Status.Phase, got.Status.Message)
 	})
 	t.Logf("%s: %s (checkpoint %s)", name, got.Status.Message, got.Status.CheckpointID)
-}
-
-// ctrlScheme is a scheme with the core and NeuroNetes types.
-func ctrlScheme(t *testing.T) *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
