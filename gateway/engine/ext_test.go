@@ -280,6 +280,8 @@ func TestCarriesToken(t *testing.T) {
 		{`{"choices":[{"delta":{"role":"assistant"}}]}`, false},
 		{`{"choices":[{"text":" x","index":0}]}`, true},
 		{`{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}`, true},
+		{`{"choices":[{"delta":{"tool_calls":[]}}]}`, false},
+		{`{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}`, false},
 		{`{"choices":[{"delta":{"reasoning_content":"hm"}}]}`, true},
 		{`{"choices":[{"delta":{"reasoning":"hm"}}]}`, true},
 		{`{"choices":[{"delta":{"content":"\"quoted\""}}]}`, true},

@@ -249,16 +249,19 @@ var (
 	keyText      = []byte(`"text":"`)
 	keyReasoning = []byte(`"reasoning_content":"`)
 	keyReasonNew = []byte(`"reasoning":"`)
-	keyToolCalls = []byte(`"tool_calls"`)
+	keyToolCalls = []byte(`"tool_calls":[`)
 )
 
 // carriesToken reports whether a chunk's JSON has a non-empty content, text or reasoning string,
-// or tool calls. Keys inside string values are escaped (\"content\"), so they cannot match.
+// or a non-empty tool_calls array. Keys inside string values are escaped (\"content\"), so they
+// cannot match.
 func carriesToken(data []byte) bool {
 	for _, k := range [][]byte{keyContent, keyText, keyReasoning, keyReasonNew} {
 		if i := bytes.Index(data, k); i >= 0 && i+len(k) < len(data) && data[i+len(k)] != '"' {
 			return true
 		}
 	}
-	return bytes.Contains(data, keyToolCalls)
+	// A non-empty tool_calls array; "finish_reason":"tool_calls" names no call.
+	i := bytes.Index(data, keyToolCalls)
+	return i >= 0 && i+len(keyToolCalls) < len(data) && data[i+len(keyToolCalls)] != ']'
 }
