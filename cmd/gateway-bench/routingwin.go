@@ -117,6 +117,10 @@ func summarize(w io.Writer, wins []*windowResult) verdict {
 			j.ttftVsOracle, j.hitVsOracle, 100*j.gapClosed))
 	}
 	fmt.Fprintln(w, "(rule x orc: the gateway's soonest-first rule replayed in the model with exact, noise-free knowledge of every pod, over the oracle)")
+	fmt.Fprintln(w, "why the gateway's decisions differ from the oracle's rule, per window (its logged view of each pod against the model's at the request's arrival):")
+	for _, x := range wins {
+		fmt.Fprintf(w, "  +%s: %s\n", x.start, x.regret.diag)
+	}
 	status := "met"
 	if !ok {
 		status = "MISSED"

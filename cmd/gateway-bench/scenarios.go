@@ -160,7 +160,7 @@ func (o *options) routingWindow(ctx context.Context, start time.Duration, names 
 		switch name {
 		case "gateway":
 			w.gateway = st
-			w.regret = decisionRegret(prep, st.assign, o.pods, flags)
+			w.regret = decisionRegret(prep, st.assign, o.pods, flags, st.views, st.start)
 		case policyLeast:
 			w.least = st
 		}
@@ -185,7 +185,7 @@ func (o *options) replayPolicy(ctx context.Context, name string, flags agentFlag
 		// Time-based settings keep their trace-time meaning: scrape as often, in trace time.
 		scrape := time.Duration(float64(time.Second) / o.routing.speedup)
 		front, err = o.startGateway("routing-gateway", agents.gatewayURLs(), "--scrape-interval="+scrape.String(),
-			"--kv-events-hash=demo")
+			"--kv-events-hash=demo", "-v=5") // verbosity 5: each decision and what the picker saw
 	} else {
 		front, err = o.startProxy("routing-"+name, name, agents.urls(),
 			fmt.Sprintf("-kv-tokens=%d", flags.kvTokens), fmt.Sprintf("-block-size=%d", flags.blockSize))
@@ -224,6 +224,11 @@ func (o *options) replayPolicy(ctx context.Context, name string, flags agentFlag
 		return nil, fmt.Errorf("%d responses did not name a known pod in X-Neuronetes-Pod (backends %v)", unknown-st.errors, agents.urls())
 	}
 	st.assign = assign
+	if name == "gateway" {
+		if st.views, err = readViews(front.log, st.ids, index); err != nil {
+			return nil, err
+		}
+	}
 	st.modelTTFTs, st.modelHitRate, err = modelTTFTs(prep, assign, o.pods, flags)
 	return st, err
 }

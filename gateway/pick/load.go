@@ -200,6 +200,16 @@ func (l *Load) Backlog(pool route.PoolRef, pod string) int {
 	return laneBacklog(ln.queue, ln.lastFirst, now, ln.rate.tokensPerSecond())
 }
 
+// Rate returns pod's learnt prefill rate in tokens per second (0: not learnt).
+func (l *Load) Rate(pool route.PoolRef, pod string) float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ln := l.lanes[podKey{pool, pod}]; ln != nil {
+		return ln.rate.tokensPerSecond()
+	}
+	return 0
+}
+
 // laneBacklog is the tokens of queue (oldest first) not computed by now on a lane free from
 // free on, computing rate tokens per second (0: unknown, nothing computed).
 func laneBacklog(queue []*Lease, free, now time.Time, rate float64) int {

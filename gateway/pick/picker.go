@@ -50,6 +50,8 @@ type Input struct {
 	// KV is the prompt as the engine tokenizes it, for the exact index (nil: none). When set,
 	// PromptTokens is its length.
 	KV *kvindex.Prompt
+	// Explain asks Pick to fill Choice.Considered (a log of the decision; costs an allocation).
+	Explain bool
 }
 
 // Choice is a picked endpoint and the prompt tokens it likely has to prefill (not in its cache
@@ -57,6 +59,18 @@ type Input struct {
 type Choice struct {
 	route.Endpoint
 	Uncached int
+	// Considered is every non-excluded endpoint as Pick saw it, when Input.Explain was set.
+	Considered []Considered
+}
+
+// Considered is one endpoint as Pick saw it: its queued uncached prefill and this request's
+// uncached prompt there (tokens), its learnt prefill rate (tokens per second, 0 unknown), and
+// whether the load bound ruled it out.
+type Considered struct {
+	Pod               string
+	Backlog, Uncached int
+	Rate              float64
+	OverBound         bool
 }
 
 // uncached estimates the prompt tokens pod must prefill, given matched leading blocks of
@@ -148,11 +162,13 @@ type candidate struct {
 	hasSrv            bool
 	score             float64
 	exact             bool // uncached is from the exact index
+	over              bool // one more request would put it over the load bound
 }
 
 // Pick returns the best endpoint of pool for in, or false when every endpoint is excluded.
 func (p *Picker) Pick(pool *route.Pool, in Input) (Choice, bool) {
-	cands, bound := p.candidates(pool, in)
+	all, bound := p.candidates(pool, in)
+	cands := underBound(all)
 	if len(cands) == 0 {
 		return Choice{}, false
 	}
@@ -167,7 +183,30 @@ func (p *Picker) Pick(pool *route.Pool, in Input) (Choice, bool) {
 	} else {
 		best = soonest(cands)
 	}
-	return Choice{Endpoint: cands[best].ep, Uncached: cands[best].uncached}, true
+	ch := Choice{Endpoint: cands[best].ep, Uncached: cands[best].uncached}
+	if in.Explain {
+		ch.Considered = make([]Considered, len(all))
+		for i, c := range all {
+			ch.Considered[i] = Considered{Pod: c.ep.Pod, Backlog: c.backlog, Uncached: c.uncached,
+				Rate: p.Load.Rate(pool.Ref, c.ep.Pod), OverBound: c.over}
+		}
+	}
+	return ch, true
+}
+
+// underBound returns the candidates under the load bound, or all of them when the bound leaves
+// none (only exclusions can cause that).
+func underBound(all []candidate) []candidate {
+	under := make([]candidate, 0, len(all))
+	for _, c := range all {
+		if !c.over {
+			under = append(under, c)
+		}
+	}
+	if len(under) == 0 {
+		return all
+	}
+	return under
 }
 
 func better(a, b candidate) bool {
@@ -188,8 +227,7 @@ func better(a, b candidate) bool {
 	return strings.Compare(a.ep.Pod, b.ep.Pod) < 0
 }
 
-// candidates are the non-excluded endpoints under the load bound (all non-excluded ones if the
-// bound leaves none, which only exclusions can cause).
+// candidates are the non-excluded endpoints, those over the load bound marked.
 func (p *Picker) candidates(pool *route.Pool, in Input) ([]candidate, int) {
 	n := 0
 	for _, e := range pool.Endpoints {
@@ -213,7 +251,6 @@ func (p *Picker) candidates(pool *route.Pool, in Input) ([]candidate, int) {
 		matched = p.Prefix.Match(in.Blocks)
 	}
 	all := make([]candidate, 0, n)
-	under := make([]candidate, 0, n)
 	for _, e := range pool.Endpoints {
 		if in.Exclude[e.Pod] {
 			continue
@@ -233,15 +270,10 @@ func (p *Picker) candidates(pool *route.Pool, in Input) ([]candidate, int) {
 		}
 		c.srv, c.hasSrv = p.Metrics.Get(e.MetricsURL)
 		c.backlog += othersBacklog(p.replicas(), c.srv, c.hasSrv, p.Load.Pending(pool.Ref, e.Pod), backlog, c.uncached)
+		c.over = reqs+1 > bound
 		all = append(all, c)
-		if reqs+1 <= bound {
-			under = append(under, c)
-		}
 	}
-	if len(under) == 0 {
-		return all, bound
-	}
-	return under, bound
+	return all, bound
 }
 
 // score fills every candidate's weighted score; each scorer gives [0,1].

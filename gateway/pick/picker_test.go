@@ -79,7 +79,7 @@ func TestPickExcludeAndHashTieBreak(t *testing.T) {
 	if noKey, _ := pk.Pick(p, Input{}); noKey.Pod != "pod-0" {
 		t.Fatalf("idle pool, no session key: picked %s, want the first by name (no hash noise)", noKey.Pod)
 	}
-	if first != again {
+	if first.Pod != again.Pod || first.Uncached != again.Uncached {
 		t.Fatalf("idle pool: same key picked %s then %s", first.Pod, again.Pod)
 	}
 	next, _ := pk.Pick(p, Input{RingKey: "session-7", Exclude: map[string]bool{first.Pod: true}})
