@@ -76,7 +76,7 @@ func judge(gw, least, oracle, gwHit, oracleHit float64, errors int) judgement {
 }
 
 func (o *options) runRouting(ctx context.Context) (verdict, error) {
-	all := []string{"gateway", policyRR, policyLeast, policyRandom, policyReference}
+	all := o.routing.policies
 	var wins []*windowResult
 	for i, start := range append([]time.Duration{0}, o.routing.extra...) {
 		names := all

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -38,6 +39,21 @@ func (c *routingConfig) bindFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.decodeReal, "decode-rate-trace", 30, "routing: decode tokens per second per sequence, in trace time")
 	fs.DurationVar(&c.ttftBase, "ttft-base-trace", 20*time.Millisecond, "routing: first-token overhead, in trace time")
 	fs.IntVar(&c.slots, "slots", 256, "routing: batch slots per pod")
+	c.policies = []string{"gateway", policyRR, policyLeast, policyRandom, policyReference}
+	fs.Func("routing-policies", "routing: comma-separated policies replayed in the default window (gateway and least-request, which the targets need, are always replayed; the further windows replay only them) (default \""+strings.Join(c.policies, ",")+"\")",
+		func(v string) error {
+			c.policies = []string{"gateway", policyLeast}
+			for _, p := range strings.Split(v, ",") {
+				switch p = strings.TrimSpace(p); p {
+				case "", "gateway", policyLeast:
+				case policyRR, policyRandom, policyReference:
+					c.policies = append(c.policies, p)
+				default:
+					return fmt.Errorf("unknown policy %q", p)
+				}
+			}
+			return nil
+		})
 	c.extra = durations{20 * time.Minute, 40 * time.Minute}
 	fs.Var(&c.extra, "extra-windows", "routing: start offsets (trace time) of the further windows judged, each -trace-window long, comma-separated")
 }

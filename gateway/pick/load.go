@@ -190,24 +190,24 @@ func (l *Load) Pod(pool route.PoolRef, pod string) (reqs, tokens, prefill int) {
 // computed. A first token seen late (a starved gateway, a slow network) thus does not hold up the
 // requests behind it. Before a rate is learnt nothing is deducted.
 func (l *Load) Backlog(pool route.PoolRef, pod string) int {
+	b, _ := l.BacklogAt(pool, pod, 0)
+	return b
+}
+
+// BacklogAt is Backlog with the pod's prefill rate given (tokens per second, from the engine's
+// own metrics); 0 uses the rate learnt from first tokens. It returns the rate it used.
+func (l *Load) BacklogAt(pool route.PoolRef, pod string, rate float64) (int, float64) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ln := l.lanes[podKey{pool, pod}]
 	if ln == nil {
-		return 0
+		return 0, rate
 	}
-	return laneBacklog(ln.queue, ln.lastFirst, now, ln.rate.tokensPerSecond())
-}
-
-// Rate returns pod's learnt prefill rate in tokens per second (0: not learnt).
-func (l *Load) Rate(pool route.PoolRef, pod string) float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if ln := l.lanes[podKey{pool, pod}]; ln != nil {
-		return ln.rate.tokensPerSecond()
+	if rate <= 0 {
+		rate = ln.rate.tokensPerSecond()
 	}
-	return 0
+	return laneBacklog(ln.queue, ln.lastFirst, now, rate), rate
 }
 
 // laneBacklog is the tokens of queue (oldest first) not computed by now on a lane free from

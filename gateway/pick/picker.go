@@ -162,33 +162,37 @@ type candidate struct {
 	hasSrv            bool
 	score             float64
 	exact             bool // uncached is from the exact index
-	over              bool // one more request would put it over the load bound
+	over              bool    // one more request would put it over the load bound
+	rate              float64 // the prefill rate backlog was computed at (0: unknown)
 }
 
 // Pick returns the best endpoint of pool for in, or false when every endpoint is excluded.
 func (p *Picker) Pick(pool *route.Pool, in Input) (Choice, bool) {
 	all, bound := p.candidates(pool, in)
-	cands := underBound(all)
-	if len(cands) == 0 {
+	if len(all) == 0 {
 		return Choice{}, false
 	}
-	p.score(pool.Policy.Weights, cands, len(in.Blocks), bound)
+	var cands []candidate
 	var best int
 	if p.Strategy == StrategyWeighted {
+		cands = underBound(all)
+		p.score(pool.Policy.Weights, cands, len(in.Blocks), bound)
 		for i := 1; i < len(cands); i++ {
 			if better(cands[i], cands[best]) {
 				best = i
 			}
 		}
 	} else {
-		best = soonest(cands)
+		cands = all
+		p.score(pool.Policy.Weights, cands, len(in.Blocks), bound)
+		best = soonestBounded(cands)
 	}
 	ch := Choice{Endpoint: cands[best].ep, Uncached: cands[best].uncached}
 	if in.Explain {
 		ch.Considered = make([]Considered, len(all))
 		for i, c := range all {
 			ch.Considered[i] = Considered{Pod: c.ep.Pod, Backlog: c.backlog, Uncached: c.uncached,
-				Rate: p.Load.Rate(pool.Ref, c.ep.Pod), OverBound: c.over}
+				Rate: c.rate, OverBound: c.over}
 		}
 	}
 	return ch, true
@@ -256,9 +260,10 @@ func (p *Picker) candidates(pool *route.Pool, in Input) ([]candidate, int) {
 			continue
 		}
 		reqs, tokens, _ := p.Load.Pod(pool.Ref, e.Pod)
-		backlog := p.Load.Backlog(pool.Ref, e.Pod)
+		srv, hasSrv := p.Metrics.Get(e.MetricsURL)
+		backlog, rate := p.Load.BacklogAt(pool.Ref, e.Pod, srv.PrefillRate()) // the engine's rate when it reports one
 		c := candidate{ep: e, reqs: reqs, tokens: tokens, backlog: backlog, rank: -1, prefix: matched[e.Pod],
-			uncached: uncached(in, matched[e.Pod])}
+			uncached: uncached(in, matched[e.Pod]), srv: srv, hasSrv: hasSrv, rate: rate}
 		if u, ok := p.exactUncached(in, e); ok {
 			c.uncached, c.exact = u, true
 			if len(in.Blocks) > 0 && in.PromptTokens > 0 { // the prefix scorer's share, in its blocks
@@ -268,7 +273,6 @@ func (p *Picker) candidates(pool *route.Pool, in Input) ([]candidate, int) {
 		if r, ok := rank[e.Pod]; ok {
 			c.rank = r
 		}
-		c.srv, c.hasSrv = p.Metrics.Get(e.MetricsURL)
 		c.backlog += othersBacklog(p.replicas(), c.srv, c.hasSrv, p.Load.Pending(pool.Ref, e.Pod), backlog, c.uncached)
 		c.over = reqs+1 > bound
 		all = append(all, c)
