@@ -161,7 +161,7 @@ type candidate struct {
 	srv               ServerMetrics
 	hasSrv            bool
 	score             float64
-	exact             bool // uncached is from the exact index
+	exact             bool    // uncached is from the exact index
 	over              bool    // one more request would put it over the load bound
 	rate              float64 // the prefill rate backlog was computed at (0: unknown)
 }
