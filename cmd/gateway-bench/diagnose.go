@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/neuronetes/neuronetes/gateway/pick"
@@ -153,4 +155,63 @@ func (d viewDiag) String() string {
 		"per pod, the gateway's queued prefill minus the model's: mean %+.0f tokens, mean |error| %.0f (%.1f%% over, %.1f%% under by > 1 ms of prefill); own uncached mean |error| %.0f tokens; %s; decisions logged %.1f ms after trace time on average (%d of them)",
 		d.bound, d.backlog, d.own, d.other, d.backlogErr/n, d.backlogAbs/n, 100*float64(d.over)/n, 100*float64(d.underBacklog)/n,
 		d.ownAbs/n, rate, ms(d.lag)/float64(d.seen), d.seen)
+}
+
+// shifted is the model replay with the requests arriving when the gateway decided them (its
+// logged decision times; the trace time where none was logged): the gateway's decisions and the
+// greedy oracle's, both at those arrivals. The gap between the two is what the gateway's routing
+// misses given the timing this machine gave it; what remains of the trace-time gap beyond it is
+// the machine's delay and reordering of the requests (the gateway's CPU, the client's, the
+// agents'), which no routing decision can undo.
+type shifted struct {
+	gateway, oracle  float64 // mean model TTFT, ms
+	gwHit, oracleHit float64
+	ok               bool
+}
+
+func (s shifted) String() string {
+	if !s.ok {
+		return "no decision times logged"
+	}
+	return fmt.Sprintf("at the gateway's own decision times as arrivals: gateway %.1f ms, greedy oracle %.1f ms (%.3fx), hit rate %.3fx the oracle's",
+		s.gateway, s.oracle, s.gateway/s.oracle, s.gwHit/s.oracleHit)
+}
+
+// replayShifted replays assign and the oracle with every request arriving at its decision time.
+func replayShifted(reqs []prepared, assign []int, views []*view, start time.Time, pods int, f agentFlags) (shifted, error) {
+	if len(views) != len(reqs) {
+		return shifted{}, nil
+	}
+	order := make([]int, len(reqs))
+	at := make([]time.Duration, len(reqs))
+	seen := 0
+	for i := range reqs {
+		order[i] = i
+		at[i] = reqs[i].at
+		if views[i] != nil {
+			at[i] = max(views[i].at.Sub(start), 0)
+			seen++
+		}
+	}
+	if seen == 0 {
+		return shifted{}, nil
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(at[a], at[b]) })
+	moved := make([]prepared, len(reqs))
+	movedAssign := make([]int, len(reqs))
+	for j, i := range order {
+		moved[j] = reqs[i]
+		moved[j].at = at[i]
+		movedAssign[j] = assign[i]
+	}
+	var s shifted
+	gw, gwHit, err := modelTTFTs(moved, movedAssign, pods, f)
+	if err != nil {
+		return s, err
+	}
+	or, orHit, err := oracleTTFTs(moved, pods, f)
+	if err != nil {
+		return s, err
+	}
+	return shifted{gateway: mean(gw), oracle: mean(or), gwHit: gwHit, oracleHit: orHit, ok: true}, nil
 }

@@ -51,6 +51,7 @@ type windowResult struct {
 	gateway, least, oracle *routingStats
 	rule                   *routingStats // the gateway's rule in the model, with perfect information
 	regret                 regret
+	shifted                shifted // the gateway against the oracle at its own decision times
 	gwErr                  error
 }
 
@@ -120,6 +121,7 @@ func summarize(w io.Writer, wins []*windowResult) verdict {
 	fmt.Fprintln(w, "why the gateway's decisions differ from the oracle's rule, per window (its logged view of each pod against the model's at the request's arrival):")
 	for _, x := range wins {
 		fmt.Fprintf(w, "  +%s: %s\n", x.start, x.regret.diag)
+		fmt.Fprintf(w, "  +%s: %s\n", x.start, x.shifted)
 	}
 	status := "met"
 	if !ok {

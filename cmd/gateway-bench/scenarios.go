@@ -177,6 +177,9 @@ func (o *options) routingWindow(ctx context.Context, start time.Duration, names 
 		case "gateway":
 			w.gateway = st
 			w.regret = decisionRegret(prep, st.assign, o.pods, flags, st.views, st.start)
+			if w.shifted, err = replayShifted(prep, st.assign, st.views, st.start, o.pods, flags); err != nil {
+				return nil, err
+			}
 		case policyLeast:
 			w.least = st
 		}
