@@ -15,11 +15,12 @@ import (
 // view is what the gateway's picker saw when it placed one request (its "Picked" log line at
 // verbosity 5): each candidate by agent index.
 type view struct {
-	at    time.Time // when the gateway logged the decision
+	at    time.Time     // when the gateway logged the decision
+	took  time.Duration // from the gateway receiving the request to the decision (0: not logged)
 	cands map[int]pick.Considered
 }
 
-var pickedLine = regexp.MustCompile(`^I(\d{4} \d\d:\d\d:\d\d\.\d{6}).*"Picked" requestID="([^"]+)" pod="[^"]*" candidates="([^"]*)"`)
+var pickedLine = regexp.MustCompile(`^I(\d{4} \d\d:\d\d:\d\d\.\d{6}).*"Picked" requestID="([^"]+)" pod="[^"]*" candidates="([^"]*)"(?: afterReceived="([^"]+)")?`)
 
 // readViews reads the gateway's decisions from its log: per request (ids[i] is request i's
 // X-Request-Id), the candidates as the picker saw them; index maps a pod name to its agent.
@@ -57,6 +58,11 @@ func readViews(logPath string, ids []string, index map[string]int) ([]*view, err
 			return nil, fmt.Errorf("gateway log time: %w", err)
 		}
 		v := &view{at: at, cands: map[int]pick.Considered{}}
+		if m[4] != "" {
+			if v.took, err = time.ParseDuration(m[4]); err != nil {
+				return nil, fmt.Errorf("gateway log: %w", err)
+			}
+		}
 		for _, c := range cs {
 			if j, ok := index[c.Pod]; ok {
 				v.cands[j] = c
@@ -82,6 +88,7 @@ type viewDiag struct {
 	rate                           float64
 	rates                          int
 	lag                            time.Duration // summed: decision logged after the request's trace time
+	took                           time.Duration // summed: of lag, from the gateway receiving the request
 }
 
 // add judges one decision: chosen pod c, the model's soonest s, the model's per-pod backlog and
@@ -92,6 +99,7 @@ func (d *viewDiag) add(v *view, c, s int, mBacklog, mOwn []int, worse bool, f ag
 	}
 	d.seen++
 	d.lag += v.at.Sub(sent)
+	d.took += v.took
 	tol := f.prefillRate / 1000 // tokens in 1 ms of prefill
 	for p, x := range v.cands {
 		e := float64(x.Backlog - mBacklog[p])
@@ -152,9 +160,9 @@ func (d viewDiag) String() string {
 		rate = fmt.Sprintf("learnt prefill rate %.3fx the pods' true rate", d.rate/float64(d.rates))
 	}
 	return fmt.Sprintf("late decisions by cause: %d the soonest pod over the load bound, %d queued prefill misjudged, %d own uncached prompt misjudged, %d other (ties); "+
-		"per pod, the gateway's queued prefill minus the model's: mean %+.0f tokens, mean |error| %.0f (%.1f%% over, %.1f%% under by > 1 ms of prefill); own uncached mean |error| %.0f tokens; %s; decisions logged %.1f ms after trace time on average (%d of them)",
+		"per pod, the gateway's queued prefill minus the model's: mean %+.0f tokens, mean |error| %.0f (%.1f%% over, %.1f%% under by > 1 ms of prefill); own uncached mean |error| %.0f tokens; %s; decisions logged %.1f ms after trace time on average (%.1f ms of it from the gateway receiving the request; %d decisions)",
 		d.bound, d.backlog, d.own, d.other, d.backlogErr/n, d.backlogAbs/n, 100*float64(d.over)/n, 100*float64(d.underBacklog)/n,
-		d.ownAbs/n, rate, ms(d.lag)/float64(d.seen), d.seen)
+		d.ownAbs/n, rate, ms(d.lag)/float64(d.seen), ms(d.took)/float64(d.seen), d.seen)
 }
 
 // shifted is the model replay with the requests arriving when the gateway decided them (its

@@ -12,7 +12,7 @@ import (
 // TestReadViews reads the gateway's "Picked" lines back by request id, skips other lines and
 // unknown ids, and maps pods to agents.
 func TestReadViews(t *testing.T) {
-	log := `I1206 04:03:04.500000    9127 dispatch.go:95] "Picked" requestID="r1" pod="b:2" candidates="a:1=100+50@2000;b:2=0+900@0!"
+	log := `I1206 04:03:04.500000    9127 dispatch.go:95] "Picked" requestID="r1" pod="b:2" candidates="a:1=100+50@2000;b:2=0+900@0!" afterReceived="12.5ms"
 I1206 04:03:04.600000    9127 handle.go:374] "Request done" pool="p" pod="b:2"
 I1206 04:03:05.000000    9127 dispatch.go:95] "Picked" requestID="other" pod="a:1" candidates="a:1=0+1@0"
 `
@@ -31,7 +31,7 @@ I1206 04:03:05.000000    9127 dispatch.go:95] "Picked" requestID="other" pod="a:
 	if a, b := v.cands[0], v.cands[1]; a.Backlog != 100 || a.Uncached != 50 || a.Rate != 2000 || a.OverBound || !b.OverBound || b.Uncached != 900 {
 		t.Fatalf("candidates %+v", v.cands)
 	}
-	if v.at.Hour() != 4 || v.at.Nanosecond() != 500000000 {
+	if v.at.Hour() != 4 || v.at.Nanosecond() != 500000000 || v.took != 12500*time.Microsecond {
 		t.Fatalf("decision time %v", v.at)
 	}
 }

@@ -97,7 +97,8 @@ func (r *request) choose(ctx context.Context, pinned string, exclude map[string]
 		return pick.Choice{}, "", false
 	}
 	if in.Explain {
-		logger.Info("Picked", "requestID", r.meta.RequestID, "pod", ep.Pod, "candidates", pick.FormatConsidered(ep.Considered))
+		logger.Info("Picked", "requestID", r.meta.RequestID, "pod", ep.Pod, "candidates", pick.FormatConsidered(ep.Considered),
+			"afterReceived", r.e.now().Sub(r.start).String())
 	}
 	switch {
 	case r.keyHash == "":
