@@ -114,8 +114,13 @@ func summarize(w io.Writer, wins []*windowResult) verdict {
 		}
 		fmt.Fprintf(w, "%-10s %8d %11.1f %11.1f %11.1f %9.3f %9.4f %9.3f %8.0f%% %8d %11.3f  %s\n", "+"+x.start.String(), x.requests,
 			gm, lm, om, j.ttftVsOracle, x.gateway.modelHitRate, j.hitVsOracle, 100*j.gapClosed, x.gateway.errors, ruleRatio, x.regret)
-		parts = append(parts, fmt.Sprintf("+%s: %.3fx oracle TTFT, %.3fx its hit rate, %.0f%% of the gap closed", x.start,
-			j.ttftVsOracle, j.hitVsOracle, 100*j.gapClosed))
+		part := fmt.Sprintf("+%s: %.3fx oracle TTFT, %.3fx its hit rate, %.0f%% of the gap closed", x.start,
+			j.ttftVsOracle, j.hitVsOracle, 100*j.gapClosed)
+		if d := x.regret.diag; !j.ok && d.seen > 0 && x.shifted.ok {
+			part += fmt.Sprintf(" (missing: its decisions came %.1f ms after trace time; at its own decision times it is %.3fx the oracle; of its late decisions %d had the soonest pod over the load bound, %d misjudged a queue)",
+				ms(d.lag)/float64(d.seen), x.shifted.gateway/x.shifted.oracle, d.bound, d.backlog)
+		}
+		parts = append(parts, part)
 	}
 	fmt.Fprintln(w, "(rule x orc: the gateway's soonest-first rule replayed in the model with exact, noise-free knowledge of every pod, over the oracle)")
 	fmt.Fprintln(w, "why the gateway's decisions differ from the oracle's rule, per window (its logged view of each pod against the model's at the request's arrival):")
