@@ -52,6 +52,13 @@ func replayTrace(ctx context.Context, url string, reqs []replayRequest) *routing
 	st := &routingStats{pods: make([]string, len(reqs)), ids: make([]string, len(reqs))}
 	hc := newClient(512)
 	defer hc.CloseIdleConnections()
+	// The bodies are built before the clock starts: synthesizing and encoding a prompt of
+	// thousands of words at its send time would delay the send on a loaded machine.
+	bodies := make([][]byte, len(reqs))
+	bodyErrs := make([]error, len(reqs))
+	for i, r := range reqs {
+		bodies[i], bodyErrs[i] = routingBody(r)
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -70,11 +77,11 @@ func replayTrace(ctx context.Context, url string, reqs []replayRequest) *routing
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			body, err := routingBody(r)
-			res := streamResult{err: err}
-			if err == nil {
-				res = stream(ctx, hc, url, body)
+			res := streamResult{err: bodyErrs[i]}
+			if res.err == nil {
+				res = stream(ctx, hc, url, bodies[i])
 			}
+			bodies[i] = nil // each goroutine owns its slot; freed as the replay goes
 			mu.Lock()
 			defer mu.Unlock()
 			st.pods[i], st.ids[i] = res.pod, res.id
