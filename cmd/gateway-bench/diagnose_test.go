@@ -58,3 +58,31 @@ func TestViewDiagCauses(t *testing.T) {
 		t.Fatalf("causes %+v", d)
 	}
 }
+
+// TestReplayShifted: with every decision at its trace time the shifted replay is the trace-time
+// replay; a decision moved later moves its request's arrival, and the replay follows it.
+func TestReplayShifted(t *testing.T) {
+	rows := []traceRow{
+		{Timestamp: 0, InputLength: 1024, OutputLength: 8, HashIDs: []uint64{0, 1}},
+		{Timestamp: 500, InputLength: 1024, OutputLength: 8, HashIDs: []uint64{5, 6}},
+	}
+	reqs := prepare(replay(rows, 1, 8), 16)
+	f := agentFlags{slots: 4, prefillRate: 1000, decodeRate: 100, kvTokens: 1 << 16, blockSize: 16}
+	start := time.Unix(1000, 0)
+	assign := []int{0, 0}
+	views := []*view{{at: start}, {at: start.Add(500 * time.Millisecond)}}
+	s, err := replayShifted(reqs, assign, views, start, 2, f)
+	gw, _, _ := modelTTFTs(reqs, assign, 2, f)
+	or, _, _ := oracleTTFTs(reqs, 2, f)
+	if err != nil || !s.ok || s.gateway != mean(gw) || s.oracle != mean(or) {
+		t.Fatalf("unshifted: %+v (%v), want gateway %v oracle %v", s, err, mean(gw), mean(or))
+	}
+	// The second request decided after the first one's prefill (about 1 s) ends: no queue.
+	views[1].at = start.Add(3 * time.Second)
+	if s, err = replayShifted(reqs, assign, views, start, 2, f); err != nil || s.gateway >= mean(gw) {
+		t.Fatalf("shifted: gateway %v, want below the queued %v (%v)", s.gateway, mean(gw), err)
+	}
+	if s, _ := replayShifted(reqs, assign, []*view{nil, nil}, start, 2, f); s.ok {
+		t.Fatal("no decision logged, yet a shifted replay")
+	}
+}
