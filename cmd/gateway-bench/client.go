@@ -29,6 +29,7 @@ type streamResult struct {
 	ttft   time.Duration // from sending the request to the first content chunk
 	chunks int           // content chunks received
 	pod    string        // the X-Neuronetes-Pod response header: which backend served it
+	id     string        // the X-Request-Id response header (the gateway's request id)
 	err    error
 }
 
@@ -72,7 +73,7 @@ func stream(ctx context.Context, hc *http.Client, url string, body []byte) strea
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return streamResult{err: fmt.Errorf("status %d: %s", resp.StatusCode, b)}
 	}
-	r := streamResult{pod: resp.Header.Get("X-Neuronetes-Pod")}
+	r := streamResult{pod: resp.Header.Get("X-Neuronetes-Pod"), id: resp.Header.Get("X-Request-Id")}
 	br := bufio.NewReaderSize(resp.Body, 16<<10)
 	for {
 		line, err := br.ReadSlice('\n')

@@ -209,6 +209,20 @@ func (m *podModel) estimate(r prepared, reqs []prepared) time.Duration {
 	return max(m.laneFree, r.at) + m.prefill(work) + m.f.ttftBase
 }
 
+// parts splits estimate into tokens: the queued uncached prefill ahead of r (what remains of the
+// prefill in progress, and the waiting requests' uncached tokens as the cache stands now) and r's
+// own uncached prompt.
+func (m *podModel) parts(r prepared, reqs []prepared) (backlog, own int) {
+	own = r.promptTokens - m.pool.CachedTokens(r.chain, r.promptTokens)
+	for _, w := range m.waiting {
+		backlog += reqs[w].promptTokens - m.pool.CachedTokens(reqs[w].chain, reqs[w].promptTokens)
+	}
+	if m.laneFree > r.at {
+		backlog += int((m.laneFree-r.at).Seconds()*m.f.prefillRate + 0.5)
+	}
+	return backlog, own
+}
+
 func (m *podModel) prefill(tokens int) time.Duration {
 	return time.Duration(float64(tokens) / m.f.prefillRate * float64(time.Second))
 }
@@ -254,6 +268,7 @@ type regret struct {
 	n, worse int // decisions judged, and those later than the soonest pod's by more than 1 ms
 	cache    int // of worse: another pod held more of the prompt in its cache
 	excess   time.Duration
+	diag     viewDiag // why, from the gateway's logged view (when there is one)
 }
 
 func (r regret) String() string {
@@ -264,8 +279,9 @@ func (r regret) String() string {
 		100*float64(r.worse)/float64(r.n), r.worse, r.n, r.cache, ms(r.excess)/float64(r.n))
 }
 
-// decisionRegret replays assign (as modelTTFTs does) and judges each decision.
-func decisionRegret(reqs []prepared, assign []int, pods int, f agentFlags) regret {
+// decisionRegret replays assign (as modelTTFTs does) and judges each decision; views (nil, or
+// per request what the gateway saw, the replay having started at start) explain the late ones.
+func decisionRegret(reqs []prepared, assign []int, pods int, f agentFlags, views []*view, start time.Time) regret {
 	models, err := newPodModels(pods, f)
 	if err != nil {
 		return regret{}
@@ -276,19 +292,25 @@ func decisionRegret(reqs []prepared, assign []int, pods int, f agentFlags) regre
 			continue
 		}
 		r := reqs[i]
-		bestAt, mostCached := time.Duration(0), 0
+		bestAt, best, mostCached := time.Duration(0), 0, 0
 		var at []time.Duration
+		mBacklog, mOwn := make([]int, pods), make([]int, pods)
 		for q, m := range models {
 			m.advance(r.at, reqs)
 			e := m.estimate(r, reqs)
 			at = append(at, e)
 			if q == 0 || e < bestAt {
-				bestAt = e
+				bestAt, best = e, q
 			}
 			mostCached = max(mostCached, m.pool.CachedTokens(r.chain, r.promptTokens))
+			mBacklog[q], mOwn[q] = m.parts(r, reqs)
 		}
 		g.n++
-		if at[p] > bestAt+time.Millisecond {
+		worse := at[p] > bestAt+time.Millisecond
+		if i < len(views) {
+			g.diag.add(views[i], p, best, mBacklog, mOwn, worse, f, start.Add(r.at))
+		}
+		if worse {
 			g.worse++
 			g.excess += at[p] - bestAt
 			if mostCached > models[p].pool.CachedTokens(r.chain, r.promptTokens) {

@@ -18,6 +18,8 @@ import (
 type routingStats struct {
 	ttfts         []float64 // ms
 	pods          []string  // per request: the backend that served it ("" when unknown)
+	ids           []string  // per request: the X-Request-Id of its response ("" when unknown)
+	start         time.Time // when the replay's trace time 0 was
 	modelTTFTs    []float64 // ms, the model replay of the same assignment
 	modelHitRate  float64
 	errors        int
@@ -27,6 +29,7 @@ type routingStats struct {
 	late          time.Duration // worst lag of a send behind its trace time
 	assign        []int         // per request: the index of the agent that served it, -1 unknown
 	frontCPU      float64       // CPU seconds of the gateway or proxy process during the replay
+	views         []*view       // per request: what the gateway's picker saw (nil: not logged)
 }
 
 func (s *routingStats) hitRate() float64 {
@@ -46,12 +49,20 @@ func routingBody(r replayRequest) ([]byte, error) {
 
 // replayTrace sends every request at its (compressed) arrival time to url, open loop.
 func replayTrace(ctx context.Context, url string, reqs []replayRequest) *routingStats {
-	st := &routingStats{pods: make([]string, len(reqs))}
+	st := &routingStats{pods: make([]string, len(reqs)), ids: make([]string, len(reqs))}
 	hc := newClient(512)
 	defer hc.CloseIdleConnections()
+	// The bodies are built before the clock starts: synthesizing and encoding a prompt of
+	// thousands of words at its send time would delay the send on a loaded machine.
+	bodies := make([][]byte, len(reqs))
+	bodyErrs := make([]error, len(reqs))
+	for i, r := range reqs {
+		bodies[i], bodyErrs[i] = routingBody(r)
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
+	st.start = start
 	for i, r := range reqs {
 		if d := time.Until(start.Add(r.at)); d > 0 {
 			select {
@@ -66,14 +77,14 @@ func replayTrace(ctx context.Context, url string, reqs []replayRequest) *routing
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			body, err := routingBody(r)
-			res := streamResult{err: err}
-			if err == nil {
-				res = stream(ctx, hc, url, body)
+			res := streamResult{err: bodyErrs[i]}
+			if res.err == nil {
+				res = stream(ctx, hc, url, bodies[i])
 			}
+			bodies[i] = nil // each goroutine owns its slot; freed as the replay goes
 			mu.Lock()
 			defer mu.Unlock()
-			st.pods[i] = res.pod
+			st.pods[i], st.ids[i] = res.pod, res.id
 			if res.err != nil {
 				st.errors++
 				if st.firstErr == nil {

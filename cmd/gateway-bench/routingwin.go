@@ -51,6 +51,7 @@ type windowResult struct {
 	gateway, least, oracle *routingStats
 	rule                   *routingStats // the gateway's rule in the model, with perfect information
 	regret                 regret
+	shifted                shifted // the gateway against the oracle at its own decision times
 	gwErr                  error
 }
 
@@ -76,7 +77,7 @@ func judge(gw, least, oracle, gwHit, oracleHit float64, errors int) judgement {
 }
 
 func (o *options) runRouting(ctx context.Context) (verdict, error) {
-	all := []string{"gateway", policyRR, policyLeast, policyRandom, policyReference}
+	all := o.routing.policies
 	var wins []*windowResult
 	for i, start := range append([]time.Duration{0}, o.routing.extra...) {
 		names := all
@@ -113,10 +114,20 @@ func summarize(w io.Writer, wins []*windowResult) verdict {
 		}
 		fmt.Fprintf(w, "%-10s %8d %11.1f %11.1f %11.1f %9.3f %9.4f %9.3f %8.0f%% %8d %11.3f  %s\n", "+"+x.start.String(), x.requests,
 			gm, lm, om, j.ttftVsOracle, x.gateway.modelHitRate, j.hitVsOracle, 100*j.gapClosed, x.gateway.errors, ruleRatio, x.regret)
-		parts = append(parts, fmt.Sprintf("+%s: %.3fx oracle TTFT, %.3fx its hit rate, %.0f%% of the gap closed", x.start,
-			j.ttftVsOracle, j.hitVsOracle, 100*j.gapClosed))
+		part := fmt.Sprintf("+%s: %.3fx oracle TTFT, %.3fx its hit rate, %.0f%% of the gap closed", x.start,
+			j.ttftVsOracle, j.hitVsOracle, 100*j.gapClosed)
+		if d := x.regret.diag; !j.ok && d.seen > 0 && x.shifted.ok {
+			part += fmt.Sprintf(" (missing: its decisions came %.1f ms after trace time; at its own decision times it is %.3fx the oracle; of its late decisions %d had the soonest pod over the load bound, %d misjudged a queue)",
+				ms(d.lag)/float64(d.seen), x.shifted.gateway/x.shifted.oracle, d.bound, d.backlog)
+		}
+		parts = append(parts, part)
 	}
 	fmt.Fprintln(w, "(rule x orc: the gateway's soonest-first rule replayed in the model with exact, noise-free knowledge of every pod, over the oracle)")
+	fmt.Fprintln(w, "why the gateway's decisions differ from the oracle's rule, per window (its logged view of each pod against the model's at the request's arrival):")
+	for _, x := range wins {
+		fmt.Fprintf(w, "  +%s: %s\n", x.start, x.regret.diag)
+		fmt.Fprintf(w, "  +%s: %s\n", x.start, x.shifted)
+	}
 	status := "met"
 	if !ok {
 		status = "MISSED"

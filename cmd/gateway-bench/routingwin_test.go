@@ -59,10 +59,10 @@ func TestDecisionRegret(t *testing.T) {
 	}
 	reqs := prepare(replay(rows, 1, 8), 16)
 	f := agentFlags{slots: 4, prefillRate: 1000, decodeRate: 100, kvTokens: 1 << 16, blockSize: 16}
-	if g := decisionRegret(reqs, []int{0, 0}, 2, f); g.worse != 0 || g.n != 2 {
+	if g := decisionRegret(reqs, []int{0, 0}, 2, f, nil, time.Time{}); g.worse != 0 || g.n != 2 {
 		t.Errorf("following the cache: %+v", g)
 	}
-	if g := decisionRegret(reqs, []int{0, 1}, 2, f); g.worse != 1 || g.cache != 1 {
+	if g := decisionRegret(reqs, []int{0, 1}, 2, f, nil, time.Time{}); g.worse != 1 || g.cache != 1 {
 		t.Errorf("leaving the cache: %+v", g)
 	}
 }

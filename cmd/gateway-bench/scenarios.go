@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -38,6 +39,21 @@ func (c *routingConfig) bindFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.decodeReal, "decode-rate-trace", 30, "routing: decode tokens per second per sequence, in trace time")
 	fs.DurationVar(&c.ttftBase, "ttft-base-trace", 20*time.Millisecond, "routing: first-token overhead, in trace time")
 	fs.IntVar(&c.slots, "slots", 256, "routing: batch slots per pod")
+	c.policies = []string{"gateway", policyRR, policyLeast, policyRandom, policyReference}
+	fs.Func("routing-policies", "routing: comma-separated policies replayed in the default window (gateway and least-request, which the targets need, are always replayed; the further windows replay only them) (default \""+strings.Join(c.policies, ",")+"\")",
+		func(v string) error {
+			c.policies = []string{"gateway", policyLeast}
+			for _, p := range strings.Split(v, ",") {
+				switch p = strings.TrimSpace(p); p {
+				case "", "gateway", policyLeast:
+				case policyRR, policyRandom, policyReference:
+					c.policies = append(c.policies, p)
+				default:
+					return fmt.Errorf("unknown policy %q", p)
+				}
+			}
+			return nil
+		})
 	c.extra = durations{20 * time.Minute, 40 * time.Minute}
 	fs.Var(&c.extra, "extra-windows", "routing: start offsets (trace time) of the further windows judged, each -trace-window long, comma-separated")
 }
@@ -160,7 +176,10 @@ func (o *options) routingWindow(ctx context.Context, start time.Duration, names 
 		switch name {
 		case "gateway":
 			w.gateway = st
-			w.regret = decisionRegret(prep, st.assign, o.pods, flags)
+			w.regret = decisionRegret(prep, st.assign, o.pods, flags, st.views, st.start)
+			if w.shifted, err = replayShifted(prep, st.assign, st.views, st.start, o.pods, flags); err != nil {
+				return nil, err
+			}
 		case policyLeast:
 			w.least = st
 		}
@@ -185,7 +204,7 @@ func (o *options) replayPolicy(ctx context.Context, name string, flags agentFlag
 		// Time-based settings keep their trace-time meaning: scrape as often, in trace time.
 		scrape := time.Duration(float64(time.Second) / o.routing.speedup)
 		front, err = o.startGateway("routing-gateway", agents.gatewayURLs(), "--scrape-interval="+scrape.String(),
-			"--kv-events-hash=demo")
+			"--kv-events-hash=demo", "-v=5") // verbosity 5: each decision and what the picker saw
 	} else {
 		front, err = o.startProxy("routing-"+name, name, agents.urls(),
 			fmt.Sprintf("-kv-tokens=%d", flags.kvTokens), fmt.Sprintf("-block-size=%d", flags.blockSize))
@@ -224,6 +243,11 @@ func (o *options) replayPolicy(ctx context.Context, name string, flags agentFlag
 		return nil, fmt.Errorf("%d responses did not name a known pod in X-Neuronetes-Pod (backends %v)", unknown-st.errors, agents.urls())
 	}
 	st.assign = assign
+	if name == "gateway" {
+		if st.views, err = readViews(front.log, st.ids, index); err != nil {
+			return nil, err
+		}
+	}
 	st.modelTTFTs, st.modelHitRate, err = modelTTFTs(prep, assign, o.pods, flags)
 	return st, err
 }

@@ -47,7 +47,7 @@ func (r *request) dispatch(ctx context.Context) *openai.Error {
 	exclude := map[string]bool{}
 	var last error
 	for attempt := 0; attempt < 2; attempt++ {
-		ch, pin, ok := r.choose(pinned, exclude, attempt)
+		ch, pin, ok := r.choose(ctx, pinned, exclude, attempt)
 		if !ok {
 			break
 		}
@@ -80,10 +80,13 @@ func (r *request) idempotent() bool {
 }
 
 // choose returns the pinned pod when it is routable, not excluded and under its load bound;
-// otherwise the picker's choice.
-func (r *request) choose(pinned string, exclude map[string]bool, attempt int) (pick.Choice, string, bool) {
+// otherwise the picker's choice, logged with what the picker saw at verbosity 5 (the routing
+// bench reads it).
+func (r *request) choose(ctx context.Context, pinned string, exclude map[string]bool, attempt int) (pick.Choice, string, bool) {
 	p := r.e.Picker
 	in := r.pickInput(exclude)
+	logger := klog.FromContext(ctx).V(5)
+	in.Explain = logger.Enabled()
 	if pinned != "" && !exclude[pinned] {
 		if ep, ok := r.pool.Endpoint(pinned); ok && p.UnderBound(r.pool, pinned) {
 			return pick.Choice{Endpoint: ep, Uncached: p.Uncached(in, ep)}, PinHeld, true
@@ -92,6 +95,10 @@ func (r *request) choose(pinned string, exclude map[string]bool, attempt int) (p
 	ep, ok := p.Pick(r.pool, in)
 	if !ok {
 		return pick.Choice{}, "", false
+	}
+	if in.Explain {
+		logger.Info("Picked", "requestID", r.meta.RequestID, "pod", ep.Pod, "candidates", pick.FormatConsidered(ep.Considered),
+			"afterReceived", r.e.now().Sub(r.start).String())
 	}
 	switch {
 	case r.keyHash == "":

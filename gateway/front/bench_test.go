@@ -14,6 +14,7 @@ import (
 
 	"github.com/neuronetes/neuronetes/gateway/affinity"
 	"github.com/neuronetes/neuronetes/gateway/engine"
+	"github.com/neuronetes/neuronetes/gateway/kvindex"
 	"github.com/neuronetes/neuronetes/gateway/metrics"
 	"github.com/neuronetes/neuronetes/gateway/pick"
 	"github.com/neuronetes/neuronetes/gateway/proxy"
@@ -83,7 +84,13 @@ func benchStream(b *testing.B, viaGateway bool) {
 
 // BenchmarkLargePrompt measures the gateway's cost per request with a 40 KB prompt (the
 // Mooncake trace's median is about 10,000 tokens): parsing, the prefix index, picking, proxying.
-func BenchmarkLargePrompt(b *testing.B) {
+func BenchmarkLargePrompt(b *testing.B) { benchLargePrompt(b, false) }
+
+// BenchmarkLargePromptKV is BenchmarkLargePrompt with the exact KV index's prompt hashing
+// (--kv-events-hash=demo), as the routing bench runs the gateway.
+func BenchmarkLargePromptKV(b *testing.B) { benchLargePrompt(b, true) }
+
+func benchLargePrompt(b *testing.B, kv bool) {
 	back := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -98,6 +105,9 @@ func BenchmarkLargePrompt(b *testing.B) {
 	e := &engine.Engine{Table: route.NewTable(route.NewStaticSnapshot(pool)), Pins: &affinity.Store{Mem: affinity.NewMemory(0, nil)},
 		Picker: &pick.Picker{Load: pick.NewLoad(), Prefix: pick.NewPrefixIndex(256, 1<<17)}, Admission: quota.NewAdmission(),
 		Upstream: proxy.NewUpstream(proxy.Timeouts{}), Metrics: metrics.New(prometheus.NewRegistry()), Pools: metrics.NewPoolStats()}
+	if kv {
+		e.Picker.KV, e.KVPrompt = &kvindex.Index{}, kvindex.DemoPrompt
+	}
 	e.Init()
 	s := &Server{Engine: e}
 	s.Init()

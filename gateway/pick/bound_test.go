@@ -9,7 +9,8 @@ import (
 	"github.com/neuronetes/neuronetes/gateway/affinity"
 )
 
-// TestPickerLoadBound drives Picker.Pick with arrivals and random departures, every request's
+// TestPickerLoadBound drives Picker.Pick (the weighted strategy, where the bound is strict; the
+// soonest strategy lets a pod exceed it only for a cache hit that is sooner, TestSoonestBounded) with arrivals and random departures, every request's
 // prompt prefix cached on pod-0 so that the prefix scorer pulls all traffic there: the pod
 // Pick chooses never holds more than LoadBound(total+1) after taking the request, while requests
 // only arrive no pod exceeds the bound, and pod-0 does reach the bound (the pressure is real, so
@@ -23,7 +24,7 @@ func TestPickerLoadBound(t *testing.T) {
 			p := testPool(tc.n)
 			p.Policy.LoadFactor = tc.eps
 			p.Policy.Weights.PrefixCache = 10
-			pk := &Picker{Load: NewLoad(), Prefix: NewPrefixIndex(8, 10000)}
+			pk := &Picker{Load: NewLoad(), Prefix: NewPrefixIndex(8, 10000), Strategy: StrategyWeighted}
 			blocks := pk.Prefix.Blocks(pool, strings.Repeat("the shared system prompt ", 8))
 			pk.Prefix.Record(blocks, "pod-0")
 			rng := rand.New(rand.NewPCG(7, uint64(tc.n)))

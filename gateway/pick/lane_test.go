@@ -150,3 +150,70 @@ func TestForgetLanes(t *testing.T) {
 		t.Error("the lane of a pod that left outlived its last request")
 	}
 }
+
+// TestBacklogAtEngineRate: a rate from the engine's metrics replaces the one learnt from first
+// tokens (which the network and request intake slow down); 0 falls back to the learnt one.
+func TestBacklogAtEngineRate(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	now := t0
+	l := NewLoad()
+	l.Now = func() time.Time { return now }
+	a := l.Acquire(pool, "p", 0, 1000)
+	now = t0.Add(time.Second)
+	a.FirstToken() // learnt: 1000 tokens/s
+	l.Acquire(pool, "p", 0, 4000)
+	now = t0.Add(2 * time.Second) // one second of the 4000 computed
+	cases := []struct {
+		name      string
+		engine    float64
+		want      int
+		wantRate  float64
+		wantRoute route.PoolRef
+	}{
+		{"learnt rate", 0, 3000, 1000, pool},
+		{"the engine's rate", 3000, 1000, 3000, pool},
+		{"the engine's rate computes it all", 5000, 0, 5000, pool},
+	}
+	for _, c := range cases {
+		got, rate := l.BacklogAt(c.wantRoute, "p", c.engine)
+		if got != c.want || rate != c.wantRate {
+			t.Errorf("%s: backlog %d at %v tokens/s, want %d at %v", c.name, got, rate, c.want, c.wantRate)
+		}
+	}
+	if got, rate := l.BacklogAt(pool, "unknown", 3000); got != 0 || rate != 3000 {
+		t.Errorf("a pod with no lane: %d at %v", got, rate)
+	}
+}
+
+// TestLateFirstTokenFreesLaneOnSchedule: a first token seen after the lane's schedule (at the
+// engine's rate) ended that prefill frees the lane at the scheduled end, so the request behind it
+// is counted from then; one seen before the scheduled end frees it when seen.
+func TestLateFirstTokenFreesLaneOnSchedule(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	cases := []struct {
+		name    string
+		seen    time.Duration // A's first token seen
+		engine  float64       // the engine's rate (0: none, nothing learnt either)
+		at      time.Duration
+		backlog int
+	}{
+		{"seen late: B started at A's scheduled end (1 s)", 1500 * time.Millisecond, 1000, 1500 * time.Millisecond, 1500},
+		{"seen early: the lane was free when seen", 500 * time.Millisecond, 1000, 500 * time.Millisecond, 2000},
+		{"seen early, later: B counted from when A was seen", 500 * time.Millisecond, 1000, 1500 * time.Millisecond, 1000},
+		{"no rate known: nothing is deducted", 1500 * time.Millisecond, 0, 1500 * time.Millisecond, 2000},
+	}
+	for _, c := range cases {
+		now := t0
+		l := NewLoad()
+		l.Now = func() time.Time { return now }
+		a := l.Acquire(pool, "p", 0, 1000)
+		l.Acquire(pool, "p", 0, 2000)
+		l.BacklogAt(pool, "p", c.engine) // the engine's rate, as a pick passes it
+		now = t0.Add(c.seen)
+		a.FirstToken()
+		now = t0.Add(c.at)
+		if got, _ := l.BacklogAt(pool, "p", c.engine); got != c.backlog {
+			t.Errorf("%s: backlog %d, want %d", c.name, got, c.backlog)
+		}
+	}
+}

@@ -40,8 +40,9 @@ type counts struct {
 // counts so that the rate survives idle spells.
 type lane struct {
 	queue     []*Lease
-	lastFirst time.Time // the last first token: the lane was busy until then
+	lastFirst time.Time // when the lane was last seen free: busy until then
 	rate      rateEstimate
+	engine    float64 // the prefill rate the engine last reported (BacklogAt), 0 none
 }
 
 // NewLoad returns an empty tracker.
@@ -111,7 +112,18 @@ func (le *Lease) FirstToken() {
 		c.pending--
 	}
 	if ln := le.l.lanes[le.k]; ln != nil {
+		free := now
 		if i := slices.Index(ln.queue, le); i >= 0 {
+			// The first token shows that the prefill has ended, not when: on a starved gateway
+			// it is seen late. When the lane's schedule at a known rate ends it earlier, the lane
+			// was free from then, and the requests behind it started then.
+			rate := ln.engine
+			if rate <= 0 {
+				rate = ln.rate.tokensPerSecond()
+			}
+			if end, ok := scheduledEnd(ln.queue[:i+1], ln.lastFirst, rate); ok && end.Before(free) {
+				free = end
+			}
 			ln.queue = slices.Delete(ln.queue, i, i+1)
 		}
 		// Only a request that found the lane idle teaches the rate: its time to first token is
@@ -121,7 +133,7 @@ func (le *Lease) FirstToken() {
 		if le.alone && !le.done.Load() {
 			ln.rate.observe(le.prefill, now.Sub(le.sent))
 		}
-		ln.lastFirst = later(ln.lastFirst, now)
+		ln.lastFirst = later(ln.lastFirst, free)
 	}
 }
 
@@ -190,14 +202,37 @@ func (l *Load) Pod(pool route.PoolRef, pod string) (reqs, tokens, prefill int) {
 // computed. A first token seen late (a starved gateway, a slow network) thus does not hold up the
 // requests behind it. Before a rate is learnt nothing is deducted.
 func (l *Load) Backlog(pool route.PoolRef, pod string) int {
+	b, _ := l.BacklogAt(pool, pod, 0)
+	return b
+}
+
+// BacklogAt is Backlog with the pod's prefill rate given (tokens per second, from the engine's
+// own metrics); 0 uses the rate learnt from first tokens. It returns the rate it used.
+func (l *Load) BacklogAt(pool route.PoolRef, pod string, rate float64) (int, float64) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ln := l.lanes[podKey{pool, pod}]
 	if ln == nil {
-		return 0
+		return 0, rate
 	}
-	return laneBacklog(ln.queue, ln.lastFirst, now, ln.rate.tokensPerSecond())
+	if ln.engine = rate; rate <= 0 {
+		rate = ln.rate.tokensPerSecond()
+	}
+	return laneBacklog(ln.queue, ln.lastFirst, now, rate), rate
+}
+
+// scheduledEnd is when the last of queue (oldest first) ends on a lane free from free on,
+// computing rate tokens per second; false when the rate is unknown.
+func scheduledEnd(queue []*Lease, free time.Time, rate float64) (time.Time, bool) {
+	if rate <= 0 {
+		return time.Time{}, false
+	}
+	t := free
+	for _, le := range queue {
+		t = later(t, le.sent).Add(time.Duration(float64(le.prefill) / rate * float64(time.Second)))
+	}
+	return t, true
 }
 
 // laneBacklog is the tokens of queue (oldest first) not computed by now on a lane free from

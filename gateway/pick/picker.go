@@ -50,6 +50,8 @@ type Input struct {
 	// KV is the prompt as the engine tokenizes it, for the exact index (nil: none). When set,
 	// PromptTokens is its length.
 	KV *kvindex.Prompt
+	// Explain asks Pick to fill Choice.Considered (a log of the decision; costs an allocation).
+	Explain bool
 }
 
 // Choice is a picked endpoint and the prompt tokens it likely has to prefill (not in its cache
@@ -57,6 +59,18 @@ type Input struct {
 type Choice struct {
 	route.Endpoint
 	Uncached int
+	// Considered is every non-excluded endpoint as Pick saw it, when Input.Explain was set.
+	Considered []Considered
+}
+
+// Considered is one endpoint as Pick saw it: its queued uncached prefill and this request's
+// uncached prompt there (tokens), its learnt prefill rate (tokens per second, 0 unknown), and
+// whether the load bound ruled it out.
+type Considered struct {
+	Pod               string
+	Backlog, Uncached int
+	Rate              float64
+	OverBound         bool
 }
 
 // uncached estimates the prompt tokens pod must prefill, given matched leading blocks of
@@ -147,27 +161,56 @@ type candidate struct {
 	srv               ServerMetrics
 	hasSrv            bool
 	score             float64
-	exact             bool // uncached is from the exact index
+	exact             bool    // uncached is from the exact index
+	over              bool    // one more request would put it over the load bound
+	rate              float64 // the prefill rate backlog was computed at (0: unknown)
 }
 
 // Pick returns the best endpoint of pool for in, or false when every endpoint is excluded.
 func (p *Picker) Pick(pool *route.Pool, in Input) (Choice, bool) {
-	cands, bound := p.candidates(pool, in)
-	if len(cands) == 0 {
+	all, bound := p.candidates(pool, in)
+	if len(all) == 0 {
 		return Choice{}, false
 	}
-	p.score(pool.Policy.Weights, cands, len(in.Blocks), bound)
+	var cands []candidate
 	var best int
 	if p.Strategy == StrategyWeighted {
+		cands = underBound(all)
+		p.score(pool.Policy.Weights, cands, len(in.Blocks), bound)
 		for i := 1; i < len(cands); i++ {
 			if better(cands[i], cands[best]) {
 				best = i
 			}
 		}
 	} else {
-		best = soonest(cands)
+		cands = all
+		p.score(pool.Policy.Weights, cands, len(in.Blocks), bound)
+		best = soonestBounded(cands)
 	}
-	return Choice{Endpoint: cands[best].ep, Uncached: cands[best].uncached}, true
+	ch := Choice{Endpoint: cands[best].ep, Uncached: cands[best].uncached}
+	if in.Explain {
+		ch.Considered = make([]Considered, len(all))
+		for i, c := range all {
+			ch.Considered[i] = Considered{Pod: c.ep.Pod, Backlog: c.backlog, Uncached: c.uncached,
+				Rate: c.rate, OverBound: c.over}
+		}
+	}
+	return ch, true
+}
+
+// underBound returns the candidates under the load bound, or all of them when the bound leaves
+// none (only exclusions can cause that).
+func underBound(all []candidate) []candidate {
+	under := make([]candidate, 0, len(all))
+	for _, c := range all {
+		if !c.over {
+			under = append(under, c)
+		}
+	}
+	if len(under) == 0 {
+		return all
+	}
+	return under
 }
 
 func better(a, b candidate) bool {
@@ -188,8 +231,7 @@ func better(a, b candidate) bool {
 	return strings.Compare(a.ep.Pod, b.ep.Pod) < 0
 }
 
-// candidates are the non-excluded endpoints under the load bound (all non-excluded ones if the
-// bound leaves none, which only exclusions can cause).
+// candidates are the non-excluded endpoints, those over the load bound marked.
 func (p *Picker) candidates(pool *route.Pool, in Input) ([]candidate, int) {
 	n := 0
 	for _, e := range pool.Endpoints {
@@ -213,15 +255,15 @@ func (p *Picker) candidates(pool *route.Pool, in Input) ([]candidate, int) {
 		matched = p.Prefix.Match(in.Blocks)
 	}
 	all := make([]candidate, 0, n)
-	under := make([]candidate, 0, n)
 	for _, e := range pool.Endpoints {
 		if in.Exclude[e.Pod] {
 			continue
 		}
 		reqs, tokens, _ := p.Load.Pod(pool.Ref, e.Pod)
-		backlog := p.Load.Backlog(pool.Ref, e.Pod)
+		srv, hasSrv := p.Metrics.Get(e.MetricsURL)
+		backlog, rate := p.Load.BacklogAt(pool.Ref, e.Pod, srv.PrefillRate()) // the engine's rate when it reports one
 		c := candidate{ep: e, reqs: reqs, tokens: tokens, backlog: backlog, rank: -1, prefix: matched[e.Pod],
-			uncached: uncached(in, matched[e.Pod])}
+			uncached: uncached(in, matched[e.Pod]), srv: srv, hasSrv: hasSrv, rate: rate}
 		if u, ok := p.exactUncached(in, e); ok {
 			c.uncached, c.exact = u, true
 			if len(in.Blocks) > 0 && in.PromptTokens > 0 { // the prefix scorer's share, in its blocks
@@ -231,17 +273,11 @@ func (p *Picker) candidates(pool *route.Pool, in Input) ([]candidate, int) {
 		if r, ok := rank[e.Pod]; ok {
 			c.rank = r
 		}
-		c.srv, c.hasSrv = p.Metrics.Get(e.MetricsURL)
 		c.backlog += othersBacklog(p.replicas(), c.srv, c.hasSrv, p.Load.Pending(pool.Ref, e.Pod), backlog, c.uncached)
+		c.over = reqs+1 > bound
 		all = append(all, c)
-		if reqs+1 <= bound {
-			under = append(under, c)
-		}
 	}
-	if len(under) == 0 {
-		return all, bound
-	}
-	return under, bound
+	return all, bound
 }
 
 // score fills every candidate's weighted score; each scorer gives [0,1].

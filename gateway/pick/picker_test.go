@@ -79,7 +79,7 @@ func TestPickExcludeAndHashTieBreak(t *testing.T) {
 	if noKey, _ := pk.Pick(p, Input{}); noKey.Pod != "pod-0" {
 		t.Fatalf("idle pool, no session key: picked %s, want the first by name (no hash noise)", noKey.Pod)
 	}
-	if first != again {
+	if first.Pod != again.Pod || first.Uncached != again.Uncached {
 		t.Fatalf("idle pool: same key picked %s then %s", first.Pod, again.Pod)
 	}
 	next, _ := pk.Pick(p, Input{RingKey: "session-7", Exclude: map[string]bool{first.Pod: true}})
@@ -146,6 +146,11 @@ func TestParseServerMetricsFormat(t *testing.T) {
 		{name: "escaped quote and brace", in: `vllm:num_requests_waiting{model_name="a",note="x\" } y"} 4` + "\n", want: ServerMetrics{Waiting: 4, HasQueue: true}},
 		{name: "quoted name", in: `{"vllm:num_requests_running",model_name="a"} 2` + "\n", want: ServerMetrics{Running: 2, HasQueue: true}},
 		{name: "NaN and Inf skipped", in: "vllm:kv_cache_usage_perc{m=\"a\"} NaN\nvllm:kv_cache_usage_perc{m=\"b\"} 0.5\nvllm:num_requests_waiting +Inf\n", want: ServerMetrics{KVUsage: 0.5, HasKV: true}},
+		{name: "prefill counters, histogram sum", in: "vllm:prompt_tokens_total 1000\nvllm:prefix_cache_hits_total 200\n# TYPE vllm:request_prefill_time_seconds histogram\nvllm:request_prefill_time_seconds_bucket{le=\"+Inf\"} 3\nvllm:request_prefill_time_seconds_sum 0.4\nvllm:request_prefill_time_seconds_count 3\n",
+			want: ServerMetrics{PromptTokens: 1000, PrefixHits: 200, PrefillSeconds: 0.4, HasPrefill: true}},
+		{name: "prefill sum without TYPE line", in: "vllm:prompt_tokens_total 1000\nvllm:prefix_cache_hits_total 200\nvllm:request_prefill_time_seconds_sum 0.4\n",
+			want: ServerMetrics{PromptTokens: 1000, PrefixHits: 200, PrefillSeconds: 0.4, HasPrefill: true}},
+		{name: "prefill counters without the time", in: "vllm:prompt_tokens_total 1000\nvllm:prefix_cache_hits_total 200\n", want: ServerMetrics{}},
 		{name: "not an exposition", in: "<html>vllm:num_requests_waiting 3</html>\n", err: true},
 		{name: "truncated label set", in: `vllm:num_requests_waiting{model_name="a" 3` + "\n", err: true},
 	} {
@@ -158,6 +163,24 @@ func TestParseServerMetricsFormat(t *testing.T) {
 				t.Fatalf("parsed %+v, want %+v", m, tc.want)
 			}
 		})
+	}
+}
+
+// TestPrefillRate is the decision table of the engine-reported prefill rate.
+func TestPrefillRate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		m    ServerMetrics
+		want float64
+	}{
+		{"computed tokens over prefill seconds", ServerMetrics{PromptTokens: 1000, PrefixHits: 200, PrefillSeconds: 0.4, HasPrefill: true}, 2000},
+		{"counters not read", ServerMetrics{PromptTokens: 1000, PrefillSeconds: 0.4}, 0},
+		{"no prefill time yet", ServerMetrics{PromptTokens: 1000, HasPrefill: true}, 0},
+		{"too few computed tokens to tell", ServerMetrics{PromptTokens: 100, PrefixHits: 50, PrefillSeconds: 0.001, HasPrefill: true}, 0},
+	} {
+		if got := tc.m.PrefillRate(); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 
@@ -192,7 +215,7 @@ func TestPickPrefillCost(t *testing.T) {
 	}
 }
 
-// The scraper asks only for the three metrics it reads and keeps fresh samples per endpoint.
+// The scraper asks only for the metrics it reads and keeps fresh samples per endpoint.
 func TestScraperScrapesTable(t *testing.T) {
 	var query string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -207,7 +230,7 @@ func TestScraperScrapesTable(t *testing.T) {
 	if !ok || m.Waiting != 2 || m.Running != 3 || m.KVUsage != 0.5 {
 		t.Fatalf("sample %+v %v", m, ok)
 	}
-	if !strings.Contains(query, "name[]=vllm:num_requests_waiting") || strings.Count(query, "name[]=") != 3 {
+	if !strings.Contains(query, "name[]=vllm:num_requests_waiting") || strings.Count(query, "name[]=") != 7 {
 		t.Fatalf("query %q", query)
 	}
 }

@@ -24,6 +24,12 @@ const (
 	MetricWaiting = "vllm:num_requests_waiting"
 	MetricRunning = "vllm:num_requests_running"
 	MetricKVUsage = "vllm:kv_cache_usage_perc"
+	// The prefill rate is read from the engine's own counters: the prompt tokens of requests
+	// that reached their first token, the prefix-cache hits (in tokens) and the seconds spent in
+	// prefill (a histogram; its sum).
+	MetricPromptTokens = "vllm:prompt_tokens_total"
+	MetricPrefixHits   = "vllm:prefix_cache_hits_total"
+	MetricPrefillTime  = "vllm:request_prefill_time_seconds"
 )
 
 // ServerMetrics is one scrape of a model server.
@@ -32,6 +38,10 @@ type ServerMetrics struct {
 	// leaves HasX false.
 	Waiting, Running, KVUsage float64
 	HasQueue, HasKV           bool
+	// PromptTokens, PrefixHits (tokens) and PrefillSeconds are the engine's counters since it
+	// started; HasPrefill says all three were read.
+	PromptTokens, PrefixHits, PrefillSeconds float64
+	HasPrefill                               bool
 	// At is when the scrape finished.
 	At time.Time
 }
@@ -155,7 +165,23 @@ func (s *Scraper) scrapeAll(ctx context.Context) {
 // promhttp, Python's prometheus_client under vLLM) honour name[] and skip encoding the rest;
 // servers that do not answer with everything, which the parser skips. The Accept header asks for
 // the text format the parser reads.
-var scrapeQuery = "name[]=" + MetricWaiting + "&name[]=" + MetricRunning + "&name[]=" + MetricKVUsage
+var scrapeQuery = "name[]=" + MetricWaiting + "&name[]=" + MetricRunning + "&name[]=" + MetricKVUsage +
+	"&name[]=" + MetricPromptTokens + "&name[]=" + MetricPrefixHits + "&name[]=" + MetricPrefillTime +
+	"&name[]=" + MetricPrefillTime + "_sum"
+
+// PrefillRate is the engine's mean prefill rate, in tokens per second: the prompt tokens it
+// computed (prompt tokens less prefix-cache hits) over its seconds in prefill, or 0 when the
+// counters are missing or too small to tell (fewer than prefillFloor computed tokens). The
+// seconds are the engine's own, so the rate is free of what the network, the gateway and the
+// engine's request intake (tokenizing) add to a request's time to first token. An engine that
+// prefills several requests at once counts each one's time, so its rate errs slow.
+func (m ServerMetrics) PrefillRate() float64 {
+	computed := m.PromptTokens - m.PrefixHits
+	if !m.HasPrefill || !(m.PrefillSeconds > 0) || computed < prefillFloor {
+		return 0
+	}
+	return computed / m.PrefillSeconds
+}
 
 func (s *Scraper) scrape(ctx context.Context, url string) (ServerMetrics, error) {
 	c := s.Client
@@ -204,7 +230,27 @@ func ParseServerMetrics(r io.Reader) (ServerMetrics, error) {
 	if kv, n := sumOf(fams[MetricKVUsage]); n > 0 {
 		m.KVUsage, m.HasKV = kv/float64(n), true
 	}
+	prompt, np := sumOf(fams[MetricPromptTokens])
+	hits, nh := sumOf(fams[MetricPrefixHits])
+	secs, ns := histogramSum(fams[MetricPrefillTime])
+	if ns == 0 { // a histogram exposed without its TYPE line parses as untyped samples
+		secs, ns = sumOf(fams[MetricPrefillTime+"_sum"])
+	}
+	if np > 0 && nh > 0 && ns > 0 {
+		m.PromptTokens, m.PrefixHits, m.PrefillSeconds, m.HasPrefill = prompt, hits, secs, true
+	}
 	return m, nil
+}
+
+// histogramSum sums the finite sample sums of histogram family f and counts them.
+func histogramSum(f *dto.MetricFamily) (sum float64, n int) {
+	for _, mt := range f.GetMetric() {
+		if h := mt.GetHistogram(); h != nil && !math.IsNaN(h.GetSampleSum()) && !math.IsInf(h.GetSampleSum(), 0) {
+			sum += h.GetSampleSum()
+			n++
+		}
+	}
+	return sum, n
 }
 
 // sumOf sums the finite gauge, counter or untyped samples of f and counts them.

@@ -54,3 +54,33 @@ func soonest(cands []candidate) int {
 	}
 	return best
 }
+
+// soonestBounded is soonest under the load bound, except that a pod over the bound still wins
+// when it is the soonest of all because of its cache: its first token comes sooner than on every
+// pod under the bound, and less of the prompt is left to compute there than on the soonest pod
+// under the bound. The bound spreads requests that the caches do not tell apart; it does not send
+// a request away from the pod holding its prefix to one where its first token comes later.
+func soonestBounded(cands []candidate) int {
+	best := soonest(cands)
+	if !cands[best].over {
+		return best
+	}
+	var under []int
+	for i, c := range cands {
+		if !c.over {
+			under = append(under, i)
+		}
+	}
+	if len(under) == 0 { // only exclusions leave none under the bound
+		return best
+	}
+	sub := make([]candidate, len(under))
+	for j, i := range under {
+		sub[j] = cands[i]
+	}
+	u := under[soonest(sub)]
+	if cands[best].uncached < cands[u].uncached {
+		return best
+	}
+	return u
+}

@@ -38,6 +38,33 @@ func TestSoonest(t *testing.T) {
 	}
 }
 
+// TestSoonestBounded is the decision table of the load bound under the soonest-first rule: the
+// bound holds unless the pod over it is the soonest of all because of its cache.
+func TestSoonestBounded(t *testing.T) {
+	c := func(pod string, backlog, uncached int, over bool) candidate {
+		return candidate{ep: route.Endpoint{Pod: pod}, backlog: backlog, uncached: uncached, over: over, rank: -1}
+	}
+	cases := []struct {
+		name  string
+		cands []candidate
+		want  string
+	}{
+		{"the soonest is under the bound", []candidate{c("a", 0, 100, false), c("b", 0, 900, true)}, "a"},
+		{"over the bound but soonest by its cache", []candidate{c("cached", 300, 100, true), c("idle", 0, 1000, false)}, "cached"},
+		{"over the bound, soonest by a shorter queue, no cache advantage: the bound holds",
+			[]candidate{c("over", 0, 1000, true), c("under", 200, 1000, false)}, "under"},
+		{"over the bound, soonest, less cached than the best under it: the bound holds",
+			[]candidate{c("over", 0, 600, true), c("under", 500, 500, false)}, "under"},
+		{"over the bound and not the soonest", []candidate{c("cached", 5000, 100, true), c("idle", 0, 1000, false)}, "idle"},
+		{"every candidate over the bound: the soonest", []candidate{c("a", 0, 500, true), c("b", 0, 100, true)}, "b"},
+	}
+	for _, tc := range cases {
+		if got := tc.cands[soonestBounded(tc.cands)].ep.Pod; got != tc.want {
+			t.Errorf("%s: picked %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestOthersBacklog is the decision table of the other replicas' queued prefill estimate.
 func TestOthersBacklog(t *testing.T) {
 	q := func(w float64) ServerMetrics { return ServerMetrics{Waiting: w, HasQueue: true} }

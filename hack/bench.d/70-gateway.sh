@@ -14,10 +14,15 @@
 #    in the model replay of each policy's decisions. Targets, on the model replay, in the default
 #    window and two further ones: mean TTFT <= 1.15x the greedy oracle's, hit rate >= 0.95x the
 #    oracle's, and >= 25% of least-request's gap to the oracle closed.
+#    The gateway runs at -v=5 and logs what its picker saw for each decision; the bench sets that
+#    against the model's pods and prints, per window, why decisions differ from the oracle's (the
+#    load bound, a misjudged queue or own prompt, how late the decisions came) and the gateway
+#    against the oracle with the requests arriving at the gateway's own decision times.
 # Agents, proxies and the gateway each run as their own process on loopback. The verdict is
 # printed last; the exit status is non-zero when a target is missed.
 # Knobs: NN_BENCH_ONLY (overhead|routing), NN_BENCH_TRACE (the trace file), NN_BENCH_ARGS (more
-# gateway-bench flags, e.g. "-trace-window 10m -rounds 1"; see `gateway-bench -h`).
+# gateway-bench flags, e.g. "-trace-window 10m -rounds 1" or "-routing-policies=gateway" to replay
+# only the gateway and least-request; see `gateway-bench -h`).
 set -euo pipefail
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
