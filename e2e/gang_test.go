@@ -156,6 +156,9 @@ spec:
 	if pg != "2 kubernetes.io/hostname" {
 		t.Errorf("podgroup nvl-g0 minCount/topology = %q, want \"2 kubernetes.io/hostname\"", pg)
 	}
+	if wl := e.Kubectl(t, "-n", ns, "get", "workloads.scheduling.k8s.io", "nvl", "-o", "jsonpath={.spec.podGroupTemplates[0].name} {.spec.podGroupTemplates[0].schedulingPolicy.gang.minCount}"); wl != "replica 2" {
+		t.Errorf("workload nvl template = %q, want \"replica 2\"", wl)
+	}
 	holdWhole(t, e, ns, 20*time.Second, map[string]int{"nvl": 2}, func(bound map[string]int) error {
 		if bound["nvl"] != 0 {
 			return fmt.Errorf("gang nvl has %d of 2 pods bound while no domain has 2 free GPUs", bound["nvl"])

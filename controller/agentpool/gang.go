@@ -26,6 +26,24 @@ const GangLabel = "neuronetes.io/gang"
 // domains lie within one node, so both Node and NVLinkDomain constrain a replica to one node.
 const HostnameTopologyKey = "kubernetes.io/hostname"
 
+// GangTemplateName is the name of the one PodGroupTemplate of a gang pool's Workload.
+const GangTemplateName = "replica"
+
+// buildWorkload renders a gang pool's Workload (named as the pool): one PodGroupTemplate that
+// every replica's PodGroup copies and names in spec.workloadRef, as the Job controller does.
+func buildWorkload(pool *nnv1.AgentPool, g *nnv1.Gang) *schedv1beta1.Workload {
+	pg := buildPodGroup(pool, "", g)
+	return &schedv1beta1.Workload{
+		ObjectMeta: metav1.ObjectMeta{Name: pool.Name, Namespace: pool.Namespace,
+			Labels: map[string]string{nnv1.PoolLabel: pool.Name}},
+		Spec: schedv1beta1.WorkloadSpec{
+			ControllerRef: &schedv1beta1.TypedLocalObjectReference{APIGroup: nnv1.GroupVersion.Group, Kind: "AgentPool", Name: pool.Name},
+			PodGroupTemplates: []schedv1beta1.PodGroupTemplate{{Name: GangTemplateName,
+				SchedulingPolicy: pg.Spec.SchedulingPolicy, SchedulingConstraints: pg.Spec.SchedulingConstraints}},
+		},
+	}
+}
+
 // gangName is the PodGroup name of replica i of a pool.
 func gangName(pool string, i int) string { return pool + "-g" + strconv.Itoa(i) }
 
@@ -38,8 +56,10 @@ func buildPodGroup(pool *nnv1.AgentPool, name string, g *nnv1.Gang) *schedv1beta
 	pg := &schedv1beta1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: pool.Namespace,
 			Labels: map[string]string{nnv1.PoolLabel: pool.Name}},
-		Spec: schedv1beta1.PodGroupSpec{SchedulingPolicy: schedv1beta1.PodGroupSchedulingPolicy{
-			Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: g.Size}}},
+		Spec: schedv1beta1.PodGroupSpec{
+			WorkloadRef: &schedv1beta1.WorkloadReference{WorkloadName: pool.Name, TemplateName: GangTemplateName},
+			SchedulingPolicy: schedv1beta1.PodGroupSchedulingPolicy{
+				Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: g.Size}}},
 	}
 	if g.Topology != "" {
 		pg.Spec.SchedulingConstraints = &schedv1beta1.PodGroupSchedulingConstraints{
@@ -157,6 +177,9 @@ func (r *Reconciler) reconcileGang(ctx context.Context, orig, pool *nnv1.AgentPo
 			break
 		}
 	}
+	if len(plan.create) > 0 && applyErr == nil {
+		applyErr = r.ensureWorkload(ctx, pool, g)
+	}
 	for group, idx := range plan.create {
 		if applyErr != nil {
 			break
@@ -183,6 +206,19 @@ func (r *Reconciler) reconcileGang(ctx context.Context, orig, pool *nnv1.AgentPo
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// ensureWorkload creates the pool's Workload when absent; an existing one is kept (its
+// templates are immutable, so a changed spec.gang applies to new PodGroups only).
+func (r *Reconciler) ensureWorkload(ctx context.Context, pool *nnv1.AgentPool, g *nnv1.Gang) error {
+	wl := buildWorkload(pool, g)
+	if err := controllerutil.SetControllerReference(pool, wl, r.Scheme); err != nil {
+		return fmt.Errorf("owner reference: %w", err)
+	}
+	if err := r.Client.Create(ctx, wl); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create workload %s (the cluster needs the GenericWorkload gate and scheduling.k8s.io/v1beta1): %w", wl.Name, err)
+	}
+	return nil
 }
 
 // createGang creates the PodGroup of a replica (if absent) and then its missing pods.

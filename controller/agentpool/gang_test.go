@@ -32,6 +32,14 @@ func TestBuildPodGroup(t *testing.T) {
 			if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != tc.gang.Size || pg.Spec.SchedulingPolicy.Basic != nil {
 				t.Errorf("policy %+v, want gang minCount %d", pg.Spec.SchedulingPolicy, tc.gang.Size)
 			}
+			if ref := pg.Spec.WorkloadRef; ref == nil || ref.WorkloadName != "pool" || ref.TemplateName != GangTemplateName {
+				t.Errorf("workloadRef %+v, want pool/%s", ref, GangTemplateName)
+			}
+			wl := buildWorkload(pool, &tc.gang)
+			if len(wl.Spec.PodGroupTemplates) != 1 || wl.Spec.PodGroupTemplates[0].Name != GangTemplateName ||
+				wl.Spec.PodGroupTemplates[0].SchedulingPolicy.Gang.MinCount != tc.gang.Size || wl.Spec.ControllerRef.Kind != "AgentPool" {
+				t.Errorf("workload spec %+v", wl.Spec)
+			}
 			key := ""
 			if c := pg.Spec.SchedulingConstraints; c != nil && len(c.Topology) == 1 {
 				key = c.Topology[0].Key
@@ -177,6 +185,10 @@ func TestReconcileGangPool(t *testing.T) {
 	var pods corev1.PodList
 	if err := h.c.List(ctx, &pods, client.InNamespace("ns")); err != nil {
 		t.Fatal(err)
+	}
+	var wls schedv1beta1.WorkloadList
+	if err := h.c.List(ctx, &wls, client.InNamespace("ns")); err != nil || len(wls.Items) != 1 || wls.Items[0].Name != "pool" {
+		t.Fatalf("workloads %+v (%v), want one named pool", wls.Items, err)
 	}
 	if len(pgs.Items) != 2 || len(pods.Items) != 4 {
 		t.Fatalf("%d podgroups, %d pods; want 2 and 4", len(pgs.Items), len(pods.Items))
