@@ -196,6 +196,10 @@ func (r *Reconciler) reconcileGang(ctx context.Context, orig, pool *nnv1.AgentPo
 		fmt.Sprintf("%d/%d gangs of %d pods ready", plan.ready, size.desired, g.Size))
 	r.setCondition(pool, nnv1.AgentPoolScaling, plan.replicas != size.desired, "Gangs",
 		fmt.Sprintf("%d gangs, %d desired", plan.replicas, size.desired))
+	if applyErr != nil {
+		// A cluster without the Workload API (gates, runtime-config) fails here: say so on the pool.
+		r.setCondition(pool, nnv1.AgentPoolReady, false, "GangError", applyErr.Error())
+	}
 	if err := r.patchStatus(ctx, orig, pool, size, nil, nil); err != nil {
 		return ctrl.Result{}, err
 	}

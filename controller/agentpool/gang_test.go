@@ -3,11 +3,15 @@ package agentpool
 import (
 	"context"
 	"sort"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
@@ -229,3 +233,32 @@ func TestReconcileGangPool(t *testing.T) {
 }
 
 func ptrInt32(v int32) *int32 { return &v }
+
+// TestReconcileGangWithoutWorkloadAPI: on a cluster that does not serve scheduling.k8s.io/v1beta1
+// (here: a scheme without it) the pool's Ready condition carries the error, and no pod is created.
+func TestReconcileGangWithoutWorkloadAPI(t *testing.T) {
+	class := testClass(nil)
+	class.Spec.Gang = &nnv1.Gang{Size: 2}
+	pool := testPool(1)
+	pool.Spec.MinReplicas = ptrInt32(1)
+	h := newHarness(t, class, pool)
+	if _, err := h.r.Reconcile(context.Background(), ctrlRequest()); err == nil {
+		t.Fatal("reconcile without the Workload API succeeded")
+	}
+	var got nnv1.AgentPool
+	if err := h.c.Get(context.Background(), client.ObjectKeyFromObject(pool), &got); err != nil {
+		t.Fatal(err)
+	}
+	c := meta.FindStatusCondition(got.Status.Conditions, nnv1.AgentPoolReady)
+	if c == nil || c.Reason != "GangError" || !strings.Contains(c.Message, "GenericWorkload") {
+		t.Errorf("Ready condition %+v, want reason GangError naming the GenericWorkload gate", c)
+	}
+	var pods corev1.PodList
+	if err := h.c.List(context.Background(), &pods, client.InNamespace("ns")); err != nil || len(pods.Items) != 0 {
+		t.Errorf("%d pods created (%v), want none", len(pods.Items), err)
+	}
+}
+
+func ctrlRequest() ctrl.Request {
+	return ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pool"}}
+}
