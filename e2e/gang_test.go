@@ -144,6 +144,27 @@ spec:
 	})
 
 	ctl := startController(t, e, ns, "neuronetes.local/never-pulled:dev", "", "--sidecar-keys-secret=", "--sidecar-redis-secret=")
+
+	// Control: the same 2 pods without a gang bind at once, one per domain, which is what the gang
+	// below must not do.
+	e.Apply(t, ns, strings.Replace(strings.Replace(fmt.Sprintf(gangClassYAML, "plain", 2, "", ns), "  gang: {size: 2}\n", "", 1), "replicas: 1\n", "replicas: 2\n", 1))
+	waitPool(t, e, ns, "plain", procLogs(ctl), time.Minute, "control pool plain (no gang): 2 pods bound, one per node", func() (bool, error) {
+		where := map[string]bool{}
+		for _, p := range poolPods(t, e, ns, "plain")["serving"] {
+			if p.Spec.NodeName != "" {
+				where[p.Spec.NodeName] = true
+			}
+		}
+		return len(where) == 2, fmt.Errorf("bound on %v", where)
+	})
+	e.Kubectl(t, "-n", ns, "delete", "agentpool", "plain", "--wait=true")
+	if err := e.Kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "neuronetes.io/pool=plain"}); err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, time.Minute, "control pods gone", func() (bool, error) {
+		return len(poolPods(t, e, ns, "plain")["serving"]) == 0, nil
+	})
+	t.Logf("control: without a gang the 2 pods bound split across the 2 nodes")
 	e.Apply(t, ns, fmt.Sprintf(gangClassYAML, "nvl", 2, ", topology: NVLinkDomain", ns))
 
 	// (b) 2 GPUs are free but on two domains: the gang stays Pending whole.
@@ -196,9 +217,17 @@ spec:
 		_, err := e.Kube.CoreV1().Pods(ns).Get(ctx, "filler-b", metav1.GetOptions{})
 		return err != nil, nil
 	})
+	cStart := time.Now()
 	e.Apply(t, ns, fmt.Sprintf(gangClassYAML, "c1", 2, "", ns))
 	e.Apply(t, ns, fmt.Sprintf(gangClassYAML, "c2", 2, "", ns))
-	holdWhole(t, e, ns, 30*time.Second, map[string]int{"c1": 2, "c2": 2}, nil)
+	placed := time.Duration(0)
+	holdWhole(t, e, ns, 30*time.Second, map[string]int{"c1": 2, "c2": 2}, func(b map[string]int) error {
+		if placed == 0 && b["c1"]+b["c2"] == 2 {
+			placed = time.Since(cStart)
+		}
+		return nil
+	})
+	t.Logf("contention: first gang bound whole %.1fs after both pools were applied", placed.Seconds())
 	bound := gangBound(t, e, ns, []string{"c1", "c2"})
 	if bound["c1"]+bound["c2"] != 2 {
 		t.Errorf("after 30 s: bound %v, want one gang of 2 placed (2 GPUs free)", bound)
