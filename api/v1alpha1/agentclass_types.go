@@ -61,7 +61,39 @@ type SidecarConfig struct {
 	KeysSecretName string `json:"keysSecretName,omitempty"`
 }
 
+// GangTopology names the domain a gang's pods must share.
+// +kubebuilder:validation:Enum=Node;NVLinkDomain
+type GangTopology string
+
+const (
+	// GangTopologyNode places every pod of a replica on one node.
+	GangTopologyNode GangTopology = "Node"
+	// GangTopologyNVLinkDomain places a replica's GPUs in one NVLink domain. The driver's domains
+	// are within a node, so today this is one node too (docs/placement.md says what is missing).
+	GangTopologyNVLinkDomain GangTopology = "NVLinkDomain"
+)
+
+// MaxNVLinkDomainGPUs is the most GPUs one NVLink domain the driver publishes holds (8, a DGX
+// or HGX board); a gang on one domain may not ask for more.
+const MaxNVLinkDomainGPUs = 8
+
+// Gang makes each replica of a pool a group of Size pods placed all or nothing (a PodGroup with
+// a gang policy, scheduled by the Kubernetes Workload API).
+type Gang struct {
+	// Size is the number of pods of one replica (as LeaderWorkerSet's size); all are bound or none.
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=64
+	Size int32 `json:"size"`
+
+	// Topology, when set, makes every pod of a replica share one domain: Node (one node) or
+	// NVLinkDomain (the replica's GPUs on one NVLink domain).
+	// +optional
+	Topology GangTopology `json:"topology,omitempty"`
+}
+
 // AgentClassSpec describes how to run one kind of agent.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.gang) || !has(self.gang.topology) || self.gang.topology != 'NVLinkDomain' || self.gang.size * (has(self.gpu) && has(self.gpu.count) ? self.gpu.count : 1) <= 8",message="spec.gang.size: size × spec.gpu.count exceeds 8, the GPUs of the largest NVLink domain",fieldPath=".gang.size"
 type AgentClassSpec struct {
 	// ModelRef names the Model the agent serves; pods prefer nodes where it is warm.
 	// +optional
@@ -77,6 +109,10 @@ type AgentClassSpec struct {
 	// GPU requests devices per pod; omit for CPU-only agents.
 	// +optional
 	GPU *GPURequest `json:"gpu,omitempty"`
+
+	// Gang makes each replica a group of pods placed all or nothing; omit for one pod a replica.
+	// +optional
+	Gang *Gang `json:"gang,omitempty"`
 
 	// SLO targets of the class.
 	// +optional

@@ -119,6 +119,7 @@ func TestCRDRejectsMalformedObjects(t *testing.T) {
 		{"AgentPool", "neuronetes.io_agentpools.yaml", "testdata/invalid-agentpools.yaml", 15},
 		{"ToolBinding", "neuronetes.io_toolbindings.yaml", "testdata/invalid-toolbindings.yaml", 3},
 		{"AgentSession", "neuronetes.io_agentsessions.yaml", "testdata/invalid-agentsessions.yaml", 5},
+		{"AgentClass", "neuronetes.io_agentclasses.yaml", "testdata/invalid-agentclasses.yaml", 5},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			v := loadCRD(t, tc.crd)

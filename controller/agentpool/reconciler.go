@@ -191,6 +191,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		byName[p.Name] = p
 		used[p.Name] = true
 	}
+	if class.Spec.Gang != nil {
+		return r.reconcileGang(ctx, orig, &pool, size, build, byName)
+	}
 	if r.Checkpoints {
 		if err := r.dropFailedInterruptRestores(ctx, byName); err != nil {
 			return ctrl.Result{}, err

@@ -60,6 +60,16 @@ func startEtcd(p Paths) error {
 	return waitHTTP(p, "etcd", url+"/health", nil, 30*time.Second)
 }
 
+// FeatureGates are the gates the apiserver, controller-manager and scheduler run with: the
+// Workload API and gang scheduling (GenericWorkload, beta and off by default in 1.37) and
+// PodGroup topology constraints (TopologyAwareWorkloadScheduling, alpha), which AgentClass
+// spec.gang needs (docs/placement.md).
+const FeatureGates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+
+// RuntimeConfig serves scheduling.k8s.io/v1beta1 (Workload, PodGroup), a beta API version that
+// is off by default.
+const RuntimeConfig = "scheduling.k8s.io/v1beta1=true"
+
 func startAPIServer(p Paths, pk *pki) error {
 	if _, ok := runningPid(p, "kube-apiserver"); ok {
 		return nil
@@ -91,7 +101,7 @@ func startAPIServer(p Paths, pk *pki) error {
 		"--proxy-client-cert-file="+pk.path("front-proxy-client.crt"),
 		"--proxy-client-key-file="+pk.path("front-proxy-client.key"),
 		"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
-		"--profiling=true", "--v=1")
+		"--profiling=true", "--v=1", "--feature-gates="+FeatureGates, "--runtime-config="+RuntimeConfig)
 	if err != nil {
 		return err
 	}
@@ -115,7 +125,7 @@ func startControllerManager(p Paths, pk *pki) error {
 		"--use-service-account-credentials=true",
 		"--service-cluster-ip-range="+ServiceCIDR,
 		"--leader-elect=false", "--kube-api-qps=200", "--kube-api-burst=400",
-		"--v=1")
+		"--v=1", "--feature-gates="+FeatureGates)
 	if err != nil {
 		return err
 	}
@@ -132,7 +142,7 @@ func startScheduler(p Paths, pk *pki, qps int) error {
 	}
 	args := []string{"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
 		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(SchedulerPort),
-		"--leader-elect=false", "--v=1"}
+		"--leader-elect=false", "--v=1", "--feature-gates=" + FeatureGates}
 	// The stock client limits (50/100) make binding wait in the scheduler's
 	// own rate limiter at about 13 pods/s; scale runs need far more.
 	if qps <= 0 {
