@@ -48,6 +48,47 @@ func TestAgentSessionBenchResume(t *testing.T) {
 	if os.Getenv("NEURONETES_BENCH") != "1" {
 		t.Skip("benchmark; set NEURONETES_BENCH=1 (hack/bench.d/47-session-resume.sh does)")
 	}
+	rounds := benchEnvInt(t, "NEURONETES_BENCH_ROUNDS", 3)
+	b := newSessionBench(t, time.Duration(rounds)*3*time.Minute+5*time.Minute, benchStateBytes, 12*time.Second)
+	var colds, resumes []time.Duration
+	for i := range rounds {
+		name := fmt.Sprintf("b%d", i)
+		cold, resume := benchRound(b.ctx, t, b.c, b.g, b.engine, b.ns, name, b.stamps)
+		colds, resumes = append(colds, cold), append(resumes, resume)
+	}
+	mc, mr := median(colds), median(resumes)
+	t.Logf("cold starts %v, median %v", colds, mc)
+	t.Logf("resumes %v, median %v", resumes, mr)
+	fmt.Printf("session bench result: cold_ms=%d resume_ms=%d rounds=%d\n", mc.Milliseconds(), mr.Milliseconds(), rounds)
+}
+
+// benchEnvInt reads a positive integer from env, or def.
+func benchEnvInt(t *testing.T, env string, def int) int {
+	t.Helper()
+	n := def
+	if v := os.Getenv(env); v != "" {
+		if _, err := fmt.Sscan(v, &n); err != nil || n < 1 {
+			t.Fatalf("%s=%q", env, v)
+		}
+	}
+	return n
+}
+
+// sessionBench is a session benchmark's setup: a namespace with the demo agent class (state
+// bytes, idle timeout), the gateway, and the session controller and node agent in-process.
+type sessionBench struct {
+	ctx      context.Context
+	c        client.WithWatch
+	g        *gwProc
+	engine   *container.Engine
+	ns       string
+	stamps   *stamps
+	storeDir string
+	idle     time.Duration
+}
+
+// newSessionBench sets a session benchmark up; everything ends with the test.
+func newSessionBench(t *testing.T, timeout time.Duration, stateBytes int64, idle time.Duration) *sessionBench {
 	e := requireEnv(t)
 	sock := filepath.Join(e.Root, ".local", "containerd", "containerd.sock")
 	if _, err := os.Stat(sock); err != nil {
@@ -60,14 +101,8 @@ func TestAgentSessionBenchResume(t *testing.T) {
 	if err := criu.Check(context.Background(), criuPath); err != nil {
 		testreq.Tool(t, "criu", "criu check fails here: %v", err)
 	}
-	rounds := 3
-	if v := os.Getenv("NEURONETES_BENCH_ROUNDS"); v != "" {
-		if _, err := fmt.Sscan(v, &rounds); err != nil || rounds < 1 {
-			t.Fatalf("NEURONETES_BENCH_ROUNDS=%q", v)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rounds)*3*time.Minute+5*time.Minute)
-	defer cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
 	ctrlInstallCRDs(t, e)
 	for _, crd := range []string{"agentcheckpoints", "agentsessions", "agentclasses", "tenants"} {
 		e.Kubectl(t, "wait", "--for=condition=Established", "crd/"+crd+".neuronetes.io", "--timeout=60s")
@@ -98,7 +133,7 @@ spec:
 		t.Fatal(err)
 	}
 	class := sessionClass(ns, img, e.NodeName)
-	class.Spec.Template.Spec.Containers[0].Args = append(class.Spec.Template.Spec.Containers[0].Args, fmt.Sprintf("--state-bytes=%d", benchStateBytes))
+	class.Spec.Template.Spec.Containers[0].Args = append(class.Spec.Template.Spec.Containers[0].Args, fmt.Sprintf("--state-bytes=%d", stateBytes))
 	if err := c.Create(ctx, class); err != nil {
 		t.Fatal(err)
 	}
@@ -114,39 +149,29 @@ spec:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(work) })
-	engine, err := snapshot.NewEngine(ctx, snapshot.Config{ContainerdSocket: sock, StoreDir: t.TempDir(), WorkDir: work, SigningKeyFile: writeSigningKey(t)})
+	storeDir := t.TempDir()
+	engine, err := snapshot.NewEngine(ctx, snapshot.Config{ContainerdSocket: sock, StoreDir: storeDir, WorkDir: work, SigningKeyFile: writeSigningKey(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stamps := newStamps()
-	if err := snapshot.Setup(mgr, snapshot.Options{NodeName: e.NodeName, Engine: &timedEngine{Engine: engine, s: stamps}}); err != nil {
+	st := newStamps()
+	if err := snapshot.Setup(mgr, snapshot.Options{NodeName: e.NodeName, Engine: &timedEngine{Engine: engine, s: st}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := (&agentsession.Reconciler{RestoreHostImage: cluster.PauseImage}).SetupWithManager(mgr, ""); err != nil {
 		t.Fatal(err)
 	}
 	mctx, mcancel := context.WithCancel(ctx)
-	defer mcancel()
+	t.Cleanup(mcancel)
 	go func() { _ = mgr.Start(mctx) }()
-	watchStamps(mctx, t, c, ns, stamps)
-
-	var colds, resumes []time.Duration
-	for i := range rounds {
-		name := fmt.Sprintf("b%d", i)
-		cold, resume := benchRound(ctx, t, c, g, engine.C, ns, name, stamps)
-		colds, resumes = append(colds, cold), append(resumes, resume)
-	}
-	mc, mr := median(colds), median(resumes)
-	t.Logf("cold starts %v, median %v", colds, mc)
-	t.Logf("resumes %v, median %v", resumes, mr)
-	fmt.Printf("session bench result: cold_ms=%d resume_ms=%d rounds=%d\n", mc.Milliseconds(), mr.Milliseconds(), rounds)
+	watchStamps(mctx, t, c, ns, st)
+	return &sessionBench{ctx: ctx, c: c, g: g, engine: engine.C, ns: ns, stamps: st, storeDir: storeDir, idle: idle}
 }
 
 // benchRound runs one cold start and one resume of session name and returns both times.
 func benchRound(ctx context.Context, t *testing.T, c client.Client, g *gwProc, eng *container.Engine, ns, name string, st *stamps) (cold, resume time.Duration) {
 	t.Helper()
-	s := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.AgentSessionSpec{ClassRef: v1alpha1.LocalObjectReference{Name: "demo"}, IdleTimeout: &metav1.Duration{Duration: 12 * time.Second}}}
+	s := benchSession(ns, name, 12*time.Second)
 	t0 := time.Now()
 	if err := c.Create(ctx, s); err != nil {
 		t.Fatal(err)
@@ -212,6 +237,12 @@ func benchRound(ctx context.Context, t *testing.T, c client.Client, g *gwProc, e
 		return err == nil && len(pods.Items) == 0, fmt.Errorf("%d pods (%v)", len(pods.Items), err)
 	})
 	return cold, resume
+}
+
+// benchSession is an AgentSession of the benchmark's class with an idle timeout.
+func benchSession(ns, name string, idle time.Duration) *v1alpha1.AgentSession {
+	return &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.AgentSessionSpec{ClassRef: v1alpha1.LocalObjectReference{Name: "demo"}, IdleTimeout: &metav1.Duration{Duration: idle}}}
 }
 
 // agentState calls the demo agent's /state (docs/demo-agent.md) on the pod at ip.
