@@ -27,9 +27,9 @@ import (
 )
 
 // TestAgentSessionBenchDensity starts N sessions (NEURONETES_BENCH_DENSITY_SESSIONS, default 20)
-// of the demo agent with S MiB of state (NEURONETES_BENCH_DENSITY_STATE_MIB, default 256) in
+// of the demo agent with S MiB of state (NEURONETES_BENCH_DENSITY_STATE_MIB, default 128) in
 // waves of N/10: each wave's sessions get a turn through the gateway, their state written, and
-// are suspended by their 5 s idle timeout before the next wave starts. Then, twice, every session
+// are suspended by their 3 s idle timeout before the next wave starts. Then, twice, every session
 // gets a turn again in waves of N/10 (resumed from its checkpoint, state checked) and is suspended
 // again: the second time from the checkpoint of a resumed session, whose agent runs in the
 // container restored into its host pod (the node agent must dump that one, not the host).
@@ -42,9 +42,9 @@ func TestAgentSessionBenchDensity(t *testing.T) {
 		t.Skip("benchmark; set NEURONETES_BENCH=1 (hack/bench.d/48-session-density.sh does)")
 	}
 	n := benchEnvInt(t, "NEURONETES_BENCH_DENSITY_SESSIONS", 20)
-	state := int64(benchEnvInt(t, "NEURONETES_BENCH_DENSITY_STATE_MIB", 256)) << 20
+	state := int64(benchEnvInt(t, "NEURONETES_BENCH_DENSITY_STATE_MIB", 128)) << 20
 	active := max(1, n/10)
-	b := newSessionBench(t, 25*time.Minute, state, 5*time.Second)
+	b := newSessionBench(t, 25*time.Minute, state, 3*time.Second)
 	memAvail := meminfo(t, "MemAvailable")
 	base := podRSS(t)
 	smp := &rssSampler{}

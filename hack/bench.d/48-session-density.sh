@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # AgentSession density on the local real cluster's one node (e2e TestAgentSessionBenchDensity):
 # N sessions (NEURONETES_BENCH_DENSITY_SESSIONS, default 20) of the demo agent with S MiB of state
-# (NEURONETES_BENCH_DENSITY_STATE_MIB, default 256), a tenth active at a time: started in waves of
+# (NEURONETES_BENCH_DENSITY_STATE_MIB, default 128), a tenth active at a time: started in waves of
 # N/10, each suspended by its idle timeout before the next wave, then resumed twice in waves (state
 # checked by SHA-256 each time). Prints the peak resident memory of the node's containers against
 # the state of a tenth and of all N, the checkpoint store's bytes, and the N this node would hold
