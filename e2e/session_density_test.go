@@ -46,6 +46,25 @@ func TestAgentSessionBenchDensity(t *testing.T) {
 	state := int64(benchEnvInt(t, "NEURONETES_BENCH_DENSITY_STATE_MIB", 128)) << 20
 	active := max(1, n/10)
 	b := newSessionBench(t, 25*time.Minute, state, 3*time.Second)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		var cks v1alpha1.AgentCheckpointList
+		if err := b.c.List(context.Background(), &cks, client.InNamespace(b.ns)); err == nil {
+			for _, ck := range cks.Items {
+				t.Logf("AgentCheckpoint %s: %s %s", ck.Name, ck.Status.Phase, ck.Status.Message)
+			}
+		}
+		var evs corev1.EventList
+		if err := b.c.List(context.Background(), &evs, client.InNamespace(b.ns)); err == nil {
+			for _, ev := range evs.Items {
+				if ev.Type == corev1.EventTypeWarning || strings.Contains(ev.Reason, "Fail") {
+					t.Logf("event %s %s %s: %s", ev.InvolvedObject.Name, ev.Type, ev.Reason, ev.Message)
+				}
+			}
+		}
+	})
 	memAvail := meminfo(t, "MemAvailable")
 	base := podRSS(t)
 	smp := &rssSampler{}
