@@ -234,3 +234,30 @@ func (e *Engine) hostRunning(ctx context.Context, id string) bool {
 	st, err := t.Status(ctx)
 	return err == nil && st.Status == containerd.Running
 }
+
+// RestoredInto returns the ID of the running container restored into host container hostID (the
+// newest if several), or "" when there is none: a warm pod's or resumed session's agent runs
+// there, not in the host container the kubelet reports, so a later checkpoint of that pod's
+// container must dump it instead.
+func (e *Engine) RestoredInto(ctx context.Context, hostID string) (string, error) {
+	ctx = nsCtx(ctx)
+	cs, err := e.Client.Containers(ctx, fmt.Sprintf("labels.%q==%s", LabelHost, hostID))
+	if err != nil {
+		return "", fmt.Errorf("list containers restored into %s: %w", hostID, err)
+	}
+	var newest string
+	var newestAt time.Time
+	for _, c := range cs {
+		if !e.hostRunning(ctx, c.ID()) {
+			continue
+		}
+		info, err := c.Info(ctx, containerd.WithoutRefreshedMetadata)
+		if err != nil {
+			continue
+		}
+		if newest == "" || info.CreatedAt.After(newestAt) {
+			newest, newestAt = c.ID(), info.CreatedAt
+		}
+	}
+	return newest, nil
+}

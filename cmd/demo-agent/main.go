@@ -59,6 +59,8 @@ type options struct {
 	failMode        string
 	kvEvents        string
 	kvTopic         string
+	stateBytes      int64
+	stateSeed       uint64
 	eng             engine.Config
 	srv             server.Config
 }
@@ -88,6 +90,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.drain, "drain-timeout", 25*time.Second, "time open streams get to finish after SIGTERM")
 	fs.StringVar(&o.kvEvents, "kv-events-endpoint", "", "ZeroMQ endpoint the KV-cache events are published on, as vLLM's --kv-events-config endpoint (e.g. tcp://*:5557); empty publishes none")
 	fs.StringVar(&o.kvTopic, "kv-events-topic", "", "topic frame of the KV-cache events (vLLM's default is empty)")
+	fs.Int64Var(&o.stateBytes, "state-bytes", 0, "bytes of in-memory state allocated and filled at start (all pages written); GET /state hashes it, POST /state?seed=N refills it; other requests wait for the fill (0: none)")
+	fs.Uint64Var(&o.stateSeed, "state-seed", 1, "seed of the state filled at start (--state-bytes)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -106,6 +110,7 @@ func parseFlags(args []string) (*options, error) {
 		{o.srv.MaxBodyBytes < 1, "--max-body-bytes", o.srv.MaxBodyBytes},
 		{!(o.srv.FailRate >= 0 && o.srv.FailRate <= 1), "--fail-rate (0-1)", o.srv.FailRate},
 		{o.srv.EmbeddingDim < 1, "--embedding-dim", o.srv.EmbeddingDim},
+		{o.stateBytes < 0, "--state-bytes", o.stateBytes},
 	} {
 		if c.bad {
 			return nil, fmt.Errorf("%s: bad value %v", c.flag, c.val)
@@ -159,13 +164,24 @@ func run() error {
 	}
 	go eng.Run(ctx)
 
-	srv := serving.Stream(0).Server(o.listen, s.Handler())
+	h := s.Handler()
+	var st *state
+	if o.stateBytes > 0 {
+		st = newState(o.stateBytes)
+		h = st.handler(h)
+	}
+	srv := serving.Stream(0).Server(o.listen, h)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	logger.Info("Listening", "addr", o.listen, "model", o.srv.Model, "slots", o.eng.Slots, "kvBlocks", o.eng.Blocks,
 		"blockSize", o.eng.BlockSize, "sidecar", o.srv.SidecarURL)
 
 	go func() {
+		if st != nil {
+			start := time.Now()
+			st.fill(o.stateSeed)
+			logger.Info("State filled", "bytes", o.stateBytes, "took", time.Since(start))
+		}
 		if o.weights != "" {
 			n, d, err := loadWeights(o.weights)
 			if err != nil {

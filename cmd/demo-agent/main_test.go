@@ -58,3 +58,13 @@ func TestParseFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestParseFlagsState(t *testing.T) {
+	o, err := parseFlags([]string{"--state-bytes=1048576", "--state-seed=7"})
+	if err != nil || o.stateBytes != 1<<20 || o.stateSeed != 7 {
+		t.Fatalf("parseFlags = %+v, %v", o, err)
+	}
+	if _, err := parseFlags([]string{"--state-bytes=-1"}); err == nil || !strings.Contains(err.Error(), "--state-bytes") {
+		t.Fatalf("negative --state-bytes: %v", err)
+	}
+}

@@ -76,7 +76,17 @@ func (e *ContainerdEngine) Checkpoint(ctx context.Context, c Container, k store.
 	if k.Namespace != c.Namespace {
 		return nil, fmt.Errorf("checkpoint of pod %s/%s under namespace %q: a checkpoint belongs to its pod's namespace", c.Namespace, c.Pod, k.Namespace)
 	}
-	return e.C.Checkpoint(ctx, c.ID, k, id, container.CheckpointOptions{
+	// A pod whose agent was restored into it (a warm pod, a resumed session) runs the agent in the
+	// restored container next to its host container: dump that one.
+	target := c.ID
+	restored, err := e.C.RestoredInto(ctx, c.ID)
+	if err != nil {
+		return nil, err
+	}
+	if restored != "" {
+		target = restored
+	}
+	return e.C.Checkpoint(ctx, target, k, id, container.CheckpointOptions{
 		LeaveRunning: leaveRunning,
 		Labels:       map[string]string{"namespace": c.Namespace, "pod": c.Pod, "containerName": c.Name},
 		Progress:     p,
