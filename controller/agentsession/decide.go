@@ -44,6 +44,11 @@ type Observed struct {
 	Checkpoint, Restore Op
 	// HasCheckpoint: status.lastCheckpoint is set.
 	HasCheckpoint bool
+	// NodeDraining: the current pod's node is cordoned or has an interruption taint
+	// (interruption.Draining).
+	NodeDraining bool
+	// DrainedNode is status.drainedNode: a drain suspended the session off that node.
+	DrainedNode string
 }
 
 // Action is the step a reconcile takes.
@@ -78,6 +83,9 @@ type Decision struct {
 	Phase nnv1.AgentSessionPhase
 	// ByRequest, for StartCheckpoint: spec.suspend (not idleness) asked for it.
 	ByRequest bool
+	// Drain, for StartCheckpoint: the pod's node is draining; the session resumes elsewhere as
+	// soon as it is suspended.
+	Drain bool
 	// RequeueAfter, when positive, is when to look again without an event (the idle deadline).
 	RequeueAfter time.Duration
 	// Reason names the transition for events and conditions.
@@ -101,12 +109,13 @@ func wantsSuspend(o Observed, now time.Time) (bool, bool, time.Duration) {
 }
 
 // wantsResume reports whether a suspended session should resume: spec.suspend is false and
-// either spec.suspend had suspended it or activity came after the suspension.
+// either spec.suspend had suspended it, a node drain did (it resumes elsewhere at once), or
+// activity came after the suspension.
 func wantsResume(o Observed) bool {
 	if o.Suspend {
 		return false
 	}
-	return o.SuspendedByRequest || o.LastActivity.After(o.PhaseSince)
+	return o.SuspendedByRequest || o.DrainedNode != "" || o.LastActivity.After(o.PhaseSince)
 }
 
 // Decide is the pure core of a reconcile.
@@ -129,12 +138,15 @@ func Decide(o Observed, now time.Time) Decision {
 			return Decision{Action: CreatePod, Phase: nnv1.SessionPending, Reason: "PodLost"}
 		}
 		suspend, byRequest, left := wantsSuspend(o, now)
+		if byRequest {
+			// spec.suspend wins over a drain: the session stays suspended where it asked to.
+			return Decision{Action: StartCheckpoint, Phase: nnv1.SessionSuspending, ByRequest: true, Reason: "SuspendRequested"}
+		}
+		if o.NodeDraining {
+			return Decision{Action: StartCheckpoint, Phase: nnv1.SessionSuspending, Drain: true, Reason: "NodeDraining"}
+		}
 		if suspend {
-			reason := "IdleTimeout"
-			if byRequest {
-				reason = "SuspendRequested"
-			}
-			return Decision{Action: StartCheckpoint, Phase: nnv1.SessionSuspending, ByRequest: byRequest, Reason: reason}
+			return Decision{Action: StartCheckpoint, Phase: nnv1.SessionSuspending, Reason: "IdleTimeout"}
 		}
 		return Decision{Action: Wait, Phase: nnv1.SessionRunning, RequeueAfter: left}
 	case nnv1.SessionSuspending:
@@ -152,7 +164,11 @@ func Decide(o Observed, now time.Time) Decision {
 		return Decision{Action: Wait, Phase: nnv1.SessionSuspending}
 	case nnv1.SessionSuspended:
 		if wantsResume(o) {
-			return Decision{Action: CreatePod, Phase: nnv1.SessionResuming, Reason: "Resuming"}
+			reason := "Resuming"
+			if o.DrainedNode != "" && !o.SuspendedByRequest {
+				reason = "ResumingElsewhere"
+			}
+			return Decision{Action: CreatePod, Phase: nnv1.SessionResuming, Reason: reason}
 		}
 		return Decision{Action: Wait, Phase: nnv1.SessionSuspended}
 	case nnv1.SessionResuming:
