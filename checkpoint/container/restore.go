@@ -234,3 +234,24 @@ func (e *Engine) hostRunning(ctx context.Context, id string) bool {
 	st, err := t.Status(ctx)
 	return err == nil && st.Status == containerd.Running
 }
+
+// RestoredInto returns the running container restored next to host container hostID (labelled
+// LabelHost), if there is one. A checkpoint of a warm pod's (or resumed session's) first
+// container must dump it rather than the host's pause process.
+func (e *Engine) RestoredInto(ctx context.Context, hostID string) (string, bool, error) {
+	ctx = nsCtx(ctx)
+	cs, err := e.Client.Containers(ctx, fmt.Sprintf("labels.%q==%s", LabelHost, hostID))
+	if err != nil {
+		return "", false, fmt.Errorf("list containers restored into %s: %w", hostID, err)
+	}
+	for _, c := range cs {
+		t, err := c.Task(ctx, nil)
+		if err != nil {
+			continue
+		}
+		if st, err := t.Status(ctx); err == nil && st.Status == containerd.Running {
+			return c.ID(), true, nil
+		}
+	}
+	return "", false, nil
+}
