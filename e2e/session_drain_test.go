@@ -40,7 +40,9 @@ func cordonNode(t *testing.T, e *Env, name string, on bool) {
 // Node 1 then gets Karpenter's interruption taint karpenter.sh/disrupted: with no request and no
 // activity, the session is checkpointed (event NodeDraining), its pod deleted, and it resumes at
 // once into a new pod on node 2 whose agent holds the same counters (checksum) and serves the
-// next turn; the resume pod requires a node other than node 1. The taint and cordon go at cleanup.
+// next turn; the resume pod requires a node other than node 1. Then node 1's taint goes and node 2
+// is cordoned: the session moves back to node 1 with the counters of its four turns (a checkpoint
+// of a resumed session dumps the restored agent). The taint and cordon go at cleanup.
 func TestAgentSessionDrainResumesElsewhere(t *testing.T) {
 	e := requireEnv(t)
 	if _, err := os.Stat(filepath.Join(e.Root, ".local", "containerd", "containerd.sock")); err != nil {
@@ -212,4 +214,32 @@ func TestAgentSessionDrainResumesElsewhere(t *testing.T) {
 		t.Fatalf("the resumed session does not serve: %v", err)
 	}
 	t.Logf("state sum %s on %s before the drain and on %s after it", sum, node1, node2)
+
+	// Back: node 1's notice is withdrawn and node 2 is cordoned. The resumed session (its
+	// agent a container restored next to the pod's pause host) moves to node 1 with the state
+	// of its four turns: the checkpoint dumps the restored agent, not the host.
+	if served, err = demoCounters(p.Status.PodIP); err != nil {
+		t.Fatal(err)
+	}
+	sum, second := stateSum(served), s.Status.PodName
+	taintNode(t, e, node1, false)
+	cordonNode(t, e, node2, true)
+	notice = time.Now()
+	Eventually(t, 3*time.Minute, "session s Running on "+node1+" again", func() (bool, error) {
+		s = session()
+		return s.Status.Phase == v1alpha1.SessionRunning && s.Status.PodName != second,
+			fmt.Errorf("phase %q pod %q node %q drainedNode %q, conditions %+v", s.Status.Phase, s.Status.PodName, s.Status.NodeName, s.Status.DrainedNode, s.Status.Conditions)
+	})
+	t.Logf("cordon of %s to Running on %s in %s", node2, s.Status.NodeName, time.Since(notice).Round(10*time.Millisecond))
+	if s.Status.NodeName != node1 {
+		t.Fatalf("session moved to %q, want %s", s.Status.NodeName, node1)
+	}
+	back, err := demoCounters(pod(s.Status.PodName).Status.PodIP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stateSum(back); got != sum {
+		t.Fatalf("agent back on %s counters %v (sum %s), want %v (sum %s)", node1, back, got, served, sum)
+	}
+	t.Logf("state sum %s on %s before the cordon and on %s after it", sum, node2, node1)
 }

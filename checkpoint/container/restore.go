@@ -24,7 +24,11 @@ import (
 type RestoreOptions struct {
 	// Name is the new container's ID; empty derives one from the checkpoint.
 	Name string
-	// LogPath receives the restored container's stdout/stderr.
+	// LogPath receives the restored container's stdout/stderr; empty: <WorkDir>/<name>.log
+	// (RestoredLog), removed with the container. Either way the process's stdio are the shim's
+	// pipes, which a later checkpoint of the restored container can carry (/dev/null of the
+	// node's mount namespace, as cio.NullIO would give, makes CRIU refuse the dump: "Can't
+	// lookup mount ... path=/dev/null").
 	LogPath  string
 	Progress store.ProgressFunc
 	// MappedCheck selects how the files the container mapped privately from
@@ -106,10 +110,10 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 	cleanup := func(cause error) (string, error) {
 		return "", errors.Join(cause, e.Remove(ctx, name))
 	}
-	creator := cio.NullIO
-	if o.LogPath != "" {
-		creator = cio.LogFile(o.LogPath)
+	if o.LogPath == "" {
+		o.LogPath = e.RestoredLog(name)
 	}
+	creator := cio.LogFile(o.LogPath)
 	images := filepath.Join(dir, "images")
 	task, err := cont.NewTask(ctx, creator, containerd.WithRestoreImagePath(images), containerd.WithRestoreWorkPath(dir))
 	if err != nil {
@@ -192,6 +196,9 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil {
 		return fmt.Errorf("delete container %s: %w", id, err)
 	}
+	if err := os.Remove(e.RestoredLog(id)); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("remove log of %s: %w", id, err)
+	}
 	return nil
 }
 
@@ -255,3 +262,6 @@ func (e *Engine) RestoredInto(ctx context.Context, hostID string) (string, bool,
 	}
 	return "", false, nil
 }
+
+// RestoredLog is the default stdout/stderr file of restored container id (RestoreOptions.LogPath).
+func (e *Engine) RestoredLog(id string) string { return filepath.Join(e.WorkDir, id+".log") }
