@@ -39,13 +39,16 @@ type Observed struct {
 	// PodExists, PodRunning, PodReady: the session's current pod (status.podName) exists, runs
 	// (phase Running) and is Ready.
 	PodExists, PodRunning, PodReady bool
+	// PodTerminating: the current pod is being deleted (an eviction, a NoExecute taint) and
+	// still runs, in its preStop hold (holdForCheckpoint); PodExists is false then.
+	PodTerminating bool
 	// Checkpoint is the outcome of the current suspension's Checkpoint AgentCheckpoint, Restore
 	// that of the current resume's Restore.
 	Checkpoint, Restore Op
 	// HasCheckpoint: status.lastCheckpoint is set.
 	HasCheckpoint bool
-	// NodeDraining: the current pod's node is cordoned or has an interruption taint
-	// (interruption.Draining).
+	// NodeDraining: the current pod's node (a terminating pod's too) is cordoned or has an
+	// interruption taint (interruption.Draining).
 	NodeDraining bool
 	// DrainedNode is status.drainedNode: a drain suspended the session off that node.
 	DrainedNode string
@@ -131,6 +134,13 @@ func Decide(o Observed, now time.Time) Decision {
 		return Decision{Action: Wait, Phase: nnv1.SessionPending}
 	case nnv1.SessionRunning:
 		if !o.PodExists {
+			if o.PodTerminating && o.NodeDraining {
+				// Evicted by a drain: checkpoint within the pod's grace period.
+				if o.Suspend {
+					return Decision{Action: StartCheckpoint, Phase: nnv1.SessionSuspending, ByRequest: true, Reason: "SuspendRequested"}
+				}
+				return Decision{Action: StartCheckpoint, Phase: nnv1.SessionSuspending, Drain: true, Reason: "NodeDraining"}
+			}
 			if o.HasCheckpoint {
 				// The pod was lost: come back from the last checkpoint rather than empty.
 				return Decision{Action: CreatePod, Phase: nnv1.SessionResuming, Reason: "PodLost"}
@@ -156,7 +166,7 @@ func Decide(o Observed, now time.Time) Decision {
 		case OpFailed:
 			return Decision{Action: AbortSuspend, Phase: nnv1.SessionRunning, Reason: "CheckpointFailed"}
 		case OpNone:
-			if !o.PodExists {
+			if !o.PodExists && !o.PodTerminating {
 				return Decision{Action: AbortSuspend, Phase: nnv1.SessionRunning, Reason: "PodLost"}
 			}
 			return Decision{Action: StartCheckpoint, Phase: nnv1.SessionSuspending, ByRequest: o.Suspend, Reason: "CheckpointMissing"}

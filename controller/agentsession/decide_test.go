@@ -50,6 +50,16 @@ func TestDecide(t *testing.T) {
 		{"drain-suspended resumes at once without activity", Observed{Phase: nnv1.SessionSuspended, PhaseSince: t0, LastActivity: t0.Add(-time.Hour), DrainedNode: "n1"}, t0, CreatePod, nnv1.SessionResuming, false, 0, false, "ResumingElsewhere"},
 		{"drain-suspended stays while spec.suspend", Observed{Phase: nnv1.SessionSuspended, Suspend: true, PhaseSince: t0, DrainedNode: "n1"}, t0, Wait, nnv1.SessionSuspended, false, 0, false, ""},
 		{"a drain's checkpoint done suspends", Observed{Phase: nnv1.SessionSuspending, PodExists: true, Checkpoint: OpSucceeded, DrainedNode: "n1"}, t0, FinishSuspend, nnv1.SessionSuspended, false, 0, false, "Checkpointed"},
+		{"evicted from a draining node checkpoints in its grace period", with(running, func(o *Observed) { o.PodExists = false; o.PodTerminating = true; o.NodeDraining = true }), t0, StartCheckpoint, nnv1.SessionSuspending, false, 0, true, "NodeDraining"},
+		{"evicted from a draining node while spec.suspend stays suspended", with(running, func(o *Observed) {
+			o.PodExists = false
+			o.PodTerminating = true
+			o.NodeDraining = true
+			o.Suspend = true
+		}), t0, StartCheckpoint, nnv1.SessionSuspending, true, 0, false, "SuspendRequested"},
+		{"a pod deleted on a healthy node is lost", with(running, func(o *Observed) { o.PodExists = false; o.PodTerminating = true; o.HasCheckpoint = true }), t0, CreatePod, nnv1.SessionResuming, false, 0, false, "PodLost"},
+		{"a drain's missing checkpoint of a terminating pod starts again", Observed{Phase: nnv1.SessionSuspending, PodTerminating: true, DrainedNode: "n1"}, t0, StartCheckpoint, nnv1.SessionSuspending, false, 0, false, "CheckpointMissing"},
+		{"a drain's checkpoint under way in the grace period waits", Observed{Phase: nnv1.SessionSuspending, PodTerminating: true, Checkpoint: OpRunning, DrainedNode: "n1"}, t0, Wait, nnv1.SessionSuspending, false, 0, false, ""},
 		{"a drain's checkpoint failed keeps running", Observed{Phase: nnv1.SessionSuspending, PodExists: true, Checkpoint: OpFailed, DrainedNode: "n1"}, t0, AbortSuspend, nnv1.SessionRunning, false, 0, false, "CheckpointFailed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -115,3 +115,61 @@ func TestReconcileDrainResumesElsewhere(t *testing.T) {
 		})
 	}
 }
+
+// TestReconcileEvictionOnDrainingNode: kubectl drain cordons the node and evicts the pod; the
+// pod, terminating but still running in its preStop hold, is checkpointed (not lost), and the
+// session resumes at once avoiding the node. A pod deleted on a healthy node is lost as before.
+func TestReconcileEvictionOnDrainingNode(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cordon  bool
+		want    nnv1.AgentSessionPhase
+		drained string
+	}{
+		{"drained node", true, nnv1.SessionSuspending, "n1"},
+		{"healthy node", false, nnv1.SessionPending, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+			h := newHarness(t, testClass(nil), testSession(nil, ""), node)
+			h.step(nnv1.SessionPending)
+			h.ready("s1-1")
+			h.step(nnv1.SessionRunning)
+			node.Spec.Unschedulable = tc.cordon
+			if err := h.c.Update(context.Background(), node); err != nil {
+				t.Fatal(err)
+			}
+			var p corev1.Pod
+			if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "s1-1"}, &p); err != nil {
+				t.Fatal(err)
+			}
+			// A finalizer keeps the deleted pod visible with its deletionTimestamp, as the
+			// kubelet's graceful termination does.
+			p.Finalizers = []string{"test/hold"}
+			if err := h.c.Update(context.Background(), &p); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.c.Delete(context.Background(), &p); err != nil {
+				t.Fatal(err)
+			}
+			s := h.step(tc.want)
+			if s.Status.DrainedNode != tc.drained {
+				t.Fatalf("drainedNode %q, want %q", s.Status.DrainedNode, tc.drained)
+			}
+			if !tc.cordon {
+				return
+			}
+			var ck nnv1.AgentCheckpoint
+			if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "s1-1-suspend"}, &ck); err != nil || ck.Spec.Source.Pod != "s1-1" {
+				t.Fatalf("checkpoint of the evicted pod: %v %+v", err, ck.Spec)
+			}
+			h.step(nnv1.SessionSuspending)
+			h.finish("s1-1-suspend", nnv1.AgentCheckpointSucceeded)
+			h.step(nnv1.SessionSuspended)
+			h.now = h.now.Add(time.Millisecond)
+			if s = h.step(nnv1.SessionResuming); s.Status.PodName != "s1-2" {
+				t.Fatalf("resume pod %q, want s1-2", s.Status.PodName)
+			}
+		})
+	}
+}

@@ -138,6 +138,16 @@ func (r *Reconciler) observe(ctx context.Context, s *nnv1.AgentSession) (Observe
 				}
 				o.NodeDraining = draining
 			}
+		case err == nil && p.Status.Phase == corev1.PodRunning:
+			// Being deleted, still running (its preStop hold): a drain's eviction.
+			o.PodTerminating = true
+			if s.Status.Phase == nnv1.SessionRunning {
+				draining, derr := r.nodeDraining(ctx, p.Spec.NodeName)
+				if derr != nil {
+					return o, nil, derr
+				}
+				o.NodeDraining = draining
+			}
 		case err != nil && !apierrors.IsNotFound(err):
 			return o, nil, fmt.Errorf("get pod %s: %w", s.Status.PodName, err)
 		}
