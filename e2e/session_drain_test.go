@@ -42,7 +42,10 @@ func cordonNode(t *testing.T, e *Env, name string, on bool) {
 // once into a new pod on node 2 whose agent holds the same counters (checksum) and serves the
 // next turn; the resume pod requires a node other than node 1. Then node 1's taint goes and node 2
 // is cordoned: the session moves back to node 1 with the counters of its four turns (a checkpoint
-// of a resumed session dumps the restored agent). The taint and cordon go at cleanup.
+// of a resumed session dumps the restored agent). Last, kubectl drain of node 1 (the session's pod
+// only) evicts it through the Eviction API: held by its preStop sleep, it is checkpointed within
+// its grace period and the session continues on node 2 with the same counters, without PodLost or
+// CheckpointFailed events. The taints and cordons go at cleanup.
 func TestAgentSessionDrainResumesElsewhere(t *testing.T) {
 	e := requireEnv(t)
 	if _, err := os.Stat(filepath.Join(e.Root, ".local", "containerd", "containerd.sock")); err != nil {
@@ -242,4 +245,41 @@ func TestAgentSessionDrainResumesElsewhere(t *testing.T) {
 		t.Fatalf("agent back on %s counters %v (sum %s), want %v (sum %s)", node1, back, got, served, sum)
 	}
 	t.Logf("state sum %s on %s before the cordon and on %s after it", sum, node2, node1)
+
+	// kubectl drain of node 1 (this session's pod only): it cordons the node and evicts the pod
+	// through the Eviction API; the pod, held by its preStop sleep, is checkpointed within its
+	// grace period and the session continues on node 2 with the same counters.
+	third := s.Status.PodName
+	sum = stateSum(back)
+	cordonNode(t, e, node2, false)
+	t.Cleanup(func() { cordonNode(t, e, node1, false) })
+	notice = time.Now()
+	e.Kubectl(t, "drain", node1, "--pod-selector="+v1alpha1.SessionLabel+"=s", "--delete-emptydir-data", "--ignore-daemonsets", "--timeout=2m")
+	drained := time.Since(notice)
+	Eventually(t, 3*time.Minute, "session s Running on "+node2+" after kubectl drain", func() (bool, error) {
+		s = session()
+		return s.Status.Phase == v1alpha1.SessionRunning && s.Status.PodName != third,
+			fmt.Errorf("phase %q pod %q node %q drainedNode %q, conditions %+v", s.Status.Phase, s.Status.PodName, s.Status.NodeName, s.Status.DrainedNode, s.Status.Conditions)
+	})
+	t.Logf("kubectl drain of %s returned after %s; Running on %s after %s", node1, drained.Round(10*time.Millisecond), s.Status.NodeName, time.Since(notice).Round(10*time.Millisecond))
+	if s.Status.NodeName != node2 {
+		t.Fatalf("session moved to %q, want %s", s.Status.NodeName, node2)
+	}
+	last, err := demoCounters(pod(s.Status.PodName).Status.PodIP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stateSum(last); got != sum {
+		t.Fatalf("agent on %s after kubectl drain: counters %v (sum %s), want %v (sum %s)", node2, last, got, back, sum)
+	}
+	reasons = reasons[:0]
+	for _, ev := range events() {
+		if ev.InvolvedObject.Name == "s" {
+			reasons = append(reasons, ev.Reason)
+		}
+	}
+	if got := strings.Join(reasons, ","); strings.Contains(got, "PodLost") || strings.Contains(got, "CheckpointFailed") {
+		t.Errorf("session events %s: a drain lost the pod or failed a checkpoint", got)
+	}
+	t.Logf("state sum %s on %s before kubectl drain and on %s after it; session events %v", sum, node1, node2, reasons)
 }
