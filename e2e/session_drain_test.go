@@ -254,14 +254,24 @@ func TestAgentSessionDrainResumesElsewhere(t *testing.T) {
 	cordonNode(t, e, node2, false)
 	t.Cleanup(func() { cordonNode(t, e, node1, false) })
 	notice = time.Now()
-	e.Kubectl(t, "drain", node1, "--pod-selector="+v1alpha1.SessionLabel+"=s", "--delete-emptydir-data", "--ignore-daemonsets", "--timeout=2m")
-	drained := time.Since(notice)
+	drainDone := make(chan error, 1)
+	var drained time.Duration
+	go func() {
+		_, err := e.KubectlErr("drain", node1, "--pod-selector="+v1alpha1.SessionLabel+"=s", "--delete-emptydir-data", "--ignore-daemonsets", "--timeout=2m")
+		drained = time.Since(notice)
+		drainDone <- err
+	}()
 	Eventually(t, 3*time.Minute, "session s Running on "+node2+" after kubectl drain", func() (bool, error) {
 		s = session()
 		return s.Status.Phase == v1alpha1.SessionRunning && s.Status.PodName != third,
 			fmt.Errorf("phase %q pod %q node %q drainedNode %q, conditions %+v", s.Status.Phase, s.Status.PodName, s.Status.NodeName, s.Status.DrainedNode, s.Status.Conditions)
 	})
-	t.Logf("kubectl drain of %s returned after %s; Running on %s after %s", node1, drained.Round(10*time.Millisecond), s.Status.NodeName, time.Since(notice).Round(10*time.Millisecond))
+	moved = time.Since(notice)
+	if err := <-drainDone; err != nil {
+		t.Fatalf("kubectl drain: %v", err)
+	}
+	t.Logf("kubectl drain of %s: session Running on %s after %s; kubectl drain returned after %s (the evicted pod's preStop hold)",
+		node1, s.Status.NodeName, moved.Round(10*time.Millisecond), drained.Round(10*time.Millisecond))
 	if s.Status.NodeName != node2 {
 		t.Fatalf("session moved to %q, want %s", s.Status.NodeName, node2)
 	}
