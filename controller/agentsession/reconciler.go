@@ -131,25 +131,17 @@ func (r *Reconciler) observe(ctx context.Context, s *nnv1.AgentSession) (Observe
 		switch err := r.pods().Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Status.PodName}, p); {
 		case err == nil && p.DeletionTimestamp.IsZero():
 			pod, o.PodExists, o.PodRunning, o.PodReady = p, true, p.Status.Phase == corev1.PodRunning, podReady(p)
-			if s.Status.Phase == nnv1.SessionRunning {
-				draining, derr := r.nodeDraining(ctx, p.Spec.NodeName)
-				if derr != nil {
-					return o, nil, derr
-				}
-				o.NodeDraining = draining
-			}
 		case err == nil && p.Status.Phase == corev1.PodRunning:
-			// Being deleted, still running (its preStop hold): a drain's eviction.
+			// Being deleted, still running (its preStop hold): an eviction, perhaps a drain's.
 			o.PodTerminating = true
-			if s.Status.Phase == nnv1.SessionRunning {
-				draining, derr := r.nodeDraining(ctx, p.Spec.NodeName)
-				if derr != nil {
-					return o, nil, derr
-				}
-				o.NodeDraining = draining
-			}
 		case err != nil && !apierrors.IsNotFound(err):
 			return o, nil, fmt.Errorf("get pod %s: %w", s.Status.PodName, err)
+		}
+		if s.Status.Phase == nnv1.SessionRunning && (o.PodExists || o.PodTerminating) {
+			var err error
+			if o.NodeDraining, err = r.nodeDraining(ctx, p.Spec.NodeName); err != nil {
+				return o, nil, err
+			}
 		}
 	}
 	var err error
