@@ -28,13 +28,17 @@ func sessionNode(o client.Object) []string {
 
 // nodeDraining reports whether the node is cordoned or has an interruption taint
 // (interruption.Draining with the controller's keys). A node that is gone is not draining: its
-// pods are lost.
-func (r *Reconciler) nodeDraining(ctx context.Context, name string) (bool, error) {
+// pods are lost. fresh reads it through APIReader rather than the cache.
+func (r *Reconciler) nodeDraining(ctx context.Context, name string, fresh bool) (bool, error) {
 	if name == "" {
 		return false, nil
 	}
+	var rd client.Reader = r.Client
+	if fresh && r.APIReader != nil {
+		rd = r.APIReader
+	}
 	var node corev1.Node
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &node); err != nil {
+	if err := rd.Get(ctx, types.NamespacedName{Name: name}, &node); err != nil {
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}

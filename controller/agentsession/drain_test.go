@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
@@ -123,11 +124,13 @@ func TestReconcileEvictionOnDrainingNode(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		cordon  bool
+		stale   bool // the cache has not seen the cordon yet; the API server has
 		want    nnv1.AgentSessionPhase
 		drained string
 	}{
-		{"drained node", true, nnv1.SessionSuspending, "n1"},
-		{"healthy node", false, nnv1.SessionPending, ""},
+		{"drained node", true, false, nnv1.SessionSuspending, "n1"},
+		{"drained node, cache behind", true, true, nnv1.SessionSuspending, "n1"},
+		{"healthy node", false, false, nnv1.SessionPending, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
@@ -136,7 +139,9 @@ func TestReconcileEvictionOnDrainingNode(t *testing.T) {
 			h.ready("s1-1")
 			h.step(nnv1.SessionRunning)
 			node.Spec.Unschedulable = tc.cordon
-			if err := h.c.Update(context.Background(), node); err != nil {
+			if tc.stale {
+				h.r.APIReader = fake.NewClientBuilder().WithObjects(node.DeepCopy()).Build()
+			} else if err := h.c.Update(context.Background(), node); err != nil {
 				t.Fatal(err)
 			}
 			var p corev1.Pod

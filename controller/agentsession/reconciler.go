@@ -138,8 +138,11 @@ func (r *Reconciler) observe(ctx context.Context, s *nnv1.AgentSession) (Observe
 			return o, nil, fmt.Errorf("get pod %s: %w", s.Status.PodName, err)
 		}
 		if s.Status.Phase == nnv1.SessionRunning && (o.PodExists || o.PodTerminating) {
+			// A terminating pod's node is read from the API server: kubectl drain cordons
+			// before it evicts, but the pod's event may reach this controller before the
+			// node's, and a stale "not draining" would give the pod up as lost.
 			var err error
-			if o.NodeDraining, err = r.nodeDraining(ctx, p.Spec.NodeName); err != nil {
+			if o.NodeDraining, err = r.nodeDraining(ctx, p.Spec.NodeName, o.PodTerminating); err != nil {
 				return o, nil, err
 			}
 		}
