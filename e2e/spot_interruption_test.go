@@ -28,6 +28,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/e2e/cluster"
@@ -425,24 +426,29 @@ func labelSpotNodes(t *testing.T, e *Env, ns, spot, od string) {
 	}
 }
 
-// taintNode adds (or removes) Karpenter's disruption taint karpenter.sh/disrupted:NoSchedule.
+// taintNode adds (or removes) Karpenter's disruption taint karpenter.sh/disrupted:NoSchedule,
+// reading the node again when another writer (the kubelet, the node controller) changed it.
 func taintNode(t *testing.T, e *Env, name string, on bool) {
 	t.Helper()
-	n, err := e.Kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var taints []corev1.Taint
-	for _, tn := range n.Spec.Taints {
-		if tn.Key != "karpenter.sh/disrupted" {
-			taints = append(taints, tn)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := e.Kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-	}
-	if on {
-		taints = append(taints, corev1.Taint{Key: "karpenter.sh/disrupted", Effect: corev1.TaintEffectNoSchedule})
-	}
-	n.Spec.Taints = taints
-	if _, err := e.Kube.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		var taints []corev1.Taint
+		for _, tn := range n.Spec.Taints {
+			if tn.Key != "karpenter.sh/disrupted" {
+				taints = append(taints, tn)
+			}
+		}
+		if on {
+			taints = append(taints, corev1.Taint{Key: "karpenter.sh/disrupted", Effect: corev1.TaintEffectNoSchedule})
+		}
+		n.Spec.Taints = taints
+		_, err = e.Kube.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		t.Errorf("taint of node %s (on=%v): %v", name, on, err)
 	}
 }

@@ -65,9 +65,10 @@ spec:
 `
 
 // startNodeAgents runs the node agent's AgentCheckpoint handling in-process for both real nodes,
-// each on its own containerd, over one checkpoint store.
-func startNodeAgents(t *testing.T, e *Env, ctx context.Context) {
+// each on its own containerd, over one checkpoint store, and returns their engines by node.
+func startNodeAgents(t *testing.T, e *Env, ctx context.Context) map[string]*snapshot.ContainerdEngine {
 	t.Helper()
+	engines := map[string]*snapshot.ContainerdEngine{}
 	store, key := t.TempDir(), writeSigningKey(t)
 	for node, sock := range map[string]string{e.NodeName: filepath.Join(e.Root, ".local", "containerd", "containerd.sock"),
 		cluster.SecondNodeName: cluster.SecondNodeSocket(e.Root)} {
@@ -83,8 +84,10 @@ func startNodeAgents(t *testing.T, e *Env, ctx context.Context) {
 		if err := snapshot.Setup(mgr, snapshot.Options{NodeName: node, Engine: engine}); err != nil {
 			t.Fatal(err)
 		}
+		engines[node] = engine
 		go func() { _ = mgr.Start(ctx) }()
 	}
+	return engines
 }
 
 // TestSpotInterruptionRestoresFromCheckpoint: the pool's pod on the spot node (the first) serves

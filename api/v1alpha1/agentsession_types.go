@@ -95,6 +95,11 @@ type AgentSessionStatus struct {
 	// TransitionTime is when the current phase began.
 	// +optional
 	TransitionTime *metav1.Time `json:"transitionTime,omitempty"`
+	// DrainedNode is the node the session was suspended off because it was draining (cordoned
+	// or tainted with an interruption taint), from that suspension until the session runs
+	// again: the session resumes at once, and its new pod avoids this node.
+	// +optional
+	DrainedNode string `json:"drainedNode,omitempty"`
 }
 
 // AgentSession is one agent session that may sleep (checkpointed, no pod) and wake with its

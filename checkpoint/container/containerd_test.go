@@ -239,6 +239,20 @@ func TestContainerCheckpointRestoreIntoHost(t *testing.T) {
 	if gotNS != hostNS {
 		t.Errorf("restored netns %s, host container's %s (%s)", gotNS, hostNS, want)
 	}
+	// The host's restored container is found by its label, and can be checkpointed again
+	// (its stdio are the shim's pipes to its log file, which CRIU can carry, not /dev/null).
+	if got, ok, err := e.RestoredInto(ctx, "nn-ckpt-host"); err != nil || !ok || got != name {
+		t.Errorf("RestoredInto(host) = %q %v %v, want %s", got, ok, err, name)
+	}
+	if got, ok, err := e.RestoredInto(ctx, "nn-ckpt-src"); err != nil || ok {
+		t.Errorf("RestoredInto(source) = %q %v %v, want none", got, ok, err)
+	}
+	if _, err := os.Stat(e.RestoredLog(name)); err != nil {
+		t.Errorf("restored container log: %v", err)
+	}
+	if _, err := e.Checkpoint(ctx, name, testKey("agent"), "ck2", CheckpointOptions{LeaveRunning: true}); err != nil {
+		t.Fatalf("checkpoint of the restored container: %v", err)
+	}
 	// While the host runs, GC keeps the restored container; once the host
 	// task is gone, GC removes it.
 	if removed, err := e.GC(ctx); err != nil || len(removed) != 0 {
@@ -249,6 +263,9 @@ func TestContainerCheckpointRestoreIntoHost(t *testing.T) {
 	}
 	if removed, err := e.GC(ctx); err != nil || len(removed) != 1 || removed[0] != name {
 		t.Errorf("GC after the host stopped removed %v (err %v), want [%s]", removed, err, name)
+	}
+	if _, err := os.Stat(e.RestoredLog(name)); !os.IsNotExist(err) {
+		t.Errorf("restored container log after removal: %v, want it gone", err)
 	}
 	t.Logf("checkpoint %d bytes; counter %d -> %d; restored container %s", m.TotalBytes, dumped.Counter, after.Counter, name)
 }

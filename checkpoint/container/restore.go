@@ -24,7 +24,11 @@ import (
 type RestoreOptions struct {
 	// Name is the new container's ID; empty derives one from the checkpoint.
 	Name string
-	// LogPath receives the restored container's stdout/stderr.
+	// LogPath receives the restored container's stdout/stderr; empty: <WorkDir>/<name>.log
+	// (RestoredLog), removed with the container. Either way the process's stdio are the shim's
+	// pipes, which a later checkpoint of the restored container can carry (/dev/null of the
+	// node's mount namespace, as cio.NullIO would give, makes CRIU refuse the dump: "Can't
+	// lookup mount ... path=/dev/null").
 	LogPath  string
 	Progress store.ProgressFunc
 	// MappedCheck selects how the files the container mapped privately from
@@ -106,10 +110,10 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 	cleanup := func(cause error) (string, error) {
 		return "", errors.Join(cause, e.Remove(ctx, name))
 	}
-	creator := cio.NullIO
-	if o.LogPath != "" {
-		creator = cio.LogFile(o.LogPath)
+	if o.LogPath == "" {
+		o.LogPath = e.RestoredLog(name)
 	}
+	creator := cio.LogFile(o.LogPath)
 	images := filepath.Join(dir, "images")
 	task, err := cont.NewTask(ctx, creator, containerd.WithRestoreImagePath(images), containerd.WithRestoreWorkPath(dir))
 	if err != nil {
@@ -192,6 +196,9 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil {
 		return fmt.Errorf("delete container %s: %w", id, err)
 	}
+	if err := os.Remove(e.RestoredLog(id)); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("remove log of %s: %w", id, err)
+	}
 	return nil
 }
 
@@ -235,29 +242,26 @@ func (e *Engine) hostRunning(ctx context.Context, id string) bool {
 	return err == nil && st.Status == containerd.Running
 }
 
-// RestoredInto returns the ID of the running container restored into host container hostID (the
-// newest if several), or "" when there is none: a warm pod's or resumed session's agent runs
-// there, not in the host container the kubelet reports, so a later checkpoint of that pod's
-// container must dump it instead.
-func (e *Engine) RestoredInto(ctx context.Context, hostID string) (string, error) {
+// RestoredInto returns the running container restored next to host container hostID (labelled
+// LabelHost), if there is one. A checkpoint of a warm pod's (or resumed session's) first
+// container must dump it rather than the host's pause process.
+func (e *Engine) RestoredInto(ctx context.Context, hostID string) (string, bool, error) {
 	ctx = nsCtx(ctx)
 	cs, err := e.Client.Containers(ctx, fmt.Sprintf("labels.%q==%s", LabelHost, hostID))
 	if err != nil {
-		return "", fmt.Errorf("list containers restored into %s: %w", hostID, err)
+		return "", false, fmt.Errorf("list containers restored into %s: %w", hostID, err)
 	}
-	var newest string
-	var newestAt time.Time
 	for _, c := range cs {
-		if !e.hostRunning(ctx, c.ID()) {
-			continue
-		}
-		info, err := c.Info(ctx, containerd.WithoutRefreshedMetadata)
+		t, err := c.Task(ctx, nil)
 		if err != nil {
 			continue
 		}
-		if newest == "" || info.CreatedAt.After(newestAt) {
-			newest, newestAt = c.ID(), info.CreatedAt
+		if st, err := t.Status(ctx); err == nil && st.Status == containerd.Running {
+			return c.ID(), true, nil
 		}
 	}
-	return newest, nil
+	return "", false, nil
 }
+
+// RestoredLog is the default stdout/stderr file of restored container id (RestoreOptions.LogPath).
+func (e *Engine) RestoredLog(id string) string { return filepath.Join(e.WorkDir, id+".log") }

@@ -16,7 +16,7 @@ type interruptionOptions struct {
 }
 
 func (o *interruptionOptions) addFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.taints, "interruption-taint", "", "comma-separated node taint keys that announce a spot interruption, besides "+strings.Join(agentpool.DefaultInterruptionTaints, ", "))
+	fs.StringVar(&o.taints, "interruption-taint", "", "comma-separated node taint keys that announce a spot interruption (pools migrate, sessions suspend and resume elsewhere), besides "+strings.Join(agentpool.DefaultInterruptionTaints, ", "))
 }
 
 // keys parses --interruption-taint; each key must be a valid taint key.

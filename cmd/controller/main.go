@@ -219,7 +219,8 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("agentclass controller: %w", err)
 	}
 	if o.agentSessions {
-		sr := &agentsession.Reconciler{Metrics: agentsession.NewMetrics(crmetrics.Registry), RestoreHostImage: o.sessionRestoreHostImage}
+		sr := &agentsession.Reconciler{Metrics: agentsession.NewMetrics(crmetrics.Registry), RestoreHostImage: o.sessionRestoreHostImage,
+			InterruptionTaints: taints}
 		if o.sessionNetPolFile != "" {
 			spec, err := agentnetpol.LoadSpecFlag("--session-network-policy-file", o.sessionNetPolFile)
 			if err != nil {

@@ -14,20 +14,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/controller/interruption"
 	"github.com/neuronetes/neuronetes/warmpool"
 )
 
-// DefaultInterruptionTaints are the node taint keys that announce a spot interruption (or an
-// imminent node removal): Karpenter v1 (karpenter.sh/disrupted) and v0.3x
-// (karpenter.sh/disruption), the AWS node termination handler's spot interruption notice
-// (aws-node-termination-handler/spot-itn) and GKE's node termination handler
-// (cloud.google.com/impending-node-termination). Reconciler.InterruptionTaints adds the admin's.
-var DefaultInterruptionTaints = []string{
-	"karpenter.sh/disrupted",
-	"karpenter.sh/disruption",
-	"aws-node-termination-handler/spot-itn",
-	"cloud.google.com/impending-node-termination",
-}
+// DefaultInterruptionTaints are the node taint keys that announce a spot interruption: the one
+// list of controller/interruption, which sessions use too. Reconciler.InterruptionTaints adds
+// the admin's.
+var DefaultInterruptionTaints = interruption.DefaultTaints
 
 // InterruptedAtAnnotation on a pool pod records when the reconciler first saw its node's
 // interruption notice (RFC 3339); the onInterruption timeout counts from it.
@@ -59,16 +53,9 @@ func resolveInterruption(spec *nnv1.AgentPoolSpec) interruptionPolicy {
 	return p
 }
 
-// interruptionTaint returns the first taint of taints whose key is in keys.
+// interruptionTaint returns the first taint of taints whose key is in keys (interruption.Taint).
 func interruptionTaint(taints []corev1.Taint, keys []string) (corev1.Taint, bool) {
-	for _, t := range taints {
-		for _, k := range keys {
-			if t.Key == k {
-				return t, true
-			}
-		}
-	}
-	return corev1.Taint{}, false
+	return interruption.Taint(taints, keys)
 }
 
 // interruptedPod is a live pool pod on a node with an interruption notice.
@@ -98,7 +85,7 @@ func interruptionDrains(pods []interruptedPod, readyOthers, desired int32, timeo
 // interruptions finds the pool's live serving and warm pods on nodes with an interruption taint
 // and stamps InterruptedAtAnnotation on those seen for the first time.
 func (r *Reconciler) interruptions(ctx context.Context, byName map[string]*corev1.Pod, now time.Time) ([]interruptedPod, error) {
-	keys := append(append([]string(nil), DefaultInterruptionTaints...), r.InterruptionTaints...)
+	keys := interruption.Keys(r.InterruptionTaints)
 	nodes := map[string]*corev1.Node{}
 	var out []interruptedPod
 	for _, p := range byName {

@@ -39,11 +39,19 @@ type Observed struct {
 	// PodExists, PodRunning, PodReady: the session's current pod (status.podName) exists, runs
 	// (phase Running) and is Ready.
 	PodExists, PodRunning, PodReady bool
+	// PodTerminating: the current pod is being deleted (an eviction, a NoExecute taint) and
+	// still runs, in its preStop hold (holdForCheckpoint); PodExists is false then.
+	PodTerminating bool
 	// Checkpoint is the outcome of the current suspension's Checkpoint AgentCheckpoint, Restore
 	// that of the current resume's Restore.
 	Checkpoint, Restore Op
 	// HasCheckpoint: status.lastCheckpoint is set.
 	HasCheckpoint bool
+	// NodeDraining: the current pod's node (a terminating pod's too) is cordoned or has an
+	// interruption taint (interruption.Draining).
+	NodeDraining bool
+	// DrainedNode is status.drainedNode: a drain suspended the session off that node.
+	DrainedNode string
 }
 
 // Action is the step a reconcile takes.
@@ -78,6 +86,9 @@ type Decision struct {
 	Phase nnv1.AgentSessionPhase
 	// ByRequest, for StartCheckpoint: spec.suspend (not idleness) asked for it.
 	ByRequest bool
+	// Drain, for StartCheckpoint: the pod's node is draining; the session resumes elsewhere as
+	// soon as it is suspended.
+	Drain bool
 	// RequeueAfter, when positive, is when to look again without an event (the idle deadline).
 	RequeueAfter time.Duration
 	// Reason names the transition for events and conditions.
@@ -101,12 +112,13 @@ func wantsSuspend(o Observed, now time.Time) (bool, bool, time.Duration) {
 }
 
 // wantsResume reports whether a suspended session should resume: spec.suspend is false and
-// either spec.suspend had suspended it or activity came after the suspension.
+// either spec.suspend had suspended it, a node drain did (it resumes elsewhere at once), or
+// activity came after the suspension.
 func wantsResume(o Observed) bool {
 	if o.Suspend {
 		return false
 	}
-	return o.SuspendedByRequest || o.LastActivity.After(o.PhaseSince)
+	return o.SuspendedByRequest || o.DrainedNode != "" || o.LastActivity.After(o.PhaseSince)
 }
 
 // Decide is the pure core of a reconcile.
@@ -122,6 +134,13 @@ func Decide(o Observed, now time.Time) Decision {
 		return Decision{Action: Wait, Phase: nnv1.SessionPending}
 	case nnv1.SessionRunning:
 		if !o.PodExists {
+			if o.PodTerminating && o.NodeDraining {
+				// Evicted by a drain: checkpoint within the pod's grace period.
+				if o.Suspend {
+					return Decision{Action: StartCheckpoint, Phase: nnv1.SessionSuspending, ByRequest: true, Reason: "SuspendRequested"}
+				}
+				return Decision{Action: StartCheckpoint, Phase: nnv1.SessionSuspending, Drain: true, Reason: "NodeDraining"}
+			}
 			if o.HasCheckpoint {
 				// The pod was lost: come back from the last checkpoint rather than empty.
 				return Decision{Action: CreatePod, Phase: nnv1.SessionResuming, Reason: "PodLost"}
@@ -129,12 +148,15 @@ func Decide(o Observed, now time.Time) Decision {
 			return Decision{Action: CreatePod, Phase: nnv1.SessionPending, Reason: "PodLost"}
 		}
 		suspend, byRequest, left := wantsSuspend(o, now)
+		if byRequest {
+			// spec.suspend wins over a drain: the session stays suspended where it asked to.
+			return Decision{Action: StartCheckpoint, Phase: nnv1.SessionSuspending, ByRequest: true, Reason: "SuspendRequested"}
+		}
+		if o.NodeDraining {
+			return Decision{Action: StartCheckpoint, Phase: nnv1.SessionSuspending, Drain: true, Reason: "NodeDraining"}
+		}
 		if suspend {
-			reason := "IdleTimeout"
-			if byRequest {
-				reason = "SuspendRequested"
-			}
-			return Decision{Action: StartCheckpoint, Phase: nnv1.SessionSuspending, ByRequest: byRequest, Reason: reason}
+			return Decision{Action: StartCheckpoint, Phase: nnv1.SessionSuspending, Reason: "IdleTimeout"}
 		}
 		return Decision{Action: Wait, Phase: nnv1.SessionRunning, RequeueAfter: left}
 	case nnv1.SessionSuspending:
@@ -144,7 +166,7 @@ func Decide(o Observed, now time.Time) Decision {
 		case OpFailed:
 			return Decision{Action: AbortSuspend, Phase: nnv1.SessionRunning, Reason: "CheckpointFailed"}
 		case OpNone:
-			if !o.PodExists {
+			if !o.PodExists && !o.PodTerminating {
 				return Decision{Action: AbortSuspend, Phase: nnv1.SessionRunning, Reason: "PodLost"}
 			}
 			return Decision{Action: StartCheckpoint, Phase: nnv1.SessionSuspending, ByRequest: o.Suspend, Reason: "CheckpointMissing"}
@@ -152,7 +174,11 @@ func Decide(o Observed, now time.Time) Decision {
 		return Decision{Action: Wait, Phase: nnv1.SessionSuspending}
 	case nnv1.SessionSuspended:
 		if wantsResume(o) {
-			return Decision{Action: CreatePod, Phase: nnv1.SessionResuming, Reason: "Resuming"}
+			reason := "Resuming"
+			if o.DrainedNode != "" && !o.SuspendedByRequest {
+				reason = "ResumingElsewhere"
+			}
+			return Decision{Action: CreatePod, Phase: nnv1.SessionResuming, Reason: reason}
 		}
 		return Decision{Action: Wait, Phase: nnv1.SessionSuspended}
 	case nnv1.SessionResuming:

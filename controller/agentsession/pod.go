@@ -104,9 +104,37 @@ func BuildPod(s *nnv1.AgentSession, class *nnv1.AgentClass, n int32, hostImage s
 		c.Image, c.Command, c.Args = hostImage, nil, nil
 		c.LivenessProbe, c.StartupProbe = nil, nil
 	}
+	holdForCheckpoint(pod)
 	tooltoken.Add(pod)
 	restrict(&pod.Spec)
 	return pod, nil
+}
+
+// DefaultGracePeriodSeconds is a pod's terminationGracePeriodSeconds when the template sets none
+// (the Kubernetes default).
+const DefaultGracePeriodSeconds = 30
+
+// holdForCheckpoint gives the first container, unless the template sets its own, a preStop
+// sleep of the pod's whole grace period: an eviction (kubectl drain, a NoExecute taint) then
+// leaves the agent running for that long, and the controller checkpoints it in that window
+// when the node is draining (Decide). The sleep is the kubelet's own (no binary in the image);
+// a container already stopped by the checkpoint, as after a suspension, runs no hook.
+func holdForCheckpoint(pod *corev1.Pod) {
+	c := &pod.Spec.Containers[0]
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+		return
+	}
+	grace := int64(DefaultGracePeriodSeconds)
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = *g
+	}
+	if grace <= 0 {
+		return
+	}
+	if c.Lifecycle == nil {
+		c.Lifecycle = &corev1.Lifecycle{}
+	}
+	c.Lifecycle.PreStop = &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: grace}}
 }
 
 // restrict fills Pod Security restricted settings the template leaves unset; a template that

@@ -87,6 +87,44 @@ func TestBuildPod(t *testing.T) {
 	}
 }
 
+// TestBuildPodHoldsForCheckpoint: the first container waits the pod's grace period in a preStop
+// sleep (the window in which an evicted session is checkpointed); a template's own preStop and
+// grace period are kept.
+func TestBuildPodHoldsForCheckpoint(t *testing.T) {
+	sleep := func(p *corev1.Pod) int64 {
+		if l := p.Spec.Containers[0].Lifecycle; l != nil && l.PreStop != nil && l.PreStop.Sleep != nil {
+			return l.PreStop.Sleep.Seconds
+		}
+		return -1
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(*corev1.PodSpec)
+		host  string
+		sleep int64
+	}{
+		{"default grace", func(*corev1.PodSpec) {}, "", DefaultGracePeriodSeconds},
+		{"resume host pod too", func(*corev1.PodSpec) {}, "pause:test", DefaultGracePeriodSeconds},
+		{"template grace", func(s *corev1.PodSpec) { g := int64(90); s.TerminationGracePeriodSeconds = &g }, "", 90},
+		{"no grace, no hold", func(s *corev1.PodSpec) { g := int64(0); s.TerminationGracePeriodSeconds = &g }, "", -1},
+		{"template preStop kept", func(s *corev1.PodSpec) {
+			s.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
+		}, "", -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testClass(nil)
+			tc.edit(&c.Spec.Template.Spec)
+			pod, err := BuildPod(testSession(nil, ""), c, 1, tc.host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := sleep(pod); got != tc.sleep {
+				t.Fatalf("preStop sleep %d, want %d (lifecycle %+v)", got, tc.sleep, pod.Spec.Containers[0].Lifecycle)
+			}
+		})
+	}
+}
+
 func TestBuildPodKeepsTemplateToken(t *testing.T) {
 	c := testClass(nil)
 	tr := true

@@ -41,6 +41,11 @@ type Reconciler struct {
 	NetworkPolicy *networkingv1.NetworkPolicySpec
 	Scheme        *runtime.Scheme
 	Recorder      record.EventRecorder
+	// InterruptionTaints are node taint keys that announce an interruption, besides
+	// interruption.DefaultTaints (the controller's --interruption-taint, as for pools): a
+	// Running session on a node with one, or on a cordoned node, is suspended and resumed
+	// elsewhere.
+	InterruptionTaints []string
 	// Metrics, when set, counts sessions by phase and times suspends and resumes.
 	Metrics *Metrics
 	// Now is the clock (time.Now when nil).
@@ -105,7 +110,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // observe reads what Decide needs.
 func (r *Reconciler) observe(ctx context.Context, s *nnv1.AgentSession) (Observed, *corev1.Pod, error) {
 	o := Observed{Phase: s.Status.Phase, Suspend: s.Spec.Suspend, SuspendedByRequest: s.Status.SuspendedByRequest,
-		HasCheckpoint: s.Status.LastCheckpoint != ""}
+		HasCheckpoint: s.Status.LastCheckpoint != "", DrainedNode: s.Status.DrainedNode}
 	if s.Spec.IdleTimeout != nil {
 		o.IdleTimeout = s.Spec.IdleTimeout.Duration
 	}
@@ -126,8 +131,20 @@ func (r *Reconciler) observe(ctx context.Context, s *nnv1.AgentSession) (Observe
 		switch err := r.pods().Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Status.PodName}, p); {
 		case err == nil && p.DeletionTimestamp.IsZero():
 			pod, o.PodExists, o.PodRunning, o.PodReady = p, true, p.Status.Phase == corev1.PodRunning, podReady(p)
+		case err == nil && p.Status.Phase == corev1.PodRunning:
+			// Being deleted, still running (its preStop hold): an eviction, perhaps a drain's.
+			o.PodTerminating = true
 		case err != nil && !apierrors.IsNotFound(err):
 			return o, nil, fmt.Errorf("get pod %s: %w", s.Status.PodName, err)
+		}
+		if s.Status.Phase == nnv1.SessionRunning && (o.PodExists || o.PodTerminating) {
+			// A terminating pod's node is read from the API server: kubectl drain cordons
+			// before it evicts, but the pod's event may reach this controller before the
+			// node's, and a stale "not draining" would give the pod up as lost.
+			var err error
+			if o.NodeDraining, err = r.nodeDraining(ctx, p.Spec.NodeName, o.PodTerminating); err != nil {
+				return o, nil, err
+			}
 		}
 	}
 	var err error
@@ -162,11 +179,18 @@ func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev
 	case MarkRunning:
 		s.Status.LastActivity = &t
 		s.Status.NodeName = pod.Spec.NodeName
+		s.Status.DrainedNode = ""
 	case StartCheckpoint:
 		if err := r.create(ctx, s, NewCheckpoint(s, s.Status.PodName, s.Status.Pods)); err != nil {
 			return err
 		}
 		s.Status.SuspendedByRequest = d.ByRequest
+		if d.Drain {
+			s.Status.DrainedNode = s.Status.NodeName
+			if pod != nil {
+				s.Status.DrainedNode = pod.Spec.NodeName
+			}
+		}
 	case FinishSuspend:
 		var ck nnv1.AgentCheckpoint
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: CheckpointName(s.Name, s.Status.Pods)}, &ck); err != nil {
@@ -188,6 +212,7 @@ func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev
 			return fmt.Errorf("delete failed agentcheckpoint %s: %w", ck.Name, err)
 		}
 		s.Status.LastActivity = &t
+		s.Status.DrainedNode = ""
 	case StartRestore:
 		rs, err := NewRestore(s, s.Status.PodName, s.Status.Pods)
 		if err != nil {
@@ -202,7 +227,7 @@ func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev
 				return fmt.Errorf("delete pod %s: %w", pod.Name, err)
 			}
 		}
-		s.Status.PodName, s.Status.SuspendedByRequest = "", false
+		s.Status.PodName, s.Status.SuspendedByRequest, s.Status.DrainedNode = "", false, ""
 	}
 	s.Status.Phase = d.Phase
 	return nil
@@ -225,6 +250,9 @@ func (r *Reconciler) createPod(ctx context.Context, s *nnv1.AgentSession, resume
 	pod, err := BuildPod(s, &class, s.Status.Pods+1, host)
 	if err != nil {
 		return err
+	}
+	if resume {
+		AvoidNode(pod, s.Status.DrainedNode)
 	}
 	if pod.Spec.RuntimeClassName != nil {
 		if err := r.runtimeClassExists(ctx, *pod.Spec.RuntimeClassName); err != nil {

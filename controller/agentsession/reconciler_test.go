@@ -41,7 +41,8 @@ func newHarness(t *testing.T, objs ...client.Object) *harness {
 		t.Fatal(err)
 	}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
-		WithStatusSubresource(&nnv1.AgentSession{}, &nnv1.AgentCheckpoint{}).Build()
+		WithStatusSubresource(&nnv1.AgentSession{}, &nnv1.AgentCheckpoint{}).
+		WithIndex(&nnv1.AgentSession{}, nodeNameField, sessionNode).Build()
 	h := &harness{t: t, c: c, now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
 	h.r = &Reconciler{Client: c, Scheme: s, Metrics: NewMetrics(nil), RestoreHostImage: "pause:test", Now: func() time.Time { return h.now }}
 	return h

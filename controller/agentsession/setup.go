@@ -1,6 +1,7 @@
 package agentsession
 
 import (
+	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,7 +16,8 @@ import (
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 )
 
-// SetupWithManager registers the controller: AgentSessions, the AgentCheckpoints they own, and
+// SetupWithManager registers the controller: AgentSessions, the AgentCheckpoints they own,
+// the nodes (a draining node enqueues the sessions whose status.nodeName it is), and
 // their pods through a cache of its own that holds only pods labelled neuronetes.io/session (the
 // manager's cache may hold only pool pods). namespace, when set, limits that cache to one
 // namespace (as --namespace limits the manager's).
@@ -49,11 +51,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, namespace string) error 
 		return fmt.Errorf("session pod cache: %w", err)
 	}
 	r.Pods = pods
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &nnv1.AgentSession{}, nodeNameField, sessionNode); err != nil {
+		return fmt.Errorf("index agentsessions by node: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("agentsession").
 		For(&nnv1.AgentSession{}).
 		Owns(&nnv1.AgentCheckpoint{}).
 		WatchesRawSource(source.Kind(pods, &corev1.Pod{},
 			handler.TypedEnqueueRequestForOwner[*corev1.Pod](mgr.GetScheme(), mgr.GetRESTMapper(), &nnv1.AgentSession{}, handler.OnlyControllerOwner()))).
+		// A node that turns cordoned or gets an interruption taint: its running sessions.
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.sessionsOnDrainingNode)).
 		Complete(r)
 }

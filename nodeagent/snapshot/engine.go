@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"github.com/neuronetes/neuronetes/checkpoint/container"
 	"github.com/neuronetes/neuronetes/checkpoint/store"
 )
@@ -71,19 +73,21 @@ func NewEngine(ctx context.Context, cfg Config) (*ContainerdEngine, error) {
 	return &ContainerdEngine{C: &container.Engine{Client: cl, Store: st, WorkDir: cfg.WorkDir, RuncBinary: cfg.RuncBinary}}, nil
 }
 
-// Checkpoint implements Engine.
+// Checkpoint implements Engine: it dumps the container, or the one restored into it when one
+// runs there (container.Engine.RestoredInto).
 func (e *ContainerdEngine) Checkpoint(ctx context.Context, c Container, k store.Key, id string, leaveRunning bool, p store.ProgressFunc) (*store.Manifest, error) {
 	if k.Namespace != c.Namespace {
 		return nil, fmt.Errorf("checkpoint of pod %s/%s under namespace %q: a checkpoint belongs to its pod's namespace", c.Namespace, c.Pod, k.Namespace)
 	}
-	// A pod whose agent was restored into it (a warm pod, a resumed session) runs the agent in the
-	// restored container next to its host container: dump that one.
+	// A container restored next to this one (a resumed session, a restored warm pod) is the
+	// agent; this one is its host's pause process.
 	target := c.ID
-	restored, err := e.C.RestoredInto(ctx, c.ID)
+	restored, ok, err := e.C.RestoredInto(ctx, c.ID)
 	if err != nil {
 		return nil, err
 	}
-	if restored != "" {
+	if ok {
+		klog.FromContext(ctx).V(2).Info("Checkpointing the container restored into the host", "host", c.ID, "restored", restored)
 		target = restored
 	}
 	return e.C.Checkpoint(ctx, target, k, id, container.CheckpointOptions{
