@@ -237,8 +237,33 @@ func (x *Exchange) ReadAll(limit int64) ([]byte, error) {
 }
 
 // Close ends the exchange: the backend connection is closed if the body was not read to its end
-// (so a cancelled client cancels the backend at once).
+// (so a cancelled client cancels the backend at once). A stream read to its [DONE] event is
+// drained first, in the background (at most drainBytes within drainTimeout): a model server
+// ends the chunked body just after [DONE], and a body read to its end keeps the connection in
+// the pool for the next request instead of a new connection per stream.
 func (x *Exchange) Close() {
+	if x.Stream != nil && x.Stream.done && x.Resp != nil {
+		x.timer.Stop()
+		go x.drain()
+		return
+	}
+	x.close()
+}
+
+// Bounds of draining a finished stream's body.
+const (
+	drainBytes   = 4 << 10
+	drainTimeout = time.Second
+)
+
+func (x *Exchange) drain() {
+	t := time.AfterFunc(drainTimeout, func() { x.cancel(context.Canceled) })
+	_, _ = io.Copy(io.Discard, io.LimitReader(x.Resp.Body, drainBytes))
+	t.Stop()
+	x.close()
+}
+
+func (x *Exchange) close() {
 	x.timer.Stop()
 	x.cancel(context.Canceled)
 	if x.Resp != nil {
