@@ -75,15 +75,17 @@ func (r *request) relayStream(ctx context.Context, x *proxy.Exchange) error {
 		}
 		// Most chunks carry one token and nothing the gateway acts on: without filters they are
 		// scanned, not decoded. The first chunk (id, model), usage and error events are decoded.
-		if len(fc.fs) == 0 && lastID != "" && !bytes.Contains(data, keyUsage) && !bytes.Contains(data, keyError) {
-			if carriesToken(data) {
-				r.usage.chunks++
-				r.markFirstToken()
+		if len(fc.fs) == 0 && lastID != "" {
+			if sc := scanChunk(data); !sc.decode {
+				if sc.token {
+					r.usage.chunks++
+					r.markFirstToken()
+				}
+				if err := r.send(data); err != nil {
+					return err
+				}
+				continue
 			}
-			if err := r.send(data); err != nil {
-				return err
-			}
-			continue
 		}
 		c, perr := openai.ParseChunk(data)
 		if perr == nil {
@@ -242,26 +244,84 @@ func (c *clientGoneError) Unwrap() error { return c.err }
 
 func clientGone(err error) error { return &clientGoneError{err} }
 
+// chunkScan is what one pass over a chunk's JSON found.
+type chunkScan struct {
+	// decode: the chunk has a "usage" or "error" key, which the relay acts on.
+	decode bool
+	// token: the first "content", "text", "reasoning_content" or "reasoning" key has a
+	// non-empty string, or the first "tool_calls" key a non-empty array.
+	token bool
+}
+
+// scanKey is a key scanChunk looks for, after its opening quote.
+type scanKey struct {
+	key   []byte
+	empty byte // the byte after key that marks an empty value; 0: decode on any occurrence
+}
+
+// scanKeys, indexed by a bit of scanChunk's seen mask.
+var scanKeys = [...]scanKey{
+	{[]byte(`usage":`), 0},
+	{[]byte(`error":`), 0},
+	{[]byte(`content":"`), '"'},
+	{[]byte(`text":"`), '"'},
+	{[]byte(`tool_calls":[`), ']'},
+	{[]byte(`reasoning_content":"`), '"'},
+	{[]byte(`reasoning":"`), '"'},
+}
+
+// scanChunk walks a chunk's quotes once and reports what the relay needs to know of it. Each
+// key counts at its first occurrence only (as bytes.Index would find it). Keys inside string
+// values are escaped (\"content\"), so they cannot match.
+func scanChunk(data []byte) chunkScan {
+	var s chunkScan
+	var seen uint8
+	for i := 1; i < len(data); i++ {
+		if data[i-1] != '"' {
+			continue
+		}
+		var cand []int8
+		switch data[i] {
+		case 'u':
+			cand = candU
+		case 'e':
+			cand = candE
+		case 'c':
+			cand = candC
+		case 't':
+			cand = candT
+		case 'r':
+			cand = candR
+		default:
+			continue
+		}
+		for _, k := range cand {
+			bit := uint8(1) << k
+			sk := &scanKeys[k]
+			if seen&bit != 0 || !bytes.HasPrefix(data[i:], sk.key) {
+				continue
+			}
+			seen |= bit
+			if sk.empty == 0 {
+				s.decode = true
+			} else if e := i + len(sk.key); e < len(data) && data[e] != sk.empty {
+				s.token = true
+			}
+			break
+		}
+	}
+	return s
+}
+
+// The scanKeys indexes by the key's first byte.
 var (
-	keyUsage     = []byte(`"usage":`)
-	keyError     = []byte(`"error":`)
-	keyContent   = []byte(`"content":"`)
-	keyText      = []byte(`"text":"`)
-	keyReasoning = []byte(`"reasoning_content":"`)
-	keyReasonNew = []byte(`"reasoning":"`)
-	keyToolCalls = []byte(`"tool_calls":[`)
+	candU = []int8{0}
+	candE = []int8{1}
+	candC = []int8{2}
+	candT = []int8{3, 4}
+	candR = []int8{5, 6}
 )
 
 // carriesToken reports whether a chunk's JSON has a non-empty content, text or reasoning string,
-// or a non-empty tool_calls array. Keys inside string values are escaped (\"content\"), so they
-// cannot match.
-func carriesToken(data []byte) bool {
-	for _, k := range [][]byte{keyContent, keyText, keyReasoning, keyReasonNew} {
-		if i := bytes.Index(data, k); i >= 0 && i+len(k) < len(data) && data[i+len(k)] != '"' {
-			return true
-		}
-	}
-	// A non-empty tool_calls array; "finish_reason":"tool_calls" names no call.
-	i := bytes.Index(data, keyToolCalls)
-	return i >= 0 && i+len(keyToolCalls) < len(data) && data[i+len(keyToolCalls)] != ']'
-}
+// or a non-empty tool_calls array ("finish_reason":"tool_calls" names no call).
+func carriesToken(data []byte) bool { return scanChunk(data).token }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/neuronetes/neuronetes/gateway/engine"
 	"github.com/neuronetes/neuronetes/gateway/openai"
+	"github.com/neuronetes/neuronetes/internal/serving"
 )
 
 // readBody reads at most limit bytes; a larger body is a 413.
@@ -105,6 +106,9 @@ func (s *httpSink) Start(m engine.Meta) error {
 
 func (s *httpSink) Event(data []byte) error {
 	s.buf = append(append(append(s.buf[:0], sseData...), data...), sseEnd...)
+	if wf, ok := s.w.(serving.WriteFlusher); ok {
+		return wf.WriteFlush(s.buf) // the stall deadline armed once per event
+	}
 	if _, err := s.w.Write(s.buf); err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/neuronetes/neuronetes/gateway/access"
 	"github.com/neuronetes/neuronetes/gateway/openai"
+	"github.com/neuronetes/neuronetes/internal/serving"
 )
 
 // keyTable authenticates bearer credentials by a mutable table: removing a key revokes it.
@@ -157,6 +158,9 @@ func TestAPIServerPolicy(t *testing.T) {
 	s.Init()
 	// A token stream of 600 ms with 30 ms between events, six times WriteTimeout.
 	hs := s.httpServer("", nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := w.(serving.WriteFlusher); !ok {
+			t.Error("the API server's response writer is no serving.WriteFlusher")
+		}
 		sink := &httpSink{w: w, rc: http.NewResponseController(w)}
 		for i := range 20 {
 			if err := sink.Event(fmt.Appendf(nil, `{"i":%d}`, i)); err != nil {

@@ -25,6 +25,7 @@ type EventReader struct {
 	onEvent func()
 	buf     []byte
 	long    []byte
+	done    bool // the last event returned was [DONE]
 }
 
 // NewEventReader reads events from r; onEvent (optional) is called as each event completes.
@@ -98,6 +99,7 @@ func (e *EventReader) readLine() ([]byte, error) {
 }
 
 func (e *EventReader) event() {
+	e.done = bytes.Equal(e.buf, Done)
 	if e.onEvent != nil {
 		e.onEvent()
 	}

@@ -99,6 +99,12 @@ type Exchange struct {
 	cause  atomic.Pointer[error]
 	idle   time.Duration
 	events bool
+	// origin and last time the events for the idle timeout: last is the monotonic time since
+	// origin of the latest event (0 before the first). An event stores it; the timer, when it
+	// fires, re-arms itself for what is left of the idle timeout (one clock read per event
+	// instead of a timer update).
+	origin time.Time
+	last   atomic.Int64
 }
 
 // StatusError is a non-2xx backend answer. Body holds up to 64 KiB of it.
@@ -139,13 +145,13 @@ func (e *ConnError) Unwrap() error { return e.Err }
 // event; for other responses the response timer runs until Close.
 func (u *Upstream) Send(ctx context.Context, addr, path string, body []byte, h http.Header, stream bool) (*Exchange, error) {
 	cctx, cancel := context.WithCancelCause(ctx)
-	x := &Exchange{ctx: cctx, cancel: cancel, idle: u.timeouts.Idle}
+	x := &Exchange{ctx: cctx, cancel: cancel, idle: u.timeouts.Idle, origin: time.Now()}
 	first, cause := u.timeouts.FirstToken, ErrFirstTokenTimeout
 	if !stream {
 		first, cause = u.timeouts.Response, ErrResponseTimeout
 	}
 	x.cause.Store(&cause)
-	x.timer = time.AfterFunc(first, func() { cancel(*x.cause.Load()) })
+	x.timer = time.AfterFunc(first, x.expire)
 	req, err := http.NewRequestWithContext(cctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
 	if err != nil {
 		x.Close()
@@ -182,15 +188,28 @@ func (u *Upstream) Send(ctx context.Context, addr, path string, body []byte, h h
 	return x, nil
 }
 
-// onEvent re-arms the timer for the idle timeout after each event (called by the reader's
-// goroutine only).
+// onEvent records each event's time for the idle timeout; the first switches the timer from
+// the first-token timeout to the idle timeout (called by the reader's goroutine only).
 func (x *Exchange) onEvent() {
+	x.last.Store(max(int64(time.Since(x.origin)), 1))
 	if !x.events {
 		x.events = true
 		idle := ErrIdleTimeout
 		x.cause.Store(&idle)
+		x.timer.Reset(x.idle)
 	}
-	x.timer.Reset(x.idle)
+}
+
+// expire runs when the timer fires: after an event within the idle timeout it re-arms the
+// timer for the rest of it, else it ends the exchange with the timeout's cause.
+func (x *Exchange) expire() {
+	if l := x.last.Load(); l > 0 {
+		if rest := time.Duration(l) + x.idle - time.Since(x.origin); rest > 0 {
+			x.timer.Reset(rest)
+			return
+		}
+	}
+	x.cancel(*x.cause.Load())
 }
 
 // Err maps a read error to its cause: a timeout of the gateway's rather than the transport's
@@ -218,8 +237,33 @@ func (x *Exchange) ReadAll(limit int64) ([]byte, error) {
 }
 
 // Close ends the exchange: the backend connection is closed if the body was not read to its end
-// (so a cancelled client cancels the backend at once).
+// (so a cancelled client cancels the backend at once). A stream read to its [DONE] event is
+// drained first, in the background (at most drainBytes within drainTimeout): a model server
+// ends the chunked body just after [DONE], and a body read to its end keeps the connection in
+// the pool for the next request instead of a new connection per stream.
 func (x *Exchange) Close() {
+	if x.Stream != nil && x.Stream.done && x.Resp != nil {
+		x.timer.Stop()
+		go x.drain()
+		return
+	}
+	x.close()
+}
+
+// Bounds of draining a finished stream's body.
+const (
+	drainBytes   = 4 << 10
+	drainTimeout = time.Second
+)
+
+func (x *Exchange) drain() {
+	t := time.AfterFunc(drainTimeout, func() { x.cancel(context.Canceled) })
+	_, _ = io.Copy(io.Discard, io.LimitReader(x.Resp.Body, drainBytes))
+	t.Stop()
+	x.close()
+}
+
+func (x *Exchange) close() {
 	x.timer.Stop()
 	x.cancel(context.Canceled)
 	if x.Resp != nil {

@@ -132,6 +132,24 @@ func (w *stallWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
+// WriteFlusher writes and flushes one piece of a response under one arming of the stall
+// deadline: the Stream policy's response writers implement it, so a streamed event costs one
+// deadline update to arm and one to disarm rather than two of each for Write then Flush.
+type WriteFlusher interface {
+	// WriteFlush writes b and flushes it; both together must finish within the stall timeout.
+	WriteFlush(b []byte) error
+}
+
+// WriteFlush writes b and sends it (WriteFlusher).
+func (w *stallWriter) WriteFlush(b []byte) error {
+	w.arm()
+	defer w.disarm()
+	if _, err := w.ResponseWriter.Write(b); err != nil {
+		return err
+	}
+	return w.rc.Flush()
+}
+
 // Flush sends what is buffered (http.Flusher); see FlushError.
 func (w *stallWriter) Flush() { _ = w.FlushError() }
 

@@ -102,9 +102,24 @@ func TestIdleKeepAliveClosed(t *testing.T) {
 
 // chunks writes and flushes a 256 KiB chunk every 20 ms for run, and returns the first error.
 func chunks(w http.ResponseWriter, run time.Duration) error {
+	return chunksVia(w, run, false)
+}
+
+// chunksVia is chunks; with writeFlush, each chunk goes out through WriteFlusher.
+func chunksVia(w http.ResponseWriter, run time.Duration, writeFlush bool) error {
 	rc := http.NewResponseController(w)
 	b := []byte(strings.Repeat("x", 256<<10))
 	for t0 := time.Now(); time.Since(t0) < run; time.Sleep(20 * time.Millisecond) {
+		if writeFlush {
+			wf, ok := w.(WriteFlusher)
+			if !ok {
+				return errors.New("the response writer is no WriteFlusher")
+			}
+			if err := wf.WriteFlush(b); err != nil {
+				return err
+			}
+			continue
+		}
 		if _, err := w.Write(b); err != nil {
 			return err
 		}
@@ -124,16 +139,19 @@ func TestStreamStallTimeout(t *testing.T) {
 		p       Policy
 		read    bool // the client reads the stream
 		wantErr bool // the handler's writes fail
+		wf      bool // the handler writes through WriteFlusher
 	}{
-		{"stream, client reading: not cut", Stream(stall), true, false},
-		{"stream, client stalled: cut", Stream(stall), false, true},
-		{"admin, client reading: cut at WriteTimeout", admin, true, true},
+		{"stream, client reading: not cut", Stream(stall), true, false, false},
+		{"stream, client stalled: cut", Stream(stall), false, true, false},
+		{"stream WriteFlush, client reading: not cut", Stream(stall), true, false, true},
+		{"stream WriteFlush, client stalled: cut", Stream(stall), false, true, true},
+		{"admin, client reading: cut at WriteTimeout", admin, true, true, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			errc := make(chan error, 1)
 			addr := start(t, tc.p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				errc <- chunks(w, 6*stall)
+				errc <- chunksVia(w, 6*stall, tc.wf)
 			}))
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
@@ -224,7 +242,8 @@ func TestStreamHijackClearsDeadlines(t *testing.T) {
 }
 
 // TestStreamHTTP2 runs the stall rule over cleartext HTTP/2: a stream that outlasts the stall
-// timeout (with pauses between writes longer than it) is not reset while the client reads.
+// timeout (with pauses between writes longer than it, after Write and Flush and after
+// WriteFlush) is not reset while the client reads.
 func TestStreamHTTP2(t *testing.T) {
 	const stall = 100 * time.Millisecond
 	errc := make(chan error, 1)
@@ -234,7 +253,15 @@ func TestStreamHTTP2(t *testing.T) {
 	}
 	s := Stream(stall).Server("", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
-		for range 4 {
+		for i := range 4 {
+			if i%2 == 1 { // every other chunk through WriteFlusher
+				if err := w.(WriteFlusher).WriteFlush([]byte("chunk\n")); err != nil {
+					errc <- err
+					return
+				}
+				time.Sleep(2 * stall)
+				continue
+			}
 			if _, err := io.WriteString(w, "chunk\n"); err != nil {
 				errc <- err
 				return
