@@ -7,16 +7,17 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 )
 
 // TestConnErrorSent: a backend that read the request and then dropped the connection may have
 // run it (Sent, not retryable); a refused connection never reached a backend (retryable).
 func TestConnErrorSent(t *testing.T) {
-	var ran int
+	var ran atomic.Int32
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body)
-		ran++
+		ran.Add(1)
 		c, _, err := w.(http.Hijacker).Hijack()
 		if err == nil {
 			c.Close()
@@ -49,7 +50,7 @@ func TestConnErrorSent(t *testing.T) {
 			}
 		})
 	}
-	if ran != 1 {
-		t.Fatalf("the dropping backend ran %d requests, want 1 (no transport-level replay of a POST)", ran)
+	if n := ran.Load(); n != 1 {
+		t.Fatalf("the dropping backend ran %d requests, want 1 (no transport-level replay of a POST)", n)
 	}
 }
