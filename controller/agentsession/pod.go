@@ -114,6 +114,10 @@ func BuildPod(s *nnv1.AgentSession, class *nnv1.AgentClass, n int32, hostImage s
 // (the Kubernetes default).
 const DefaultGracePeriodSeconds = 30
 
+// SuspendedPodGracePeriodSeconds is the grace period of a pod deleted after its checkpoint
+// succeeded: its state is stored, so the preStop hold is cut short and its resources freed.
+const SuspendedPodGracePeriodSeconds = 1
+
 // holdForCheckpoint gives the first container, unless the template sets its own, a preStop
 // sleep of the pod's whole grace period: an eviction (kubectl drain, a NoExecute taint) then
 // leaves the agent running for that long, and the controller checkpoints it in that window

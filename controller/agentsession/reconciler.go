@@ -199,7 +199,9 @@ func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev
 		s.Status.LastCheckpoint = ck.Status.CheckpointID
 		s.Status.LastCheckpointTime = &t
 		if pod != nil {
-			if err := r.Client.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
+			// The state is in the checkpoint: nothing is left to hold the pod (and its GPU or
+			// CPU) for, so its preStop hold (holdForCheckpoint) is cut short.
+			if err := r.Client.Delete(ctx, pod, client.GracePeriodSeconds(SuspendedPodGracePeriodSeconds)); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("delete pod %s: %w", pod.Name, err)
 			}
 		}

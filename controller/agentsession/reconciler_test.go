@@ -21,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 )
@@ -30,6 +31,8 @@ type harness struct {
 	c   client.Client
 	r   *Reconciler
 	now time.Time
+	// podGrace is the grace period of each pod deletion, by pod name (-1: none given).
+	podGrace map[string]int64
 }
 
 func newHarness(t *testing.T, objs ...client.Object) *harness {
@@ -40,10 +43,21 @@ func newHarness(t *testing.T, objs ...client.Object) *harness {
 	if err := nnv1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
+	h := &harness{t: t, now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC), podGrace: map[string]int64{}}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
 		WithStatusSubresource(&nnv1.AgentSession{}, &nnv1.AgentCheckpoint{}).
-		WithIndex(&nnv1.AgentSession{}, nodeNameField, sessionNode).Build()
-	h := &harness{t: t, c: c, now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
+		WithIndex(&nnv1.AgentSession{}, nodeNameField, sessionNode).
+		WithInterceptorFuncs(interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			if _, ok := obj.(*corev1.Pod); ok {
+				do := (&client.DeleteOptions{}).ApplyOptions(opts)
+				h.podGrace[obj.GetName()] = -1
+				if do.GracePeriodSeconds != nil {
+					h.podGrace[obj.GetName()] = *do.GracePeriodSeconds
+				}
+			}
+			return c.Delete(ctx, obj, opts...)
+		}}).Build()
+	h.c = c
 	h.r = &Reconciler{Client: c, Scheme: s, Metrics: NewMetrics(nil), RestoreHostImage: "pause:test", Now: func() time.Time { return h.now }}
 	return h
 }
@@ -144,6 +158,10 @@ func TestReconcileIdleSuspendAndResume(t *testing.T) {
 	s = h.step(nnv1.SessionSuspended)
 	if s.Status.LastCheckpoint != "a.s1-1-suspend" || s.Status.PodName != "" || h.podExists("s1-1") || s.Status.SuspendedByRequest {
 		t.Fatalf("suspended status %+v (pod s1-1 exists: %v)", s.Status, h.podExists("s1-1"))
+	}
+	// The state is in the checkpoint: the pod goes at once, its preStop hold cut short.
+	if g, ok := h.podGrace["s1-1"]; !ok || g != SuspendedPodGracePeriodSeconds {
+		t.Errorf("pod s1-1 deleted with grace %d (deleted: %v), want %d", g, ok, SuspendedPodGracePeriodSeconds)
 	}
 	h.now = h.now.Add(time.Hour)
 	s = h.step(nnv1.SessionSuspended) // no activity: asleep
