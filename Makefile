@@ -44,8 +44,8 @@ lint: ## gofmt, go vet, and generated protobuf code up to date.
 	$(GO) vet ./...
 	bash hack/gen-proto.sh --check
 
-unit: ## Unit tests (no cluster); ends with the skipped tests by reason (hack/testsummary).
-	$(GO) test -count=1 -json $(UNIT_PKGS) 2>&1 | $(TESTSUMMARY)
+unit: ## Unit tests (no cluster); ends with the skipped tests by reason (hack/testsummary). The bind-fetch benchmark runs in make bench.
+	$(GO) test -count=1 -json -skip '^TestBindFetchBench$$' $(UNIT_PKGS) 2>&1 | $(TESTSUMMARY)
 
 e2e: tools deps ## End-to-end tests on the local real cluster (started and stopped when not running; the controller benchmark and the simulator-fidelity check run in make bench).
 	NEURONETES_E2E=1 $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -json -skip '^(TestControllerBenchWarmVsCold|TestAutoscalerMatchesSimulator|TestAgentSessionBenchResume|TestAgentSessionBenchDensity)$$' ./e2e/ 2>&1 | $(TESTSUMMARY) -v | tee .local/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)|\[e2e\]|^(skipped tests by reason|summary:|  +[0-9]+  )'
