@@ -18,22 +18,9 @@ import (
 )
 
 // budgetPoolsYAML: pool "big" (model demo-llm) with seed 001's budget actions and a fallback to
-// pool "small" (model demo-llm-small); both on the real node, which the test prices.
-const budgetPoolsYAML = `apiVersion: v1
-kind: Secret
-metadata:
-  name: e2e-keys
-  labels: {neuronetes.io/api-keys: "true"}
-stringData: {key1: %[3]s}
----
-apiVersion: neuronetes.io/v1alpha1
-kind: Tenant
-metadata: {name: e2e}
-spec:
-  apiKeys: [{secretName: e2e-keys}]
-  models: ["*"]
----
-apiVersion: neuronetes.io/v1alpha1
+// pool "small" (model demo-llm-small); both on the real node, which the test prices. Arguments:
+// the sidecar's Redis address, the demo agent's image.
+const budgetPoolsYAML = `apiVersion: neuronetes.io/v1alpha1
 kind: AgentClass
 metadata: {name: big}
 spec:
@@ -116,7 +103,8 @@ func TestBudgetFallbackThroughGateway(t *testing.T) {
 	priceNode(t, e, e.NodeName, "36")
 	sidecarKeys(t, e, ns)
 	ctl := startController(t, e, ns, sidecarImg, "", "--autoscaler=true", "--autoscaler-sync-period=2s")
-	e.Apply(t, ns, fmt.Sprintf(budgetPoolsYAML, rs.Addr, agentImg, gatewayAPIKey))
+	applyAPIKeyTenant(t, e, ns, gatewayAPIKey)
+	e.Apply(t, ns, fmt.Sprintf(budgetPoolsYAML, rs.Addr, agentImg))
 	g := startGateway(t, e, ns)
 	waitPoolReady(t, e, ns, "small", procLogs(ctl), 1, 3*time.Minute)
 	waitPoolReady(t, e, ns, "big", procLogs(ctl), 2, 3*time.Minute)

@@ -237,11 +237,10 @@ func guardPoolReady(t *testing.T, e *Env, ns, pool string, n int) {
 	})
 }
 
-// guardEnv starts the controller and the gateway over a fresh namespace.
-func guardEnv(t *testing.T, prefix string, gatewayArgs ...string) (*Env, string, *gwProc) {
-	e := requireEnv(t)
-	ctrlInstallCRDs(t, e)
-	ns := e.NamespaceWithPodSecurity(t, prefix, "restricted", "")
+// applyAPIKeyTenant creates Tenant e2e in ns, allowed every model, whose API key (Secret
+// e2e-keys) is key.
+func applyAPIKeyTenant(t *testing.T, e *Env, ns, key string) {
+	t.Helper()
 	e.Apply(t, ns, fmt.Sprintf(`apiVersion: v1
 kind: Secret
 metadata:
@@ -255,7 +254,15 @@ metadata: {name: e2e}
 spec:
   apiKeys: [{secretName: e2e-keys}]
   models: ["*"]
-`, gatewayAPIKey))
+`, key))
+}
+
+// guardEnv starts the controller and the gateway over a fresh namespace.
+func guardEnv(t *testing.T, prefix string, gatewayArgs ...string) (*Env, string, *gwProc) {
+	e := requireEnv(t)
+	ctrlInstallCRDs(t, e)
+	ns := e.NamespaceWithPodSecurity(t, prefix, "restricted", "")
+	applyAPIKeyTenant(t, e, ns, gatewayAPIKey)
 	g := startGateway(t, e, ns, gatewayArgs...)
 	startController(t, e, ns, "neuronetes.local/no-sidecar:dev", "", "--rollout-gateway-metrics-urls=http://"+g.admin+"/metrics")
 	return e, ns, g

@@ -109,20 +109,7 @@ func newSessionBench(t *testing.T, timeout time.Duration, stateBytes int64, idle
 	}
 	img := e.Image(t, "demo-agent", "./cmd/demo-agent")
 	ns := e.NamespaceWithPodSecurity(t, "sess-bench", "baseline", "CRIU on the development VM needs the checkpointed agent to run as root (docs/checkpoint.md)")
-	e.Apply(t, ns, fmt.Sprintf(`apiVersion: v1
-kind: Secret
-metadata:
-  name: e2e-keys
-  labels: {neuronetes.io/api-keys: "true"}
-stringData: {key1: %s}
----
-apiVersion: neuronetes.io/v1alpha1
-kind: Tenant
-metadata: {name: e2e}
-spec:
-  apiKeys: [{secretName: e2e-keys}]
-  models: ["*"]
-`, gatewayAPIKey))
+	applyAPIKeyTenant(t, e, ns, gatewayAPIKey)
 	g := startGateway(t, e, ns, "--agent-sessions", "--session-resume-timeout=2m")
 
 	scheme := runtime.NewScheme()

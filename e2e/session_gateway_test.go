@@ -7,7 +7,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -23,20 +22,7 @@ const sessionTenantKeyB = "nn-e2e-session-tenant-b-key"
 func sessionTenants(t *testing.T, e *Env, nsA, nsB string) {
 	t.Helper()
 	for ns, key := range map[string]string{nsA: gatewayAPIKey, nsB: sessionTenantKeyB} {
-		e.Apply(t, ns, fmt.Sprintf(`apiVersion: v1
-kind: Secret
-metadata:
-  name: e2e-keys
-  labels: {neuronetes.io/api-keys: "true"}
-stringData: {key1: %s}
----
-apiVersion: neuronetes.io/v1alpha1
-kind: Tenant
-metadata: {name: e2e}
-spec:
-  apiKeys: [{secretName: e2e-keys}]
-  models: ["*"]
-`, key))
+		applyAPIKeyTenant(t, e, ns, key)
 	}
 }
 
