@@ -42,6 +42,16 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	p := NewPaths(opts.Root)
 	running, own := runningComponents(p)
+	// A run killed before its cluster-down leaves host state that no
+	// process owns; clear it before it fails the preflight or is recorded
+	// as the host's own.
+	bins := runningBinaries()
+	if err := clearStaleTables(realHost, bins, logf); err != nil {
+		return nil, err
+	}
+	if err := clearStaleBridge(bins, logf); err != nil {
+		return nil, err
+	}
 	if err := preflight(p, own); err != nil {
 		return nil, err
 	}
