@@ -3,8 +3,10 @@ package cluster
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -65,5 +67,41 @@ func TestRunningBinariesSeesThisProcess(t *testing.T) {
 	}
 	if name := filepath.Base(exe); !runningBinaries()[name] {
 		t.Errorf("runningBinaries() misses this test's own binary %s", name)
+	}
+}
+
+// TestClusterProcsLeavesDevTools: cluster-down stops and reports a
+// component of the tools directory, never a helm another checkout runs.
+func TestClusterProcsLeavesDevTools(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	p := NewPaths(root)
+	pids := map[string]int{}
+	for _, name := range []string{"helm", "etcd"} {
+		dir := filepath.Join(p.Local, "tools", "v1")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(sleep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin := filepath.Join(dir, name)
+		if err := os.WriteFile(bin, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "30")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		pids[name] = cmd.Process.Pid
+	}
+	got := clusterProcs(p)
+	if !slices.Contains(got, pids["etcd"]) || slices.Contains(got, pids["helm"]) {
+		t.Errorf("clusterProcs = %v; want etcd's pid %d and not helm's %d", got, pids["etcd"], pids["helm"])
 	}
 }
