@@ -113,8 +113,13 @@ func (m *CapacityModel) addHistogram(bounds, cum []float64) {
 		return
 	}
 	st := &m.st
-	if !equalBounds(st.Bounds, bounds) {
-		st.Bounds = append([]float64(nil), bounds...)
+	// +Inf is kept as math.MaxFloat64, which JSON can carry.
+	finite := make([]float64, len(bounds))
+	for i, b := range bounds {
+		finite[i] = math.Min(b, math.MaxFloat64)
+	}
+	if !equalBounds(st.Bounds, finite) {
+		st.Bounds = finite
 		st.Counts = make([]float64, len(bounds))
 	}
 	prev := 0.0
@@ -176,7 +181,7 @@ func (m *CapacityModel) Allowance() time.Duration {
 }
 
 // prefillQuantile interpolates the q-quantile of the prefill histogram; a
-// quantile in the +Inf bucket is its lower bound.
+// quantile in the +Inf bucket (stored as math.MaxFloat64) is its lower bound.
 func (m *CapacityModel) prefillQuantile(q float64) (float64, bool) {
 	st := m.st
 	total := 0.0
@@ -189,14 +194,15 @@ func (m *CapacityModel) prefillQuantile(q float64) (float64, bool) {
 	rank, cum, lo := q*total, 0.0, 0.0
 	for i, c := range st.Counts {
 		hi := st.Bounds[i]
+		inf := hi >= math.MaxFloat64
 		if cum+c >= rank && c > 0 {
-			if math.IsInf(hi, 1) {
+			if inf {
 				return lo, true
 			}
 			return lo + (hi-lo)*(rank-cum)/c, true
 		}
 		cum += c
-		if !math.IsInf(hi, 1) {
+		if !inf {
 			lo = hi
 		}
 	}
