@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 )
 
 // SplitStats summarizes NeuroNetes over a group of traces: how many met
@@ -47,7 +48,7 @@ func splitStats(outs []Outcome, attainment float64) SplitStats {
 		if len(o.Failures(attainment)) == 0 {
 			s.Met++
 		}
-		if a := o.NeuroNetes().Attainment(); a < s.MinAttainment {
+		if a := o.NeuroNetes().Attainment(); a < s.MinAttainment || s.Worst == "" {
 			s.MinAttainment, s.Worst = a, o.Trace
 		}
 		if o.Impl.Found && o.Impl.Result.Attainment() >= attainment && o.Impl.Result.ReplicaSeconds > 0 {
@@ -77,4 +78,18 @@ func WriteSplit(w io.Writer, outs []Outcome, attainment float64, held map[string
 	t, h := Split(outs, attainment, held)
 	fmt.Fprintf(w, "tuning set (the real traces the policy's constants were chosen on): %s\n", t)
 	fmt.Fprintf(w, "held out (never used to choose anything): %s\n", h)
+}
+
+// WriteMissed prints, for each trace that missed a target, which targets and
+// by how much (Outcome.Failures), one line each, and the geometric-mean
+// regret's gap: what the verdict that follows is missing.
+func WriteMissed(w io.Writer, outs []Outcome, attainment float64) {
+	for _, o := range outs {
+		if fails := o.Failures(attainment); len(fails) > 0 {
+			fmt.Fprintf(w, "missing on %s: %s\n", o.Trace, strings.Join(fails, "; "))
+		}
+	}
+	if g, n := GeoRegret(outs); n > 0 && g > MaxGeoRegret {
+		fmt.Fprintf(w, "missing overall: geo-mean regret %.3fx > %.2fx, %.1f%% over\n", g, MaxGeoRegret, 100*(g/MaxGeoRegret-1))
+	}
 }
