@@ -119,6 +119,7 @@ func main() {
 	fmt.Println("summary: NeuroNetes against the implementable reference (tuned leave-one-trace-out), the hindsight reference (regret) and the baselines re-run at its cost")
 	scalesim.WriteSummary(os.Stdout, outs, target)
 	scalesim.WriteSplit(os.Stdout, outs, target, tuneNames(o, specs))
+	scalesim.WriteMissed(os.Stdout, outs, target)
 	if !scalesim.WriteVerdict(os.Stdout, outs, target, errs) {
 		if len(errs) > 0 {
 			os.Exit(2)

@@ -74,10 +74,12 @@ func TestCapacityModelAllowance(t *testing.T) {
 		epsilon time.Duration
 	}{
 		{"no histogram: half the SLO", 0, 0, 0, 4 * time.Second, 2 * time.Second, 0},
-		{"short prefills: nearly the whole SLO", 1000, 0.25, 0, 4 * time.Second, 3700 * time.Millisecond, 10 * time.Millisecond},
+		// Half the slack (the adaptation's margin): the 99.5th percentile
+		// is interpolated in the bucket (0, 0.3].
+		{"short prefills: half the slack", 1000, 0.25, 0, 4 * time.Second, 1850 * time.Millisecond, 10 * time.Millisecond},
 		// 1% of the prefills take 12 s, more than the error budget (0.5%): the
 		// 99.5th percentile is in their bucket (10, 15], interpolated.
-		{"slow tail beyond the budget", 990, 0.25, 10, 20 * time.Second, 20*time.Second - 12500*time.Millisecond, 10 * time.Millisecond},
+		{"slow tail beyond the budget", 990, 0.25, 10, 20 * time.Second, (20*time.Second - 12500*time.Millisecond) / 2, 10 * time.Millisecond},
 		{"prefill beyond the SLO: no wait allowed", 1000, 12, 0, 4 * time.Second, 0, 0},
 	}
 	for _, tc := range tests {
@@ -132,10 +134,10 @@ func TestCapacityModelNeed(t *testing.T) {
 		{"steady load, short SLO", 2 * time.Second, 0.25, steady, 3.6, 4},
 		{"steady load, long SLO", 60 * time.Second, 0.25, steady, 3.3, 4},
 		// A 10 s burst of 8 replicas' work: with 2 s of SLO it needs nearly
-		// all of them; with a minute to wait, a seventh (10 s of work done
-		// within 10 s + 60 s).
+		// all of them; with a minute of SLO, a quarter (10 s of work done
+		// within 10 s + half the slack, 30 s).
 		{"burst, short SLO", 2 * time.Second, 0.25, burst, 6.1, 8},
-		{"burst, long SLO", 60 * time.Second, 0.25, burst, 1.1, 1.2},
+		{"burst, long SLO", 60 * time.Second, 0.25, burst, 1.9, 2.1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
