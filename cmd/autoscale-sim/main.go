@@ -61,7 +61,7 @@ func parseFlags() options {
 	flag.Float64Var(&o.cfg.PrewarmPercent, "prewarm-percent", 0, "NeuroNetes warm pool in percent of max replicas (warmpool.Target, rounded up)")
 	flag.Float64Var(&o.attainment, "attainment", 99, "percent of requests NeuroNetes holds within the SLO, and the verdict's target")
 	flag.BoolVar(&o.cfg.Robust, "robust", false, "NeuroNetes chooses its scale and memory by replaying the last hour of demand (scalepolicy.Adaptive.Robust)")
-	flag.BoolVar(&o.cfg.Capacity, "capacity", false, "NeuroNetes sizes from its learned capacity model (scalepolicy.Adaptive.Capacity)")
+	flag.BoolVar(&o.cfg.StatedCapacity, "stated-capacity", false, "NeuroNetes sizes from the stated tokens-per-second target instead of its learned capacity model (scalepolicy.Adaptive.Capacity, on by default)")
 	flag.IntVar(&o.parallel, "parallel", 2, "simulations run at once")
 	flag.StringVar(&o.priceTable, "price-table", "deploy/examples/autoscaling/06-price-table.yaml", "ConfigMap manifest of node prices, as the controller's --price-table (controller/cost)")
 	flag.StringVar(&o.instanceType, "instance-type", "g5.12xlarge", "instance type of the simulated replicas' nodes (one replica per node)")
