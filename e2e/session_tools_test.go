@@ -287,7 +287,9 @@ spec:
 	}
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	var audit struct{ Entries []struct{ Session, Pod, Outcome string } }
+	var audit struct {
+		Entries []struct{ Session, Pod, Outcome string }
+	}
 	if err := json.Unmarshal(raw, &audit); err != nil || len(audit.Entries) != 4 {
 		t.Fatalf("audit: %v %s", err, raw)
 	}
