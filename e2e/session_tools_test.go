@@ -89,8 +89,8 @@ func sessionEgressPolicy(hostIP string, toolPort, redisPort int) *networkingv1.N
 // archive; the fourth turn through the gateway resumes it in pod w-2, where the restored process
 // still holds the three answers (same SHA-256), finds the journal (three lines, then the fourth
 // appended through the file it kept open), and calls the tool again as the session (the proxy's
-// audit names both pods). From the restored pod, the tool proxy and Redis connect and another
-// port of the same host is refused three times in a row.
+// audit names both pods). From the restored pod, a server in another namespace, which the test
+// itself reaches, is refused three times in a row.
 func TestAgentSessionToolsWorkspace(t *testing.T) {
 	e := requireEnv(t)
 	sock := filepath.Join(e.Root, ".local", "containerd", "containerd.sock")
@@ -113,6 +113,9 @@ func TestAgentSessionToolsWorkspace(t *testing.T) {
 	img := e.Image(t, "session-agent", "./e2e/cmd/session-agent")
 	ns := e.NamespaceWithPodSecurity(t, "sess-tools", "baseline", "CRIU on the development VM needs the checkpointed agent to run as root (docs/checkpoint.md)")
 	applyAPIKeyTenant(t, e, ns, gatewayAPIKey)
+	// A server in another namespace, which the session's policy must keep its pods from.
+	outside := e.Namespace(t, "sess-tools-out")
+	e.Apply(t, outside, netcheckServer("listener", "", e.Image(t, "netcheck", "./e2e/cmd/netcheck"), ":8080", false))
 	g := startGateway(t, e, ns, "--agent-sessions", "--session-resume-timeout=2m")
 	redis := bridgeRedis(t)
 
@@ -299,22 +302,19 @@ spec:
 		}
 	}
 
-	// The resumed pod's egress: the tool proxy and Redis connect; another port of the same host
-	// (a listener the test itself reaches) is refused, three times in a row.
-	forbidden, err := net.Listen("tcp", net.JoinHostPort(cluster.NodeIP, "0"))
-	if err != nil {
+	// The resumed pod's egress. Its idle timeout is raised first: these requests go to the pod,
+	// not through the gateway, so they count as no activity, and one in flight during a dump
+	// fails the checkpoint ("In-flight connection").
+	if err := c.Patch(ctx, &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w"}},
+		client.RawPatch(types.MergePatchType, []byte(`{"spec":{"idleTimeout":"10m"}}`))); err != nil {
 		t.Fatal(err)
 	}
-	defer forbidden.Close()
-	go func() {
-		for {
-			conn, err := forbidden.Accept()
-			if err != nil {
-				return
-			}
-			conn.Close()
-		}
-	}()
+	listener := net.JoinHostPort(e.WaitPodRunning(t, outside, "listener", 2*time.Minute).Status.PodIP, "8080")
+	if conn, err := net.DialTimeout("tcp", listener, 5*time.Second); err != nil {
+		t.Fatalf("the listener %s does not accept the test's own connection: %v", listener, err)
+	} else {
+		conn.Close()
+	}
 	dialFrom := func(target string) string {
 		var res struct{ Error string }
 		if err := sessionAgentGet(ip2, "/dial?addr="+target, &res); err != nil {
@@ -322,16 +322,20 @@ spec:
 		}
 		return res.Error
 	}
+	// (The local cluster's enforcer filters pod traffic in postrouting, so connections from a pod
+	// to the node's own address, where the tool proxy and Redis listen here, are not filtered
+	// at all; that they connect shows the pod is up, not that the policy admits them.
+	// TestDeployLocal/AttackSessionEgress checks the chart's policy against pods.)
 	for _, ok := range []string{proxyAddr, redis.Addr} {
 		if msg := dialFrom(ok); msg != "" {
-			t.Errorf("the session pod cannot reach %s, which its policy admits: %s", ok, msg)
+			t.Errorf("the session pod cannot reach %s: %s", ok, msg)
 		}
 	}
 	refusals := 0
-	Eventually(t, time.Minute, forbidden.Addr().String()+" refused 3 times in a row from the session's pod", func() (bool, error) {
-		if msg := dialFrom(forbidden.Addr().String()); msg == "" {
+	Eventually(t, time.Minute, listener+" refused 3 times in a row from the resumed session's pod", func() (bool, error) {
+		if msg := dialFrom(listener); msg == "" {
 			refusals = 0
-			return false, fmt.Errorf("connected: the session policy lets the session's pod reach %s", forbidden.Addr())
+			return false, fmt.Errorf("connected: the session policy lets the session's pod reach %s", listener)
 		}
 		refusals++
 		return refusals >= 3, nil
