@@ -121,8 +121,23 @@ func (o *options) runOverhead(ctx context.Context) (verdict, error) {
 	if !v.ok {
 		status = "MISSED"
 	}
-	return verdict{ok: v.ok, text: fmt.Sprintf("overhead %s: gateway CPU per chunk %.3fx ReverseProxy's with both at once (target <= 1.0; sequential %.3fx; the TCP relay floor %.3fx), adds %+.2f ms TTFT p50 (target <= the TCP relay's %+.2f + 2), %s; throughput %.3fx direct",
-		status, v.cpuRatio, v.seqRatio, v.floorRatio, v.addedP50, v.floorP50, p99, v.ratio)}, nil
+	text := fmt.Sprintf("overhead %s: gateway CPU per chunk %.3fx ReverseProxy's with both at once (target <= 1.0; sequential %.3fx; the TCP relay floor %.3fx), adds %+.2f ms TTFT p50 (target <= the TCP relay's %+.2f + 2), %s; throughput %.3fx direct",
+		status, v.cpuRatio, v.seqRatio, v.floorRatio, v.addedP50, v.floorP50, p99, v.ratio)
+	if v.cpuRatio > 1 {
+		text += " (CPU: " + cpuWhy(pair[1], pair[0]) + ")"
+	}
+	return verdict{ok: v.ok, text: text}, nil
+}
+
+// cpuWhy says where the gateway's CPU per chunk in the pair windows differs from ReverseProxy's.
+func cpuWhy(gw, rp *overheadStats) string {
+	g, r := gw.counters, rp.counters
+	if !g.ok || !r.ok || gw.chunks == 0 || rp.chunks == 0 {
+		return "per-process counters not read"
+	}
+	gn, rn := float64(gw.chunks), float64(rp.chunks)
+	return fmt.Sprintf("the gateway spends %+.1f µs user and %+.1f µs system time per chunk more than ReverseProxy, with %+.2f reads, %+.2f writes and %+.2f context switches per chunk more",
+		1e6*(g.user/gn-r.user/rn), 1e6*(g.sys/gn-r.sys/rn), g.reads/gn-r.reads/rn, g.writes/gn-r.writes/rn, g.ctxSwitches/gn-r.ctxSwitches/rn)
 }
 
 func constURL(u string) func(int) string { return func(int) string { return u } }
