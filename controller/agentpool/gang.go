@@ -31,15 +31,16 @@ const GangTemplateName = "replica"
 
 // buildWorkload renders a gang pool's Workload (named as the pool): one PodGroupTemplate that
 // every replica's PodGroup copies and names in spec.workloadRef, as the Job controller does.
-func buildWorkload(pool *nnv1.AgentPool, g *nnv1.Gang) *schedv1beta1.Workload {
-	pg := buildPodGroup(pool, "", g)
+func buildWorkload(pool *nnv1.AgentPool, class *nnv1.AgentClass) *schedv1beta1.Workload {
+	pg := buildPodGroup(pool, "", class)
 	return &schedv1beta1.Workload{
 		ObjectMeta: metav1.ObjectMeta{Name: pool.Name, Namespace: pool.Namespace,
 			Labels: map[string]string{nnv1.PoolLabel: pool.Name}},
 		Spec: schedv1beta1.WorkloadSpec{
 			ControllerRef: &schedv1beta1.TypedLocalObjectReference{APIGroup: nnv1.GroupVersion.Group, Kind: "AgentPool", Name: pool.Name},
 			PodGroupTemplates: []schedv1beta1.PodGroupTemplate{{Name: GangTemplateName,
-				SchedulingPolicy: pg.Spec.SchedulingPolicy, SchedulingConstraints: pg.Spec.SchedulingConstraints}},
+				SchedulingPolicy: pg.Spec.SchedulingPolicy, SchedulingConstraints: pg.Spec.SchedulingConstraints,
+				DisruptionMode: pg.Spec.DisruptionMode, PriorityClassName: pg.Spec.PriorityClassName}},
 		},
 	}
 }
@@ -50,16 +51,31 @@ func gangName(pool string, i int) string { return pool + "-g" + strconv.Itoa(i) 
 // gangPodName is the name of pod j of the replica whose PodGroup is group.
 func gangPodName(group string, j int) string { return group + "-" + strconv.Itoa(j) }
 
+// gangPriorityClass is the PriorityClass of a class's gang pods: the pod template's
+// priorityClassName, which every pod keeps and the PodGroup copies ("" when unset).
+func gangPriorityClass(class *nnv1.AgentClass) string {
+	if class.Spec.Template == nil {
+		return ""
+	}
+	return class.Spec.Template.Spec.PriorityClassName
+}
+
 // buildPodGroup renders the PodGroup of one replica: a gang policy of minCount size (all pods or
-// none are bound) and, when the class asks for a topology, a one-node constraint.
-func buildPodGroup(pool *nnv1.AgentPool, name string, g *nnv1.Gang) *schedv1beta1.PodGroup {
+// none are bound), disruption mode All (the scheduler preempts the replica whole, never one
+// pod), the pods' PriorityClass (the scheduler ranks preemptors and victims by the PodGroup's
+// priority) and, when the class asks for a topology, a one-node constraint.
+func buildPodGroup(pool *nnv1.AgentPool, name string, class *nnv1.AgentClass) *schedv1beta1.PodGroup {
+	g := class.Spec.Gang
 	pg := &schedv1beta1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: pool.Namespace,
 			Labels: map[string]string{nnv1.PoolLabel: pool.Name}},
 		Spec: schedv1beta1.PodGroupSpec{
 			WorkloadRef: &schedv1beta1.WorkloadReference{WorkloadName: pool.Name, TemplateName: GangTemplateName},
 			SchedulingPolicy: schedv1beta1.PodGroupSchedulingPolicy{
-				Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: g.Size}}},
+				Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: g.Size}},
+			DisruptionMode:    &schedv1beta1.DisruptionMode{All: &schedv1beta1.AllDisruptionMode{}},
+			PriorityClassName: gangPriorityClass(class),
+		},
 	}
 	if g.Topology != "" {
 		pg.Spec.SchedulingConstraints = &schedv1beta1.PodGroupSchedulingConstraints{
@@ -178,7 +194,7 @@ func (r *Reconciler) reconcileGang(ctx context.Context, orig, pool *nnv1.AgentPo
 		}
 	}
 	if len(plan.create) > 0 && applyErr == nil {
-		applyErr = r.ensureWorkload(ctx, pool, g)
+		applyErr = r.ensureWorkload(ctx, pool, b.class)
 	}
 	for group, idx := range plan.create {
 		if applyErr != nil {
@@ -214,8 +230,8 @@ func (r *Reconciler) reconcileGang(ctx context.Context, orig, pool *nnv1.AgentPo
 
 // ensureWorkload creates the pool's Workload when absent; an existing one is kept (its
 // templates are immutable, so a changed spec.gang applies to new PodGroups only).
-func (r *Reconciler) ensureWorkload(ctx context.Context, pool *nnv1.AgentPool, g *nnv1.Gang) error {
-	wl := buildWorkload(pool, g)
+func (r *Reconciler) ensureWorkload(ctx context.Context, pool *nnv1.AgentPool, class *nnv1.AgentClass) error {
+	wl := buildWorkload(pool, class)
 	if err := controllerutil.SetControllerReference(pool, wl, r.Scheme); err != nil {
 		return fmt.Errorf("owner reference: %w", err)
 	}
@@ -227,7 +243,7 @@ func (r *Reconciler) ensureWorkload(ctx context.Context, pool *nnv1.AgentPool, g
 
 // createGang creates the PodGroup of a replica (if absent) and then its missing pods.
 func (r *Reconciler) createGang(ctx context.Context, pool *nnv1.AgentPool, group string, idx []int, b podBuild) error {
-	pg := buildPodGroup(pool, group, b.class.Spec.Gang)
+	pg := buildPodGroup(pool, group, b.class)
 	if err := controllerutil.SetControllerReference(pool, pg, r.Scheme); err != nil {
 		return fmt.Errorf("owner reference: %w", err)
 	}

@@ -20,16 +20,21 @@ import (
 func TestBuildPodGroup(t *testing.T) {
 	pool := testPool(1)
 	for _, tc := range []struct {
-		name    string
-		gang    nnv1.Gang
-		wantKey string // "": no topology constraint
+		name     string
+		gang     nnv1.Gang
+		priority string // the template's priorityClassName
+		wantKey  string // "": no topology constraint
 	}{
-		{"no topology", nnv1.Gang{Size: 2}, ""},
-		{"one node", nnv1.Gang{Size: 3, Topology: nnv1.GangTopologyNode}, HostnameTopologyKey},
-		{"one NVLink domain is one node", nnv1.Gang{Size: 2, Topology: nnv1.GangTopologyNVLinkDomain}, HostnameTopologyKey},
+		{"no topology", nnv1.Gang{Size: 2}, "", ""},
+		{"one node", nnv1.Gang{Size: 3, Topology: nnv1.GangTopologyNode}, "", HostnameTopologyKey},
+		{"one NVLink domain is one node", nnv1.Gang{Size: 2, Topology: nnv1.GangTopologyNVLinkDomain}, "", HostnameTopologyKey},
+		{"priority class from the template", nnv1.Gang{Size: 4}, "gang-high", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pg := buildPodGroup(pool, "pool-g0", &tc.gang)
+			class := testClass(nil)
+			class.Spec.Gang = &tc.gang
+			class.Spec.Template.Spec.PriorityClassName = tc.priority
+			pg := buildPodGroup(pool, "pool-g0", class)
 			if pg.Name != "pool-g0" || pg.Namespace != "ns" || pg.Labels[nnv1.PoolLabel] != "pool" {
 				t.Errorf("meta %s/%s labels %v", pg.Namespace, pg.Name, pg.Labels)
 			}
@@ -39,10 +44,22 @@ func TestBuildPodGroup(t *testing.T) {
 			if ref := pg.Spec.WorkloadRef; ref == nil || ref.WorkloadName != "pool" || ref.TemplateName != GangTemplateName {
 				t.Errorf("workloadRef %+v, want pool/%s", ref, GangTemplateName)
 			}
-			wl := buildWorkload(pool, &tc.gang)
+			if dm := pg.Spec.DisruptionMode; dm == nil || dm.All == nil || dm.Single != nil {
+				t.Errorf("disruptionMode %+v, want all (preempted whole)", dm)
+			}
+			if pg.Spec.PriorityClassName != tc.priority {
+				t.Errorf("priorityClassName %q, want the template's %q", pg.Spec.PriorityClassName, tc.priority)
+			}
+			wl := buildWorkload(pool, class)
 			if len(wl.Spec.PodGroupTemplates) != 1 || wl.Spec.PodGroupTemplates[0].Name != GangTemplateName ||
-				wl.Spec.PodGroupTemplates[0].SchedulingPolicy.Gang.MinCount != tc.gang.Size || wl.Spec.ControllerRef.Kind != "AgentPool" {
+				wl.Spec.PodGroupTemplates[0].SchedulingPolicy.Gang.MinCount != tc.gang.Size || wl.Spec.ControllerRef.Kind != "AgentPool" ||
+				wl.Spec.PodGroupTemplates[0].DisruptionMode == nil || wl.Spec.PodGroupTemplates[0].DisruptionMode.All == nil ||
+				wl.Spec.PodGroupTemplates[0].PriorityClassName != tc.priority {
 				t.Errorf("workload spec %+v", wl.Spec)
+			}
+			pod, err := buildGangPod(pool, "pool-g0", 0, podBuild{class: class})
+			if err != nil || pod.Spec.PriorityClassName != tc.priority {
+				t.Errorf("gang pod priorityClassName %q (%v), want %q as its PodGroup", pod.Spec.PriorityClassName, err, tc.priority)
 			}
 			key := ""
 			if c := pg.Spec.SchedulingConstraints; c != nil && len(c.Topology) == 1 {
