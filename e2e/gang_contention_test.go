@@ -108,20 +108,45 @@ func (s gangState) whole(size map[string]int) []string {
 	return out
 }
 
-// watchGangs samples every 500 ms for at most d, fails on any gang bound in part, and returns the
-// last sample once done reports true (or d is over, when done is nil).
-func watchGangs(t *testing.T, e *Env, ns string, d time.Duration, size map[string]int, done func(gangState) bool) (gangState, int) {
+// bindSpread bounds how long a gang may be seen bound in part: the scheduler decides a gang whole
+// and then binds its pods one by one, so a sample can fall between two bindings; a gang still in
+// part after this is holding GPUs while pending.
+const bindSpread = 5 * time.Second
+
+// watchGangs samples every 500 ms for at most d, fails on any gang bound in part for longer than
+// bindSpread, and returns the last sample once done reports true (or d is over, when done is nil),
+// the number of samples and the longest time a gang was seen bound in part.
+func watchGangs(t *testing.T, e *Env, ns string, d time.Duration, size map[string]int, done func(gangState) bool) (gangState, int, time.Duration) {
 	t.Helper()
 	samples := 0
 	var s gangState
+	since := map[string]time.Time{}
+	var longest time.Duration
 	for end := time.Now().Add(d); ; time.Sleep(500 * time.Millisecond) {
 		s = sampleGangs(t, e, ns)
 		samples++
-		if p := s.partial(size); len(p) > 0 {
-			t.Fatalf("sample %d: gangs bound in part (a pending gang holding GPUs): %v", samples, p)
+		now := time.Now()
+		seen := map[string]bool{}
+		for _, p := range s.partial(size) {
+			g := strings.Fields(p)[0]
+			seen[g] = true
+			if since[g].IsZero() {
+				since[g] = now
+			}
+			if w := now.Sub(since[g]); w > longest {
+				longest = w
+			}
+			if now.Sub(since[g]) > bindSpread {
+				t.Fatalf("sample %d: gang bound in part for %s (a pending gang holding GPUs): %s", samples, now.Sub(since[g]).Round(time.Millisecond), p)
+			}
 		}
-		if (done != nil && done(s)) || time.Now().After(end) {
-			return s, samples
+		for g := range since {
+			if !seen[g] {
+				delete(since, g)
+			}
+		}
+		if (done != nil && done(s)) || now.After(end) {
+			return s, samples, longest
 		}
 	}
 }
@@ -164,12 +189,12 @@ value: 1000
 		e.Apply(t, ns, fmt.Sprintf(contendedClassYAML, p, 3, low, ns))
 	}
 	twoBound := func(s gangState) bool { return len(s.whole(size)) == 2 }
-	s, n := watchGangs(t, e, ns, 2*time.Minute, size, twoBound)
+	s, n, w1 := watchGangs(t, e, ns, 2*time.Minute, size, twoBound)
 	if !twoBound(s) {
 		t.Fatalf("after 2 min: whole gangs %v, bound %v, want 2 of the 3 low gangs (8 GPUs for 9 wanted)", s.whole(size), s.bound)
 	}
 	placed := time.Since(start)
-	s, m := watchGangs(t, e, ns, 20*time.Second, size, nil)
+	s, m, w2 := watchGangs(t, e, ns, 20*time.Second, size, nil)
 	if w := s.whole(size); len(w) != 2 || s.bound["l1-g0"]+s.bound["l2-g0"]+s.bound["l3-g0"] != 6 {
 		t.Fatalf("20 s later: whole gangs %v, bound %v, want the same 2 gangs and 6 pods", w, s.bound)
 	}
@@ -179,19 +204,19 @@ value: 1000
 			pending = g
 		}
 	}
-	t.Logf("contention: gangs %v bound whole %.1fs after the 3 pools were applied, %s Pending whole (%d live pods, 0 bound); %d samples, none bound in part",
-		s.whole(size), placed.Seconds(), pending, s.live[pending], n+m)
+	t.Logf("contention: gangs %v bound whole %.1fs after the 3 pools were applied, %s Pending whole (%d live pods, 0 bound); %d samples, none bound in part for over %s (longest seen in part while binding: %s)",
+		s.whole(size), placed.Seconds(), pending, s.live[pending], n+m, bindSpread, max(w1, w2))
 	before := s.uids
 
 	// A gang of the high class: 4 GPUs wanted, 2 free; one low gang (3 GPUs) must go, whole.
 	hStart := time.Now()
 	e.Apply(t, ns, fmt.Sprintf(contendedClassYAML, "h1", 4, high, ns))
 	hBound := func(s gangState) bool { return s.bound["h1-g0"] == 4 }
-	s, n = watchGangs(t, e, ns, 2*time.Minute, size, hBound)
+	s, n, w1 = watchGangs(t, e, ns, 2*time.Minute, size, hBound)
 	if !hBound(s) {
 		t.Fatalf("after 2 min: high gang h1 bound %d of 4 (gangs %v)", s.bound["h1-g0"], s.bound)
 	}
-	t.Logf("preemption: high gang h1 bound whole %.1fs after it was applied (%d samples, none bound in part)", time.Since(hStart).Seconds(), n)
+	t.Logf("preemption: high gang h1 bound whole %.1fs after it was applied (%d samples, none bound in part for over %s; longest seen in part: %s)", time.Since(hStart).Seconds(), n, bindSpread, w1)
 
 	var victims, kept []string
 	for g, uids := range before {
@@ -235,7 +260,7 @@ value: 1000
 		t.Errorf("preempted pods %v, want the 3 of gang %s", preempted, victims[0])
 	}
 	// The evicted gang is recreated by its pool and waits whole: 1 GPU is left for 3 wanted.
-	s, n = watchGangs(t, e, ns, 20*time.Second, size, nil)
+	s, n, _ = watchGangs(t, e, ns, 20*time.Second, size, nil)
 	if s.bound[victims[0]] != 0 || len(s.whole(size)) != 2 {
 		t.Errorf("after preemption: bound %v, want %s Pending whole and h1 and %s bound", s.bound, victims[0], kept[0])
 	}
