@@ -247,7 +247,16 @@ func (r *Reconciler) createGang(ctx context.Context, pool *nnv1.AgentPool, group
 	if err := controllerutil.SetControllerReference(pool, pg, r.Scheme); err != nil {
 		return fmt.Errorf("owner reference: %w", err)
 	}
-	if err := r.Client.Create(ctx, pg); err != nil && !apierrors.IsAlreadyExists(err) {
+	err := r.Client.Create(ctx, pg)
+	if apierrors.IsAlreadyExists(err) {
+		// The PodGroup of a replica removed whole (preempted, broken) keeps the apiserver's
+		// protection finalizer until its last pod is gone; pods created now would join the old
+		// group and hold it forever. Wait until it is gone (the round requeues).
+		if old, gerr := r.terminatingPodGroup(ctx, pool.Namespace, group); gerr != nil || old {
+			klog.FromContext(ctx).V(1).Info("previous PodGroup still terminating; waiting", "podGroup", group, "err", gerr)
+			return gerr
+		}
+	} else if err != nil {
 		return fmt.Errorf("create podgroup %s (the cluster needs the GenericWorkload gate and scheduling.k8s.io/v1beta1): %w", group, err)
 	}
 	key := client.ObjectKeyFromObject(pool)
@@ -289,4 +298,21 @@ func (r *Reconciler) removeGang(ctx context.Context, pool *nnv1.AgentPool, group
 		return fmt.Errorf("delete podgroup %s: %w", group, err)
 	}
 	return nil
+}
+
+// terminatingPodGroup reports whether the PodGroup ns/name is being deleted, read from the
+// apiserver (the controller keeps no PodGroup cache).
+func (r *Reconciler) terminatingPodGroup(ctx context.Context, ns, name string) (bool, error) {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	pg := &schedv1beta1.PodGroup{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pg); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil // deleted since the create: the next round creates it anew
+		}
+		return false, fmt.Errorf("get podgroup %s: %w", name, err)
+	}
+	return !pg.DeletionTimestamp.IsZero(), nil
 }

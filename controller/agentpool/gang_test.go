@@ -279,3 +279,46 @@ func TestReconcileGangWithoutWorkloadAPI(t *testing.T) {
 func ctrlRequest() ctrl.Request {
 	return ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pool"}}
 }
+
+// TestReconcileGangWaitsForTerminatingPodGroup: a replica removed whole leaves its PodGroup
+// terminating (the apiserver's protection finalizer) until its pods are gone; the replica's new
+// pods are created only once that PodGroup is gone, never joined to the old one.
+func TestReconcileGangWaitsForTerminatingPodGroup(t *testing.T) {
+	class := testClass(nil)
+	class.Spec.Gang = &nnv1.Gang{Size: 2}
+	pool := testPool(1)
+	pool.Spec.PrewarmPercent = nil
+	pool.Spec.MinReplicas = ptrInt32(1)
+	h := newHarness(t, class, pool)
+	if err := schedv1beta1.AddToScheme(h.r.Scheme); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	old := &schedv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "pool-g0", Namespace: "ns",
+		Finalizers: []string{"scheduling.k8s.io/podgroup-protection"}}}
+	if err := h.c.Create(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile()
+	if n := len(h.pods()["serving"]); n != 0 {
+		t.Fatalf("%d pods created while the old PodGroup pool-g0 is terminating, want 0", n)
+	}
+	if err := h.c.Get(ctx, client.ObjectKeyFromObject(old), old); err != nil {
+		t.Fatal(err)
+	}
+	old.Finalizers = nil
+	if err := h.c.Update(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile()
+	var pg schedv1beta1.PodGroup
+	if err := h.c.Get(ctx, client.ObjectKeyFromObject(old), &pg); err != nil || !pg.DeletionTimestamp.IsZero() || pg.Spec.SchedulingPolicy.Gang == nil {
+		t.Fatalf("new PodGroup pool-g0: %+v (%v), want a live one with a gang policy", pg.Spec, err)
+	}
+	if n := len(h.pods()["serving"]); n != 2 {
+		t.Errorf("%d pods once the old PodGroup is gone, want 2", n)
+	}
+}
