@@ -193,6 +193,13 @@ func (r *Reconciler) reconcileGang(ctx context.Context, orig, pool *nnv1.AgentPo
 			break
 		}
 	}
+	tooLarge := ""
+	if len(plan.create) > 0 && applyErr == nil {
+		// A replica no domain can hold would wait forever: say so, naming the field, instead.
+		if tooLarge, applyErr = r.checkGangFits(ctx, b.class); tooLarge != "" {
+			plan.create = nil
+		}
+	}
 	if len(plan.create) > 0 && applyErr == nil {
 		applyErr = r.ensureWorkload(ctx, pool, b.class)
 	}
@@ -216,6 +223,9 @@ func (r *Reconciler) reconcileGang(ctx context.Context, orig, pool *nnv1.AgentPo
 		// A cluster without the Workload API (gates, runtime-config) fails here: say so on the pool.
 		r.setCondition(pool, nnv1.AgentPoolReady, false, "GangError", applyErr.Error())
 	}
+	if tooLarge != "" {
+		r.setCondition(pool, nnv1.AgentPoolReady, false, gangTooLargeWhy, tooLarge)
+	}
 	if err := r.patchStatus(ctx, orig, pool, size, nil, nil); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -224,6 +234,9 @@ func (r *Reconciler) reconcileGang(ctx context.Context, orig, pool *nnv1.AgentPo
 	}
 	if len(plan.create) > 0 || len(plan.remove) > 0 {
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+	}
+	if tooLarge != "" {
+		return ctrl.Result{RequeueAfter: time.Minute}, nil // slices are not watched: look again
 	}
 	return ctrl.Result{}, nil
 }
