@@ -295,3 +295,69 @@ func checkGPUAccounting(t *testing.T, e *Env, ns string) {
 		}
 	}
 }
+
+// TestGangTooLargeOnKwok: bad input the CRD cannot see. A kwok node publishes the driver's
+// whole-GPU slice of dgxh100 (8 GPUs on one node); a gang of 3 pods × 4 GPUs on one node (12) gets
+// the pool's Ready condition False, reason GangTooLarge, naming spec.gang.size, and no pod.
+func TestGangTooLargeOnKwok(t *testing.T) {
+	e := requireEnv(t)
+	ctrlInstallCRDs(t, e)
+	ns := e.Namespace(t, "ctrl-gangbig")
+	ctx := context.Background()
+	runID := fmt.Sprintf("%s%d", scale.TestRunPrefix, time.Now().UnixNano())
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := scale.Cleanup(cctx, e.Kube, runID); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	nodes, err := scale.CreateNodes(ctx, e.Kube, runID, "nn-gangbig-"+ns[len(ns)-5:]+"-", 0, 1, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, _ := scale.LayoutByName(scale.LayoutWhole)
+	if _, err := scale.PublishSlices(ctx, e.Kube, nodes, "dgxh100", whole, runID); err != nil {
+		t.Fatal(err)
+	}
+	startController(t, e, ns, "neuronetes.local/never-pulled:dev", "", "--sidecar-keys-secret=", "--sidecar-redis-secret=")
+	e.Apply(t, ns, `apiVersion: neuronetes.io/v1alpha1
+kind: AgentClass
+metadata: {name: big}
+spec:
+  gpu: {count: 4}
+  gang: {size: 3, topology: Node}
+  template:
+    spec:
+      containers:
+      - {name: agent, image: neuronetes.local/never-pulled:dev}
+---
+apiVersion: neuronetes.io/v1alpha1
+kind: AgentPool
+metadata: {name: big}
+spec: {replicas: 1, minReplicas: 1, maxReplicas: 1, prewarmPercent: 0}
+`)
+	var msg string
+	Eventually(t, time.Minute, "pool big: Ready False GangTooLarge", func() (bool, error) {
+		st, err := poolStatus(e, ns, "big")
+		if err != nil {
+			return false, err
+		}
+		conds, _ := st["conditions"].([]any)
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			if m["type"] == "Ready" {
+				msg, _ = m["message"].(string)
+				return m["status"] == "False" && m["reason"] == "GangTooLarge", fmt.Errorf("Ready %v/%v: %v", m["status"], m["reason"], m["message"])
+			}
+		}
+		return false, fmt.Errorf("no Ready condition in %v", st)
+	})
+	if !strings.Contains(msg, "spec.gang.size: 3 pods × spec.gpu.count 4 = 12 GPUs in one node") {
+		t.Errorf("message %q does not name spec.gang.size and the 12 GPUs", msg)
+	}
+	if pods := poolPods(t, e, ns, "big")["serving"]; len(pods) != 0 {
+		t.Errorf("%d pods created for a gang no node holds", len(pods))
+	}
+	t.Logf("refused as expected: %s", msg)
+}
