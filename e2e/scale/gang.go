@@ -48,7 +48,11 @@ type GangResult struct {
 	// BindSpread is the longest time between a whole gang's first and last pod binding (the
 	// scheduler decides a gang at once and binds its pods one by one).
 	BindSpread time.Duration
-	Wall       time.Duration
+	// Settled is how long the gang phase ran from its first creation until Settle passed
+	// without a new binding (Settle included); Unsettled is true when Timeout ended it first.
+	Settled, Settle time.Duration
+	Unsettled       bool
+	Wall            time.Duration
 }
 
 // gangObjects returns gang g's PodGroup (as the controller writes it: gang minCount, disruption
@@ -89,7 +93,7 @@ func gpuClaim(name, runID string, n int, classes map[string]string) *resourceapi
 func RunGangs(ctx context.Context, cfg GangConfig, ns string) (GangResult, error) {
 	logger := klog.FromContext(ctx).WithValues("nodes", len(cfg.Nodes))
 	cs := cfg.Client
-	res := GangResult{Nodes: len(cfg.Nodes), GPUs: 8 * len(cfg.Nodes)}
+	res := GangResult{Nodes: len(cfg.Nodes), GPUs: 8 * len(cfg.Nodes), Settle: cfg.Settle}
 	whole, _ := LayoutByName(LayoutWhole)
 	if _, err := PublishSlices(ctx, cs, cfg.Nodes, cfg.GPUProfile, whole, cfg.RunID); err != nil {
 		return res, err
