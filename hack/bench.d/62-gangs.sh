@@ -17,4 +17,6 @@ set -euo pipefail
 bin=.local/bench/scale-bench
 mkdir -p .local/bench
 go build -o "$bin" ./e2e/cmd/scale-bench
-exec "$bin" -root . -gangs -nodes "${NEURONETES_GANG_NODES:-500,1000}" ${NEURONETES_GANG_ARGS:-}
+# -phase-timeout 15m: on the shared 2-core VM the scheduler places ~0.6 gangs/s at 1,000 nodes, so
+# the ~400 placeable gangs need ~11 min (a 5 min cut judged them as pending gangs that fit).
+exec "$bin" -root . -gangs -phase-timeout 15m -nodes "${NEURONETES_GANG_NODES:-500,1000}" ${NEURONETES_GANG_ARGS:-}
