@@ -83,36 +83,8 @@ spec:
 	}
 	t.Logf("rejected as expected: %v", err)
 
-	prefix := "nn-gang-" + ns[len(ns)-5:] + "-"
-	nodes, err := scale.CreateNodes(ctx, e.Kube, runID, prefix, 0, 2, 2*time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeA, nodeB := nodes[0].Name, nodes[1].Name
-	for _, n := range []string{nodeA, nodeB} {
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{"neuronetes.io/e2e-gang": ns}}})
-		if _, err := e.Kube.CoreV1().Nodes().Patch(ctx, n, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		two := resource.MustParse("2")
-		st, _ := json.Marshal(map[string]any{"status": map[string]any{
-			"capacity": map[string]any{gangGPU: two.String()}, "allocatable": map[string]any{gangGPU: two.String()}}})
-		if _, err := e.Kube.CoreV1().Nodes().Patch(ctx, n, types.StrategicMergePatchType, st, metav1.PatchOptions{}, "status"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	Eventually(t, 30*time.Second, "kwok nodes offer 2 "+gangGPU, func() (bool, error) {
-		for _, n := range []string{nodeA, nodeB} {
-			node, err := e.Kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			if q := node.Status.Allocatable[corev1.ResourceName(gangGPU)]; q.Value() != 2 {
-				return false, fmt.Errorf("%s allocatable %s = %s", n, gangGPU, q.String())
-			}
-		}
-		return true, nil
-	})
+	nodes := gangNodes(t, e, ns, runID, 2, 2)
+	nodeA, nodeB := nodes[0], nodes[1]
 
 	// One plain pod of 1 GPU on each node: 2 GPUs free in total, 1 per NVLink domain.
 	filler := func(name, node string) {
@@ -272,4 +244,44 @@ func holdWhole(t *testing.T, e *Env, ns string, d time.Duration, size map[string
 		}
 	}
 	t.Logf("%d samples over %s: no gang of %v bound in part", samples, d, pools)
+}
+
+// gangNodes creates n kwok nodes of run runID labelled neuronetes.io/e2e-gang=ns (the gang
+// classes' nodeSelector), each offering gpus of gangGPU, and returns their names once the
+// scheduler can see the GPUs.
+func gangNodes(t *testing.T, e *Env, ns, runID string, n, gpus int) []string {
+	t.Helper()
+	ctx := context.Background()
+	prefix := "nn-gang-" + ns[len(ns)-5:] + "-"
+	nodes, err := scale.CreateNodes(ctx, e.Kube, runID, prefix, 0, n, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, n)
+	q := resource.NewQuantity(int64(gpus), resource.DecimalSI).String()
+	for _, node := range nodes {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{"neuronetes.io/e2e-gang": ns}}})
+		if _, err := e.Kube.CoreV1().Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := json.Marshal(map[string]any{"status": map[string]any{
+			"capacity": map[string]any{gangGPU: q}, "allocatable": map[string]any{gangGPU: q}}})
+		if _, err := e.Kube.CoreV1().Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, st, metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, node.Name)
+	}
+	Eventually(t, 30*time.Second, fmt.Sprintf("kwok nodes offer %d %s", gpus, gangGPU), func() (bool, error) {
+		for _, name := range names {
+			node, err := e.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if q := node.Status.Allocatable[corev1.ResourceName(gangGPU)]; q.Value() != int64(gpus) {
+				return false, fmt.Errorf("%s allocatable %s = %s", name, gangGPU, q.String())
+			}
+		}
+		return true, nil
+	})
+	return names
 }

@@ -31,15 +31,16 @@ const GangTemplateName = "replica"
 
 // buildWorkload renders a gang pool's Workload (named as the pool): one PodGroupTemplate that
 // every replica's PodGroup copies and names in spec.workloadRef, as the Job controller does.
-func buildWorkload(pool *nnv1.AgentPool, g *nnv1.Gang) *schedv1beta1.Workload {
-	pg := buildPodGroup(pool, "", g)
+func buildWorkload(pool *nnv1.AgentPool, class *nnv1.AgentClass) *schedv1beta1.Workload {
+	pg := buildPodGroup(pool, "", class)
 	return &schedv1beta1.Workload{
 		ObjectMeta: metav1.ObjectMeta{Name: pool.Name, Namespace: pool.Namespace,
 			Labels: map[string]string{nnv1.PoolLabel: pool.Name}},
 		Spec: schedv1beta1.WorkloadSpec{
 			ControllerRef: &schedv1beta1.TypedLocalObjectReference{APIGroup: nnv1.GroupVersion.Group, Kind: "AgentPool", Name: pool.Name},
 			PodGroupTemplates: []schedv1beta1.PodGroupTemplate{{Name: GangTemplateName,
-				SchedulingPolicy: pg.Spec.SchedulingPolicy, SchedulingConstraints: pg.Spec.SchedulingConstraints}},
+				SchedulingPolicy: pg.Spec.SchedulingPolicy, SchedulingConstraints: pg.Spec.SchedulingConstraints,
+				DisruptionMode: pg.Spec.DisruptionMode, PriorityClassName: pg.Spec.PriorityClassName}},
 		},
 	}
 }
@@ -50,16 +51,31 @@ func gangName(pool string, i int) string { return pool + "-g" + strconv.Itoa(i) 
 // gangPodName is the name of pod j of the replica whose PodGroup is group.
 func gangPodName(group string, j int) string { return group + "-" + strconv.Itoa(j) }
 
+// gangPriorityClass is the PriorityClass of a class's gang pods: the pod template's
+// priorityClassName, which every pod keeps and the PodGroup copies ("" when unset).
+func gangPriorityClass(class *nnv1.AgentClass) string {
+	if class.Spec.Template == nil {
+		return ""
+	}
+	return class.Spec.Template.Spec.PriorityClassName
+}
+
 // buildPodGroup renders the PodGroup of one replica: a gang policy of minCount size (all pods or
-// none are bound) and, when the class asks for a topology, a one-node constraint.
-func buildPodGroup(pool *nnv1.AgentPool, name string, g *nnv1.Gang) *schedv1beta1.PodGroup {
+// none are bound), disruption mode All (the scheduler preempts the replica whole, never one
+// pod), the pods' PriorityClass (the scheduler ranks preemptors and victims by the PodGroup's
+// priority) and, when the class asks for a topology, a one-node constraint.
+func buildPodGroup(pool *nnv1.AgentPool, name string, class *nnv1.AgentClass) *schedv1beta1.PodGroup {
+	g := class.Spec.Gang
 	pg := &schedv1beta1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: pool.Namespace,
 			Labels: map[string]string{nnv1.PoolLabel: pool.Name}},
 		Spec: schedv1beta1.PodGroupSpec{
 			WorkloadRef: &schedv1beta1.WorkloadReference{WorkloadName: pool.Name, TemplateName: GangTemplateName},
 			SchedulingPolicy: schedv1beta1.PodGroupSchedulingPolicy{
-				Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: g.Size}}},
+				Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: g.Size}},
+			DisruptionMode:    &schedv1beta1.DisruptionMode{All: &schedv1beta1.AllDisruptionMode{}},
+			PriorityClassName: gangPriorityClass(class),
+		},
 	}
 	if g.Topology != "" {
 		pg.Spec.SchedulingConstraints = &schedv1beta1.PodGroupSchedulingConstraints{
@@ -177,8 +193,15 @@ func (r *Reconciler) reconcileGang(ctx context.Context, orig, pool *nnv1.AgentPo
 			break
 		}
 	}
+	tooLarge := ""
 	if len(plan.create) > 0 && applyErr == nil {
-		applyErr = r.ensureWorkload(ctx, pool, g)
+		// A replica no domain can hold would wait forever: say so, naming the field, instead.
+		if tooLarge, applyErr = r.checkGangFits(ctx, b.class); tooLarge != "" {
+			plan.create = nil
+		}
+	}
+	if len(plan.create) > 0 && applyErr == nil {
+		applyErr = r.ensureWorkload(ctx, pool, b.class)
 	}
 	for group, idx := range plan.create {
 		if applyErr != nil {
@@ -200,6 +223,9 @@ func (r *Reconciler) reconcileGang(ctx context.Context, orig, pool *nnv1.AgentPo
 		// A cluster without the Workload API (gates, runtime-config) fails here: say so on the pool.
 		r.setCondition(pool, nnv1.AgentPoolReady, false, "GangError", applyErr.Error())
 	}
+	if tooLarge != "" {
+		r.setCondition(pool, nnv1.AgentPoolReady, false, gangTooLargeWhy, tooLarge)
+	}
 	if err := r.patchStatus(ctx, orig, pool, size, nil, nil); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -209,13 +235,16 @@ func (r *Reconciler) reconcileGang(ctx context.Context, orig, pool *nnv1.AgentPo
 	if len(plan.create) > 0 || len(plan.remove) > 0 {
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 	}
+	if tooLarge != "" {
+		return ctrl.Result{RequeueAfter: time.Minute}, nil // slices are not watched: look again
+	}
 	return ctrl.Result{}, nil
 }
 
 // ensureWorkload creates the pool's Workload when absent; an existing one is kept (its
 // templates are immutable, so a changed spec.gang applies to new PodGroups only).
-func (r *Reconciler) ensureWorkload(ctx context.Context, pool *nnv1.AgentPool, g *nnv1.Gang) error {
-	wl := buildWorkload(pool, g)
+func (r *Reconciler) ensureWorkload(ctx context.Context, pool *nnv1.AgentPool, class *nnv1.AgentClass) error {
+	wl := buildWorkload(pool, class)
 	if err := controllerutil.SetControllerReference(pool, wl, r.Scheme); err != nil {
 		return fmt.Errorf("owner reference: %w", err)
 	}
@@ -227,11 +256,20 @@ func (r *Reconciler) ensureWorkload(ctx context.Context, pool *nnv1.AgentPool, g
 
 // createGang creates the PodGroup of a replica (if absent) and then its missing pods.
 func (r *Reconciler) createGang(ctx context.Context, pool *nnv1.AgentPool, group string, idx []int, b podBuild) error {
-	pg := buildPodGroup(pool, group, b.class.Spec.Gang)
+	pg := buildPodGroup(pool, group, b.class)
 	if err := controllerutil.SetControllerReference(pool, pg, r.Scheme); err != nil {
 		return fmt.Errorf("owner reference: %w", err)
 	}
-	if err := r.Client.Create(ctx, pg); err != nil && !apierrors.IsAlreadyExists(err) {
+	err := r.Client.Create(ctx, pg)
+	if apierrors.IsAlreadyExists(err) {
+		// The PodGroup of a replica removed whole (preempted, broken) keeps the apiserver's
+		// protection finalizer until its last pod is gone; pods created now would join the old
+		// group and hold it forever. Wait until it is gone (the round requeues).
+		if old, gerr := r.terminatingPodGroup(ctx, pool.Namespace, group); gerr != nil || old {
+			klog.FromContext(ctx).V(1).Info("previous PodGroup still terminating; waiting", "podGroup", group, "err", gerr)
+			return gerr
+		}
+	} else if err != nil {
 		return fmt.Errorf("create podgroup %s (the cluster needs the GenericWorkload gate and scheduling.k8s.io/v1beta1): %w", group, err)
 	}
 	key := client.ObjectKeyFromObject(pool)
@@ -273,4 +311,21 @@ func (r *Reconciler) removeGang(ctx context.Context, pool *nnv1.AgentPool, group
 		return fmt.Errorf("delete podgroup %s: %w", group, err)
 	}
 	return nil
+}
+
+// terminatingPodGroup reports whether the PodGroup ns/name is being deleted, read from the
+// apiserver (the controller keeps no PodGroup cache).
+func (r *Reconciler) terminatingPodGroup(ctx context.Context, ns, name string) (bool, error) {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	pg := &schedv1beta1.PodGroup{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pg); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil // deleted since the create: the next round creates it anew
+		}
+		return false, fmt.Errorf("get podgroup %s: %w", name, err)
+	}
+	return !pg.DeletionTimestamp.IsZero(), nil
 }

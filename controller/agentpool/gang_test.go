@@ -20,16 +20,21 @@ import (
 func TestBuildPodGroup(t *testing.T) {
 	pool := testPool(1)
 	for _, tc := range []struct {
-		name    string
-		gang    nnv1.Gang
-		wantKey string // "": no topology constraint
+		name     string
+		gang     nnv1.Gang
+		priority string // the template's priorityClassName
+		wantKey  string // "": no topology constraint
 	}{
-		{"no topology", nnv1.Gang{Size: 2}, ""},
-		{"one node", nnv1.Gang{Size: 3, Topology: nnv1.GangTopologyNode}, HostnameTopologyKey},
-		{"one NVLink domain is one node", nnv1.Gang{Size: 2, Topology: nnv1.GangTopologyNVLinkDomain}, HostnameTopologyKey},
+		{"no topology", nnv1.Gang{Size: 2}, "", ""},
+		{"one node", nnv1.Gang{Size: 3, Topology: nnv1.GangTopologyNode}, "", HostnameTopologyKey},
+		{"one NVLink domain is one node", nnv1.Gang{Size: 2, Topology: nnv1.GangTopologyNVLinkDomain}, "", HostnameTopologyKey},
+		{"priority class from the template", nnv1.Gang{Size: 4}, "gang-high", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pg := buildPodGroup(pool, "pool-g0", &tc.gang)
+			class := testClass(nil)
+			class.Spec.Gang = &tc.gang
+			class.Spec.Template.Spec.PriorityClassName = tc.priority
+			pg := buildPodGroup(pool, "pool-g0", class)
 			if pg.Name != "pool-g0" || pg.Namespace != "ns" || pg.Labels[nnv1.PoolLabel] != "pool" {
 				t.Errorf("meta %s/%s labels %v", pg.Namespace, pg.Name, pg.Labels)
 			}
@@ -39,10 +44,22 @@ func TestBuildPodGroup(t *testing.T) {
 			if ref := pg.Spec.WorkloadRef; ref == nil || ref.WorkloadName != "pool" || ref.TemplateName != GangTemplateName {
 				t.Errorf("workloadRef %+v, want pool/%s", ref, GangTemplateName)
 			}
-			wl := buildWorkload(pool, &tc.gang)
+			if dm := pg.Spec.DisruptionMode; dm == nil || dm.All == nil || dm.Single != nil {
+				t.Errorf("disruptionMode %+v, want all (preempted whole)", dm)
+			}
+			if pg.Spec.PriorityClassName != tc.priority {
+				t.Errorf("priorityClassName %q, want the template's %q", pg.Spec.PriorityClassName, tc.priority)
+			}
+			wl := buildWorkload(pool, class)
 			if len(wl.Spec.PodGroupTemplates) != 1 || wl.Spec.PodGroupTemplates[0].Name != GangTemplateName ||
-				wl.Spec.PodGroupTemplates[0].SchedulingPolicy.Gang.MinCount != tc.gang.Size || wl.Spec.ControllerRef.Kind != "AgentPool" {
+				wl.Spec.PodGroupTemplates[0].SchedulingPolicy.Gang.MinCount != tc.gang.Size || wl.Spec.ControllerRef.Kind != "AgentPool" ||
+				wl.Spec.PodGroupTemplates[0].DisruptionMode == nil || wl.Spec.PodGroupTemplates[0].DisruptionMode.All == nil ||
+				wl.Spec.PodGroupTemplates[0].PriorityClassName != tc.priority {
 				t.Errorf("workload spec %+v", wl.Spec)
+			}
+			pod, err := buildGangPod(pool, "pool-g0", 0, podBuild{class: class})
+			if err != nil || pod.Spec.PriorityClassName != tc.priority {
+				t.Errorf("gang pod priorityClassName %q (%v), want %q as its PodGroup", pod.Spec.PriorityClassName, err, tc.priority)
 			}
 			key := ""
 			if c := pg.Spec.SchedulingConstraints; c != nil && len(c.Topology) == 1 {
@@ -261,4 +278,47 @@ func TestReconcileGangWithoutWorkloadAPI(t *testing.T) {
 
 func ctrlRequest() ctrl.Request {
 	return ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pool"}}
+}
+
+// TestReconcileGangWaitsForTerminatingPodGroup: a replica removed whole leaves its PodGroup
+// terminating (the apiserver's protection finalizer) until its pods are gone; the replica's new
+// pods are created only once that PodGroup is gone, never joined to the old one.
+func TestReconcileGangWaitsForTerminatingPodGroup(t *testing.T) {
+	class := testClass(nil)
+	class.Spec.Gang = &nnv1.Gang{Size: 2}
+	pool := testPool(1)
+	pool.Spec.PrewarmPercent = nil
+	pool.Spec.MinReplicas = ptrInt32(1)
+	h := newHarness(t, class, pool)
+	if err := schedv1beta1.AddToScheme(h.r.Scheme); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	old := &schedv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "pool-g0", Namespace: "ns",
+		Finalizers: []string{"scheduling.k8s.io/podgroup-protection"}}}
+	if err := h.c.Create(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile()
+	if n := len(h.pods()["serving"]); n != 0 {
+		t.Fatalf("%d pods created while the old PodGroup pool-g0 is terminating, want 0", n)
+	}
+	if err := h.c.Get(ctx, client.ObjectKeyFromObject(old), old); err != nil {
+		t.Fatal(err)
+	}
+	old.Finalizers = nil
+	if err := h.c.Update(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile()
+	var pg schedv1beta1.PodGroup
+	if err := h.c.Get(ctx, client.ObjectKeyFromObject(old), &pg); err != nil || !pg.DeletionTimestamp.IsZero() || pg.Spec.SchedulingPolicy.Gang == nil {
+		t.Fatalf("new PodGroup pool-g0: %+v (%v), want a live one with a gang policy", pg.Spec, err)
+	}
+	if n := len(h.pods()["serving"]); n != 2 {
+		t.Errorf("%d pods once the old PodGroup is gone, want 2", n)
+	}
 }

@@ -41,6 +41,11 @@ type options struct {
 	phaseTimeout time.Duration
 	verifyNodes  int
 	strict       bool
+	// gangs runs the gang phase (scale.RunGangs) instead of the layouts.
+	gangs          bool
+	gangSingles    int
+	gangOvercommit float64
+	gangSettle     time.Duration
 }
 
 func parseFlags(args []string) (options, error) {
@@ -55,6 +60,10 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.phaseTimeout, "phase-timeout", 5*time.Minute, "longest wait for one kind's pods to be bound")
 	fs.IntVar(&o.verifyNodes, "verify-nodes", 50, "nodes whose counters are checked against every claim on them")
 	fs.BoolVar(&o.strict, "strict", true, "exit 1 when the target (the mig-demand layout's MIG-claim algorithm p99 ratio) is missed; verification failures always do")
+	fs.BoolVar(&o.gangs, "gangs", false, "run the gang benchmark (issue 33) instead of the layouts: gangs wanting -gang-overcommit x the GPUs, judged for partial placements and stranded GPUs")
+	fs.IntVar(&o.gangSingles, "gang-singles", 100, "with -gangs: single pods placed first as the latency baseline")
+	fs.Float64Var(&o.gangOvercommit, "gang-overcommit", 1.25, "with -gangs: the gangs' GPUs over the cluster's (above 1: contention)")
+	fs.DurationVar(&o.gangSettle, "gang-settle", 20*time.Second, "with -gangs: no new binding for this long ends the gang phase")
 	klog.InitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -76,6 +85,9 @@ func parseFlags(args []string) (options, error) {
 		}
 	}
 	for _, n := range o.nodes {
+		if o.gangs {
+			break
+		}
 		if err := scale.DefaultMix(o.pods).CheckFits(n, 8); err != nil {
 			return o, fmt.Errorf("-nodes %d: %w", n, err)
 		}
@@ -91,7 +103,10 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	code, verdicts, err := run(ctx, o, os.Stdout)
+	if o.gangs {
+		os.Exit(mainGangs(ctx, o))
+	}
+	code, verdicts, err := run(ctx, o, os.Stdout, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "scale-bench:", err)
 		if code == 0 {
@@ -116,7 +131,10 @@ func main() {
 	os.Exit(code)
 }
 
-func run(ctx context.Context, o options, out io.Writer) (code int, verdicts []scale.Verdict, err error) {
+// run brings the cluster up, prepares the device classes and the scheduler's metrics, and runs
+// the layouts at each node count, or, when gangLines is not nil, the gang phase, whose verdict
+// lines it appends there.
+func run(ctx context.Context, o options, out io.Writer, gangLines *[]string) (code int, verdicts []scale.Verdict, err error) {
 	logger := klog.FromContext(ctx)
 	root, err := filepath.Abs(o.root)
 	if err != nil {
@@ -209,6 +227,10 @@ func run(ctx context.Context, o options, out io.Writer) (code int, verdicts []sc
 			return 1, verdicts, err
 		}
 		pids[name] = pid
+	}
+	if gangLines != nil {
+		code, err := runGangs(ctx, o, out, cs, scraper, runID, classes, gangLines)
+		return code, nil, err
 	}
 	mix := scale.DefaultMix(o.pods)
 	fmt.Fprintf(out, "scale bench: run %s, gpu profile %s (8 GPUs/node), pods %v, device classes %v\n", runID, o.gpuProfile, mix, src)
