@@ -229,12 +229,22 @@ func holdWhole(t *testing.T, e *Env, ns string, d time.Duration, size map[string
 		pools = append(pools, p)
 	}
 	samples := 0
+	since := map[string]time.Time{} // when each gang was first seen bound in part, in a row
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 		bound := gangBound(t, e, ns, pools)
 		samples++
+		now := time.Now()
 		for p, n := range size {
-			if b := bound[p]; b != 0 && b != n {
-				t.Fatalf("gang %s bound in part: %d of %d pods on nodes (sample %d)", p, b, n, samples)
+			if b := bound[p]; b == 0 || b == n {
+				delete(since, p)
+				continue
+			}
+			if _, ok := since[p]; !ok {
+				since[p] = now
+			}
+			// The scheduler decides a gang whole and binds its pods one by one.
+			if now.Sub(since[p]) > bindSpread {
+				t.Fatalf("gang %s bound in part for over %s: %d of %d pods on nodes (sample %d)", p, bindSpread, bound[p], n, samples)
 			}
 		}
 		if check != nil {
@@ -243,7 +253,7 @@ func holdWhole(t *testing.T, e *Env, ns string, d time.Duration, size map[string
 			}
 		}
 	}
-	t.Logf("%d samples over %s: no gang of %v bound in part", samples, d, pools)
+	t.Logf("%d samples over %s: no gang of %v bound in part for over %s", samples, d, pools, bindSpread)
 }
 
 // gangNodes creates n kwok nodes of run runID labelled neuronetes.io/e2e-gang=ns (the gang
