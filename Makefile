@@ -67,8 +67,9 @@ bench: tools deps ## Every benchmark (hack/bench.d/*.sh): medians, ratios, its v
 bench-autoscale: ## The autoscaler's trace-driven comparison; TRACE=<file>[,<file>...] replays other traces (a missing one fails).
 	bash hack/bench.d/40-autoscale.sh
 
-bench-scale: tools deps ## The scheduler scale benchmark with kwok GPU nodes.
+bench-scale: tools deps ## The scheduler scale benchmark and the scoring benchmark (neuronetes-scheduler vs the default scheduler) with kwok GPU nodes.
 	bash hack/bench.d/60-scale.sh
+	bash hack/bench.d/64-scoring.sh
 
 bench-gateway: ## The gateway's overhead and routing-quality benchmarks against demo agents.
 	bash hack/bench.d/70-gateway.sh

@@ -142,8 +142,8 @@ build_netpol() {
 # controller/cost, api/v1alpha1), so a change to them is a new build. Version-stamped as build_k8s.
 build_scheduler() {
 	local src
-	src=$(cd "$root" && cat hack/tools/scheduler/go.mod hack/tools/scheduler/go.sum hack/tools/scheduler/*.go \
-		scheduler/scoring/*.go controller/cost/*.go api/v1alpha1/*.go go.mod | sha256sum | cut -c1-12)
+	src=$(cd "$root" && ls hack/tools/scheduler/*.go scheduler/scoring/*.go controller/cost/*.go api/v1alpha1/*.go |
+		grep -v '_test\.go$' | xargs cat hack/tools/scheduler/go.mod hack/tools/scheduler/go.sum go.mod | sha256sum | cut -c1-12)
 	local dir="$tools/neuronetes-scheduler-$K8S_VERSION-$src"
 	have "$dir" neuronetes-scheduler || lock neuronetes-scheduler
 	if ! have "$dir" neuronetes-scheduler; then

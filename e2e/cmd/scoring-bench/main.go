@@ -108,7 +108,7 @@ func run(ctx context.Context, o options, out io.Writer) (base, cand scoring.Repo
 	}()
 	nodes := make([]scoring.Node, o.nodes)
 	for i := range nodes {
-		nodes[i] = layout(i, o.pools)
+		nodes[i] = scoring.Layout(i, o.pools)
 	}
 	if err := createNodes(ctx, cs, runID, nodes); err != nil {
 		return base, cand, fmt.Errorf("kwok nodes: %w", err)
@@ -119,7 +119,7 @@ func run(ctx context.Context, o options, out io.Writer) (base, cand scoring.Repo
 	}
 	defer stopSched()
 	fmt.Fprintf(out, "scoring bench: run %s: %d kwok nodes (3 zones, 8 GPUs, 40%% spot, each model warm on 1/12 of them), %d pools x %d replicas of %d GPUs, pools placed one after the other\n",
-		runID, o.nodes, o.pools, o.replicas, replicaGPUs)
+		runID, o.nodes, o.pools, o.replicas, scoring.ReplicaGPUs)
 	wanted := o.pools * o.replicas
 	for i, s := range []string{"default-scheduler", "neuronetes"} {
 		start := time.Now()

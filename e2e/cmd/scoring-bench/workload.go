@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -18,31 +17,6 @@ import (
 	"github.com/neuronetes/neuronetes/e2e/scale"
 	"github.com/neuronetes/neuronetes/e2e/scoring"
 )
-
-// replicaGPUs is each replica's GPU request (the nodes' nvidia.com/gpu extended resource).
-const replicaGPUs = 2
-
-// pod is replica r of pool p as the controller renders a serving pod of an AgentClass with a
-// model (pool, state and class labels; a preferred affinity of weight 100 for the model's warm
-// node label), held on this run's nodes, for scheduler.
-func pod(runID, ns, scheduler string, p, r int) *corev1.Pod {
-	pool := "m" + strconv.Itoa(p)
-	gpus := *resource.NewQuantity(replicaGPUs, resource.DecimalSI)
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: pool + "-" + strconv.Itoa(r), Namespace: ns, Labels: map[string]string{
-			scale.LabelRun: runID, nnv1.PoolLabel: pool, nnv1.StateLabel: nnv1.PodStateServing, nnv1.AgentClassLabel: pool}},
-		Spec: corev1.PodSpec{
-			SchedulerName: scheduler,
-			NodeSelector:  map[string]string{scale.LabelRun: runID},
-			Tolerations:   []corev1.Toleration{{Key: kwokAnnotation, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-			Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
-				Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
-					Key: nnv1.WarmNodeLabel(modelDigest(p)), Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}}}}}}},
-			Containers: []corev1.Container{{Name: "agent", Image: cluster.PauseImage, Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{gpuResource: gpus}, Limits: corev1.ResourceList{gpuResource: gpus}}}},
-		},
-	}
-}
 
 // place runs the workload with one scheduler: the pools one after the other (as pools scale up
 // at different times), each pool's replicas created together and waited for until bound. It
@@ -57,7 +31,7 @@ func place(ctx context.Context, cs kubernetes.Interface, runID, scheduler string
 	var out []scoring.Placement
 	for p := range pools {
 		for r := range replicas {
-			if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod(runID, ns, scheduler, p, r), metav1.CreateOptions{}); err != nil {
+			if _, err := cs.CoreV1().Pods(ns).Create(ctx, scoring.ReplicaPod(ns, scheduler, cluster.PauseImage, map[string]string{scale.LabelRun: runID}, map[string]string{scale.LabelRun: runID}, p, r), metav1.CreateOptions{}); err != nil {
 				return nil, fmt.Errorf("pod %d of pool m%d: %w", r, p, err)
 			}
 		}
@@ -80,7 +54,7 @@ func place(ctx context.Context, cs kubernetes.Interface, runID, scheduler string
 			return nil, err
 		}
 		for _, po := range bound {
-			out = append(out, scoring.Placement{Pool: po.Labels[nnv1.PoolLabel], Model: po.Labels[nnv1.PoolLabel], Node: po.Spec.NodeName, GPUs: replicaGPUs})
+			out = append(out, scoring.Placement{Pool: po.Labels[nnv1.PoolLabel], Model: po.Labels[nnv1.PoolLabel], Node: po.Spec.NodeName, GPUs: scoring.ReplicaGPUs})
 		}
 		if len(bound) < replicas {
 			return out, fmt.Errorf("%s: pool m%d: %d of %d replicas bound after %s", scheduler, p, len(bound), replicas, timeout)

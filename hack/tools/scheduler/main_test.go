@@ -14,7 +14,7 @@ import (
 
 // profile returns the shipped configuration (deploy/scheduler) pointed at an unreachable
 // apiserver, with edit applied to its "neuronetes" profile's multiPoint plugins.
-func profile(t *testing.T, edit func(enabled []any) []any) string {
+func profileFile(t *testing.T, edit func(enabled []any) []any) string {
 	t.Helper()
 	raw, err := os.ReadFile("../../../deploy/scheduler/neuronetes-scheduler.yaml")
 	if err != nil {
@@ -66,7 +66,7 @@ func TestProfile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := options.NewOptions()
-			opts.ConfigFile = profile(t, tc.edit)
+			opts.ConfigFile = profileFile(t, tc.edit)
 			opts.SecureServing.BindPort = 0
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
