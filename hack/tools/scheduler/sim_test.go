@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
@@ -123,6 +124,12 @@ func simulate(t *testing.T, schedName string, nodes []scoring.Node, pools, repli
 // verdict of e2e/scoring.Verdict.
 func TestScoringSimulation(t *testing.T) {
 	const nodesN, pools, replicas = 48, 3, 40
+	// SCORING_SIM_GATES sets scheduler feature gates for the run (e.g. OpportunisticBatching=false).
+	if g := os.Getenv("SCORING_SIM_GATES"); g != "" {
+		if err := utilfeature.DefaultMutableFeatureGate.Set(g); err != nil {
+			t.Fatal(err)
+		}
+	}
 	nodes := make([]scoring.Node, nodesN)
 	for i := range nodes {
 		nodes[i] = scoring.Layout(i, pools)
