@@ -13,8 +13,8 @@ import (
 )
 
 // profile returns the shipped configuration (deploy/scheduler) pointed at an unreachable
-// apiserver, with edit applied to its "neuronetes" profile's multiPoint plugins.
-func profileFile(t *testing.T, edit func(enabled []any) []any) string {
+// apiserver, with edit applied to its "neuronetes" profile (a map of the YAML).
+func profileFile(t *testing.T, edit func(profile map[string]any)) string {
 	t.Helper()
 	raw, err := os.ReadFile("../../../deploy/scheduler/neuronetes-scheduler.yaml")
 	if err != nil {
@@ -37,8 +37,7 @@ current-context: c
 	}
 	cfg["clientConnection"] = map[string]any{"kubeconfig": kc}
 	cfg["leaderElection"] = map[string]any{"leaderElect": false}
-	mp := cfg["profiles"].([]any)[0].(map[string]any)["plugins"].(map[string]any)["multiPoint"].(map[string]any)
-	mp["enabled"] = edit(mp["enabled"].([]any))
+	edit(cfg["profiles"].([]any)[0].(map[string]any))
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -56,13 +55,17 @@ current-context: c
 func TestProfile(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		edit    func([]any) []any
+		edit    func(map[string]any)
 		wantErr string
 	}{
-		{"shipped", func(e []any) []any { return e }, ""},
-		{"unknown scorer", func(e []any) []any {
-			return append(e, map[string]any{"name": "NeuroNetesSLOHeadroom", "weight": 1})
+		{"shipped", func(map[string]any) {}, ""},
+		{"unknown scorer", func(p map[string]any) {
+			mp := p["plugins"].(map[string]any)["multiPoint"].(map[string]any)
+			mp["enabled"] = append(mp["enabled"].([]any), map[string]any{"name": "NeuroNetesSLOHeadroom", "weight": 1})
 		}, `"NeuroNetesSLOHeadroom" does not exist`},
+		{"bad price table", func(p map[string]any) {
+			p["pluginConfig"] = []any{map[string]any{"name": CostName, "args": map[string]any{"priceTable": map[string]any{"p4d.24xlarge.spot": "cheap"}}}}
+		}, `NeuroNetesCost args priceTable: price table key "p4d.24xlarge.spot"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := options.NewOptions()
