@@ -60,3 +60,21 @@ func TestVerdict(t *testing.T) {
 		})
 	}
 }
+
+func TestModelLabelsDistinct(t *testing.T) {
+	seen := map[string]int{}
+	for m := range 8 {
+		n := NodeObject(Node{Name: "n", Warm: map[string]bool{"m" + string(rune('0'+m)): true}}, nil)
+		for k := range n.Labels {
+			if strings.HasPrefix(k, "warm.neuronetes.io/") {
+				if o, dup := seen[k]; dup {
+					t.Fatalf("models %d and %d share warm label %s", o, m, k)
+				}
+				seen[k] = m
+			}
+		}
+	}
+	if len(seen) != 8 {
+		t.Fatalf("%d warm labels for 8 models", len(seen))
+	}
+}

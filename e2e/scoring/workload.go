@@ -3,6 +3,7 @@ package scoring
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -25,8 +26,9 @@ const (
 	spotLabel = "karpenter.sh/capacity-type"
 )
 
-// ModelDigest is model m's digest; its warm label is nnv1.WarmNodeLabel(ModelDigest(m)).
-func ModelDigest(m int) string { return fmt.Sprintf("sha256:%064x", m+1) }
+// ModelDigest is model m's digest; its warm label is nnv1.WarmNodeLabel(ModelDigest(m)). The model
+// number leads the hex: the label keeps only the first 56 hex characters.
+func ModelDigest(m int) string { return fmt.Sprintf("sha256:%08x%s", m+1, strings.Repeat("0", 56)) }
 
 // Layout returns node i: zone i%3; spot when i%5 is 0 or 2 (40 %); on-demand $32.77/h, spot
 // $12.00-13.50/h by i; warm for model m ("m<m>") when (i/3)%8 == m < models (each model warm on
