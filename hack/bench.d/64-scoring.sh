@@ -10,7 +10,14 @@
 #
 # Env: NEURONETES_SCORING_ARGS extra flags for e2e/cmd/scoring-bench (-nodes 48 -pools 3
 # -replicas 40 by default).
+#
+# First the same comparison in the scheduler framework on a fake clientset (no cluster:
+# hack/tools/scheduler TestScoringSimulation); its table is printed, the live run's verdict is
+# the one printed last.
 set -euo pipefail
+echo "== simulation (hack/tools/scheduler TestScoringSimulation)"
+(cd hack/tools/scheduler && go test -count=1 -run '^TestScoringSimulation$' -v . 2>&1 | grep -vE '^[EIW][0-9]{4} ' | grep -E '^(metric|placed|\$|on warm|same-pool|zone skew|spot)|verdict|^(---|ok|FAIL)') || true
+echo "== live (local cluster, kwok nodes)"
 bash hack/build-tools.sh neuronetes-scheduler
 bin=.local/bench/scoring-bench
 mkdir -p .local/bench
