@@ -67,8 +67,8 @@ bench: tools deps ## Every benchmark (hack/bench.d/*.sh): medians, ratios, its v
 bench-autoscale: ## The autoscaler's trace-driven comparison; TRACE=<file>[,<file>...] replays other traces (a missing one fails).
 	bash hack/bench.d/40-autoscale.sh
 
-bench-scale: tools deps ## The scheduler scale benchmark and the gang benchmark with kwok GPU nodes.
-	@rc=0; bash hack/bench.d/60-scale.sh || rc=1; bash hack/bench.d/62-gangs.sh || rc=1; exit $$rc
+bench-scale: tools deps ## The scheduler scale benchmark, the gang benchmark and the scoring benchmark (neuronetes-scheduler vs the default scheduler) with kwok GPU nodes.
+	@rc=0; bash hack/bench.d/60-scale.sh || rc=1; bash hack/bench.d/62-gangs.sh || rc=1; bash hack/bench.d/64-scoring.sh || rc=1; exit $$rc
 
 bench-gateway: ## The gateway's overhead and routing-quality benchmarks against demo agents.
 	bash hack/bench.d/70-gateway.sh

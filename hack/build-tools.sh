@@ -4,7 +4,7 @@
 # already exists for its version is not rebuilt, so a warm run costs seconds.
 #
 #   bash hack/build-tools.sh TOOL...   k8s (Kubernetes and CoreDNS), etcd, containerd,
-#                                      kube-network-policies, kwok, helm,
+#                                      kube-network-policies, neuronetes-scheduler, kwok, helm,
 #                                      controller-gen, buf, protoc-gen-go, protoc-gen-go-grpc, or a
 #                                      group built in parallel: cluster (make cluster-up), run (make
 #                                      run), proto, all (make tools)
@@ -136,6 +136,29 @@ build_netpol() {
 	link kube-network-policies "$dir"
 }
 
+# build_scheduler builds neuronetes-scheduler (hack/tools/scheduler: kube-scheduler $K8S_VERSION with
+# NeuroNetes' Score plugins) into .local/tools/neuronetes-scheduler-<version>-<hash>/: the hash
+# covers the command and the main module's packages it compiles in (scheduler/scoring,
+# controller/cost, api/v1alpha1), so a change to them is a new build. Version-stamped as build_k8s.
+build_scheduler() {
+	local src
+	src=$(cd "$root" && ls hack/tools/scheduler/*.go scheduler/scoring/*.go controller/cost/*.go api/v1alpha1/*.go |
+		grep -v '_test\.go$' | xargs cat hack/tools/scheduler/go.mod hack/tools/scheduler/go.sum go.mod | sha256sum | cut -c1-12)
+	local dir="$tools/neuronetes-scheduler-$K8S_VERSION-$src"
+	have "$dir" neuronetes-scheduler || lock neuronetes-scheduler
+	if ! have "$dir" neuronetes-scheduler; then
+		log "building neuronetes-scheduler (kube-scheduler $K8S_VERSION with NeuroNetes plugins; cold: about 5 minutes on 2 cores)"
+		local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+		local ld="-s -w"
+		for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+			ld+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+		done
+		mkdir -p "$dir"
+		(cd "$root/hack/tools/scheduler" && CGO_ENABLED=0 timed neuronetes-scheduler go build -trimpath -ldflags "$ld" -o "$dir/neuronetes-scheduler.tmp" . && mv "$dir/neuronetes-scheduler.tmp" "$dir/neuronetes-scheduler")
+	fi
+	link neuronetes-scheduler "$dir"
+}
+
 # goinstall NAME VERSION PKG...: go install of module packages at a version.
 goinstall() {
 	local name=$1 version=$2; shift 2
@@ -158,6 +181,7 @@ for t in $want; do
 	k8s) build_k8s ;;
 	etcd) build_etcd ;;
 	kube-network-policies) build_netpol ;;
+	neuronetes-scheduler) build_scheduler ;;
 	containerd) goinstall containerd "$CONTAINERD_VERSION" \
 		"github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" \
 		"github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" \

@@ -1,0 +1,198 @@
+// Command scoring-bench measures issue 33's scoring target on the local cluster: the same workload
+// placed by the default scheduler and by neuronetes-scheduler's "neuronetes" profile on the same
+// kwok nodes (zones, spot labels, price annotations, warm-model labels), one after the other in
+// one run; it prints cost per placed replica-hour, share on warm nodes, same-pool collisions, zone
+// skew and spot allocation for both, then the verdict last, and exits 1 on a miss.
+// Run through hack/bench.d/64-scoring.sh (it builds neuronetes-scheduler first).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/neuronetes/neuronetes/e2e/cluster"
+	"github.com/neuronetes/neuronetes/e2e/scale"
+	"github.com/neuronetes/neuronetes/e2e/scoring"
+)
+
+type options struct {
+	root, config           string
+	nodes, pools, replicas int
+	timeout                time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.root, "root", ".", "repository root")
+	flag.StringVar(&o.config, "config", "deploy/scheduler/neuronetes-scheduler.yaml", "neuronetes-scheduler's KubeSchedulerConfiguration (relative to -root)")
+	flag.IntVar(&o.nodes, "nodes", 48, "kwok nodes (8 GPUs each)")
+	flag.IntVar(&o.pools, "pools", 3, "pools, one model each (at most 8)")
+	flag.IntVar(&o.replicas, "replicas", 40, "replicas per pool (2 GPUs each)")
+	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "wait for one pool's replicas to be bound")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	base, cand, err := run(ctx, o, os.Stdout)
+	if err != nil {
+		fmt.Println("scoring bench: VERDICT: FAIL: the run did not complete:", err)
+		os.Exit(1)
+	}
+	ok, reasons := scoring.Verdict(base, cand)
+	if !ok {
+		for _, r := range reasons {
+			fmt.Println("scoring bench: miss:", r)
+		}
+		fmt.Println("scoring bench: VERDICT: FAIL: neuronetes profile vs default scheduler: cost lower, warm share higher, spread kept")
+		os.Exit(1)
+	}
+	fmt.Println("scoring bench: VERDICT: PASS: neuronetes profile vs default scheduler: cost lower, warm share higher, spread kept")
+}
+
+func run(ctx context.Context, o options, out io.Writer) (base, cand scoring.Report, err error) {
+	root, err := filepath.Abs(o.root)
+	if err != nil {
+		return base, cand, err
+	}
+	if o.pools < 1 || o.pools > 8 {
+		return base, cand, fmt.Errorf("-pools %d: must be 1..8", o.pools)
+	}
+	kwok0Existed := false
+	if c, err := cluster.Attach(root); err == nil {
+		if cs, err := c.Clientset(); err == nil {
+			_, err := cs.CoreV1().Nodes().Get(ctx, cluster.KwokNodeName(0), metav1.GetOptions{})
+			kwok0Existed = err == nil
+		}
+	}
+	c, err := cluster.Up(ctx, cluster.Options{Root: root, KwokNodes: 1})
+	if err != nil {
+		return base, cand, fmt.Errorf("local cluster: %w", err)
+	}
+	cfg, err := c.RestConfig()
+	if err != nil {
+		return base, cand, err
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return base, cand, err
+	}
+	runID := fmt.Sprintf("s%d", time.Now().Unix())
+	if err := scale.Cleanup(ctx, cs, ""); err != nil {
+		return base, cand, fmt.Errorf("cleaning up earlier runs: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := scale.Cleanup(cctx, cs, runID); err != nil {
+			fmt.Fprintln(os.Stderr, "scoring-bench: cleanup:", err)
+		}
+		if !kwok0Existed {
+			if err := cs.CoreV1().Nodes().Delete(cctx, cluster.KwokNodeName(0), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				fmt.Fprintln(os.Stderr, "scoring-bench: cleanup:", err)
+			}
+		}
+		fmt.Fprintf(out, "scoring bench: cleaned up run %s\n", runID)
+	}()
+	nodes := make([]scoring.Node, o.nodes)
+	for i := range nodes {
+		nodes[i] = scoring.Layout(i, o.pools)
+	}
+	if err := createNodes(ctx, cs, runID, nodes); err != nil {
+		return base, cand, fmt.Errorf("kwok nodes: %w", err)
+	}
+	stopSched, err := startScheduler(ctx, root, o.config, c.Kubeconfig)
+	if err != nil {
+		return base, cand, err
+	}
+	defer stopSched()
+	fmt.Fprintf(out, "scoring bench: run %s: %d kwok nodes (3 zones, 8 GPUs, 40%% spot, each model warm on 1/12 of them), %d pools x %d replicas of %d GPUs, pools placed one after the other\n",
+		runID, o.nodes, o.pools, o.replicas, scoring.ReplicaGPUs)
+	wanted := o.pools * o.replicas
+	for i, s := range []string{"default-scheduler", "neuronetes"} {
+		start := time.Now()
+		ps, err := place(ctx, cs, runID, s, o.pools, o.replicas, o.timeout)
+		if err != nil {
+			return base, cand, err
+		}
+		r, err := scoring.Measure(s, wanted, nodes, ps)
+		if err != nil {
+			return base, cand, err
+		}
+		fmt.Fprintf(out, "scoring bench: %s placed %d replicas in %s\n", s, len(ps), time.Since(start).Round(time.Millisecond))
+		if i == 0 {
+			base = r
+		} else {
+			cand = r
+		}
+	}
+	scoring.Write(out, base, cand)
+	return base, cand, nil
+}
+
+// startScheduler runs neuronetes-scheduler (.local/bin, from hack/build-tools.sh) with the
+// profile of configPath pointed at the cluster (kubeconfig, no leader election, no serving port)
+// and returns a function that stops it.
+func startScheduler(ctx context.Context, root, configPath, kubeconfig string) (func(), error) {
+	raw, err := os.ReadFile(filepath.Join(root, configPath))
+	if err != nil {
+		return nil, err
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", configPath, err)
+	}
+	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig, "qps": 500, "burst": 1000}
+	cfg["leaderElection"] = map[string]any{"leaderElect": false}
+	dir := filepath.Join(root, ".local", "bench")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	out, _ := yaml.Marshal(cfg)
+	cfgFile := filepath.Join(dir, "scoring-scheduler.yaml")
+	if err := os.WriteFile(cfgFile, out, 0o644); err != nil {
+		return nil, err
+	}
+	logFile, err := os.Create(filepath.Join(dir, "neuronetes-scheduler.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(filepath.Join(root, ".local", "bin", "neuronetes-scheduler"), "--config="+cfgFile, "--secure-port=0", "--v=2")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting neuronetes-scheduler (bash hack/build-tools.sh neuronetes-scheduler): %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		logFile.Close()
+		return nil, fmt.Errorf("neuronetes-scheduler exited at once (%v); see %s", err, logFile.Name())
+	case <-time.After(3 * time.Second):
+	case <-ctx.Done():
+	}
+	return func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logFile.Close()
+	}, nil
+}

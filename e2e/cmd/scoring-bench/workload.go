@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/e2e/cluster"
+	"github.com/neuronetes/neuronetes/e2e/scale"
+	"github.com/neuronetes/neuronetes/e2e/scoring"
+)
+
+// place runs the workload with one scheduler: the pools one after the other (as pools scale up
+// at different times), each pool's replicas created together and waited for until bound. It
+// returns the placements and removes the pods.
+func place(ctx context.Context, cs kubernetes.Interface, runID, scheduler string, pools, replicas int, timeout time.Duration) ([]scoring.Placement, error) {
+	ns := "scoring-" + runID + "-" + scheduler
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{scale.LabelRun: runID}}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	defer func() { _ = scale.DeleteNamespace(context.WithoutCancel(ctx), cs, ns) }()
+	var out []scoring.Placement
+	for p := range pools {
+		for r := range replicas {
+			if _, err := cs.CoreV1().Pods(ns).Create(ctx, scoring.ReplicaPod(ns, scheduler, cluster.PauseImage, map[string]string{scale.LabelRun: runID}, map[string]string{scale.LabelRun: runID}, p, r), metav1.CreateOptions{}); err != nil {
+				return nil, fmt.Errorf("pod %d of pool m%d: %w", r, p, err)
+			}
+		}
+		sel := nnv1.PoolLabel + "=m" + strconv.Itoa(p)
+		var bound []corev1.Pod
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+			if err != nil {
+				return false, nil //nolint:nilerr // transient: poll again
+			}
+			bound = bound[:0]
+			for _, po := range list.Items {
+				if po.Spec.NodeName != "" {
+					bound = append(bound, po)
+				}
+			}
+			return len(bound) == replicas, nil
+		})
+		if err != nil && ctx.Err() != nil {
+			return nil, err
+		}
+		for _, po := range bound {
+			out = append(out, scoring.Placement{Pool: po.Labels[nnv1.PoolLabel], Model: po.Labels[nnv1.PoolLabel], Node: po.Spec.NodeName, GPUs: scoring.ReplicaGPUs})
+		}
+		if len(bound) < replicas {
+			return out, fmt.Errorf("%s: pool m%d: %d of %d replicas bound after %s", scheduler, p, len(bound), replicas, timeout)
+		}
+	}
+	return out, removePods(ctx, cs, ns)
+}
+
+// removePods deletes the namespace's pods at once and waits until they are gone, so that the next
+// scheduler starts from empty nodes.
+func removePods(ctx context.Context, cs kubernetes.Interface, ns string) error {
+	zero := int64(0)
+	if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+		return fmt.Errorf("deleting pods of %s: %w", ns, err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 0, nil
+	})
+}

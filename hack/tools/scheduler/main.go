@@ -1,0 +1,33 @@
+// Command neuronetes-scheduler is kube-scheduler v1.37 (k8s.io/kubernetes, pinned in go.mod) with
+// NeuroNetes' Score plugins registered: NeuroNetesCost, NeuroNetesModelCache, NeuroNetesHeadroom
+// and NeuroNetesZoneSpread (scoring in github.com/neuronetes/neuronetes/scheduler/scoring).
+// A KubeSchedulerConfiguration profile enables them (deploy/scheduler/config.yaml, profile
+// "neuronetes"); pods select it with spec.schedulerName. Flags are kube-scheduler's.
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+func main() {
+	os.Exit(cli.Run(command()))
+}
+
+// command is kube-scheduler's command with the plugins registered.
+func command() *cobra.Command {
+	return app.NewSchedulerCommand(plugins()...)
+}
+
+// plugins registers NeuroNetes' Score plugins in kube-scheduler's out-of-tree registry.
+func plugins() []app.Option {
+	return []app.Option{
+		app.WithPlugin(CostName, newCost),
+		app.WithPlugin(ModelCacheName, newModelCache),
+		app.WithPlugin(HeadroomName, newHeadroom),
+		app.WithPlugin(ZoneSpreadName, newZoneSpread),
+	}
+}
