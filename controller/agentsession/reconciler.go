@@ -32,6 +32,9 @@ type Reconciler struct {
 	// Pods reads the sessions' pods (default Client). SetupWithManager sets a cache of the pods
 	// labelled neuronetes.io/session, since the manager's cache holds only pool pods.
 	Pods client.Reader
+	// WarmPods reads the unclaimed warm pods (a cache of pods labelled WarmPoolLabel, set by
+	// SetupWithManager; default Client).
+	WarmPods client.Reader
 	// APIReader reads RuntimeClasses one at a time without a cache (default Client).
 	APIReader client.Reader
 	// RestoreHostImage is the image of a resume pod's host container (a pause image; BuildPod).
@@ -81,7 +84,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		t := metav1.NewTime(obs.LastActivity)
 		s.Status.LastActivity = &t
 	}
-	if err := r.apply(ctx, &s, pod, d, now); err != nil {
+	if err := r.apply(ctx, &s, pod, &d, now); err != nil {
 		r.condition(&s, false, "Failed", err.Error())
 		r.event(&s, corev1.EventTypeWarning, d.Reason, err.Error())
 		if perr := r.Client.Status().Patch(ctx, &s, client.MergeFrom(orig)); perr != nil {
@@ -169,14 +172,28 @@ func (r *Reconciler) op(ctx context.Context, ns, name string) (Op, error) {
 }
 
 // apply performs the decision's action and sets the status it implies.
-func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev1.Pod, d Decision, now time.Time) error {
+func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev1.Pod, d *Decision, now time.Time) error {
 	t := metav1.NewTime(now)
 	switch d.Action {
 	case CreatePod:
+		if d.Phase == nnv1.SessionPending {
+			// A fresh start takes a Ready warm pod when there is one: Running at once.
+			claimed, err := r.claim(ctx, s, now)
+			if err != nil {
+				return err
+			}
+			if claimed {
+				d.Phase, d.Reason = nnv1.SessionRunning, ClaimReason
+				break
+			}
+		}
 		if err := r.createPod(ctx, s, d.Phase == nnv1.SessionResuming); err != nil {
 			return err
 		}
 	case MarkRunning:
+		if err := r.adoptServiceAccount(ctx, s); err != nil {
+			return err
+		}
 		s.Status.LastActivity = &t
 		s.Status.NodeName = pod.Spec.NodeName
 		s.Status.DrainedNode = ""
@@ -261,13 +278,18 @@ func (r *Reconciler) createPod(ctx context.Context, s *nnv1.AgentSession, resume
 			return err
 		}
 	}
-	f := false
-	sa := &corev1.ServiceAccount{
-		ObjectMeta:                   metav1.ObjectMeta{Name: ServiceAccountName(s.Name), Namespace: s.Namespace, Labels: map[string]string{nnv1.SessionLabel: s.Name}},
-		AutomountServiceAccountToken: &f,
-	}
-	if err := r.create(ctx, s, sa); err != nil {
-		return err
+	if s.Status.ServiceAccountName != "" {
+		// The ServiceAccount of the warm pod the session claimed is its own (adoptServiceAccount).
+		pod.Spec.ServiceAccountName = s.Status.ServiceAccountName
+	} else {
+		f := false
+		sa := &corev1.ServiceAccount{
+			ObjectMeta:                   metav1.ObjectMeta{Name: ServiceAccountName(s.Name), Namespace: s.Namespace, Labels: map[string]string{nnv1.SessionLabel: s.Name}},
+			AutomountServiceAccountToken: &f,
+		}
+		if err := r.create(ctx, s, sa); err != nil {
+			return err
+		}
 	}
 	if r.NetworkPolicy != nil {
 		// Before the pod, so that it never runs unconfined.

@@ -1,0 +1,116 @@
+package agentsession
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+)
+
+// ClaimReason is the reason of the event and condition of a session that claimed a warm pod.
+const ClaimReason = "Claimed"
+
+// claim gives a new session (or one whose pod was lost without a checkpoint) a Ready warm pod
+// of its class when there is one and the session may take it (CanClaim), and reports whether it
+// did. The session's NetworkPolicy is created first; the claim itself is one update of the pod
+// at the version read (labels and owner), so of two sessions racing for a pod one gets a
+// conflict and tries the next. The pod's ServiceAccount then becomes the session's.
+func (r *Reconciler) claim(ctx context.Context, s *nnv1.AgentSession, now time.Time) (bool, error) {
+	logger := klog.FromContext(ctx)
+	var class nnv1.AgentClass
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.ClassRef.Name}, &class); err != nil {
+		return false, nil // createPod reports it, naming spec.classRef
+	}
+	if ok, why := CanClaim(s, &class); !ok {
+		logger.V(4).Info("No warm pod claimed", "why", why)
+		return false, nil
+	}
+	var list corev1.PodList
+	if err := r.warmPods().List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{nnv1.WarmPoolLabel: class.Name}); err != nil {
+		return false, fmt.Errorf("list warm pods: %w", err)
+	}
+	var pods []WarmPod
+	byName := map[string]*corev1.Pod{}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == class.UID {
+			pods = append(pods, WarmPodOf(p))
+			byName[p.Name] = p
+		}
+	}
+	cands := ClaimCandidates(pods, TemplateHash(&class))
+	if len(cands) == 0 {
+		return false, nil
+	}
+	if r.NetworkPolicy != nil {
+		// Before the pod leaves the warm pool's policy for the session's.
+		if err := r.create(ctx, s, NetworkPolicy(s, *r.NetworkPolicy)); err != nil {
+			return false, err
+		}
+	}
+	for _, name := range cands {
+		p := byName[name]
+		switch err := r.Client.Update(ctx, claimedPod(p, s)); {
+		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+			logger.V(2).Info("Warm pod taken or gone; trying the next", "pod", name)
+			continue
+		case err != nil:
+			return false, fmt.Errorf("claim warm pod %s: %w", name, err)
+		}
+		t := metav1.NewTime(now)
+		s.Status.Pods++
+		s.Status.PodName, s.Status.NodeName = p.Name, p.Spec.NodeName
+		s.Status.ServiceAccountName = p.Spec.ServiceAccountName
+		s.Status.LastActivity, s.Status.DrainedNode = &t, ""
+		logger.Info("Claimed a warm pod", "pod", p.Name, "serviceAccount", p.Spec.ServiceAccountName)
+		return true, r.adoptServiceAccount(ctx, s)
+	}
+	return false, nil
+}
+
+// adoptServiceAccount makes the ServiceAccount the session claimed with its warm pod
+// (status.serviceAccountName) the session's: labelled with it and owned by it alone, so it
+// outlives the pod (a resume pod runs as it) and goes with the session. Nothing to do for a
+// session that claimed none or owns it already.
+func (r *Reconciler) adoptServiceAccount(ctx context.Context, s *nnv1.AgentSession) error {
+	name := s.Status.ServiceAccountName
+	if name == "" {
+		return nil
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var sa corev1.ServiceAccount
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &sa); err != nil {
+			return err
+		}
+		if ref := metav1.GetControllerOf(&sa); ref != nil && ref.UID == s.UID && len(sa.OwnerReferences) == 1 && sa.Labels[nnv1.SessionLabel] == s.Name {
+			return nil
+		}
+		if sa.Labels == nil {
+			sa.Labels = map[string]string{}
+		}
+		delete(sa.Labels, nnv1.WarmPoolLabel)
+		sa.Labels[nnv1.SessionLabel] = s.Name
+		sa.OwnerReferences = []metav1.OwnerReference{sessionOwner(s)}
+		return r.Client.Update(ctx, &sa)
+	})
+	if err != nil {
+		return fmt.Errorf("adopt serviceaccount %s: %w", name, err)
+	}
+	return nil
+}
+
+func (r *Reconciler) warmPods() client.Reader {
+	if r.WarmPods != nil {
+		return r.WarmPods
+	}
+	return r.Client
+}
