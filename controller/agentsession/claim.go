@@ -107,3 +107,14 @@ func (r *Reconciler) warmPods() client.Reader {
 	}
 	return r.Client
 }
+
+// getPod reads a session's pod from the session pod cache and, when the cache does not have it,
+// from the API server: a pod just claimed (or created) may reach the cache after the session's
+// own status update, and must not be taken for lost.
+func (r *Reconciler) getPod(ctx context.Context, key types.NamespacedName, p *corev1.Pod) error {
+	err := r.pods().Get(ctx, key, p)
+	if !apierrors.IsNotFound(err) || r.APIReader == nil || r.Pods == nil {
+		return err
+	}
+	return r.APIReader.Get(ctx, key, p)
+}

@@ -131,7 +131,7 @@ func (r *Reconciler) observe(ctx context.Context, s *nnv1.AgentSession) (Observe
 	var pod *corev1.Pod
 	if s.Status.PodName != "" {
 		p := &corev1.Pod{}
-		switch err := r.pods().Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Status.PodName}, p); {
+		switch err := r.getPod(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Status.PodName}, p); {
 		case err == nil && p.DeletionTimestamp.IsZero():
 			pod, o.PodExists, o.PodRunning, o.PodReady = p, true, p.Status.Phase == corev1.PodRunning, podReady(p)
 		case err == nil && p.Status.Phase == corev1.PodRunning:

@@ -254,3 +254,42 @@ func TestWarmPoolRetiresStaleAndReportsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimedPodNotLostWhileCacheLags: right after the claim the session pod cache may not have
+// the pod yet; the next reconcile reads it from the API server and keeps the session Running in
+// it instead of taking it for lost.
+func TestClaimedPodNotLostWhileCacheLags(t *testing.T) {
+	s := newSession(0)
+	s.UID = "s1-uid"
+	h, w := warmHarness(t, pooledClass(1), s)
+	fillPool(t, w)
+	warm := warmPods(t, h.c)[0].Name
+	h.ready(warm)
+	h.r.Pods = fake.NewClientBuilder().WithScheme(h.r.Scheme).Build() // a cache that has seen nothing
+	h.r.APIReader = h.c
+	h.step(nnv1.SessionRunning)
+	got := h.step(nnv1.SessionRunning)
+	if got.Status.PodName != warm || got.Status.Pods != 1 {
+		t.Fatalf("status %+v, want still in %s", got.Status, warm)
+	}
+}
+
+// TestWarmPoolCountsPendingPods: pods created but not yet in the pod cache count as live, so a
+// second reconcile before the cache catches up creates none; after pendingTTL they no longer count.
+func TestWarmPoolCountsPendingPods(t *testing.T) {
+	h, w := warmHarness(t, pooledClass(2))
+	now := h.now
+	w.Now = func() time.Time { return now }
+	w.Pods = fake.NewClientBuilder().WithScheme(h.r.Scheme).Build() // a cache that has seen nothing
+	fillPool(t, w)
+	fillPool(t, w)
+	var l corev1.PodList
+	if err := h.c.List(context.Background(), &l, client.InNamespace("a")); err != nil || len(l.Items) != 2 {
+		t.Fatalf("%d pods (%v), want 2: the pending ones were created again", len(l.Items), err)
+	}
+	now = now.Add(pendingTTL + time.Second)
+	fillPool(t, w)
+	if err := h.c.List(context.Background(), &l, client.InNamespace("a")); err != nil || len(l.Items) != 4 {
+		t.Fatalf("%d pods (%v), want 4 once the pending ones expired unseen", len(l.Items), err)
+	}
+}
