@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -126,7 +126,7 @@ func TestAgentSessionBenchClaim(t *testing.T) {
 		})
 	}
 	run := func(class, name string) (time.Duration, string) {
-		s := &v1alpha1.AgentSession{ObjectMeta: corev1.ObjectMeta{Namespace: ns, Name: name},
+		s := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: v1alpha1.AgentSessionSpec{ClassRef: v1alpha1.LocalObjectReference{Name: class}}}
 		start := time.Now()
 		if err := c.Create(ctx, s); err != nil {
