@@ -182,7 +182,8 @@ func (r *WarmPoolReconciler) create(ctx context.Context, class *nnv1.AgentClass,
 }
 
 // setCondition records the pool's state on the class when it changed: True while the pool is
-// kept, False naming the field when it cannot be, removed when the class has no pool.
+// kept, False naming the field when the spec cannot make pods (InvalidSpec), False with the
+// cluster's error when creating them failed (CreateFailed), removed when the class has no pool.
 func (r *WarmPoolReconciler) setCondition(ctx context.Context, class *nnv1.AgentClass, size int, err error) error {
 	orig := class.DeepCopy()
 	var changed bool
@@ -199,6 +200,10 @@ func (r *WarmPoolReconciler) setCondition(ctx context.Context, class *nnv1.Agent
 	case err == nil:
 		changed = meta.SetStatusCondition(&class.Status.Conditions, metav1.Condition{Type: ConditionSessionWarmPool, Status: metav1.ConditionTrue,
 			Reason: "Kept", Message: fmt.Sprintf("keeping %d warm session pods", size), ObservedGeneration: class.Generation})
+	default:
+		// The cluster refused (admission, quota): retried with backoff, and shown meanwhile.
+		changed = meta.SetStatusCondition(&class.Status.Conditions, metav1.Condition{Type: ConditionSessionWarmPool, Status: metav1.ConditionFalse,
+			Reason: "CreateFailed", Message: err.Error(), ObservedGeneration: class.Generation})
 	}
 	if !changed {
 		return nil

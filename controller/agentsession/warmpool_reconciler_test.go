@@ -2,6 +2,7 @@ package agentsession
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -291,5 +292,30 @@ func TestWarmPoolCountsPendingPods(t *testing.T) {
 	fillPool(t, w)
 	if err := h.c.List(context.Background(), &l, client.InNamespace("a")); err != nil || len(l.Items) != 4 {
 		t.Fatalf("%d pods (%v), want 4 once the pending ones expired unseen", len(l.Items), err)
+	}
+}
+
+// TestWarmPoolReportsRefusedCreate: a warm pod the cluster refuses (admission, quota) leaves
+// SessionWarmPool=False with the cluster's error, and the reconcile fails so it is retried.
+func TestWarmPoolReportsRefusedCreate(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = nnv1.AddToScheme(scheme)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(pooledClass(1)).WithStatusSubresource(&nnv1.AgentClass{}).
+		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*corev1.Pod); ok {
+				return errors.New("admission webhook denied the request")
+			}
+			return cl.Create(ctx, obj, opts...)
+		}}).Build()
+	w := &WarmPoolReconciler{Client: c, Scheme: scheme}
+	if _, err := w.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "a", Name: "demo"}}); err == nil {
+		t.Fatal("a refused create reconciled without error")
+	}
+	var got nnv1.AgentClass
+	_ = c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "demo"}, &got)
+	cond := meta.FindStatusCondition(got.Status.Conditions, ConditionSessionWarmPool)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != "CreateFailed" || !strings.Contains(cond.Message, "denied") {
+		t.Fatalf("condition %+v, want False CreateFailed with the cluster's error", cond)
 	}
 }
