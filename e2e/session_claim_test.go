@@ -185,13 +185,16 @@ func TestAgentSessionWarmPoolClaim(t *testing.T) {
 	if ref := metav1.GetControllerOf(&pod); ref == nil || ref.UID != s.UID || pod.Labels[v1alpha1.SessionLabel] != "s" || pod.Labels[v1alpha1.WarmPoolLabel] != "" {
 		t.Fatalf("claimed pod owner %+v labels %v", pod.OwnerReferences, pod.Labels)
 	}
+	// The reconcile after the claim moves the ServiceAccount to the session.
 	var sa corev1.ServiceAccount
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: pod.Spec.ServiceAccountName}, &sa); err != nil {
-		t.Fatal(err)
-	}
-	if ref := metav1.GetControllerOf(&sa); s.Status.ServiceAccountName != sa.Name || ref == nil || ref.UID != s.UID || len(sa.OwnerReferences) != 1 {
-		t.Fatalf("pod runs as %s (status.serviceAccountName %q) owned by %+v, want the session's own", sa.Name, s.Status.ServiceAccountName, sa.OwnerReferences)
-	}
+	Eventually(t, 30*time.Second, "the claimed pod's ServiceAccount owned by the session", func() (bool, error) {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: pod.Spec.ServiceAccountName}, &sa); err != nil {
+			return false, err
+		}
+		ref := metav1.GetControllerOf(&sa)
+		return s.Status.ServiceAccountName == sa.Name && ref != nil && ref.UID == s.UID && len(sa.OwnerReferences) == 1 && sa.Labels[v1alpha1.SessionLabel] == "s",
+			fmt.Errorf("pod runs as %s (status.serviceAccountName %q) owned by %+v", sa.Name, s.Status.ServiceAccountName, sa.OwnerReferences)
+	})
 	var evs corev1.EventList
 	Eventually(t, 30*time.Second, "a Claimed event", func() (bool, error) {
 		err := c.List(ctx, &evs, client.InNamespace(ns), client.MatchingFields{"involvedObject.name": "s"})

@@ -72,16 +72,35 @@ func (r *Reconciler) claim(ctx context.Context, s *nnv1.AgentSession, now time.T
 		s.Status.ServiceAccountName = p.Spec.ServiceAccountName
 		s.Status.LastActivity, s.Status.DrainedNode = &t, ""
 		logger.Info("Claimed a warm pod", "pod", p.Name, "serviceAccount", p.Spec.ServiceAccountName)
-		return true, r.adoptServiceAccount(ctx, s)
+		// The ServiceAccount stays the class's until the next reconcile adopts it
+		// (ensureServiceAccount), off the path to Running.
+		return true, nil
 	}
 	return false, nil
 }
 
+// ensureServiceAccount adopts the session's claimed ServiceAccount once per session and
+// controller run: every reconcile after the claim calls it, the first one patches.
+func (r *Reconciler) ensureServiceAccount(ctx context.Context, s *nnv1.AgentSession) error {
+	if s.Status.ServiceAccountName == "" {
+		return nil
+	}
+	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+	want := string(s.UID) + "/" + s.Status.ServiceAccountName
+	if v, ok := r.adopted.Load(key); ok && v == want {
+		return nil
+	}
+	if err := r.adoptServiceAccount(ctx, s); err != nil {
+		return err
+	}
+	r.adopted.Store(key, want)
+	return nil
+}
+
 // adoptServiceAccount makes the ServiceAccount the session claimed with its warm pod
 // (status.serviceAccountName) the session's: labelled with it and owned by it alone, so it
-// outlives the pod (a resume pod runs as it) and goes with the session. One merge patch, no read
-// (the claim path's latency); repeating it changes nothing. Nothing to do for a session that
-// claimed none.
+// outlives the pod (a resume pod runs as it) and goes with the session, not the class. One merge
+// patch, no read; repeating it changes nothing. Nothing to do for a session that claimed none.
 func (r *Reconciler) adoptServiceAccount(ctx context.Context, s *nnv1.AgentSession) error {
 	name := s.Status.ServiceAccountName
 	if name == "" {

@@ -3,6 +3,7 @@ package agentsession
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +36,8 @@ type Reconciler struct {
 	// WarmPods reads the unclaimed warm pods (a cache of pods labelled WarmPoolLabel, set by
 	// SetupWithManager; default Client).
 	WarmPods client.Reader
+	// adopted: the sessions whose claimed ServiceAccount this run adopted (ensureServiceAccount).
+	adopted sync.Map
 	// APIReader reads RuntimeClasses one at a time without a cache (default Client).
 	APIReader client.Reader
 	// RestoreHostImage is the image of a resume pod's host container (a pause image; BuildPod).
@@ -69,6 +72,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, &s); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.transition(req.NamespacedName, "", "", -1)
+			r.adopted.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -174,6 +178,9 @@ func (r *Reconciler) op(ctx context.Context, ns, name string) (Op, error) {
 // apply performs the decision's action and sets the status it implies.
 func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev1.Pod, d *Decision, now time.Time) error {
 	t := metav1.NewTime(now)
+	if err := r.ensureServiceAccount(ctx, s); err != nil {
+		return err
+	}
 	switch d.Action {
 	case CreatePod:
 		if d.Phase == nnv1.SessionPending {
@@ -191,9 +198,6 @@ func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev
 			return err
 		}
 	case MarkRunning:
-		if err := r.adoptServiceAccount(ctx, s); err != nil {
-			return err
-		}
 		s.Status.LastActivity = &t
 		s.Status.NodeName = pod.Spec.NodeName
 		s.Status.DrainedNode = ""

@@ -89,9 +89,16 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	for _, name := range plan.Retire {
 		p := byName[name]
 		// Only the version read: a pod claimed since is not deleted.
-		err := r.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		switch err := r.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion}); {
+		case apierrors.IsConflict(err):
+			continue // changed since read, perhaps claimed: its ServiceAccount stays too
+		case err != nil && !apierrors.IsNotFound(err):
 			return ctrl.Result{}, fmt.Errorf("retire warm pod %s: %w", name, err)
+		}
+		// Its own ServiceAccount (same name, the class's until a claim) goes with it.
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Spec.ServiceAccountName}}
+		if err := r.Client.Delete(ctx, sa); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("retire serviceaccount %s: %w", sa.Name, err)
 		}
 		logger.V(2).Info("Retired warm session pod", "pod", name)
 	}
@@ -118,8 +125,9 @@ type badInputError struct{ err error }
 func (e *badInputError) Error() string { return e.err.Error() }
 func (e *badInputError) Unwrap() error { return e.err }
 
-// fill creates n warm pods (after the pool's NetworkPolicy), each after its ServiceAccount,
-// which it then owns.
+// fill creates n warm pods (after the pool's NetworkPolicy), each after its own ServiceAccount
+// of the same name; both are the class's until a claim moves the ServiceAccount to the session,
+// and a retirement deletes both.
 func (r *WarmPoolReconciler) fill(ctx context.Context, class *nnv1.AgentClass, hash string, n int) error {
 	probe, err := BuildWarmPod(class, warmPodPrefix(class.Name)+"x", hash)
 	if err != nil {
@@ -158,15 +166,6 @@ func (r *WarmPoolReconciler) fill(ctx context.Context, class *nnv1.AgentClass, h
 			return err
 		}
 		r.expect(types.NamespacedName{Namespace: class.Namespace, Name: class.Name}, name)
-		// The ServiceAccount now goes with its pod: a retired pod takes it along; a claim moves
-		// it to the session.
-		sa.OwnerReferences = nil
-		if err := controllerutil.SetControllerReference(pod, sa, r.Scheme); err != nil {
-			return fmt.Errorf("owner reference: %w", err)
-		}
-		if err := r.Client.Update(ctx, sa); err != nil {
-			return fmt.Errorf("give serviceaccount %s to its pod: %w", name, err)
-		}
 	}
 	return nil
 }

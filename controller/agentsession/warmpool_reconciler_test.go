@@ -78,8 +78,8 @@ func TestWarmPoolFillClaimRefill(t *testing.T) {
 		if err := h.c.Get(ctx, types.NamespacedName{Namespace: "a", Name: p.Spec.ServiceAccountName}, &sa); err != nil || p.Spec.ServiceAccountName != p.Name {
 			t.Fatalf("pod %s serviceAccount %q: %v", p.Name, p.Spec.ServiceAccountName, err)
 		}
-		if ref := metav1.GetControllerOf(&sa); ref == nil || ref.Kind != "Pod" || ref.Name != p.Name || *sa.AutomountServiceAccountToken {
-			t.Errorf("serviceaccount %s owner %+v automount %v, want its pod and no token", sa.Name, ref, *sa.AutomountServiceAccountToken)
+		if ref := metav1.GetControllerOf(&sa); ref == nil || ref.Kind != "AgentClass" || ref.UID != "class-uid" || *sa.AutomountServiceAccountToken {
+			t.Errorf("serviceaccount %s owner %+v automount %v, want the class and no token", sa.Name, ref, *sa.AutomountServiceAccountToken)
 		}
 		if ref := metav1.GetControllerOf(&p); ref == nil || ref.Kind != "AgentClass" || ref.UID != "class-uid" {
 			t.Errorf("pod %s owner %+v, want the class", p.Name, ref)
@@ -116,6 +116,11 @@ func TestWarmPoolFillClaimRefill(t *testing.T) {
 	}
 	var sa corev1.ServiceAccount
 	_ = h.c.Get(ctx, types.NamespacedName{Namespace: "a", Name: warm}, &sa)
+	if ref := metav1.GetControllerOf(&sa); ref == nil || ref.UID != "class-uid" {
+		t.Fatalf("serviceaccount owners %+v right after the claim, want still the class's (adopted off the path to Running)", sa.OwnerReferences)
+	}
+	h.step(nnv1.SessionRunning) // the next reconcile adopts it
+	_ = h.c.Get(ctx, types.NamespacedName{Namespace: "a", Name: warm}, &sa)
 	if ref := metav1.GetControllerOf(&sa); ref == nil || ref.UID != "s1-uid" || len(sa.OwnerReferences) != 1 || sa.Labels[nnv1.SessionLabel] != "s1" {
 		t.Fatalf("claimed serviceaccount owners %+v labels %v, want the session alone", sa.OwnerReferences, sa.Labels)
 	}
@@ -131,6 +136,7 @@ func TestWarmPoolFillClaimRefill(t *testing.T) {
 	}
 
 	// Suspend and resume: the resume pod runs as the claimed ServiceAccount.
+	got = h.session()
 	got.Spec.Suspend = true
 	if err := h.c.Update(ctx, got); err != nil {
 		t.Fatal(err)
@@ -227,6 +233,12 @@ func TestWarmPoolRetiresStaleAndReportsBadInput(t *testing.T) {
 	for _, p := range now {
 		if p.Name == old[0].Name || p.Name == old[1].Name || p.Spec.Containers[0].Image != "demo:2" {
 			t.Errorf("pod %s (image %s) survived the template change", p.Name, p.Spec.Containers[0].Image)
+		}
+	}
+	for _, p := range old {
+		var sa corev1.ServiceAccount
+		if err := h.c.Get(ctx, types.NamespacedName{Namespace: "a", Name: p.Spec.ServiceAccountName}, &sa); err == nil {
+			t.Errorf("serviceaccount %s of retired pod %s remains", sa.Name, p.Name)
 		}
 	}
 
