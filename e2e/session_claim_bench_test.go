@@ -184,8 +184,8 @@ func TestAgentSessionBenchClaim(t *testing.T) {
 	}
 	claimed := 0
 	// The API server's own write latency in the same run: one ConfigMap update after each claim
-	// (a claim is four writes in a row: the session's NetworkPolicy, the pod, its ServiceAccount,
-	// the session's status).
+	// (a claim is three writes in a row: the session's NetworkPolicy, the pod, the session's
+	// status).
 	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "write-probe"}, Data: map[string]string{"n": "0"}}
 	if err := c.Create(ctx, probe); err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func TestAgentSessionBenchClaim(t *testing.T) {
 	if len(toClaim) > 0 {
 		// Where a claim's time goes: create to the pod seen relabelled (the session's event
 		// reaching the controller, its reads, the session NetworkPolicy, the pod update), then
-		// to Running (the ServiceAccount patch, the status patch, the watch).
+		// to Running (the status patch, the watch).
 		t.Logf("claim stages: create to pod claimed p50 %v p99 %v; pod claimed to Running p50 %v p99 %v",
 			percentile(toClaim, 50).Round(time.Millisecond/10), percentile(toClaim, 99).Round(time.Millisecond/10),
 			percentile(claimToRunning, 50).Round(time.Millisecond/10), percentile(claimToRunning, 99).Round(time.Millisecond/10))
