@@ -19,6 +19,26 @@ import (
 // ClaimReason is the reason of the event and condition of a session that claimed a warm pod.
 const ClaimReason = "Claimed"
 
+// warmPoolStep is the warm pool's part of a reconcile, before the decision's action: it adopts
+// a claimed ServiceAccount (ensureServiceAccount) and, for a fresh start (CreatePod into
+// Pending), claims a Ready warm pod when there is one: then the session is Running at once, d
+// says so (reason Claimed), and the action is done.
+func (r *Reconciler) warmPoolStep(ctx context.Context, s *nnv1.AgentSession, d *Decision, now time.Time) (bool, error) {
+	if err := r.ensureServiceAccount(ctx, s); err != nil {
+		return false, err
+	}
+	if d.Action != CreatePod || d.Phase != nnv1.SessionPending {
+		return false, nil
+	}
+	claimed, err := r.claim(ctx, s, now)
+	if err != nil || !claimed {
+		return false, err
+	}
+	d.Phase, d.Reason = nnv1.SessionRunning, ClaimReason
+	s.Status.Phase = d.Phase
+	return true, nil
+}
+
 // claim gives a new session (or one whose pod was lost without a checkpoint) a Ready warm pod
 // of its class when there is one and the session may take it (CanClaim), and reports whether it
 // did. The session's NetworkPolicy is created first; the claim itself is one update of the pod

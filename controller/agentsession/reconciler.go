@@ -178,22 +178,12 @@ func (r *Reconciler) op(ctx context.Context, ns, name string) (Op, error) {
 // apply performs the decision's action and sets the status it implies.
 func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev1.Pod, d *Decision, now time.Time) error {
 	t := metav1.NewTime(now)
-	if err := r.ensureServiceAccount(ctx, s); err != nil {
+	if claimed, err := r.warmPoolStep(ctx, s, d, now); err != nil || claimed {
 		return err
 	}
+
 	switch d.Action {
 	case CreatePod:
-		if d.Phase == nnv1.SessionPending {
-			// A fresh start takes a Ready warm pod when there is one: Running at once.
-			claimed, err := r.claim(ctx, s, now)
-			if err != nil {
-				return err
-			}
-			if claimed {
-				d.Phase, d.Reason = nnv1.SessionRunning, ClaimReason
-				break
-			}
-		}
 		if err := r.createPod(ctx, s, d.Phase == nnv1.SessionResuming); err != nil {
 			return err
 		}
