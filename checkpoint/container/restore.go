@@ -83,6 +83,11 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 	if err := checkpoint.CheckMappedFilesIn(dir, o.MappedCheck, bindResolver(spec.Mounts)); err != nil {
 		return "", fmt.Errorf("checkpoint %s/%s: %w", k, ckID, err)
 	}
+	if meta.Workspace != nil {
+		if err := restoreWorkspace(dir, meta.Workspace, hostSpec); err != nil {
+			return "", fmt.Errorf("checkpoint %s/%s: %w", k, ckID, err)
+		}
+	}
 	runtimeOpts := &options.Options{}
 	if e.RuncBinary != "" {
 		runtimeOpts.BinaryName = e.RuncBinary
