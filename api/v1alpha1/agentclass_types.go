@@ -133,7 +133,30 @@ type AgentClassSpec struct {
 	// +listType=set
 	// +optional
 	AllowedRuntimeClassNames []string `json:"allowedRuntimeClassNames,omitempty"`
+
+	// Sessions configures the AgentSessions of this class: their warm pool.
+	// +optional
+	Sessions *SessionsConfig `json:"sessions,omitempty"`
 }
+
+// SessionsConfig configures the AgentSessions of a class (docs/sessions.md, "Warm pool").
+type SessionsConfig struct {
+	// WarmPoolSize is how many unclaimed session pods the controller keeps started for this
+	// class, each with its own ServiceAccount; a new AgentSession claims a Ready one instead of
+	// creating its pod. 0 (the default): no warm pool.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	WarmPoolSize int32 `json:"warmPoolSize,omitempty"`
+}
+
+// WarmPoolLabel on an unclaimed session pod names the AgentClass whose warm pool holds it; a
+// claim removes it and sets SessionLabel.
+const WarmPoolLabel = "neuronetes.io/session-warm-pool"
+
+// WarmPoolTemplateHashLabel on a warm session pod is the hash of the class's template it was
+// rendered from; a pod of another hash is retired.
+const WarmPoolTemplateHashLabel = "neuronetes.io/session-template-hash"
 
 // AgentClassStatus reports the class's derived objects.
 type AgentClassStatus struct {

@@ -77,9 +77,14 @@ type AgentSessionStatus struct {
 	// PodName is the session's current pod.
 	// +optional
 	PodName string `json:"podName,omitempty"`
-	// Pods counts the pods created for the session; the next pod is named <session>-<pods>.
+	// Pods counts the pods created for (or claimed by) the session; the next pod is named
+	// <session>-<pods+1>.
 	// +optional
 	Pods int32 `json:"pods,omitempty"`
+	// ServiceAccountName is the session's own ServiceAccount when it is not session-<name>: the
+	// one created with the warm pod the session claimed, which the session now owns.
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 	// LastActivity is the last activity the controller saw.
 	// +optional
 	LastActivity *metav1.Time `json:"lastActivity,omitempty"`

@@ -3,6 +3,7 @@ package agentsession
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +33,11 @@ type Reconciler struct {
 	// Pods reads the sessions' pods (default Client). SetupWithManager sets a cache of the pods
 	// labelled neuronetes.io/session, since the manager's cache holds only pool pods.
 	Pods client.Reader
+	// WarmPods reads the unclaimed warm pods (a cache of pods labelled WarmPoolLabel, set by
+	// SetupWithManager; default Client).
+	WarmPods client.Reader
+	// adopted: the sessions whose claimed ServiceAccount this run adopted (ensureServiceAccount).
+	adopted sync.Map
 	// APIReader reads RuntimeClasses one at a time without a cache (default Client).
 	APIReader client.Reader
 	// RestoreHostImage is the image of a resume pod's host container (a pause image; BuildPod).
@@ -66,6 +72,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, &s); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.transition(req.NamespacedName, "", "", -1)
+			r.adopted.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -81,7 +88,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		t := metav1.NewTime(obs.LastActivity)
 		s.Status.LastActivity = &t
 	}
-	detail, err := r.apply(ctx, &s, pod, d, now)
+	detail, err := r.apply(ctx, &s, pod, &d, now)
 	if err != nil {
 		r.condition(&s, false, "Failed", err.Error())
 		r.event(&s, corev1.EventTypeWarning, d.Reason, err.Error())
@@ -133,7 +140,7 @@ func (r *Reconciler) observe(ctx context.Context, s *nnv1.AgentSession) (Observe
 	var pod *corev1.Pod
 	if s.Status.PodName != "" {
 		p := &corev1.Pod{}
-		switch err := r.pods().Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Status.PodName}, p); {
+		switch err := r.getPod(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Status.PodName}, p); {
 		case err == nil && p.DeletionTimestamp.IsZero():
 			pod, o.PodExists, o.PodRunning, o.PodReady = p, true, p.Status.Phase == corev1.PodRunning, podReady(p)
 		case err == nil && p.Status.Phase == corev1.PodRunning:
@@ -175,14 +182,18 @@ func (r *Reconciler) op(ctx context.Context, ns, name string) (Op, error) {
 
 // apply performs the decision's action and sets the status it implies. The detail, when not
 // empty, explains the transition in its event and condition (a failed suspension's cause).
-func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev1.Pod, d Decision, now time.Time) (string, error) {
+func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev1.Pod, d *Decision, now time.Time) (string, error) {
 	detail := ""
 	err := r.applyAction(ctx, s, pod, d, now, &detail)
 	return detail, err
 }
 
-func (r *Reconciler) applyAction(ctx context.Context, s *nnv1.AgentSession, pod *corev1.Pod, d Decision, now time.Time, detail *string) error {
+func (r *Reconciler) applyAction(ctx context.Context, s *nnv1.AgentSession, pod *corev1.Pod, d *Decision, now time.Time, detail *string) error {
 	t := metav1.NewTime(now)
+	if claimed, err := r.warmPoolStep(ctx, s, d, now); err != nil || claimed {
+		return err
+	}
+
 	switch d.Action {
 	case CreatePod:
 		if err := r.createPod(ctx, s, d.Phase == nnv1.SessionResuming); err != nil {
@@ -276,13 +287,18 @@ func (r *Reconciler) createPod(ctx context.Context, s *nnv1.AgentSession, resume
 			return err
 		}
 	}
-	f := false
-	sa := &corev1.ServiceAccount{
-		ObjectMeta:                   metav1.ObjectMeta{Name: ServiceAccountName(s.Name), Namespace: s.Namespace, Labels: map[string]string{nnv1.SessionLabel: s.Name}},
-		AutomountServiceAccountToken: &f,
-	}
-	if err := r.create(ctx, s, sa); err != nil {
-		return err
+	if s.Status.ServiceAccountName != "" {
+		// The ServiceAccount of the warm pod the session claimed is its own (adoptServiceAccount).
+		pod.Spec.ServiceAccountName = s.Status.ServiceAccountName
+	} else {
+		f := false
+		sa := &corev1.ServiceAccount{
+			ObjectMeta:                   metav1.ObjectMeta{Name: ServiceAccountName(s.Name), Namespace: s.Namespace, Labels: map[string]string{nnv1.SessionLabel: s.Name}},
+			AutomountServiceAccountToken: &f,
+		}
+		if err := r.create(ctx, s, sa); err != nil {
+			return err
+		}
 	}
 	if r.NetworkPolicy != nil {
 		// Before the pod, so that it never runs unconfined.

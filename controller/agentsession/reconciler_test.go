@@ -45,7 +45,7 @@ func newHarness(t *testing.T, objs ...client.Object) *harness {
 	}
 	h := &harness{t: t, now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC), podGrace: map[string]int64{}}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
-		WithStatusSubresource(&nnv1.AgentSession{}, &nnv1.AgentCheckpoint{}).
+		WithStatusSubresource(&nnv1.AgentSession{}, &nnv1.AgentCheckpoint{}, &nnv1.AgentClass{}).
 		WithIndex(&nnv1.AgentSession{}, nodeNameField, sessionNode).
 		WithInterceptorFuncs(interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 			if _, ok := obj.(*corev1.Pod); ok {

@@ -51,6 +51,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, namespace string) error 
 		return fmt.Errorf("session pod cache: %w", err)
 	}
 	r.Pods = pods
+	if err := r.setupWarmPool(mgr, namespace); err != nil {
+		return err
+	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &nnv1.AgentSession{}, nodeNameField, sessionNode); err != nil {
 		return fmt.Errorf("index agentsessions by node: %w", err)
 	}
