@@ -33,6 +33,22 @@ type Config struct {
 // ContainerdEngine is the Engine over containerd and the image store.
 type ContainerdEngine struct {
 	C *container.Engine
+	// ctrs is what Checkpoint uses of C (a fake in tests); nil means C.
+	ctrs containers
+}
+
+// containers is the part of container.Engine that Checkpoint uses.
+type containers interface {
+	RestoredInto(ctx context.Context, hostID string) (string, bool, error)
+	Checkpoint(ctx context.Context, id string, k store.Key, ckID string, o container.CheckpointOptions) (*store.Manifest, error)
+	Remove(ctx context.Context, id string) error
+}
+
+func (e *ContainerdEngine) containers() containers {
+	if e.ctrs != nil {
+		return e.ctrs
+	}
+	return e.C
 }
 
 // NewEngine connects to containerd and opens the store described by cfg.
@@ -74,15 +90,18 @@ func NewEngine(ctx context.Context, cfg Config) (*ContainerdEngine, error) {
 }
 
 // Checkpoint implements Engine: it dumps the container, or the one restored into it when one
-// runs there (container.Engine.RestoredInto).
+// runs there (container.Engine.RestoredInto). A restored container dumped without leave-running
+// is removed once its checkpoint is stored: the kubelet does not know it, so nothing else would
+// delete it before its host pod goes, and the restore of that checkpoint creates a new one.
 func (e *ContainerdEngine) Checkpoint(ctx context.Context, c Container, k store.Key, id string, leaveRunning bool, p store.ProgressFunc) (*store.Manifest, error) {
 	if k.Namespace != c.Namespace {
 		return nil, fmt.Errorf("checkpoint of pod %s/%s under namespace %q: a checkpoint belongs to its pod's namespace", c.Namespace, c.Pod, k.Namespace)
 	}
+	ctrs := e.containers()
 	// A container restored next to this one (a resumed session, a restored warm pod) is the
 	// agent; this one is its host's pause process.
 	target := c.ID
-	restored, ok, err := e.C.RestoredInto(ctx, c.ID)
+	restored, ok, err := ctrs.RestoredInto(ctx, c.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -90,11 +109,21 @@ func (e *ContainerdEngine) Checkpoint(ctx context.Context, c Container, k store.
 		klog.FromContext(ctx).V(2).Info("Checkpointing the container restored into the host", "host", c.ID, "restored", restored)
 		target = restored
 	}
-	return e.C.Checkpoint(ctx, target, k, id, container.CheckpointOptions{
+	m, err := ctrs.Checkpoint(ctx, target, k, id, container.CheckpointOptions{
 		LeaveRunning: leaveRunning,
 		Labels:       map[string]string{"namespace": c.Namespace, "pod": c.Pod, "containerName": c.Name},
 		Progress:     p,
 	})
+	if err != nil || !ok || leaveRunning {
+		return m, err
+	}
+	// The dump stopped the restored container; its state is stored.
+	if err := ctrs.Remove(ctx, restored); err != nil {
+		klog.FromContext(ctx).Error(err, "Removing the checkpointed restored container (the periodic GC retries once its host is gone)", "restored", restored)
+	} else {
+		klog.FromContext(ctx).V(2).Info("Removed the checkpointed restored container", "restored", restored)
+	}
+	return m, nil
 }
 
 // Restore implements Engine: the checkpoint is restored into a new
