@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containerd/containerd/api/types/runc/options"
@@ -68,8 +69,15 @@ type Engine struct {
 	// RuncBinary, if set, is the runc binary for restored containers
 	// (e.g. hack/criu/runc-criu.sh).
 	RuncBinary string
+	// CriuPath is the CRIU binary that runs a lazy restore's page daemon (criu.Locate when
+	// empty); runc's own CRIU is the one RuncBinary names.
+	CriuPath string
+	// LazyPages restores every container lazily (RestoreOptions.LazyPages).
+	LazyPages bool
 	// digests caches the sha256 of mapped files across checkpoints.
 	digests checkpoint.DigestCache
+	// lazy maps a restored container's ID to a channel closed when its lazy restore is done.
+	lazy sync.Map
 }
 
 // Connect dials containerd at address.
@@ -103,6 +111,11 @@ type CheckpointOptions struct {
 func (e *Engine) Checkpoint(ctx context.Context, id string, k store.Key, ckID string, o CheckpointOptions) (*store.Manifest, error) {
 	ctx = nsCtx(ctx)
 	logger := klog.FromContext(ctx).WithValues("container", id, "key", k.String(), "id", ckID)
+	// A lazily restored container still being filled by its page daemon is dumped only once
+	// every page is in place.
+	if err := e.waitLazy(ctx, id); err != nil {
+		return nil, err
+	}
 	c, err := e.Client.LoadContainer(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("load container %s: %w", id, err)

@@ -34,6 +34,11 @@ type RestoreOptions struct {
 	// MappedCheck selects how the files the container mapped privately from
 	// its bind mounts are checked before anything is created.
 	MappedCheck checkpoint.MappedCheck
+	// LazyPages restores without the memory pages: the task runs once CRIU has rebuilt its
+	// mappings, and a `criu lazy-pages` daemon serves each page on first touch (userfaultfd) and
+	// copies the rest in the background from the staged (verified) images, which stay until it
+	// is done. Engine.LazyPages turns it on for every restore.
+	LazyPages bool
 }
 
 // Restore fetches (and verifies) checkpoint k/ckID, then creates a new
@@ -48,7 +53,12 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 	if err != nil {
 		return "", fmt.Errorf("work dir: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	var lazy *lazyRestore
+	defer func() {
+		if lazy == nil { // a running lazy restore removes dir once its pages are served
+			os.RemoveAll(dir)
+		}
+	}()
 	start := time.Now()
 	if _, err := e.Store.Get(ctx, k, ckID, dir, o.Progress); err != nil {
 		return "", fmt.Errorf("fetch checkpoint %s/%s: %w", k, ckID, err)
@@ -83,6 +93,19 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 	if err := checkpoint.CheckMappedFilesIn(dir, o.MappedCheck, bindResolver(spec.Mounts)); err != nil {
 		return "", fmt.Errorf("checkpoint %s/%s: %w", k, ckID, err)
 	}
+	fetched := time.Now()
+	if o.LazyPages || e.LazyPages {
+		if lazy, err = e.startLazy(&spec, name, dir); err != nil {
+			return "", err
+		}
+	}
+	fail := func(cause error) (string, error) {
+		if lazy != nil {
+			lazy.abort()
+			lazy = nil
+		}
+		return "", cause
+	}
 	runtimeOpts := &options.Options{}
 	if e.RuncBinary != "" {
 		runtimeOpts.BinaryName = e.RuncBinary
@@ -94,21 +117,21 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 	if meta.Image != "" {
 		img, err := e.Client.GetImage(ctx, meta.Image)
 		if err != nil {
-			return "", fmt.Errorf("image %q of the checkpoint is not on this node: %w", meta.Image, err)
+			return fail(fmt.Errorf("image %q of the checkpoint is not on this node: %w", meta.Image, err))
 		}
 		copts = append(copts, containerd.WithImage(img), containerd.WithSnapshotter(meta.Snapshotter),
 			containerd.WithNewSnapshot(name+"-rootfs", img))
 	} else if !filepath.IsAbs(spec.Root.Path) {
-		return "", fmt.Errorf("checkpoint %s/%s has neither an image nor an absolute rootfs path", k, ckID)
+		return fail(fmt.Errorf("checkpoint %s/%s has neither an image nor an absolute rootfs path", k, ckID))
 	}
 	// A container without image keeps the spec's absolute rootfs path.
 	copts = append(copts, containerd.WithSpec(&spec))
 	cont, err := e.Client.NewContainer(ctx, name, copts...)
 	if err != nil {
-		return "", fmt.Errorf("create restored container %s: %w", name, err)
+		return fail(fmt.Errorf("create restored container %s: %w", name, err))
 	}
 	cleanup := func(cause error) (string, error) {
-		return "", errors.Join(cause, e.Remove(ctx, name))
+		return fail(errors.Join(cause, e.Remove(ctx, name)))
 	}
 	if o.LogPath == "" {
 		o.LogPath = e.RestoredLog(name)
@@ -122,7 +145,11 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 	if err := task.Start(ctx); err != nil {
 		return cleanup(fmt.Errorf("restore task: %w%s", err, criuLog(dir, "restore.log")))
 	}
-	logger.Info("Restored container", "container", name, "pid", task.Pid(), "duration", time.Since(start))
+	if lazy != nil {
+		e.started(ctx, name, lazy)
+	}
+	logger.Info("Restored container", "container", name, "pid", task.Pid(), "duration", time.Since(start),
+		"fetch", fetched.Sub(start), "criuRestore", time.Since(fetched), "lazyPages", lazy != nil)
 	return name, nil
 }
 
@@ -196,8 +223,10 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil {
 		return fmt.Errorf("delete container %s: %w", id, err)
 	}
-	if err := os.Remove(e.RestoredLog(id)); err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("remove log of %s: %w", id, err)
+	for _, f := range []string{e.RestoredLog(id), e.criuConfig(id)} {
+		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("remove %s of %s: %w", filepath.Base(f), id, err)
+		}
 	}
 	return nil
 }
