@@ -76,6 +76,8 @@ type Engine struct {
 	LazyPages bool
 	// digests caches the sha256 of mapped files across checkpoints.
 	digests checkpoint.DigestCache
+	// pre holds checkpoints fetched ahead of their restore (Prefetch).
+	pre prefetches
 	// lazy maps a restored container's ID to a channel closed when its lazy restore is done.
 	lazy sync.Map
 }

@@ -49,9 +49,17 @@ type RestoreOptions struct {
 func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID string, o RestoreOptions) (string, error) {
 	ctx = nsCtx(ctx)
 	logger := klog.FromContext(ctx).WithValues("host", hostID, "key", k.String(), "id", ckID)
-	dir, err := os.MkdirTemp(e.WorkDir, "ctr-restore-")
+	start := time.Now()
+	// A Prefetch of this checkpoint (started while the host container was starting) has
+	// fetched and verified it already, or is doing so.
+	dir, prefetched, err := e.takePrefetch(ctx, k, ckID)
 	if err != nil {
-		return "", fmt.Errorf("work dir: %w", err)
+		return "", fmt.Errorf("prefetched checkpoint %s/%s: %w", k, ckID, err)
+	}
+	if !prefetched {
+		if dir, err = os.MkdirTemp(e.WorkDir, "ctr-restore-"); err != nil {
+			return "", fmt.Errorf("work dir: %w", err)
+		}
 	}
 	var lazy *lazyRestore
 	defer func() {
@@ -59,9 +67,10 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 			os.RemoveAll(dir)
 		}
 	}()
-	start := time.Now()
-	if _, err := e.Store.Get(ctx, k, ckID, dir, o.Progress); err != nil {
-		return "", fmt.Errorf("fetch checkpoint %s/%s: %w", k, ckID, err)
+	if !prefetched {
+		if _, err := e.Store.Get(ctx, k, ckID, dir, o.Progress); err != nil {
+			return "", fmt.Errorf("fetch checkpoint %s/%s: %w", k, ckID, err)
+		}
 	}
 	var meta Meta
 	b, err := os.ReadFile(filepath.Join(dir, metaFile))
@@ -149,7 +158,7 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 		e.started(ctx, name, lazy)
 	}
 	logger.Info("Restored container", "container", name, "pid", task.Pid(), "duration", time.Since(start),
-		"fetch", fetched.Sub(start), "criuRestore", time.Since(fetched), "lazyPages", lazy != nil)
+		"fetch", fetched.Sub(start), "prefetched", prefetched, "criuRestore", time.Since(fetched), "lazyPages", lazy != nil)
 	return name, nil
 }
 

@@ -1,0 +1,102 @@
+package container
+
+import (
+	"context"
+	"os"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/neuronetes/neuronetes/checkpoint/store"
+)
+
+// PrefetchTTL is how long a prefetched checkpoint waits for its restore before its staged
+// images are removed.
+var PrefetchTTL = 2 * time.Minute
+
+// prefetch is a checkpoint fetched (and verified) ahead of its restore.
+type prefetch struct {
+	done chan struct{}
+	dir  string
+	err  error
+}
+
+// prefetches holds the fetches started by Prefetch, by store key and checkpoint id.
+type prefetches struct {
+	mu sync.Mutex
+	m  map[string]*prefetch
+}
+
+func prefetchKey(k store.Key, ckID string) string { return k.String() + "/" + ckID }
+
+// Prefetch starts fetching checkpoint k/ckID into a staging directory in the background, with the
+// same verification as Restore (signed manifest, every chunk's sha256), so that a restore whose
+// target container is still starting does not wait for the fetch afterwards. The next Restore of
+// k/ckID takes the staged images over (waiting for the fetch to end); unclaimed ones are removed
+// after PrefetchTTL. A second Prefetch of the same checkpoint does nothing.
+func (e *Engine) Prefetch(ctx context.Context, k store.Key, ckID string, progress store.ProgressFunc) {
+	key := prefetchKey(k, ckID)
+	e.pre.mu.Lock()
+	if e.pre.m == nil {
+		e.pre.m = map[string]*prefetch{}
+	}
+	if _, ok := e.pre.m[key]; ok {
+		e.pre.mu.Unlock()
+		return
+	}
+	pf := &prefetch{done: make(chan struct{})}
+	e.pre.m[key] = pf
+	e.pre.mu.Unlock()
+	logger := klog.FromContext(ctx).WithValues("key", k.String(), "id", ckID)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), PrefetchTTL)
+	go func() {
+		defer cancel()
+		start := time.Now()
+		pf.dir, pf.err = os.MkdirTemp(e.WorkDir, "ctr-restore-")
+		if pf.err == nil {
+			if _, pf.err = e.Store.Get(ctx, k, ckID, pf.dir, progress); pf.err != nil {
+				_ = os.RemoveAll(pf.dir)
+			}
+		}
+		logger.V(2).Info("Prefetched checkpoint", "duration", time.Since(start), "err", pf.err)
+		close(pf.done)
+		time.AfterFunc(PrefetchTTL, func() {
+			if e.dropPrefetch(key, pf) && pf.err == nil {
+				_ = os.RemoveAll(pf.dir)
+			}
+		})
+	}()
+}
+
+// dropPrefetch removes pf from the map if it is still there, reporting whether it was.
+func (e *Engine) dropPrefetch(key string, pf *prefetch) bool {
+	e.pre.mu.Lock()
+	defer e.pre.mu.Unlock()
+	if e.pre.m[key] != pf {
+		return false
+	}
+	delete(e.pre.m, key)
+	return true
+}
+
+// takePrefetch hands over the staged images of a prefetch of k/ckID, waiting for it to end:
+// ok is false when there was none or it failed (Restore then fetches itself).
+func (e *Engine) takePrefetch(ctx context.Context, k store.Key, ckID string) (string, bool, error) {
+	key := prefetchKey(k, ckID)
+	e.pre.mu.Lock()
+	pf := e.pre.m[key]
+	e.pre.mu.Unlock()
+	if pf == nil {
+		return "", false, nil
+	}
+	select {
+	case <-pf.done:
+	case <-ctx.Done():
+		return "", false, ctx.Err()
+	}
+	if !e.dropPrefetch(key, pf) || pf.err != nil {
+		return "", false, nil
+	}
+	return pf.dir, true, nil
+}
