@@ -25,6 +25,10 @@ type Config struct {
 	WorkDir string
 	// RuncBinary is the runc for restored containers, e.g. hack/criu/runc-criu.sh.
 	RuncBinary string
+	// LazyRestore restores containers with lazy pages (container.RestoreOptions.LazyPages): the
+	// restored agent runs once CRIU rebuilt its mappings, and a CRIU page daemon fills its memory
+	// from the verified staged images on first touch and in the background.
+	LazyRestore bool
 	// SigningKeyFile holds the key that signs and verifies every manifest (store.LoadSigner);
 	// required. Every node agent of a cluster reads the same key, and nothing else does.
 	SigningKeyFile string
@@ -86,7 +90,7 @@ func NewEngine(ctx context.Context, cfg Config) (*ContainerdEngine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ContainerdEngine{C: &container.Engine{Client: cl, Store: st, WorkDir: cfg.WorkDir, RuncBinary: cfg.RuncBinary}}, nil
+	return &ContainerdEngine{C: &container.Engine{Client: cl, Store: st, WorkDir: cfg.WorkDir, RuncBinary: cfg.RuncBinary, LazyPages: cfg.LazyRestore}}, nil
 }
 
 // Checkpoint implements Engine: it dumps the container, or the one restored into it when one
