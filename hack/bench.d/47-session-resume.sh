@@ -19,7 +19,8 @@ trap 'rm -f "$out"' EXIT
 rc=0
 NEURONETES_E2E=1 NEURONETES_E2E_KEEP=1 NEURONETES_BENCH=1 go test -count=1 -timeout 20m \
 	-run '^TestAgentSessionBenchResume$' ./e2e/ -v >"$out" 2>&1 || rc=$?
-grep -E '^(b[0-9]+ |  \+|\s+session_bench_test.go|--- |FAIL|ok|panic)' "$out" || true
+grep -E '^(b[0-9]+ |  \+|  phase |\s+session_bench(_phases)?_test.go|--- |FAIL|ok|panic)' "$out" || true
+grep -E '^session bench (budget|phase|floor|missing):' "$out" || true
 read -r cold resume < <(sed -n 's/^session bench result: cold_ms=\([0-9]*\) resume_ms=\([0-9]*\) .*$/\1 \2/p' "$out") || true
 if [ "$rc" -ne 0 ] || [ -z "${cold:-}" ]; then
 	grep -E 'session_test.go|session_bench' "$out" | tail -20 || true
