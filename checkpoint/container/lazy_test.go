@@ -18,32 +18,7 @@ import (
 // staging directory goes once the daemon has served every page, the configuration is empty
 // afterwards, and the restored container checkpoints again (an eager dump).
 func TestContainerLazyRestore(t *testing.T) {
-	c, runc := requireCRIUContainerd(t)
-	ctx := nsCtx(context.Background())
-	dir, hostDir := t.TempDir(), t.TempDir()
-	rootfs := makeRootfs(t, dir, hostDir)
-	env := []string{stateproc.Env + "=1", stateproc.EnvDir + "=" + dir, stateproc.EnvMiB + "=64"}
-	src := startContainer(t, ctx, c, "nn-lazy-src", runc, rootfs, netns(t, fmt.Sprint("nn-lazy-a-", os.Getpid())), dir, env)
-	if err := stateproc.WaitFile(filepath.Join(dir, "ready"), 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	before, err := stateproc.Verify(int(src.Pid()), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostEnv := []string{stateproc.Env + "=1", stateproc.EnvDir + "=" + hostDir, stateproc.EnvMiB + "=1"}
-	startContainer(t, ctx, c, "nn-lazy-host", runc, rootfs, netns(t, fmt.Sprint("nn-lazy-b-", os.Getpid())), hostDir, hostEnv)
-
-	d, _ := store.NewDir(t.TempDir())
-	st, _ := store.New(d, store.Options{Signer: testSigner(t)})
-	e := &Engine{Client: c, Store: st, WorkDir: t.TempDir(), RuncBinary: runc}
-	if _, err := e.Checkpoint(ctx, "nn-lazy-src", testKey("agent"), "ck1", CheckpointOptions{}); err != nil {
-		t.Fatalf("Checkpoint: %v", err)
-	}
-	dumped, err := stateproc.ReadState(dir, "state")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, e, dir, before, dumped := lazySetup(t, "nn-lazy")
 	start := time.Now()
 	name, err := e.Restore(ctx, "nn-lazy-host", testKey("agent"), "ck1", RestoreOptions{LazyPages: true})
 	if err != nil {
@@ -78,4 +53,65 @@ func TestContainerLazyRestore(t *testing.T) {
 		t.Errorf("CRIU configuration after Remove: %v, want it gone", err)
 	}
 	t.Logf("lazy restore returned after %v; counter %d -> %d", restored, dumped.Counter, after.Counter)
+}
+
+// lazySetup runs the stateful helper (64 MiB) in container <prefix>-src, checkpoints it into a
+// store as ck1 and starts a host container <prefix>-host; it returns the engine, the helper's
+// state dir, its state before the dump and as dumped.
+func lazySetup(t *testing.T, prefix string) (context.Context, *Engine, string, stateproc.State, stateproc.State) {
+	t.Helper()
+	c, runc := requireCRIUContainerd(t)
+	ctx := nsCtx(context.Background())
+	dir, hostDir := t.TempDir(), t.TempDir()
+	rootfs := makeRootfs(t, dir, hostDir)
+	env := []string{stateproc.Env + "=1", stateproc.EnvDir + "=" + dir, stateproc.EnvMiB + "=64"}
+	src := startContainer(t, ctx, c, prefix+"-src", runc, rootfs, netns(t, fmt.Sprint(prefix, "-a-", os.Getpid())), dir, env)
+	if err := stateproc.WaitFile(filepath.Join(dir, "ready"), 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	before, err := stateproc.Verify(int(src.Pid()), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostEnv := []string{stateproc.Env + "=1", stateproc.EnvDir + "=" + hostDir, stateproc.EnvMiB + "=1"}
+	startContainer(t, ctx, c, prefix+"-host", runc, rootfs, netns(t, fmt.Sprint(prefix, "-b-", os.Getpid())), hostDir, hostEnv)
+	d, _ := store.NewDir(t.TempDir())
+	st, _ := store.New(d, store.Options{Signer: testSigner(t)})
+	e := &Engine{Client: c, Store: st, WorkDir: t.TempDir(), RuncBinary: runc}
+	if _, err := e.Checkpoint(ctx, prefix+"-src", testKey("agent"), "ck1", CheckpointOptions{}); err != nil {
+		t.Fatalf("Checkpoint: %v", err)
+	}
+	dumped, err := stateproc.ReadState(dir, "state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, e, dir, before, dumped
+}
+
+// TestContainerLazyRestoreFallsBackToEager: a lazy restore this node cannot do (here: no CRIU
+// for the page daemon) restores eagerly from the same verified images, under another name, and
+// leaves neither the failed container nor staged images.
+func TestContainerLazyRestoreFallsBackToEager(t *testing.T) {
+	ctx, e, dir, before, dumped := lazySetup(t, "nn-lazyfb")
+	e.CriuPath, e.LazyPages = "/nonexistent/criu", true
+	name, err := e.Restore(ctx, "nn-lazyfb-host", testKey("agent"), "ck1", RestoreOptions{Name: "nn-lazyfb-restored"})
+	if err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	if name != "nn-lazyfb-restored-eager" {
+		t.Errorf("restored container %q, want the eager fallback nn-lazyfb-restored-eager", name)
+	}
+	if _, running := e.lazy.Load(name); running {
+		t.Error("the fallback restore has a lazy-pages daemon")
+	}
+	_, after := verifyRestored(t, ctx, e, name, dir)
+	if after.Digest != before.Digest || after.Counter < dumped.Counter {
+		t.Errorf("restored state %+v, want digest %s and counter >= %d", after, before.Digest, dumped.Counter)
+	}
+	if _, err := e.Client.LoadContainer(ctx, "nn-lazyfb-restored"); err == nil {
+		t.Error("the failed lazy container is left in containerd")
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.WorkDir, "ctr-restore-*")); len(left) != 0 {
+		t.Errorf("staged images left: %v", left)
+	}
 }

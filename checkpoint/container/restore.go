@@ -80,10 +80,6 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 	if err != nil {
 		return "", fmt.Errorf("checkpoint %s/%s %s: %w", k, ckID, metaFile, err)
 	}
-	var spec specs.Spec
-	if err := json.Unmarshal(meta.Spec, &spec); err != nil {
-		return "", fmt.Errorf("checkpoint %s/%s spec: %w", k, ckID, err)
-	}
 	host, err := e.Client.LoadContainer(ctx, hostID)
 	if err != nil {
 		return "", fmt.Errorf("load host container %s: %w", hostID, err)
@@ -96,24 +92,64 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 	if name == "" {
 		name = fmt.Sprintf("restored-%s-%d", hostID[:min(12, len(hostID))], time.Now().UnixNano())
 	}
-	if err := adaptSpec(&spec, hostSpec, name); err != nil {
-		return "", err
+	spec, err := restoreSpec(meta, hostSpec, name)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint %s/%s: %w", k, ckID, err)
 	}
 	if err := checkpoint.CheckMappedFilesIn(dir, o.MappedCheck, bindResolver(spec.Mounts)); err != nil {
 		return "", fmt.Errorf("checkpoint %s/%s: %w", k, ckID, err)
 	}
 	fetched := time.Now()
-	if o.LazyPages || e.LazyPages {
-		if lazy, err = e.startLazy(&spec, name, dir); err != nil {
-			return "", err
+	labels := map[string]string{LabelRestoredFrom: k.String() + "/" + ckID, LabelHost: hostID}
+	wantLazy := o.LazyPages || e.LazyPages
+	task, lz, err := e.restoreTask(ctx, spec, meta, labels, name, dir, o.LogPath, wantLazy)
+	if err != nil && wantLazy && ctx.Err() == nil {
+		// A lazy restore this node cannot do (userfaultfd refused, the page daemon failed):
+		// the same verified images restore eagerly into a container of another name.
+		logger.Error(err, "Lazy restore failed; restoring eagerly", "container", name)
+		name += "-eager"
+		if spec, err = restoreSpec(meta, hostSpec, name); err == nil {
+			task, lz, err = e.restoreTask(ctx, spec, meta, labels, name, dir, o.LogPath, false)
 		}
 	}
-	fail := func(cause error) (string, error) {
-		if lazy != nil {
-			lazy.abort()
-			lazy = nil
+	if err != nil {
+		return "", err
+	}
+	lazy = lz
+	logger.Info("Restored container", "container", name, "pid", task.Pid(), "duration", time.Since(start),
+		"fetch", fetched.Sub(start), "prefetched", prefetched, "criuRestore", time.Since(fetched), "lazyPages", lazy != nil)
+	return name, nil
+}
+
+// restoreSpec is the checkpointed container's spec adapted to host container hostSpec
+// (adaptSpec) for a restored container called name.
+func restoreSpec(meta Meta, hostSpec *specs.Spec, name string) (*specs.Spec, error) {
+	var spec specs.Spec
+	if err := json.Unmarshal(meta.Spec, &spec); err != nil {
+		return nil, fmt.Errorf("spec: %w", err)
+	}
+	if err := adaptSpec(&spec, hostSpec, name); err != nil {
+		return nil, err
+	}
+	return &spec, nil
+}
+
+// restoreTask creates container name with spec and restores its task from the images staged in
+// dir; lazily (startLazy) when lazy. On failure nothing of it is left (container, task, page
+// daemon); the staged images stay for the caller.
+func (e *Engine) restoreTask(ctx context.Context, spec *specs.Spec, meta Meta, labels map[string]string, name, dir, logPath string, lazy bool) (containerd.Task, *lazyRestore, error) {
+	var lz *lazyRestore
+	if lazy {
+		var err error
+		if lz, err = e.startLazy(spec, name, dir); err != nil {
+			return nil, nil, err
 		}
-		return "", cause
+	}
+	fail := func(cause error) (containerd.Task, *lazyRestore, error) {
+		if lz != nil {
+			lz.abort()
+		}
+		return nil, nil, cause
 	}
 	runtimeOpts := &options.Options{}
 	if e.RuncBinary != "" {
@@ -121,7 +157,7 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 	}
 	copts := []containerd.NewContainerOpts{
 		containerd.WithRuntime("io.containerd.runc.v2", runtimeOpts),
-		containerd.WithContainerLabels(map[string]string{LabelRestoredFrom: k.String() + "/" + ckID, LabelHost: hostID}),
+		containerd.WithContainerLabels(labels),
 	}
 	if meta.Image != "" {
 		img, err := e.Client.GetImage(ctx, meta.Image)
@@ -131,35 +167,32 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 		copts = append(copts, containerd.WithImage(img), containerd.WithSnapshotter(meta.Snapshotter),
 			containerd.WithNewSnapshot(name+"-rootfs", img))
 	} else if !filepath.IsAbs(spec.Root.Path) {
-		return fail(fmt.Errorf("checkpoint %s/%s has neither an image nor an absolute rootfs path", k, ckID))
+		return fail(fmt.Errorf("checkpoint has neither an image nor an absolute rootfs path"))
 	}
 	// A container without image keeps the spec's absolute rootfs path.
-	copts = append(copts, containerd.WithSpec(&spec))
+	copts = append(copts, containerd.WithSpec(spec))
 	cont, err := e.Client.NewContainer(ctx, name, copts...)
 	if err != nil {
 		return fail(fmt.Errorf("create restored container %s: %w", name, err))
 	}
-	cleanup := func(cause error) (string, error) {
+	cleanup := func(cause error) (containerd.Task, *lazyRestore, error) {
 		return fail(errors.Join(cause, e.Remove(ctx, name)))
 	}
-	if o.LogPath == "" {
-		o.LogPath = e.RestoredLog(name)
+	if logPath == "" {
+		logPath = e.RestoredLog(name)
 	}
-	creator := cio.LogFile(o.LogPath)
 	images := filepath.Join(dir, "images")
-	task, err := cont.NewTask(ctx, creator, containerd.WithRestoreImagePath(images), containerd.WithRestoreWorkPath(dir))
+	task, err := cont.NewTask(ctx, cio.LogFile(logPath), containerd.WithRestoreImagePath(images), containerd.WithRestoreWorkPath(dir))
 	if err != nil {
 		return cleanup(fmt.Errorf("create restore task: %w%s", err, criuLog(dir, "restore.log")))
 	}
 	if err := task.Start(ctx); err != nil {
 		return cleanup(fmt.Errorf("restore task: %w%s", err, criuLog(dir, "restore.log")))
 	}
-	if lazy != nil {
-		e.started(ctx, name, lazy)
+	if lz != nil {
+		e.started(ctx, name, lz)
 	}
-	logger.Info("Restored container", "container", name, "pid", task.Pid(), "duration", time.Since(start),
-		"fetch", fetched.Sub(start), "prefetched", prefetched, "criuRestore", time.Since(fetched), "lazyPages", lazy != nil)
-	return name, nil
+	return task, lz, nil
 }
 
 // adaptSpec points the source container's spec at the host container: its
