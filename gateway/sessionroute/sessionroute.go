@@ -62,8 +62,7 @@ type Config struct {
 	// ActivityInterval is the least time between two activity writes of one session by this
 	// replica while it runs (default 10 s).
 	ActivityInterval time.Duration
-	// Poll is how often a held request reads its session again (default 25 ms: a read of the
-	// informer cache, and at most that much of a resume's time is spent noticing it).
+	// Poll is how often a held request reads its session again (default 100 ms).
 	Poll time.Duration
 }
 
@@ -114,7 +113,7 @@ func (r *Router) cfg() Config {
 		c.ActivityInterval = 10 * time.Second
 	}
 	if c.Poll <= 0 {
-		c.Poll = 25 * time.Millisecond
+		c.Poll = 100 * time.Millisecond
 	}
 	return c
 }
