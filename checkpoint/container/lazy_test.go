@@ -60,11 +60,16 @@ func TestContainerLazyRestore(t *testing.T) {
 // state dir, its state before the dump and as dumped.
 func lazySetup(t *testing.T, prefix string) (context.Context, *Engine, string, stateproc.State, stateproc.State) {
 	t.Helper()
+	return lazySetupMiB(t, prefix, "64")
+}
+
+func lazySetupMiB(t *testing.T, prefix, mib string) (context.Context, *Engine, string, stateproc.State, stateproc.State) {
+	t.Helper()
 	c, runc := requireCRIUContainerd(t)
 	ctx := nsCtx(context.Background())
 	dir, hostDir := t.TempDir(), t.TempDir()
 	rootfs := makeRootfs(t, dir, hostDir)
-	env := []string{stateproc.Env + "=1", stateproc.EnvDir + "=" + dir, stateproc.EnvMiB + "=64"}
+	env := []string{stateproc.Env + "=1", stateproc.EnvDir + "=" + dir, stateproc.EnvMiB + "=" + mib}
 	src := startContainer(t, ctx, c, prefix+"-src", runc, rootfs, netns(t, fmt.Sprint(prefix, "-a-", os.Getpid())), dir, env)
 	if err := stateproc.WaitFile(filepath.Join(dir, "ready"), 60*time.Second); err != nil {
 		t.Fatal(err)
