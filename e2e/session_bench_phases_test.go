@@ -37,6 +37,7 @@ func resumePhases(name string) []phase {
 		{name: "pod created -> scheduled", from: "pod " + pod + " created", to: "pod " + pod + " PodScheduled"},
 		{name: "scheduled -> host container running", from: "pod " + pod + " PodScheduled", to: "pod " + pod + " container"},
 		{name: "image fetched + verified (prefetch, parallel to pod start)", from: "prefetch into " + pod + " starts", to: "done into " + pod + " (prefetch)"},
+		{name: "local cache hit: no fetch (node agent saw the Restore)", from: "no prefetch into " + pod, to: "no prefetch into " + pod},
 		{name: "host running -> restore picked up", from: "pod " + pod + " container", to: "restore into " + pod + " starts"},
 		{name: "restore call -> CRIU restore done (incl. fetch wait)", from: "restore into " + pod + " starts", to: "CRIU restore into " + pod + " done"},
 		{name: "restore done -> session Running (pod Ready)", from: "CRIU restore into " + pod + " done", to: "session " + name + " Running"},
@@ -149,9 +150,9 @@ func measureFloors(t *testing.T, storeDir string, ckBytes int64) floors {
 
 // reportBreakdown prints the median of each resume phase, the floors, the budget the target
 // leaves (0.3x the cold start) and what is over it.
-func reportBreakdown(cold, resume time.Duration, rounds [][]phase, fl floors, lazy bool) {
+func reportBreakdown(cold, resume time.Duration, rounds [][]phase, fl floors, lazy, cache bool) {
 	budget := time.Duration(0.3 * float64(cold))
-	fmt.Printf("session bench budget: 0.3 x cold %v = %v; resume median %v (lazy pages %v)\n", cold.Round(time.Millisecond), budget.Round(time.Millisecond), resume.Round(time.Millisecond), lazy)
+	fmt.Printf("session bench budget: 0.3 x cold %v = %v; resume median %v (lazy pages %v, local cache %v)\n", cold.Round(time.Millisecond), budget.Round(time.Millisecond), resume.Round(time.Millisecond), lazy, cache)
 	if len(rounds) == 0 {
 		return
 	}
@@ -178,13 +179,18 @@ func reportBreakdown(cold, resume time.Duration, rounds [][]phase, fl floors, la
 	ps := rounds[0]
 	podStart := med[ps[2].name] + med[ps[3].name]
 	fetch := med[ps[4].name]
+	restore := med[ps[7].name]
 	fmt.Printf("session bench missing: resume is %v over the %v budget\n", (resume - budget).Round(time.Millisecond), budget.Round(time.Millisecond))
 	fmt.Printf("session bench missing: pod start on the path (created -> host running) %.3fs: a pre-created (warm) restore host per node and class, so a resume skips pod creation and scheduling, is not built\n", podStart.Seconds())
+	fmt.Printf("session bench missing: from the host running to the restored agent (CRIU restore%s) %.3fs\n", map[bool]string{true: " with lazy pages", false: ", every page copied"}[lazy], restore.Seconds())
 	if fetch > 0 {
 		fmt.Printf("session bench missing: the whole image is fetched and verified before CRIU runs (%.3fs, overlapped with the pod start); its floor here is max(disk read %.3fs, sha256 %.3fs) unless only the pages the first token touches are fetched: a page server that fetches and verifies chunks on demand is not built\n",
 			fetch.Seconds(), fl.diskRead.Seconds(), fl.sha256.Seconds())
 	}
 	if !lazy {
 		fmt.Printf("session bench missing: CRIU copies every page before the agent runs (NEURONETES_BENCH_LAZY=0)\n")
+	}
+	if !cache {
+		fmt.Printf("session bench missing: no local cache of the node's dumps (NEURONETES_BENCH_LOCAL_CACHE=0): every resume fetches the whole image\n")
 	}
 }

@@ -63,8 +63,8 @@ func TestAgentSessionBenchResume(t *testing.T) {
 	t.Logf("cold starts %v, median %v", colds, mc)
 	t.Logf("resumes %v, median %v", resumes, mr)
 	fl := measureFloors(t, b.storeDir, benchStateBytes)
-	reportBreakdown(mc, mr, phases, fl, b.lazy)
-	fmt.Printf("session bench result: cold_ms=%d resume_ms=%d rounds=%d lazy=%v\n", mc.Milliseconds(), mr.Milliseconds(), rounds, b.lazy)
+	reportBreakdown(mc, mr, phases, fl, b.lazy, b.cache)
+	fmt.Printf("session bench result: cold_ms=%d resume_ms=%d rounds=%d lazy=%v local_cache=%v\n", mc.Milliseconds(), mr.Milliseconds(), rounds, b.lazy, b.cache)
 }
 
 // benchEnvInt reads a positive integer from env, or def.
@@ -90,8 +90,9 @@ type sessionBench struct {
 	stamps   *stamps
 	storeDir string
 	idle     time.Duration
-	// lazy: the node agent restores with CRIU lazy pages (NEURONETES_BENCH_LAZY, default on).
-	lazy bool
+	// lazy: the node agent restores with CRIU lazy pages (NEURONETES_BENCH_LAZY, default on);
+	// cache: it keeps its dumps in a local cache on the store's disk (NEURONETES_BENCH_LOCAL_CACHE).
+	lazy, cache bool
 }
 
 // newSessionBench sets a session benchmark up; everything ends with the test.
@@ -145,7 +146,12 @@ func newSessionBench(t *testing.T, timeout time.Duration, stateBytes int64, idle
 	t.Cleanup(func() { _ = os.RemoveAll(work) })
 	storeDir := t.TempDir()
 	lazy := os.Getenv("NEURONETES_BENCH_LAZY") != "0"
-	engine, err := snapshot.NewEngine(ctx, snapshot.Config{ContainerdSocket: sock, StoreDir: storeDir, WorkDir: work, SigningKeyFile: writeSigningKey(t), LazyRestore: lazy})
+	cacheDir := "" // the node's own dumps kept on its disk (the store's), read in place on resume
+	if os.Getenv("NEURONETES_BENCH_LOCAL_CACHE") != "0" {
+		cacheDir = filepath.Join(t.TempDir(), "local-cache")
+	}
+	engine, err := snapshot.NewEngine(ctx, snapshot.Config{ContainerdSocket: sock, StoreDir: storeDir, WorkDir: work, SigningKeyFile: writeSigningKey(t),
+		LazyRestore: lazy, LocalCacheDir: cacheDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +166,7 @@ func newSessionBench(t *testing.T, timeout time.Duration, stateBytes int64, idle
 	t.Cleanup(mcancel)
 	go func() { _ = mgr.Start(mctx) }()
 	watchStamps(mctx, t, c, ns, st)
-	return &sessionBench{ctx: ctx, c: c, g: g, engine: engine.C, ns: ns, stamps: st, storeDir: storeDir, idle: idle, lazy: lazy}
+	return &sessionBench{ctx: ctx, c: c, g: g, engine: engine.C, ns: ns, stamps: st, storeDir: storeDir, idle: idle, lazy: lazy, cache: cacheDir != ""}
 }
 
 // benchRound runs one cold start and one resume of session name and returns both times and the

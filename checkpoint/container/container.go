@@ -74,6 +74,13 @@ type Engine struct {
 	CriuPath string
 	// LazyPages restores every container lazily (RestoreOptions.LazyPages).
 	LazyPages bool
+	// LocalCacheDir, when set, keeps this node's dumps after they are stored (0700, one entry
+	// per store key, LocalCacheBytes in all, DefaultLocalCacheBytes when 0): a restore on this
+	// node of a checkpoint whose signed manifest lists exactly an entry's files uses it in place
+	// of a fetch (localCache).
+	LocalCacheDir   string
+	LocalCacheBytes int64
+	cache           localCache
 	// digests caches the sha256 of mapped files across checkpoints.
 	digests checkpoint.DigestCache
 	// pre holds checkpoints fetched ahead of their restore (Prefetch).
@@ -192,6 +199,7 @@ func (e *Engine) Checkpoint(ctx context.Context, id string, k store.Key, ckID st
 	if err != nil {
 		return nil, fmt.Errorf("store container checkpoint: %w", err)
 	}
+	e.cacheKeep(ctx, dir, m)
 	logger.Info("Checkpointed container", "bytes", m.TotalBytes, "newBytes", m.NewBytes, "duration", time.Since(start))
 	return m, nil
 }

@@ -29,18 +29,20 @@ var LazyPagesTimeout = 10 * time.Minute
 // same container (which reads the same file) is an ordinary dump. Removed with the container.
 func (e *Engine) criuConfig(id string) string { return filepath.Join(e.WorkDir, id+".criu.conf") }
 
-// lazyRestore is a lazy restore in progress: its daemon and the staged images it serves from.
+// lazyRestore is a lazy restore in progress: its daemon, its work directory (removed when it is
+// done, with the staged images when they are there) and the hold on a local cache entry.
 type lazyRestore struct {
-	daemon *exec.Cmd
-	dir    string
-	conf   string
+	daemon  *exec.Cmd
+	dir     string
+	conf    string
+	release func()
 }
 
-// startLazy prepares a lazy restore of container name from the images staged in dir: it writes
+// startLazy prepares a lazy restore of container name from the images under imgRoot: it writes
 // the container's CRIU configuration (lazy-pages), points spec at it, and starts `criu
-// lazy-pages` on dir/images with dir as its work dir, where runc's CRIU restore (work path dir)
-// finds the daemon's socket.
-func (e *Engine) startLazy(spec *specs.Spec, name, dir string) (*lazyRestore, error) {
+// lazy-pages` on imgRoot/images with work as its work dir, where runc's CRIU restore (work path
+// work) finds the daemon's socket.
+func (e *Engine) startLazy(spec *specs.Spec, name, imgRoot, work string) (*lazyRestore, error) {
 	path := e.CriuPath
 	if path == "" {
 		var err error
@@ -56,12 +58,12 @@ func (e *Engine) startLazy(spec *specs.Spec, name, dir string) (*lazyRestore, er
 		spec.Annotations = map[string]string{}
 	}
 	spec.Annotations[CriuConfigAnnotation] = conf
-	daemon, err := (&criu.Client{Path: path}).StartLazyPages(filepath.Join(dir, "images"), dir)
+	daemon, err := (&criu.Client{Path: path}).StartLazyPages(filepath.Join(imgRoot, "images"), work)
 	if err != nil {
 		_ = os.Remove(conf)
 		return nil, fmt.Errorf("lazy restore: %w", err)
 	}
-	return &lazyRestore{daemon: daemon, dir: dir, conf: conf}, nil
+	return &lazyRestore{daemon: daemon, dir: work, conf: conf, release: func() {}}, nil
 }
 
 // abort kills the daemon of a restore that failed.
@@ -85,7 +87,7 @@ func (e *Engine) started(ctx context.Context, name string, l *lazyRestore) {
 	go func() {
 		defer close(done)
 		defer e.lazy.Delete(name)
-		defer os.RemoveAll(l.dir)
+		defer func() { os.RemoveAll(l.dir); l.release() }()
 		timer := time.AfterFunc(LazyPagesTimeout, func() { _ = l.daemon.Process.Kill() })
 		defer timer.Stop()
 		err := l.daemon.Wait()

@@ -60,10 +60,11 @@ func TestContainerLazyRestore(t *testing.T) {
 // state dir, its state before the dump and as dumped.
 func lazySetup(t *testing.T, prefix string) (context.Context, *Engine, string, stateproc.State, stateproc.State) {
 	t.Helper()
-	return lazySetupMiB(t, prefix, "64")
+	return lazySetupMiB(t, prefix, "64", "")
 }
 
-func lazySetupMiB(t *testing.T, prefix, mib string) (context.Context, *Engine, string, stateproc.State, stateproc.State) {
+// lazySetupMiB is lazySetup with the helper's buffer size and the engine's LocalCacheDir.
+func lazySetupMiB(t *testing.T, prefix, mib, cacheDir string) (context.Context, *Engine, string, stateproc.State, stateproc.State) {
 	t.Helper()
 	c, runc := requireCRIUContainerd(t)
 	ctx := nsCtx(context.Background())
@@ -82,7 +83,7 @@ func lazySetupMiB(t *testing.T, prefix, mib string) (context.Context, *Engine, s
 	startContainer(t, ctx, c, prefix+"-host", runc, rootfs, netns(t, fmt.Sprint(prefix, "-b-", os.Getpid())), hostDir, hostEnv)
 	d, _ := store.NewDir(t.TempDir())
 	st, _ := store.New(d, store.Options{Signer: testSigner(t)})
-	e := &Engine{Client: c, Store: st, WorkDir: t.TempDir(), RuncBinary: runc}
+	e := &Engine{Client: c, Store: st, WorkDir: t.TempDir(), RuncBinary: runc, LocalCacheDir: cacheDir}
 	if _, err := e.Checkpoint(ctx, prefix+"-src", testKey("agent"), "ck1", CheckpointOptions{}); err != nil {
 		t.Fatalf("Checkpoint: %v", err)
 	}
@@ -118,5 +119,51 @@ func TestContainerLazyRestoreFallsBackToEager(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(e.WorkDir, "ctr-restore-*")); len(left) != 0 {
 		t.Errorf("staged images left: %v", left)
+	}
+}
+
+// TestContainerRestoreFromLocalCache: with a local cache the dump stays on the node after it is
+// stored, and a lazy restore of it reads the cache entry in place (no staging copy): the restored
+// helper hashes to the dumped digest, and the entry stays for the next restore.
+func TestContainerRestoreFromLocalCache(t *testing.T) {
+	cache := filepath.Join(t.TempDir(), "cache")
+	ctx, e, dir, before, dumped := lazySetupMiB(t, "nn-lcache", "64", cache)
+	entry := e.cacheEntry(testKey("agent"), "ck1")
+	if _, err := os.Stat(filepath.Join(entry, "images")); err != nil {
+		t.Fatalf("dump not kept in the local cache: %v", err)
+	}
+	m, err := e.Store.Manifest(ctx, testKey("agent"), "ck1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, rel, ok := e.cacheLookup(testKey("agent"), "ck1", m); !ok {
+		t.Fatal("the stored dump's manifest does not hit its cache entry")
+	} else {
+		rel()
+	}
+	name, err := e.Restore(ctx, "nn-lcache-host", testKey("agent"), "ck1", RestoreOptions{LazyPages: true})
+	if err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	_, after := verifyRestored(t, ctx, e, name, dir)
+	if after.Digest != before.Digest || after.Counter < dumped.Counter {
+		t.Errorf("restored state %+v, want digest %s and counter >= %d", after, before.Digest, dumped.Counter)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := e.waitLazy(wctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(entry, "images")); err != nil {
+		t.Errorf("cache entry gone after the restore: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.WorkDir, "ctr-restore-*")); len(left) != 0 {
+		t.Errorf("work directories left: %v", left)
+	}
+	e.cache.mu.Lock()
+	held := len(e.cache.inUse)
+	e.cache.mu.Unlock()
+	if held != 0 {
+		t.Errorf("%d cache entries still held after the restore", held)
 	}
 }

@@ -34,8 +34,18 @@ func prefetchKey(k store.Key, ckID string) string { return k.String() + "/" + ck
 // same verification as Restore (signed manifest, every chunk's sha256), so that a restore whose
 // target container is still starting does not wait for the fetch afterwards. The next Restore of
 // k/ckID takes the staged images over (waiting for the fetch to end); unclaimed ones are removed
-// after PrefetchTTL. A second Prefetch of the same checkpoint does nothing.
-func (e *Engine) Prefetch(ctx context.Context, k store.Key, ckID string, progress store.ProgressFunc) {
+// after PrefetchTTL. A second Prefetch of the same checkpoint does nothing, nor does one of a
+// checkpoint in the local cache (Engine.LocalCacheDir); it reports whether it started a fetch.
+func (e *Engine) Prefetch(ctx context.Context, k store.Key, ckID string, progress store.ProgressFunc) bool {
+	if e.LocalCacheDir != "" {
+		// This node's own dump of it is in the local cache: the restore reads it in place.
+		if m, err := e.Store.Manifest(ctx, k, ckID); err == nil {
+			if _, release, ok := e.cacheLookup(k, ckID, m); ok {
+				release()
+				return false
+			}
+		}
+	}
 	key := prefetchKey(k, ckID)
 	e.pre.mu.Lock()
 	if e.pre.m == nil {
@@ -43,7 +53,7 @@ func (e *Engine) Prefetch(ctx context.Context, k store.Key, ckID string, progres
 	}
 	if _, ok := e.pre.m[key]; ok {
 		e.pre.mu.Unlock()
-		return
+		return false
 	}
 	pf := &prefetch{done: make(chan struct{})}
 	e.pre.m[key] = pf
@@ -67,6 +77,7 @@ func (e *Engine) Prefetch(ctx context.Context, k store.Key, ckID string, progres
 			}
 		})
 	}()
+	return true
 }
 
 // dropPrefetch removes pf from the map if it is still there, reporting whether it was.

@@ -50,30 +50,22 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 	ctx = nsCtx(ctx)
 	logger := klog.FromContext(ctx).WithValues("host", hostID, "key", k.String(), "id", ckID)
 	start := time.Now()
-	// A Prefetch of this checkpoint (started while the host container was starting) has
-	// fetched and verified it already, or is doing so.
-	dir, prefetched, err := e.takePrefetch(ctx, k, ckID)
+	// imgRoot holds container.json and images/ (CRIU reads them), work gets CRIU's logs and the
+	// lazy-pages socket: the same staging directory after a fetch, or a local cache entry of this
+	// node's own dump (read in place) and a fresh work directory.
+	imgRoot, work, release, prefetched, err := e.stage(ctx, k, ckID, o.Progress)
 	if err != nil {
-		return "", fmt.Errorf("prefetched checkpoint %s/%s: %w", k, ckID, err)
-	}
-	if !prefetched {
-		if dir, err = os.MkdirTemp(e.WorkDir, "ctr-restore-"); err != nil {
-			return "", fmt.Errorf("work dir: %w", err)
-		}
+		return "", err
 	}
 	var lazy *lazyRestore
 	defer func() {
-		if lazy == nil { // a running lazy restore removes dir once its pages are served
-			os.RemoveAll(dir)
+		if lazy == nil { // a running lazy restore cleans up once its pages are served
+			os.RemoveAll(work)
+			release()
 		}
 	}()
-	if !prefetched {
-		if _, err := e.Store.Get(ctx, k, ckID, dir, o.Progress); err != nil {
-			return "", fmt.Errorf("fetch checkpoint %s/%s: %w", k, ckID, err)
-		}
-	}
 	var meta Meta
-	b, err := os.ReadFile(filepath.Join(dir, metaFile))
+	b, err := os.ReadFile(filepath.Join(imgRoot, metaFile))
 	if err == nil {
 		err = json.Unmarshal(b, &meta)
 	}
@@ -96,20 +88,20 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 	if err != nil {
 		return "", fmt.Errorf("checkpoint %s/%s: %w", k, ckID, err)
 	}
-	if err := checkpoint.CheckMappedFilesIn(dir, o.MappedCheck, bindResolver(spec.Mounts)); err != nil {
+	if err := checkpoint.CheckMappedFilesIn(imgRoot, o.MappedCheck, bindResolver(spec.Mounts)); err != nil {
 		return "", fmt.Errorf("checkpoint %s/%s: %w", k, ckID, err)
 	}
 	fetched := time.Now()
 	labels := map[string]string{LabelRestoredFrom: k.String() + "/" + ckID, LabelHost: hostID}
 	wantLazy := o.LazyPages || e.LazyPages
-	task, lz, err := e.restoreTask(ctx, spec, meta, labels, name, dir, o.LogPath, wantLazy)
+	task, lz, err := e.restoreTask(ctx, spec, meta, labels, name, imgRoot, work, o.LogPath, wantLazy, release)
 	if err != nil && wantLazy && ctx.Err() == nil {
 		// A lazy restore this node cannot do (userfaultfd refused, the page daemon failed):
 		// the same verified images restore eagerly into a container of another name.
 		logger.Error(err, "Lazy restore failed; restoring eagerly", "container", name)
 		name += "-eager"
 		if spec, err = restoreSpec(meta, hostSpec, name); err == nil {
-			task, lz, err = e.restoreTask(ctx, spec, meta, labels, name, dir, o.LogPath, false)
+			task, lz, err = e.restoreTask(ctx, spec, meta, labels, name, imgRoot, work, o.LogPath, false, release)
 		}
 	}
 	if err != nil {
@@ -117,7 +109,7 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 	}
 	lazy = lz
 	logger.Info("Restored container", "container", name, "pid", task.Pid(), "duration", time.Since(start),
-		"fetch", fetched.Sub(start), "prefetched", prefetched, "criuRestore", time.Since(fetched), "lazyPages", lazy != nil)
+		"fetch", fetched.Sub(start), "staged", prefetched, "criuRestore", time.Since(fetched), "lazyPages", lazy != nil)
 	return name, nil
 }
 
@@ -134,14 +126,56 @@ func restoreSpec(meta Meta, hostSpec *specs.Spec, name string) (*specs.Spec, err
 	return &spec, nil
 }
 
-// restoreTask creates container name with spec and restores its task from the images staged in
-// dir; lazily (startLazy) when lazy. On failure nothing of it is left (container, task, page
-// daemon); the staged images stay for the caller.
-func (e *Engine) restoreTask(ctx context.Context, spec *specs.Spec, meta Meta, labels map[string]string, name, dir, logPath string, lazy bool) (containerd.Task, *lazyRestore, error) {
+// stage makes checkpoint k/ckID's images available: a local cache entry of this node's own dump
+// whose files the signed manifest lists (read in place, with a fresh work directory), else the
+// images of a Prefetch, else a fetch (every chunk verified) into a new staging directory, which
+// is also the work directory. how says which ("cache", "prefetch", "fetch"); release ends the
+// hold on a cache entry.
+func (e *Engine) stage(ctx context.Context, k store.Key, ckID string, p store.ProgressFunc) (imgRoot, work string, release func(), how string, err error) {
+	release = func() {}
+	if e.LocalCacheDir != "" {
+		// The signed manifest (and the key and id it names) is checked before the cache is
+		// looked at; the entry must list exactly its files.
+		m, merr := e.Store.Manifest(ctx, k, ckID)
+		if merr != nil {
+			return "", "", nil, "", fmt.Errorf("checkpoint %s/%s: %w", k, ckID, merr)
+		}
+		if dir, rel, ok := e.cacheLookup(k, ckID, m); ok {
+			if work, err = os.MkdirTemp(e.WorkDir, "ctr-restore-"); err != nil {
+				rel()
+				return "", "", nil, "", fmt.Errorf("work dir: %w", err)
+			}
+			return dir, work, rel, "cache", nil
+		}
+	}
+	// A Prefetch of this checkpoint (started while the host container was starting) has
+	// fetched and verified it already, or is doing so.
+	dir, prefetched, err := e.takePrefetch(ctx, k, ckID)
+	if err != nil {
+		return "", "", nil, "", fmt.Errorf("prefetched checkpoint %s/%s: %w", k, ckID, err)
+	}
+	if prefetched {
+		return dir, dir, release, "prefetch", nil
+	}
+	if dir, err = os.MkdirTemp(e.WorkDir, "ctr-restore-"); err != nil {
+		return "", "", nil, "", fmt.Errorf("work dir: %w", err)
+	}
+	if _, err := e.Store.Get(ctx, k, ckID, dir, p); err != nil {
+		os.RemoveAll(dir)
+		return "", "", nil, "", fmt.Errorf("fetch checkpoint %s/%s: %w", k, ckID, err)
+	}
+	return dir, dir, release, "fetch", nil
+}
+
+// restoreTask creates container name with spec and restores its task from the images under
+// imgRoot with CRIU's work directory work; lazily (startLazy) when lazy, and then the page daemon
+// owns work and release (Engine.started). On failure nothing of it is left (container, task, page
+// daemon); the images, work and the hold stay the caller's.
+func (e *Engine) restoreTask(ctx context.Context, spec *specs.Spec, meta Meta, labels map[string]string, name, imgRoot, work, logPath string, lazy bool, release func()) (containerd.Task, *lazyRestore, error) {
 	var lz *lazyRestore
 	if lazy {
 		var err error
-		if lz, err = e.startLazy(spec, name, dir); err != nil {
+		if lz, err = e.startLazy(spec, name, imgRoot, work); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -181,15 +215,16 @@ func (e *Engine) restoreTask(ctx context.Context, spec *specs.Spec, meta Meta, l
 	if logPath == "" {
 		logPath = e.RestoredLog(name)
 	}
-	images := filepath.Join(dir, "images")
-	task, err := cont.NewTask(ctx, cio.LogFile(logPath), containerd.WithRestoreImagePath(images), containerd.WithRestoreWorkPath(dir))
+	images := filepath.Join(imgRoot, "images")
+	task, err := cont.NewTask(ctx, cio.LogFile(logPath), containerd.WithRestoreImagePath(images), containerd.WithRestoreWorkPath(work))
 	if err != nil {
-		return cleanup(fmt.Errorf("create restore task: %w%s", err, criuLog(dir, "restore.log")))
+		return cleanup(fmt.Errorf("create restore task: %w%s", err, criuLog(work, "restore.log")))
 	}
 	if err := task.Start(ctx); err != nil {
-		return cleanup(fmt.Errorf("restore task: %w%s", err, criuLog(dir, "restore.log")))
+		return cleanup(fmt.Errorf("restore task: %w%s", err, criuLog(work, "restore.log")))
 	}
 	if lz != nil {
+		lz.release = release
 		e.started(ctx, name, lz)
 	}
 	return task, lz, nil

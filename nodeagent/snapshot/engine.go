@@ -29,6 +29,12 @@ type Config struct {
 	// restored agent runs once CRIU rebuilt its mappings, and a CRIU page daemon fills its memory
 	// from the verified staged images on first touch and in the background.
 	LazyRestore bool
+	// LocalCacheDir, when set, keeps this node's own dumps after they are stored (up to
+	// LocalCacheBytes, container.DefaultLocalCacheBytes when 0), so a restore on this node of a
+	// checkpoint whose signed manifest lists exactly a kept dump's files reads it in place
+	// instead of fetching it (container.Engine.LocalCacheDir).
+	LocalCacheDir   string
+	LocalCacheBytes int64
 	// SigningKeyFile holds the key that signs and verifies every manifest (store.LoadSigner);
 	// required. Every node agent of a cluster reads the same key, and nothing else does.
 	SigningKeyFile string
@@ -86,11 +92,17 @@ func NewEngine(ctx context.Context, cfg Config) (*ContainerdEngine, error) {
 	if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {
 		return nil, fmt.Errorf("checkpoint WorkDir %q: %w", cfg.WorkDir, err)
 	}
+	if cfg.LocalCacheDir != "" {
+		if err := os.MkdirAll(cfg.LocalCacheDir, 0o700); err != nil {
+			return nil, fmt.Errorf("checkpoint LocalCacheDir %q: %w", cfg.LocalCacheDir, err)
+		}
+	}
 	cl, err := container.Connect(cfg.ContainerdSocket)
 	if err != nil {
 		return nil, err
 	}
-	return &ContainerdEngine{C: &container.Engine{Client: cl, Store: st, WorkDir: cfg.WorkDir, RuncBinary: cfg.RuncBinary, LazyPages: cfg.LazyRestore}}, nil
+	return &ContainerdEngine{C: &container.Engine{Client: cl, Store: st, WorkDir: cfg.WorkDir, RuncBinary: cfg.RuncBinary, LazyPages: cfg.LazyRestore,
+		LocalCacheDir: cfg.LocalCacheDir, LocalCacheBytes: cfg.LocalCacheBytes}}, nil
 }
 
 // Checkpoint implements Engine: it dumps the container, or the one restored into it when one

@@ -27,7 +27,7 @@ func (e *ContainerdEngine) Prefetch(ctx context.Context, c Container, k store.Ke
 	if k.Namespace != c.Namespace {
 		return
 	}
-	e.C.Prefetch(ctx, k, id, nil)
+	_ = e.C.Prefetch(ctx, k, id, nil)
 }
 
 // maybePrefetch starts the fetch of a Restore whose target pod is on this node but whose
@@ -83,5 +83,5 @@ var _ Prefetcher = (*ContainerdEngine)(nil)
 
 // containerEngine is checked to provide what ContainerdEngine.Prefetch calls.
 var _ interface {
-	Prefetch(context.Context, store.Key, string, store.ProgressFunc)
+	Prefetch(context.Context, store.Key, string, store.ProgressFunc) bool
 } = (*container.Engine)(nil)
