@@ -83,6 +83,9 @@ type Engine struct {
 	cache           localCache
 	// digests caches the sha256 of mapped files across checkpoints.
 	digests checkpoint.DigestCache
+	// PrefetchTTL bounds how long a prefetched checkpoint waits for its restore
+	// (DefaultPrefetchTTL when 0).
+	PrefetchTTL time.Duration
 	// pre holds checkpoints fetched ahead of their restore (Prefetch).
 	pre prefetches
 	// lazy maps a restored container's ID to a channel closed when its lazy restore is done.

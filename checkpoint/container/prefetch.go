@@ -11,9 +11,16 @@ import (
 	"github.com/neuronetes/neuronetes/checkpoint/store"
 )
 
-// PrefetchTTL is how long a prefetched checkpoint waits for its restore before its staged
-// images are removed.
-var PrefetchTTL = 2 * time.Minute
+// DefaultPrefetchTTL is how long a prefetched checkpoint waits for its restore before its staged
+// images are removed, unless Engine.PrefetchTTL says otherwise.
+const DefaultPrefetchTTL = 2 * time.Minute
+
+func (e *Engine) prefetchTTL() time.Duration {
+	if e.PrefetchTTL > 0 {
+		return e.PrefetchTTL
+	}
+	return DefaultPrefetchTTL
+}
 
 // prefetch is a checkpoint fetched (and verified) ahead of its restore.
 type prefetch struct {
@@ -34,7 +41,7 @@ func prefetchKey(k store.Key, ckID string) string { return k.String() + "/" + ck
 // same verification as Restore (signed manifest, every chunk's sha256), so that a restore whose
 // target container is still starting does not wait for the fetch afterwards. The next Restore of
 // k/ckID takes the staged images over (waiting for the fetch to end); unclaimed ones are removed
-// after PrefetchTTL. A second Prefetch of the same checkpoint does nothing, nor does one of a
+// after Engine.PrefetchTTL. A second Prefetch of the same checkpoint does nothing, nor does one of a
 // checkpoint in the local cache (Engine.LocalCacheDir); it reports whether it started a fetch.
 func (e *Engine) Prefetch(ctx context.Context, k store.Key, ckID string, progress store.ProgressFunc) bool {
 	if e.LocalCacheDir != "" {
@@ -59,7 +66,8 @@ func (e *Engine) Prefetch(ctx context.Context, k store.Key, ckID string, progres
 	e.pre.m[key] = pf
 	e.pre.mu.Unlock()
 	logger := klog.FromContext(ctx).WithValues("key", k.String(), "id", ckID)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), PrefetchTTL)
+	ttl := e.prefetchTTL()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
 	go func() {
 		defer cancel()
 		start := time.Now()
@@ -71,7 +79,7 @@ func (e *Engine) Prefetch(ctx context.Context, k store.Key, ckID string, progres
 		}
 		logger.V(2).Info("Prefetched checkpoint", "duration", time.Since(start), "err", pf.err)
 		close(pf.done)
-		time.AfterFunc(PrefetchTTL, func() {
+		time.AfterFunc(ttl, func() {
 			if e.dropPrefetch(key, pf) && pf.err == nil {
 				_ = os.RemoveAll(pf.dir)
 			}

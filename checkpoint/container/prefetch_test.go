@@ -81,10 +81,7 @@ func TestPrefetchExpires(t *testing.T) {
 	if _, err := st.Put(ctx, k, "ns.ck1", src, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	old := PrefetchTTL
-	PrefetchTTL = 100 * time.Millisecond
-	t.Cleanup(func() { PrefetchTTL = old })
-	e := &Engine{Store: st, WorkDir: t.TempDir()}
+	e := &Engine{Store: st, WorkDir: t.TempDir(), PrefetchTTL: 100 * time.Millisecond}
 	e.Prefetch(ctx, k, "ns.ck1", nil)
 	e.pre.mu.Lock()
 	pf := e.pre.m[prefetchKey(k, "ns.ck1")]
