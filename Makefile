@@ -48,7 +48,7 @@ unit: ## Unit tests (no cluster); ends with the skipped tests by reason (hack/te
 	$(GO) test -count=1 -json -skip '^TestBindFetchBench$$' $(UNIT_PKGS) 2>&1 | $(TESTSUMMARY)
 
 e2e: tools deps ## End-to-end tests on the local real cluster (started and stopped when not running; the controller benchmark and the simulator-fidelity check run in make bench).
-	NEURONETES_E2E=1 $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -json -skip '^(TestControllerBenchWarmVsCold|TestAutoscalerMatchesSimulator|TestAgentSessionBenchResume|TestAgentSessionBenchDensity)$$' ./e2e/ 2>&1 | $(TESTSUMMARY) -v | tee .local/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)|\[e2e\]|^(skipped tests by reason|summary:|  +[0-9]+  )'
+	NEURONETES_E2E=1 $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -json -skip '^(TestControllerBenchWarmVsCold|TestAutoscalerMatchesSimulator|TestAgentSessionBenchResume|TestAgentSessionBenchDensity)$$' ./e2e/ 2>&1 | $(TESTSUMMARY) -v | tee .local/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:|  - |a package|\s+\S+_test.go)|\[e2e\]|^(skipped tests by reason|summary:|  +[0-9]+  )'
 
 test: test-deps tools lint unit fuzz e2e ## Everything CI runs (fuzzing about 10 s per target).
 # Under make test a missing required tool fails its test (internal/testreq), as under CI=true.

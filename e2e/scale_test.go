@@ -62,6 +62,18 @@ func TestScaleSmallRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("device classes %v %v", src, warnings)
+	nv, _ := scale.LayoutByName(scale.LayoutNVIDIA)
+	nvObjs, err := scale.NodeSlices(&metav1.ObjectMeta{Name: "class-check"}, gpus, nv, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nvDevices []resourceapi.Device
+	for _, s := range nvObjs {
+		nvDevices = append(nvDevices, s.Spec.Devices...)
+	}
+	if err := scale.EnsureNVIDIAClasses(ctx, cs, nil, nvDevices, runID); err != nil {
+		t.Fatal(err)
+	}
 	nodes, err := scale.CreateNodes(ctx, cs, runID, "nn-scale-test-", 0, 6, 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +83,7 @@ func TestScaleSmallRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var results []scale.RunResult
-	for _, name := range []string{scale.LayoutWhole, scale.LayoutMIGSelected, scale.LayoutMIGDemand} {
+	for _, name := range []string{scale.LayoutWhole, scale.LayoutMIGSelected, scale.LayoutMIGDemand, scale.LayoutNVIDIA} {
 		layout, _ := scale.LayoutByName(name)
 		ns := fmt.Sprintf("scale-%s-%s", runID, name)
 		res, err := scale.Run(ctx, scale.Config{
@@ -107,7 +119,13 @@ func TestScaleSmallRun(t *testing.T) {
 	var out strings.Builder
 	v := scale.WriteComparison(&out, results[0], results)
 	t.Log(out.String())
-	t.Logf("not judged here (a smoke run at a few nodes; make bench-scale judges the scale benchmark): %s", v)
+	var nvOut strings.Builder
+	nvV := scale.WriteNVIDIAComparison(&nvOut, results)
+	t.Log(nvOut.String())
+	t.Logf("not judged here (a smoke run at a few nodes; make bench-scale judges the scale benchmark): %s; %s", v, nvV)
+	if n := results[3]; !nvV.Judged || n.DevicesPerNode <= results[2].DevicesPerNode {
+		t.Errorf("nvidia-dynamic: verdict %+v, %d devices per node; want it judged and more devices than mig-demand's %d", nvV, n.DevicesPerNode, results[2].DevicesPerNode)
+	}
 	if want := 8 * 10; results[1].DevicesPerNode != want {
 		t.Errorf("mig-selected devices per node %d, want %d", results[1].DevicesPerNode, want)
 	}

@@ -44,21 +44,7 @@ const spotInterruptionTimeout = 60 * time.Second
 
 // spotPoolYAML: one serving pod, spot-eligible (maxSpotPercent 100), on the test's two nodes; the
 // sidecar keeps each conversation in Redis; the drain grace (20s) is under the timeout.
-const spotPoolYAML = `apiVersion: v1
-kind: Secret
-metadata:
-  name: e2e-keys
-  labels: {neuronetes.io/api-keys: "true"}
-stringData: {key1: %[4]s}
----
-apiVersion: neuronetes.io/v1alpha1
-kind: Tenant
-metadata: {name: e2e}
-spec:
-  apiKeys: [{secretName: e2e-keys}]
-  models: ["*"]
----
-apiVersion: neuronetes.io/v1alpha1
+const spotPoolYAML = `apiVersion: neuronetes.io/v1alpha1
 kind: AgentClass
 metadata: {name: chat}
 spec:
@@ -249,7 +235,8 @@ func TestSpotInterruptionMigratesConversations(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctl := startController(t, e, ns, sidecarImg, "--http-addr=0.0.0.0:7070")
-	e.Apply(t, ns, fmt.Sprintf(spotPoolYAML, rs.Addr, agentImg, ns, gatewayAPIKey))
+	e.Apply(t, ns, fmt.Sprintf(spotPoolYAML, rs.Addr, agentImg, ns))
+	applyAPIKeyTenant(t, e, ns, gatewayAPIKey)
 	g := startGateway(t, e, ns, "--session-key-file="+keyFile)
 
 	var victim corev1.Pod

@@ -70,6 +70,16 @@ type AgentCheckpointSpec struct {
 	// spot-interruption checkpoint).
 	// +optional
 	LeaveRunning bool `json:"leaveRunning,omitempty"`
+	// WorkspaceVolume (operation Checkpoint) names an emptyDir volume of the source pod, mounted
+	// by the source container, whose files the checkpoint carries next to the CRIU images (an
+	// AgentSession's "workspace"). The volume must set a sizeLimit: files over it fail the
+	// checkpoint before the dump, and the container keeps running. A Restore of such a
+	// checkpoint writes the files into the target container's mount of the same path before the
+	// process is restored.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	WorkspaceVolume string `json:"workspaceVolume,omitempty"`
 	// Target is the container to restore into (operation Restore): its task is replaced by the
 	// restored process tree.
 	// +optional

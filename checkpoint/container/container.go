@@ -58,6 +58,8 @@ type Meta struct {
 	Snapshotter string `json:"snapshotter"`
 	// Spec is the source container's OCI runtime spec (raw JSON).
 	Spec json.RawMessage `json:"spec"`
+	// Workspace, when set, is the workspace archived next to the images (WorkspaceOptions).
+	Workspace *WorkspaceMeta `json:"workspace,omitempty"`
 }
 
 // Engine checkpoints and restores containerd containers into a store.
@@ -117,6 +119,9 @@ type CheckpointOptions struct {
 	TCPEstablished bool
 	Labels         map[string]string
 	Progress       store.ProgressFunc
+	// Workspace, when set, is archived with the checkpoint while the task is paused, before the
+	// dump; over its limit, the checkpoint fails and the container keeps running.
+	Workspace *WorkspaceOptions
 }
 
 // Checkpoint dumps the container id with runc/CRIU and stores it as k/ckID.
@@ -168,6 +173,16 @@ func (e *Engine) Checkpoint(ctx context.Context, id string, k store.Key, ckID st
 	images, work := filepath.Join(dir, "images"), filepath.Join(e.WorkDir, filepath.Base(dir)+"-work")
 	defer os.RemoveAll(work)
 	start := time.Now()
+	var ws *WorkspaceMeta
+	if o.Workspace != nil {
+		// Paused through the dump (containerd leaves a paused task paused), so the files match
+		// the memory; a dump that leaves the task running or fails resumes it.
+		var resume func()
+		if ws, resume, err = archiveWorkspace(ctx, task, &spec, dir, *o.Workspace); err != nil {
+			return nil, fmt.Errorf("container %s: %w", id, err)
+		}
+		defer resume()
+	}
 	_, err = task.Checkpoint(ctx, func(i *containerd.CheckpointTaskInfo) error {
 		i.Options = &options.CheckpointOptions{
 			Exit:      !o.LeaveRunning,
@@ -180,13 +195,13 @@ func (e *Engine) Checkpoint(ctx context.Context, id string, k store.Key, ckID st
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint task of %s: %w%s", id, err, criuLog(work, "dump.log"))
 	}
-	logger.V(2).Info("Container dumped", "duration", time.Since(start), "mappedFiles", len(mapped))
+	logger.V(2).Info("Container dumped", "duration", time.Since(start), "mappedFiles", len(mapped), "workspace", ws)
 	if err := checkpoint.RecordMappedFiles(dir, mapped, &e.digests); err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
 	// Without leave-running the task exited with the dump; its owner (the
 	// CRI plugin for kubelet containers) sees the exit and cleans it up.
-	meta := Meta{Image: info.Image, Snapshotter: info.Snapshotter, Spec: info.Spec.GetValue()}
+	meta := Meta{Image: info.Image, Snapshotter: info.Snapshotter, Spec: info.Spec.GetValue(), Workspace: ws}
 	b, err := json.Marshal(meta)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", metaFile, err)

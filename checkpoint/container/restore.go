@@ -91,6 +91,11 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 	if err := checkpoint.CheckMappedFilesIn(imgRoot, o.MappedCheck, bindResolver(spec.Mounts)); err != nil {
 		return "", fmt.Errorf("checkpoint %s/%s: %w", k, ckID, err)
 	}
+	if meta.Workspace != nil {
+		if err := restoreWorkspace(imgRoot, meta.Workspace, hostSpec); err != nil {
+			return "", fmt.Errorf("checkpoint %s/%s: %w", k, ckID, err)
+		}
+	}
 	fetched := time.Now()
 	labels := map[string]string{LabelRestoredFrom: k.String() + "/" + ckID, LabelHost: hostID}
 	wantLazy := o.LazyPages || e.LazyPages

@@ -61,6 +61,7 @@ func parseFlags() options {
 	flag.Float64Var(&o.cfg.PrewarmPercent, "prewarm-percent", 0, "NeuroNetes warm pool in percent of max replicas (warmpool.Target, rounded up)")
 	flag.Float64Var(&o.attainment, "attainment", 99, "percent of requests NeuroNetes holds within the SLO, and the verdict's target")
 	flag.BoolVar(&o.cfg.Robust, "robust", false, "NeuroNetes chooses its scale and memory by replaying the last hour of demand (scalepolicy.Adaptive.Robust)")
+	flag.BoolVar(&o.cfg.StatedCapacity, "stated-capacity", false, "NeuroNetes sizes from the stated tokens-per-second target instead of its learned capacity model (scalepolicy.Adaptive.Capacity, on by default)")
 	flag.IntVar(&o.parallel, "parallel", 2, "simulations run at once")
 	flag.StringVar(&o.priceTable, "price-table", "deploy/examples/autoscaling/06-price-table.yaml", "ConfigMap manifest of node prices, as the controller's --price-table (controller/cost)")
 	flag.StringVar(&o.instanceType, "instance-type", "g5.12xlarge", "instance type of the simulated replicas' nodes (one replica per node)")
@@ -117,12 +118,30 @@ func main() {
 	}
 	fmt.Println("summary: NeuroNetes against the implementable reference (tuned leave-one-trace-out), the hindsight reference (regret) and the baselines re-run at its cost")
 	scalesim.WriteSummary(os.Stdout, outs, target)
+	scalesim.WriteSplit(os.Stdout, outs, target, tuneNames(o, specs))
+	scalesim.WriteMissed(os.Stdout, outs, target)
 	if !scalesim.WriteVerdict(os.Stdout, outs, target, errs) {
 		if len(errs) > 0 {
 			os.Exit(2)
 		}
 		os.Exit(1)
 	}
+}
+
+// tuneNames are the names of the tuning traces (--tune, or every --trace).
+func tuneNames(o options, specs []string) map[string]bool {
+	list := specs
+	if o.tune != "" {
+		list = strings.Split(o.tune, ",")
+	}
+	out := map[string]bool{}
+	for _, s := range list {
+		if strings.HasPrefix(s, "synthetic:") {
+			continue
+		}
+		out[strings.TrimSuffix(filepath.Base(s), filepath.Ext(s))] = true
+	}
+	return out
 }
 
 // loaded is a trace and the model it is replayed under (its SLO set).

@@ -261,3 +261,17 @@ func TestOracleTTFTs(t *testing.T) {
 		t.Errorf("hit rate %v, want %v", hit, want)
 	}
 }
+
+// TestCPUWhy: the overhead verdict's explanation is the per-chunk difference of the two
+// processes' counters in the pair windows.
+func TestCPUWhy(t *testing.T) {
+	gw := &overheadStats{chunks: 1000, counters: procCounters{user: 0.012, sys: 0.020, reads: 2000, writes: 1050, ctxSwitches: 1100, ok: true}}
+	rp := &overheadStats{chunks: 2000, counters: procCounters{user: 0.020, sys: 0.040, reads: 4000, writes: 2000, ctxSwitches: 2000, ok: true}}
+	want := "the gateway spends +2.0 µs user and +0.0 µs system time per chunk more than ReverseProxy, with +0.00 reads, +0.05 writes and +0.10 context switches per chunk more"
+	if got := cpuWhy(gw, rp); got != want {
+		t.Fatalf("cpuWhy = %q, want %q", got, want)
+	}
+	if got := cpuWhy(gw, &overheadStats{}); got != "per-process counters not read" {
+		t.Fatalf("without counters: %q", got)
+	}
+}

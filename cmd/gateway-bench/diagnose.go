@@ -81,6 +81,9 @@ type viewDiag struct {
 	backlog int // worse: the gateway misjudged the pods' queued uncached prefill most
 	own     int // worse: it misjudged this request's own uncached prompt most
 	other   int // worse: its own view ranked the soonest pod no better (ties, a tie-break)
+	// excess is the summed delay of the late decisions' first tokens over the soonest pod's (in
+	// the model), by cause: the bound, the queue, the own prompt, other.
+	excess [4]time.Duration
 	// Per candidate and decision, gateway minus model, in tokens.
 	backlogErr, backlogAbs, ownAbs float64
 	cands                          int
@@ -92,8 +95,10 @@ type viewDiag struct {
 }
 
 // add judges one decision: chosen pod c, the model's soonest s, the model's per-pod backlog and
-// own uncached tokens; worse says the decision was later than the soonest pod's.
-func (d *viewDiag) add(v *view, c, s int, mBacklog, mOwn []int, worse bool, f agentFlags, sent time.Time) {
+// own uncached tokens; excess is how much later the first token comes on c than on s (the
+// decision is late beyond 1 ms).
+func (d *viewDiag) add(v *view, c, s int, mBacklog, mOwn []int, excess time.Duration, f agentFlags, sent time.Time) {
+	worse := excess > time.Millisecond
 	if v == nil {
 		return
 	}
@@ -123,22 +128,21 @@ func (d *viewDiag) add(v *view, c, s int, mBacklog, mOwn []int, worse bool, f ag
 	}
 	vc, okc := v.cands[c]
 	vs, oks := v.cands[s]
+	cause := 3
 	switch {
 	case !okc || !oks:
-		d.other++
 	case vs.OverBound:
-		d.bound++
+		cause = 0
 	case vc.Backlog+vc.Uncached > vs.Backlog+vs.Uncached:
-		d.other++
 	default:
 		dB := float64((vc.Backlog - vs.Backlog) - (mBacklog[c] - mBacklog[s]))
 		dU := float64((vc.Uncached - vs.Uncached) - (mOwn[c] - mOwn[s]))
-		if dB <= dU {
-			d.backlog++
-		} else {
-			d.own++
+		if cause = 1; dB > dU {
+			cause = 2
 		}
 	}
+	*[...]*int{&d.bound, &d.backlog, &d.own, &d.other}[cause]++
+	d.excess[cause] += excess
 }
 
 func abs(x float64) float64 {
@@ -159,9 +163,11 @@ func (d viewDiag) String() string {
 	if d.rates > 0 {
 		rate = fmt.Sprintf("learnt prefill rate %.3fx the pods' true rate", d.rate/float64(d.rates))
 	}
+	per := func(i int) float64 { return ms(d.excess[i]) / float64(d.seen) }
 	return fmt.Sprintf("late decisions by cause: %d the soonest pod over the load bound, %d queued prefill misjudged, %d own uncached prompt misjudged, %d other (ties); "+
+		"their first tokens' delay over the soonest pod's, per decision: %.1f ms bound + %.1f ms queue + %.1f ms own prompt + %.1f ms other; "+
 		"per pod, the gateway's queued prefill minus the model's: mean %+.0f tokens, mean |error| %.0f (%.1f%% over, %.1f%% under by > 1 ms of prefill); own uncached mean |error| %.0f tokens; %s; decisions logged %.1f ms after trace time on average (%.1f ms of it from the gateway receiving the request; %d decisions)",
-		d.bound, d.backlog, d.own, d.other, d.backlogErr/n, d.backlogAbs/n, 100*float64(d.over)/n, 100*float64(d.underBacklog)/n,
+		d.bound, d.backlog, d.own, d.other, per(0), per(1), per(2), per(3), d.backlogErr/n, d.backlogAbs/n, 100*float64(d.over)/n, 100*float64(d.underBacklog)/n,
 		d.ownAbs/n, rate, ms(d.lag)/float64(d.seen), ms(d.took)/float64(d.seen), d.seen)
 }
 

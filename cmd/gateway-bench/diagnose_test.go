@@ -49,13 +49,16 @@ func TestViewDiagCauses(t *testing.T) {
 	var d viewDiag
 	model := []int{0, 5000} // the model: pod 0 idle, pod 1 queued 5000
 	own := []int{1000, 1000}
-	d.add(mk([3]int{0, 1000, 1}, [3]int{0, 1000, 0}), 1, 0, model, own, true, f, time.Time{})     // pod 0 over the bound
-	d.add(mk([3]int{9000, 1000, 0}, [3]int{0, 1000, 0}), 1, 0, model, own, true, f, time.Time{})  // pod 0's queue overestimated
-	d.add(mk([3]int{0, 9000, 0}, [3]int{5000, 1000, 0}), 1, 0, model, own, true, f, time.Time{})  // own prompt misjudged on pod 0
-	d.add(mk([3]int{0, 1000, 0}, [3]int{5000, 1000, 0}), 1, 0, model, own, true, f, time.Time{})  // its view ranked pod 0 first
-	d.add(mk([3]int{0, 1000, 0}, [3]int{5000, 1000, 0}), 0, 0, model, own, false, f, time.Time{}) // not late
+	d.add(mk([3]int{0, 1000, 1}, [3]int{0, 1000, 0}), 1, 0, model, own, 2*time.Millisecond, f, time.Time{})    // pod 0 over the bound
+	d.add(mk([3]int{9000, 1000, 0}, [3]int{0, 1000, 0}), 1, 0, model, own, 5*time.Millisecond, f, time.Time{}) // pod 0's queue overestimated
+	d.add(mk([3]int{0, 9000, 0}, [3]int{5000, 1000, 0}), 1, 0, model, own, 5*time.Millisecond, f, time.Time{}) // own prompt misjudged on pod 0
+	d.add(mk([3]int{0, 1000, 0}, [3]int{5000, 1000, 0}), 1, 0, model, own, 5*time.Millisecond, f, time.Time{}) // its view ranked pod 0 first
+	d.add(mk([3]int{0, 1000, 0}, [3]int{5000, 1000, 0}), 0, 0, model, own, 0, f, time.Time{})                  // not late
 	if d.bound != 1 || d.backlog != 1 || d.own != 1 || d.other != 1 || d.seen != 5 {
 		t.Fatalf("causes %+v", d)
+	}
+	if d.excess != [4]time.Duration{2 * time.Millisecond, 5 * time.Millisecond, 5 * time.Millisecond, 5 * time.Millisecond} {
+		t.Fatalf("excess by cause %v", d.excess)
 	}
 }
 

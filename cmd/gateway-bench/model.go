@@ -308,7 +308,7 @@ func decisionRegret(reqs []prepared, assign []int, pods int, f agentFlags, views
 		g.n++
 		worse := at[p] > bestAt+time.Millisecond
 		if i < len(views) {
-			g.diag.add(views[i], p, best, mBacklog, mOwn, worse, f, start.Add(r.at))
+			g.diag.add(views[i], p, best, mBacklog, mOwn, at[p]-bestAt, f, start.Add(r.at))
 		}
 		if worse {
 			g.worse++

@@ -39,6 +39,7 @@ type overheadStats struct {
 	// roundCPU is the proxy process's CPU per chunk (µs) in each round: the gateway's is judged
 	// against ReverseProxy's of the same round, so a load change between rounds cancels.
 	roundCPU []float64
+	counters procCounters // the proxy process's, summed over the measured windows
 }
 
 func (s *overheadStats) throughput() float64 { return float64(s.chunks) / s.elapsed.Seconds() }
@@ -49,9 +50,10 @@ func overheadBody(worker, seq, tokens int) []byte {
 		tokens, worker, seq)
 }
 
-// runWindow runs cfg.streams closed-loop workers against col for window and waits for their last
-// requests to finish.
-func runWindow(ctx context.Context, col column, cfg overheadConfig, window time.Duration, st *overheadStats) {
+// runWindow runs cfg.streams closed-loop workers for window, worker w against cols[w%len(cols)]
+// (its stats in sts[w%len(cols)], none when sts is nil), and waits for their last requests to
+// finish.
+func runWindow(ctx context.Context, cols []column, cfg overheadConfig, window time.Duration, sts []*overheadStats) {
 	hc := newClient(cfg.streams)
 	defer hc.CloseIdleConnections()
 	var mu sync.Mutex
@@ -62,11 +64,13 @@ func runWindow(ctx context.Context, col column, cfg overheadConfig, window time.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			col := cols[w%len(cols)]
 			for seq := 0; time.Now().Before(stopAt) && ctx.Err() == nil; seq++ {
 				r := stream(ctx, hc, col.url(w), overheadBody(w, seq, cfg.tokens))
-				if st == nil {
+				if sts == nil {
 					continue
 				}
+				st := sts[w%len(cols)]
 				mu.Lock()
 				if r.err != nil {
 					st.errors++
@@ -82,50 +86,83 @@ func runWindow(ctx context.Context, col column, cfg overheadConfig, window time.
 		}()
 	}
 	wg.Wait()
-	if st != nil {
+	for _, st := range sts {
 		st.elapsed += time.Since(begin)
 	}
 }
 
-// runOverhead measures every column in interleaved rounds and returns their stats in order.
-func runOverhead(ctx context.Context, cols []column, agents group, cfg overheadConfig, logw io.Writer) []*overheadStats {
+// runOverhead measures every column in interleaved rounds and returns their stats in order. With
+// a ReverseProxy and a gateway column (the last two), each round ends with a pair window that
+// runs both at once, half the streams each, and returns their CPU per chunk there (ReverseProxy
+// first): the two processes then meet the same machine load, which the sequential windows, a
+// few seconds apart on a shared machine, cannot promise.
+func runOverhead(ctx context.Context, cols []column, agents group, cfg overheadConfig, logw io.Writer) ([]*overheadStats, []*overheadStats) {
 	stats := make([]*overheadStats, len(cols))
 	for i := range stats {
 		stats[i] = &overheadStats{}
 	}
+	var pair []*overheadStats
+	if len(cols) == 4 {
+		pair = []*overheadStats{{}, {}}
+	}
 	for round := 0; round < cfg.rounds; round++ {
 		for i, col := range cols {
-			runWindow(ctx, col, cfg, time.Second, nil) // warm-up: connections and caches
-			cpu0, px0 := agents.cpu()+selfCPU(), 0.0
-			if col.proxy != nil {
-				px0 = col.proxy.cpuSeconds()
-			}
 			n0, c0, e0 := len(stats[i].ttfts), stats[i].chunks, stats[i].elapsed
-			runWindow(ctx, col, cfg, cfg.window, stats[i])
-			if col.proxy != nil {
-				px := col.proxy.cpuSeconds() - px0
-				stats[i].proxyCPU += px
-				stats[i].allCPU += px
-				stats[i].roundCPU = append(stats[i].roundCPU, 1e6*px/float64(max(stats[i].chunks-c0, 1)))
-			}
-			stats[i].allCPU += agents.cpu() + selfCPU() - cpu0
+			measure(ctx, cols[i:i+1], agents, cfg, stats[i:i+1])
 			fmt.Fprintf(logw, "  round %d %-22s %6d requests  %8.0f chunks/s  load %s\n", round+1, col.name,
 				len(stats[i].ttfts)-n0, float64(stats[i].chunks-c0)/(stats[i].elapsed-e0).Seconds(), loadAvg())
 		}
+		if pair != nil {
+			measure(ctx, cols[2:4], agents, cfg, pair)
+			fmt.Fprintf(logw, "  round %d %-22s %6.1f vs %.1f µs/chunk (%.3fx)  load %s\n", round+1, "pair rp+gateway at once",
+				pair[0].roundCPU[round], pair[1].roundCPU[round], pair[1].roundCPU[round]/pair[0].roundCPU[round], loadAvg())
+		}
 	}
-	return stats
+	return stats, pair
+}
+
+// measure runs cols at once (worker w on cols[w%len]) for a warm-up second, then for the window,
+// and adds each column's requests, chunks and proxy CPU to sts, one round.
+func measure(ctx context.Context, cols []column, agents group, cfg overheadConfig, sts []*overheadStats) {
+	runWindow(ctx, cols, cfg, time.Second, nil) // warm-up: connections and caches
+	cpu0 := agents.cpu() + selfCPU()
+	px0 := make([]float64, len(cols))
+	k0 := make([]procCounters, len(cols))
+	c0 := make([]int, len(cols))
+	for i, col := range cols {
+		if col.proxy != nil {
+			px0[i], k0[i] = col.proxy.cpuSeconds(), countersOf(col.proxy.cmd.Process.Pid)
+		}
+		c0[i] = sts[i].chunks
+	}
+	runWindow(ctx, cols, cfg, cfg.window, sts)
+	shared := (agents.cpu() + selfCPU() - cpu0) / float64(len(cols))
+	for i, col := range cols {
+		st := sts[i]
+		if col.proxy != nil {
+			px := col.proxy.cpuSeconds() - px0[i]
+			st.counters = st.counters.add(countersOf(col.proxy.cmd.Process.Pid).sub(k0[i]))
+			st.proxyCPU += px
+			st.allCPU += px
+			st.roundCPU = append(st.roundCPU, 1e6*px/float64(max(st.chunks-c0[i], 1)))
+		}
+		st.allCPU += shared
+	}
 }
 
 // overheadVerdict is the target check of the gateway column: its CPU per chunk against
-// ReverseProxy's (the median of the rounds' paired ratios), its added TTFT p50 against the no-op
-// relay's, and its added p99 (judged only on an idle machine).
+// ReverseProxy's (the median over the rounds of the ratio in the pair windows, where both ran at
+// once), its added TTFT p50 against the no-op relay's, and its added p99 (judged only on an idle
+// machine).
 type overheadVerdict struct {
-	cpuRatio, floorRatio float64 // gateway's and the TCP relay's CPU per chunk / ReverseProxy's, medians of the rounds
-	addedP50, floorP50   float64 // ms over direct: gateway, TCP relay
-	addedP99, ratio      float64 // ms over direct; throughput x direct (context)
-	load                 float64 // 1-minute load average after the runs
-	p99Judged            bool
-	ok, present          bool
+	cpuRatio           float64 // gateway's CPU per chunk / ReverseProxy's in the pair windows, median of the rounds
+	seqRatio           float64 // the same from the sequential windows (context: load moves between them)
+	floorRatio         float64 // the TCP relay's CPU per chunk / ReverseProxy's, sequential windows
+	addedP50, floorP50 float64 // ms over direct: gateway, TCP relay
+	addedP99, ratio    float64 // ms over direct; throughput x direct (context)
+	load               float64 // 1-minute load average after the runs
+	p99Judged          bool
+	ok, present        bool
 }
 
 // pairedRatio is the median over rounds of a's CPU per chunk over b's in the same round.
@@ -139,16 +176,17 @@ func pairedRatio(a, b *overheadStats) float64 {
 	return quantile(rs, 0.5)
 }
 
-// judgeOverhead checks the targets; cols are direct, the TCP relay, ReverseProxy and the gateway.
-func judgeOverhead(stats []*overheadStats, load float64) overheadVerdict {
+// judgeOverhead checks the targets; cols are direct, the TCP relay, ReverseProxy and the gateway,
+// pair ReverseProxy and the gateway run at once.
+func judgeOverhead(stats, pair []*overheadStats, load float64) overheadVerdict {
 	direct, floor, rp, gw := stats[0], stats[1], stats[2], stats[3]
 	d50, d99 := quantile(direct.ttfts, 0.5), quantile(direct.ttfts, 0.99)
 	v := overheadVerdict{present: true, load: load,
-		cpuRatio: pairedRatio(gw, rp), floorRatio: pairedRatio(floor, rp),
+		cpuRatio: pairedRatio(pair[1], pair[0]), seqRatio: pairedRatio(gw, rp), floorRatio: pairedRatio(floor, rp),
 		addedP50: quantile(gw.ttfts, 0.5) - d50, floorP50: quantile(floor.ttfts, 0.5) - d50,
 		addedP99: quantile(gw.ttfts, 0.99) - d99, ratio: gw.throughput() / direct.throughput(),
 		p99Judged: load < 1}
-	v.ok = gw.errors == 0 && v.cpuRatio <= 1.0 && v.addedP50 <= v.floorP50+2 && (!v.p99Judged || v.addedP99 <= 2)
+	v.ok = gw.errors == 0 && pair[1].errors == 0 && v.cpuRatio <= 1.0 && v.addedP50 <= v.floorP50+2 && (!v.p99Judged || v.addedP99 <= 2)
 	return v
 }
 

@@ -258,3 +258,81 @@ func (g group) gatewayURLs() []string {
 }
 
 var errNoGateway = errors.New("no gateway binary given (-gateway-bin)")
+
+// procCounters are a process's cumulative CPU and kernel activity, from /proc.
+type procCounters struct {
+	user, sys   float64 // CPU seconds
+	reads       float64 // read-like system calls (syscr)
+	writes      float64 // write-like system calls (syscw)
+	ctxSwitches float64 // voluntary and involuntary, summed over its live threads
+	ok          bool
+}
+
+// countersOf reads pid's counters (ok false when /proc cannot be read).
+func countersOf(pid int) procCounters {
+	var c procCounters
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return c
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return c
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	c.user, c.sys = ut/100, st/100
+	io, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return c
+	}
+	for _, l := range strings.Split(string(io), "\n") {
+		k, v, _ := strings.Cut(l, ": ")
+		x, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		switch k {
+		case "syscr":
+			c.reads = x
+		case "syscw":
+			c.writes = x
+		}
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+				x, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				c.ctxSwitches += x
+			}
+		}
+	}
+	c.ok = true
+	return c
+}
+
+// add is c + d, field by field.
+func (c procCounters) add(d procCounters) procCounters {
+	return procCounters{user: c.user + d.user, sys: c.sys + d.sys, reads: c.reads + d.reads, writes: c.writes + d.writes,
+		ctxSwitches: c.ctxSwitches + d.ctxSwitches, ok: d.ok}
+}
+
+// sub is c - d, field by field.
+func (c procCounters) sub(d procCounters) procCounters {
+	return procCounters{user: c.user - d.user, sys: c.sys - d.sys, reads: c.reads - d.reads, writes: c.writes - d.writes,
+		ctxSwitches: c.ctxSwitches - d.ctxSwitches, ok: c.ok && d.ok}
+}
+
+// perChunk formats c divided by chunks: user and system CPU in µs, system calls and context
+// switches.
+func (c procCounters) perChunk(chunks int) string {
+	if !c.ok || chunks <= 0 {
+		return "counters not read"
+	}
+	n := float64(chunks)
+	return fmt.Sprintf("user %.1f µs + system %.1f µs, %.2f reads, %.2f writes, %.2f context switches",
+		1e6*c.user/n, 1e6*c.sys/n, c.reads/n, c.writes/n, c.ctxSwitches/n)
+}

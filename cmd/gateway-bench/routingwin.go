@@ -47,6 +47,7 @@ func (d *durations) Set(s string) error {
 // windowResult is one trace window's replay.
 type windowResult struct {
 	start                  time.Duration
+	label                  string // the trace window, as the report names it
 	requests               int
 	gateway, least, oracle *routingStats
 	rule                   *routingStats // the gateway's rule in the model, with perfect information
@@ -79,14 +80,25 @@ func judge(gw, least, oracle, gwHit, oracleHit float64, errors int) judgement {
 func (o *options) runRouting(ctx context.Context) (verdict, error) {
 	all := o.routing.policies
 	var wins []*windowResult
-	for i, start := range append([]time.Duration{0}, o.routing.extra...) {
+	type window struct {
+		trace string
+		start time.Duration
+	}
+	todo := []window{{o.routing.trace, 0}}
+	for _, s := range o.routing.extra {
+		todo = append(todo, window{o.routing.trace, s})
+	}
+	if o.routing.heldout != "" {
+		todo = append(todo, window{o.routing.heldout, 0})
+	}
+	for i, x := range todo {
 		names := all
 		if i > 0 { // the further windows run what the targets need
 			names = []string{"gateway", policyLeast}
 		}
-		w, err := o.routingWindow(ctx, start, names)
+		w, err := o.routingWindow(ctx, x.trace, x.start, names)
 		if err != nil {
-			return verdict{}, fmt.Errorf("window from %s: %w", start, err)
+			return verdict{}, fmt.Errorf("window of %s from %s: %w", x.trace, x.start, err)
 		}
 		if w.gwErr != nil {
 			return verdict{text: "routing: gateway absent (" + w.gwErr.Error() + ")"}, nil
@@ -100,7 +112,7 @@ func (o *options) runRouting(ctx context.Context) (verdict, error) {
 func summarize(w io.Writer, wins []*windowResult) verdict {
 	fmt.Fprintf(w, "\n== routing targets, model replay (mean TTFT <= %.2fx the greedy oracle's, hit rate >= %.2fx its, >= %.0f%% of least-request's gap to it closed)\n",
 		targetTTFTVsOracle, targetHitVsOracle, 100*targetGapClosed)
-	fmt.Fprintf(w, "%-10s %8s %11s %11s %11s %9s %9s %9s %9s %8s %11s  %s\n", "window", "requests", "gateway ms", "least ms",
+	fmt.Fprintf(w, "%-30s %8s %11s %11s %11s %9s %9s %9s %9s %8s %11s  %s\n", "window", "requests", "gateway ms", "least ms",
 		"oracle ms", "x oracle", "hit", "x oracle", "gap", "errors", "rule x orc", "gateway decisions vs the oracle's rule (model state)")
 	ok := true
 	var parts []string
@@ -112,9 +124,9 @@ func summarize(w io.Writer, wins []*windowResult) verdict {
 		if x.rule != nil {
 			ruleRatio = mean(x.rule.modelTTFTs) / om
 		}
-		fmt.Fprintf(w, "%-10s %8d %11.1f %11.1f %11.1f %9.3f %9.4f %9.3f %8.0f%% %8d %11.3f  %s\n", "+"+x.start.String(), x.requests,
+		fmt.Fprintf(w, "%-30s %8d %11.1f %11.1f %11.1f %9.3f %9.4f %9.3f %8.0f%% %8d %11.3f  %s\n", x.label, x.requests,
 			gm, lm, om, j.ttftVsOracle, x.gateway.modelHitRate, j.hitVsOracle, 100*j.gapClosed, x.gateway.errors, ruleRatio, x.regret)
-		part := fmt.Sprintf("+%s: %.3fx oracle TTFT, %.3fx its hit rate, %.0f%% of the gap closed", x.start,
+		part := fmt.Sprintf("%s: %.3fx oracle TTFT, %.3fx its hit rate, %.0f%% of the gap closed", x.label,
 			j.ttftVsOracle, j.hitVsOracle, 100*j.gapClosed)
 		if d := x.regret.diag; !j.ok && d.seen > 0 && x.shifted.ok {
 			part += fmt.Sprintf(" (missing: its decisions came %.1f ms after trace time; at its own decision times it is %.3fx the oracle; of its late decisions %d had the soonest pod over the load bound, %d misjudged a queue)",
@@ -125,8 +137,13 @@ func summarize(w io.Writer, wins []*windowResult) verdict {
 	fmt.Fprintln(w, "(rule x orc: the gateway's soonest-first rule replayed in the model with exact, noise-free knowledge of every pod, over the oracle)")
 	fmt.Fprintln(w, "why the gateway's decisions differ from the oracle's rule, per window (its logged view of each pod against the model's at the request's arrival):")
 	for _, x := range wins {
-		fmt.Fprintf(w, "  +%s: %s\n", x.start, x.regret.diag)
-		fmt.Fprintf(w, "  +%s: %s\n", x.start, x.shifted)
+		fmt.Fprintf(w, "  %s: %s\n", x.label, x.regret.diag)
+		fmt.Fprintf(w, "  %s: %s\n", x.label, x.shifted)
+		if x.shifted.ok {
+			gm, om := mean(x.gateway.modelTTFTs), mean(x.oracle.modelTTFTs)
+			fmt.Fprintf(w, "  %s: of the gateway's %.1f ms mean TTFT over the oracle's: %.1f ms remain with both at the gateway's decision times (its routing), %.1f ms are the timing (its decisions' delay and reordering behind the trace times)\n",
+				x.label, gm-om, x.shifted.gateway-x.shifted.oracle, (gm-om)-(x.shifted.gateway-x.shifted.oracle))
+		}
 	}
 	status := "met"
 	if !ok {

@@ -38,8 +38,8 @@ func TestSummarizeVerdict(t *testing.T) {
 	st := func(ms float64, hit float64) *routingStats {
 		return &routingStats{modelTTFTs: []float64{ms}, modelHitRate: hit}
 	}
-	good := &windowResult{start: 0, requests: 1, gateway: st(105, 0.8), least: st(200, 0.7), oracle: st(100, 0.8)}
-	bad := &windowResult{start: 20 * time.Minute, requests: 1, gateway: st(150, 0.8), least: st(200, 0.7), oracle: st(100, 0.8)}
+	good := &windowResult{start: 0, label: "+0s", requests: 1, gateway: st(105, 0.8), least: st(200, 0.7), oracle: st(100, 0.8)}
+	bad := &windowResult{start: 20 * time.Minute, label: "+20m0s", requests: 1, gateway: st(150, 0.8), least: st(200, 0.7), oracle: st(100, 0.8)}
 	var b bytes.Buffer
 	if v := summarize(&b, []*windowResult{good}); !v.ok {
 		t.Fatalf("a met window failed: %s", v.text)

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -14,6 +15,7 @@ import (
 // the speedup, so the replay is the trace's workload on proportionally faster pods.
 type routingConfig struct {
 	trace       string
+	heldout     string        // a second trace whose first window is judged too ("" none)
 	window      time.Duration // of trace time replayed, from its start
 	speedup     float64
 	maxOutput   int
@@ -30,6 +32,7 @@ type routingConfig struct {
 
 func (c *routingConfig) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.trace, "trace", "../shared/data/traces/mooncake_conversation_trace.jsonl", "routing: Mooncake trace (JSONL)")
+	fs.StringVar(&c.heldout, "heldout-trace", "", "routing: a held-out Mooncake trace (JSONL) whose first window is judged as well, with the gateway and least-request")
 	fs.DurationVar(&c.window, "trace-window", 20*time.Minute, "routing: trace time replayed, from its start")
 	fs.Float64Var(&c.speedup, "speedup", 20, "routing: time compression of the replay")
 	fs.IntVar(&c.maxOutput, "max-output", 32, "routing: cap on each request's output tokens (streamed chunks cost CPU the pods would not)")
@@ -98,14 +101,18 @@ func (o *options) runOverhead(ctx context.Context) (verdict, error) {
 	load0 := loadValue()
 	fmt.Printf("\n== overhead: %d concurrent streamed requests of %d tokens at %g tokens/s each, %d agents, %d rounds x %s per column (load average %.2f)\n",
 		cfg.streams, cfg.tokens, cfg.decodeRate, o.pods, cfg.rounds, cfg.window, load0)
-	stats := runOverhead(ctx, cols, agents, cfg, os.Stdout)
+	stats, pair := runOverhead(ctx, cols, agents, cfg, os.Stdout)
 	printOverhead(os.Stdout, cols, stats)
 	if gwErr != nil {
 		return verdict{text: "overhead: gateway absent (" + gwErr.Error() + ")"}, nil
 	}
-	v := judgeOverhead(stats, load0)
+	v := judgeOverhead(stats, pair, load0)
 	fmt.Printf("floor: a no-op TCP relay process costs %.3fx ReverseProxy's CPU per chunk (median of the rounds) and adds %+.2f ms to TTFT p50\n",
 		v.floorRatio, v.floorP50)
+	fmt.Printf("CPU per chunk, gateway over ReverseProxy: %.3fx with both at once (pair windows, by round %s vs %s µs/chunk; judged), %.3fx in the sequential windows (context)\n",
+		v.cpuRatio, fmtRounds(pair[1].roundCPU), fmtRounds(pair[0].roundCPU), v.seqRatio)
+	fmt.Printf("  per chunk in the pair windows: gateway %s; ReverseProxy %s\n",
+		pair[1].counters.perChunk(pair[1].chunks), pair[0].counters.perChunk(pair[0].chunks))
 	p99 := fmt.Sprintf("p99 %+.2f ms not judged: load average %.2f at the start >= 1", v.addedP99, load0)
 	if v.p99Judged {
 		p99 = fmt.Sprintf("p99 %+.2f ms (target <= 2, load average %.2f)", v.addedP99, load0)
@@ -114,17 +121,32 @@ func (o *options) runOverhead(ctx context.Context) (verdict, error) {
 	if !v.ok {
 		status = "MISSED"
 	}
-	return verdict{ok: v.ok, text: fmt.Sprintf("overhead %s: gateway CPU per chunk %.3fx ReverseProxy's (target <= 1.0; the TCP relay floor %.3fx), adds %+.2f ms TTFT p50 (target <= the TCP relay's %+.2f + 2), %s; throughput %.3fx direct",
-		status, v.cpuRatio, v.floorRatio, v.addedP50, v.floorP50, p99, v.ratio)}, nil
+	text := fmt.Sprintf("overhead %s: gateway CPU per chunk %.3fx ReverseProxy's with both at once (target <= 1.0; sequential %.3fx; the TCP relay floor %.3fx), adds %+.2f ms TTFT p50 (target <= the TCP relay's %+.2f + 2), %s; throughput %.3fx direct",
+		status, v.cpuRatio, v.seqRatio, v.floorRatio, v.addedP50, v.floorP50, p99, v.ratio)
+	if v.cpuRatio > 1 {
+		text += " (CPU: " + cpuWhy(pair[1], pair[0]) + ")"
+	}
+	return verdict{ok: v.ok, text: text}, nil
+}
+
+// cpuWhy says where the gateway's CPU per chunk in the pair windows differs from ReverseProxy's.
+func cpuWhy(gw, rp *overheadStats) string {
+	g, r := gw.counters, rp.counters
+	if !g.ok || !r.ok || gw.chunks == 0 || rp.chunks == 0 {
+		return "per-process counters not read"
+	}
+	gn, rn := float64(gw.chunks), float64(rp.chunks)
+	return fmt.Sprintf("the gateway spends %+.1f µs user and %+.1f µs system time per chunk more than ReverseProxy, with %+.2f reads, %+.2f writes and %+.2f context switches per chunk more",
+		1e6*(g.user/gn-r.user/rn), 1e6*(g.sys/gn-r.sys/rn), g.reads/gn-r.reads/rn, g.writes/gn-r.writes/rn, g.ctxSwitches/gn-r.ctxSwitches/rn)
 }
 
 func constURL(u string) func(int) string { return func(int) string { return u } }
 
-// routingWindow replays one window of the trace, from start (trace time), through the given
+// routingWindow replays one window of trace, from start (trace time), through the given
 // policies to fresh agents, prints its table and returns its results with the model oracle's.
-func (o *options) routingWindow(ctx context.Context, start time.Duration, names []string) (*windowResult, error) {
+func (o *options) routingWindow(ctx context.Context, trace string, start time.Duration, names []string) (*windowResult, error) {
 	c := o.routing
-	rows, err := loadTrace(c.trace, start, c.window)
+	rows, err := loadTrace(trace, start, c.window)
 	if err != nil {
 		return nil, err
 	}
@@ -151,14 +173,17 @@ func (o *options) routingWindow(ctx context.Context, start time.Duration, names 
 	if rule.modelTTFTs, rule.modelHitRate, err = ruleTTFTs(prep, o.pods, flags); err != nil {
 		return nil, err
 	}
-	fmt.Printf("\n== routing: %d requests of the Mooncake conversation trace (%s from %s, %.0f prompt tokens/s) replayed %gx faster to %d pods\n",
-		len(reqs), c.window, start, offered, c.speedup, o.pods)
+	fmt.Printf("\n== routing: %d requests of %s (%s from %s, %.0f prompt tokens/s) replayed %gx faster to %d pods\n",
+		len(reqs), filepath.Base(trace), c.window, start, offered, c.speedup, o.pods)
 	fmt.Printf("   pods: prefill %.0f tokens/s (trace time; %.2f of them busy with no cache reuse), decode %g tokens/s/seq, KV cache %d tokens in %d-token blocks, outputs capped at %d tokens\n",
 		prefillReal, c.load, c.decodeReal, c.kvTokens, c.blockSize, c.maxOutput)
 	fmt.Printf("   shared-cache reference: one %d-block cache (the %d pods' total), every request in arrival order, finished before the next\n",
 		o.pods*blocks, o.pods)
 
-	w := &windowResult{start: start, requests: len(reqs), oracle: oracle, rule: rule}
+	w := &windowResult{start: start, requests: len(reqs), oracle: oracle, rule: rule, label: "+" + start.String()}
+	if trace != c.trace {
+		w.label = "held-out " + strings.TrimSuffix(filepath.Base(trace), ".jsonl") + " " + w.label
+	}
 	var stats []*routingStats
 	var ran []string
 	for _, name := range names {

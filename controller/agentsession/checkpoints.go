@@ -2,6 +2,7 @@ package agentsession
 
 import (
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -19,7 +20,9 @@ func RestoreName(session string, n int32) string { return fmt.Sprintf("%s-%d-res
 func agentKey(s *nnv1.AgentSession) string { return "session." + s.Name }
 
 // NewCheckpoint is the AgentCheckpoint that dumps the session container of pod (the first
-// container) and stops it; the two newest checkpoints of the session are kept.
+// container) and stops it, carrying the files of its workspace emptyDir (bounded by its
+// sizeLimit, the session's spec.workspaceSizeLimit); the two newest checkpoints of the session
+// are kept.
 func NewCheckpoint(s *nnv1.AgentSession, pod string, n int32) *nnv1.AgentCheckpoint {
 	return &nnv1.AgentCheckpoint{
 		ObjectMeta: metav1.ObjectMeta{
@@ -28,8 +31,9 @@ func NewCheckpoint(s *nnv1.AgentSession, pod string, n int32) *nnv1.AgentCheckpo
 		},
 		Spec: nnv1.AgentCheckpointSpec{
 			Operation: nnv1.CheckpointOperation, Agent: agentKey(s),
-			Source:    &nnv1.ContainerRef{Pod: pod},
-			Retention: &nnv1.CheckpointRetention{KeepLast: 2},
+			Source:          &nnv1.ContainerRef{Pod: pod},
+			WorkspaceVolume: WorkspaceVolume,
+			Retention:       &nnv1.CheckpointRetention{KeepLast: 2},
 		},
 	}
 }
@@ -68,4 +72,21 @@ func OpOf(ck *nnv1.AgentCheckpoint) Op {
 		return OpFailed
 	}
 	return OpRunning
+}
+
+// workspaceTooLarge is the reason the node agent gives a Checkpoint whose workspace is over its
+// sizeLimit (nodeagent/snapshot.ReasonWorkspaceTooLarge; status.message starts with it).
+const workspaceTooLarge = "WorkspaceTooLarge"
+
+// SuspendFailure explains a failed suspension from its Checkpoint's status.message: a workspace
+// over its limit names spec.workspaceSizeLimit. The session keeps running either way.
+func SuspendFailure(ck *nnv1.AgentCheckpoint) string {
+	msg := ck.Status.Message
+	if msg == "" {
+		msg = "no message"
+	}
+	if strings.HasPrefix(msg, workspaceTooLarge+":") {
+		return fmt.Sprintf("spec.workspaceSizeLimit: the workspace holds more than the limit, so the session was not suspended and keeps running with its state (checkpoint %s: %s)", ck.Name, msg)
+	}
+	return fmt.Sprintf("suspension failed, the session keeps running with its state (checkpoint %s: %s)", ck.Name, msg)
 }

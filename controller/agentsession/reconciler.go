@@ -81,7 +81,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		t := metav1.NewTime(obs.LastActivity)
 		s.Status.LastActivity = &t
 	}
-	if err := r.apply(ctx, &s, pod, d, now); err != nil {
+	detail, err := r.apply(ctx, &s, pod, d, now)
+	if err != nil {
 		r.condition(&s, false, "Failed", err.Error())
 		r.event(&s, corev1.EventTypeWarning, d.Reason, err.Error())
 		if perr := r.Client.Status().Patch(ctx, &s, client.MergeFrom(orig)); perr != nil {
@@ -91,7 +92,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if s.Status.Phase != orig.Status.Phase {
 		logger.Info("Session transition", "from", orig.Status.Phase, "to", s.Status.Phase, "reason", d.Reason)
-		r.event(&s, corev1.EventTypeNormal, d.Reason, fmt.Sprintf("%s -> %s", orig.Status.Phase, s.Status.Phase))
+		evType, msg := corev1.EventTypeNormal, string(s.Status.Phase)
+		if detail != "" {
+			evType, msg = corev1.EventTypeWarning, msg+": "+detail
+		}
+		r.event(&s, evType, d.Reason, fmt.Sprintf("%s -> %s", orig.Status.Phase, msg))
 		since := -1.0
 		if orig.Status.TransitionTime != nil {
 			since = now.Sub(orig.Status.TransitionTime.Time).Seconds()
@@ -99,7 +104,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.Metrics.transition(req.NamespacedName, orig.Status.Phase, s.Status.Phase, since)
 		t := metav1.NewTime(now)
 		s.Status.TransitionTime = &t
-		r.condition(&s, s.Status.Phase == nnv1.SessionRunning, d.Reason, string(s.Status.Phase))
+		r.condition(&s, s.Status.Phase == nnv1.SessionRunning, d.Reason, msg)
 	}
 	if err := r.Client.Status().Patch(ctx, &s, client.MergeFrom(orig)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("patch agentsession status: %w", err)
@@ -168,8 +173,15 @@ func (r *Reconciler) op(ctx context.Context, ns, name string) (Op, error) {
 	return OpOf(&ck), nil
 }
 
-// apply performs the decision's action and sets the status it implies.
-func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev1.Pod, d Decision, now time.Time) error {
+// apply performs the decision's action and sets the status it implies. The detail, when not
+// empty, explains the transition in its event and condition (a failed suspension's cause).
+func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev1.Pod, d Decision, now time.Time) (string, error) {
+	detail := ""
+	err := r.applyAction(ctx, s, pod, d, now, &detail)
+	return detail, err
+}
+
+func (r *Reconciler) applyAction(ctx context.Context, s *nnv1.AgentSession, pod *corev1.Pod, d Decision, now time.Time, detail *string) error {
 	t := metav1.NewTime(now)
 	switch d.Action {
 	case CreatePod:
@@ -214,6 +226,9 @@ func (r *Reconciler) apply(ctx context.Context, s *nnv1.AgentSession, pod *corev
 		// A failed checkpoint is deleted so that the next suspension of this pod, which has the
 		// same name, runs again instead of finding the failure.
 		ck := &nnv1.AgentCheckpoint{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: CheckpointName(s.Name, s.Status.Pods)}}
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(ck), ck); err == nil {
+			*detail = SuspendFailure(ck)
+		}
 		if err := r.Client.Delete(ctx, ck); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete failed agentcheckpoint %s: %w", ck.Name, err)
 		}

@@ -56,6 +56,10 @@ type Observation struct {
 	// the previous collection, summed over the pods (nil when no pod exported
 	// one twice).
 	Prefills *Histogram
+	// Capacity is what the pods that exported a prompt-token counter and a
+	// prefill-time histogram twice report about the requests they prefilled
+	// since the previous collection, for the learned capacity model.
+	Capacity scalepolicy.CapacitySample
 }
 
 // Observe folds the latest samples (by pod name) in and returns the metric
@@ -71,7 +75,7 @@ func (c *Collector) Observe(now time.Time, samples map[string]PodSample, specs [
 	var q, tiq, sess, tps, tools avg
 	merged, prefills := &Histogram{}, &Histogram{}
 	histOK, prefillOK := false, false
-	var dTokens, dReqs float64
+	var dTokens, dReqs, capTokens, capSeconds float64
 	for name, s := range samples {
 		q.add(s.QueueDepth)
 		tiq.add(s.TokensInQueue)
@@ -99,6 +103,10 @@ func (c *Collector) Observe(now time.Time, samples map[string]PodSample, specs [
 		if s.Prefill != nil && hasPrev {
 			if d := s.Prefill.Sub(p.Prefill); d != nil && prefills.Add(d) {
 				prefillOK = true
+				if dp := s.PromptTokens - p.PromptTokens; p.Prefill != nil && dp >= 0 && d.Sum > 0 {
+					capTokens += dp // NaN (no counter) fails dp >= 0
+					capSeconds += d.Sum
+				}
 			}
 		}
 		c.prev[name] = s
@@ -123,6 +131,8 @@ func (c *Collector) Observe(now time.Time, samples map[string]PodSample, specs [
 	}
 	if prefillOK {
 		out.Prefills = prefills
+		out.Capacity = scalepolicy.CapacitySample{PromptTokens: capTokens, PrefillSeconds: capSeconds,
+			PrefillBounds: prefills.Bounds, PrefillCumulative: prefills.Counts}
 	}
 	maxW := DefaultWindow
 	seenTTFT := false

@@ -350,6 +350,7 @@ func (l *Loop) evaluate(ctx context.Context, pool *v1alpha1.AgentPool, st *poolS
 		Metrics: obs.Metrics, QueueLag: lag,
 		SpentToday: st.meter.ObserveRate(now, rate.PerHour), PricePerReplicaHour: rate.PerPod(),
 		TTFT: WaitCounts(obs.FirstTokens, obs.Prefills, policy.SLO.TTFT), Offered: offered,
+		Capacity: obs.Capacity,
 	}
 	in.Override = l.override(ctx, pool, now)
 	return st.a.Decide(in), nil

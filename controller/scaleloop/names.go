@@ -29,6 +29,10 @@ var (
 		{"vllm:prompt_tokens_total", "vllm:generation_tokens_total"},
 		{"sglang:prompt_tokens_total", "sglang:generation_tokens_total"},
 	}
+	// promptTokenNames are prompt-token counters: with the prefill-time
+	// histogram's sum they give one replica's prefill rate, which the
+	// learned capacity model (scalepolicy.CapacityModel) learns.
+	promptTokenNames = []string{"vllm:prompt_tokens_total", "sglang:prompt_tokens_total"}
 	// tokenGaugeNames are throughput gauges used when no counter is exported.
 	tokenGaugeNames = []string{"neuronetes_tokens_per_second", "sglang:gen_throughput"}
 	// toolNames are tool-call latency histograms; their count rate is the tool call rate.

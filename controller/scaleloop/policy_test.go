@@ -176,10 +176,12 @@ func TestPolicyFromAgentPoolTuning(t *testing.T) {
 			func(p scalepolicy.Policy) (any, any) { return p.SLO.BreachOnly, true }},
 		{"adaptive", "spec: {autoscaling: {sloTarget: {enabled: true, adaptive: {attainmentPercent: 99.5}}}}", nil,
 			func(p scalepolicy.Policy) (any, any) {
-				return p.SLO.Adaptive, scalepolicy.Adaptive{Enabled: true, Attainment: 0.995}
+				return p.SLO.Adaptive, scalepolicy.Adaptive{Enabled: true, Attainment: 0.995, Capacity: true}
 			}},
 		{"adaptive with the default attainment", "spec: {autoscaling: {sloTarget: {enabled: true, adaptive: {}}}}", nil,
-			func(p scalepolicy.Policy) (any, any) { return p.SLO.Adaptive, scalepolicy.Adaptive{Enabled: true} }},
+			func(p scalepolicy.Policy) (any, any) {
+				return p.SLO.Adaptive, scalepolicy.Adaptive{Enabled: true, Capacity: true}
+			}},
 		{"season 7d", "spec: {autoscaling: {predictive: {enabled: true, horizonMinutes: 10, season: 7d}}}", nil,
 			func(p scalepolicy.Policy) (any, any) { return p.Predictive.Season, 7 * 24 * time.Hour }},
 		{"season unset", "spec: {autoscaling: {predictive: {enabled: true, horizonMinutes: 10}}}", nil,

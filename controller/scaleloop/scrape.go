@@ -30,6 +30,8 @@ type PodSample struct {
 	TTFT *Histogram
 	// Prefill is the cumulative prefill-time histogram (nil if none).
 	Prefill *Histogram
+	// PromptTokens is the cumulative prompt-token counter (NaN if none).
+	PromptTokens float64
 	// Tools is the cumulative tool-latency histogram count (NaN if none).
 	Tools float64
 }
@@ -52,7 +54,8 @@ func ParseMetrics(r io.Reader, now time.Time) (PodSample, error) {
 		return PodSample{}, fmt.Errorf("parse metrics: %w", err)
 	}
 	s := PodSample{Time: now, QueueDepth: gauge(fams, queueDepthNames), TokensInQueue: gauge(fams, tokensInQueueNames),
-		Sessions: gauge(fams, sessionNames), TokenGauge: gauge(fams, tokenGaugeNames), Tokens: math.NaN(), Tools: math.NaN()}
+		Sessions: gauge(fams, sessionNames), TokenGauge: gauge(fams, tokenGaugeNames), Tokens: math.NaN(), Tools: math.NaN(),
+		PromptTokens: gauge(fams, promptTokenNames)}
 	for _, names := range tokenCounterNames {
 		sum, found := 0.0, false
 		for _, n := range names {

@@ -296,3 +296,40 @@ func TestWaitCountsFromPrefillHistogram(t *testing.T) {
 		t.Fatalf("without a prefill histogram the counts must not claim prefill times: %+v", noPrefill)
 	}
 }
+
+func TestCollectorCapacitySample(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	// Pod a prefilled 8,000 prompt tokens in 4 prefill seconds between its
+	// scrapes; pod b has no prompt-token counter and is left out of the
+	// rate (its prefills still count in the histogram).
+	expo := func(prompt, sum, count float64, withPrompt bool) string {
+		var b strings.Builder
+		b.WriteString("# TYPE vllm:request_prefill_time_seconds histogram\n")
+		for _, le := range []string{"1", "2", "+Inf"} {
+			fmt.Fprintf(&b, "vllm:request_prefill_time_seconds_bucket{le=%q} %g\n", le, count)
+		}
+		fmt.Fprintf(&b, "vllm:request_prefill_time_seconds_sum %g\nvllm:request_prefill_time_seconds_count %g\n", sum, count)
+		if withPrompt {
+			fmt.Fprintf(&b, "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total %g\n", prompt)
+		}
+		return b.String()
+	}
+	parse := func(s string, at time.Time) PodSample {
+		p, err := ParseMetrics(strings.NewReader(s), at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var c Collector
+	c.Observe(t0, map[string]PodSample{"a": parse(expo(1000, 1, 2, true), t0), "b": parse(expo(0, 1, 2, false), t0)}, nil)
+	t1 := t0.Add(10 * time.Second)
+	obs := c.Observe(t1, map[string]PodSample{"a": parse(expo(9000, 5, 6, true), t1), "b": parse(expo(0, 3, 5, false), t1)}, nil)
+	got := obs.Capacity
+	if got.PromptTokens != 8000 || got.PrefillSeconds != 4 {
+		t.Fatalf("capacity sample %+v, want 8000 prompt tokens in 4 prefill seconds", got)
+	}
+	if len(got.PrefillBounds) != 3 || got.PrefillCumulative[2] != 7 {
+		t.Fatalf("prefill histogram %v %v, want both pods' 7 prefills", got.PrefillBounds, got.PrefillCumulative)
+	}
+}

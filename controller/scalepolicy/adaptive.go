@@ -26,6 +26,12 @@ type Adaptive struct {
 	// on the benchmark it does not yet beat the learned parameters
 	// (docs/autoscaling.md, "Robust sizing").
 	Robust bool
+	// Capacity sizes the pool from a capacity model learned from the pods'
+	// reports (CapacityModel, fed by Input.Capacity): the offered prompt
+	// tokens over the learned prefill rate, with the wait the SLO allows,
+	// instead of the offered tokens per second over the tokens-per-second
+	// target. It needs the offered demand (Input.Offered).
+	Capacity bool
 }
 
 // DefaultAttainment is the share of requests an adaptive policy keeps within
@@ -143,6 +149,8 @@ type AdaptiveState struct {
 	Starting  time.Time     `json:"starting,omitzero"`
 	// Efficiency is the replay's queue model calibration (ReplayModel.Efficiency).
 	Efficiency float64 `json:"efficiency,omitempty"`
+	// Capacity is the learned capacity model's state (Adaptive.Capacity).
+	Capacity *CapacityState `json:"capacity,omitempty"`
 }
 
 // AdaptiveBin is one adaptBin of history.
@@ -177,18 +185,26 @@ type AdaptiveBin struct {
 // adapter is the adaptation of one Autoscaler.
 type adapter struct {
 	robust bool
-	slo    time.Duration
-	budget float64 // the misses aimed at, as a share of requests
-	st     AdaptiveState
+	// capacity is the learned capacity model (nil unless Adaptive.Capacity).
+	capacity *CapacityModel
+	slo      time.Duration
+	budget   float64 // the misses aimed at, as a share of requests
+	st       AdaptiveState
 }
 
-func newAdapter(s SLOTarget) *adapter {
+// newAdapter returns the adaptation of an SLO target; priorTPS is the
+// configured tokens-per-second target, the capacity model's prior.
+func newAdapter(s SLOTarget, priorTPS float64) *adapter {
 	att := s.Adaptive.Attainment
 	if att == 0 {
 		att = DefaultAttainment
 	}
-	return &adapter{robust: s.Adaptive.Robust, slo: s.TTFT, budget: (1 - att) / 2,
+	a := &adapter{robust: s.Adaptive.Robust, slo: s.TTFT, budget: (1 - att) / 2,
 		st: AdaptiveState{Headroom: initialHeadroom, Memory: initialMemory}}
+	if s.Adaptive.Capacity {
+		a.capacity = NewCapacityModel(s.TTFT, a.budget, priorTPS)
+	}
+	return a
 }
 
 func (a Adaptive) validate() error {
@@ -388,6 +404,10 @@ func (a *adapter) raise(now time.Time, d float64) {
 func (a *adapter) state() *AdaptiveState {
 	s := a.st
 	s.Bins = append([]AdaptiveBin(nil), a.st.Bins...)
+	s.Capacity = nil
+	if a.capacity != nil {
+		s.Capacity = a.capacity.state()
+	}
 	return &s
 }
 
@@ -395,6 +415,10 @@ func (a *adapter) state() *AdaptiveState {
 func (a *adapter) restore(s *AdaptiveState) {
 	a.st = *s
 	a.st.Bins = append([]AdaptiveBin(nil), s.Bins...)
+	if a.capacity != nil && s.Capacity != nil {
+		a.capacity.restore(s.Capacity)
+	}
+	a.st.Capacity = nil
 	a.clamp()
 }
 

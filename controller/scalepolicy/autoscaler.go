@@ -56,7 +56,7 @@ func New(p Policy) (*Autoscaler, error) {
 		a.forecast = NewForecaster(p.Predictive.Season, p.Predictive.LookbackWindow, p.Predictive.Horizon)
 	}
 	if p.SLO.Adaptive.Enabled {
-		a.adapt = newAdapter(p.SLO)
+		a.adapt = newAdapter(p.SLO, p.metricTarget(TokensPerSecond))
 	}
 	return a, nil
 }

@@ -220,6 +220,9 @@ func (a *Autoscaler) demand(in Input, ratios map[MetricType]float64) (rate, back
 // learned headroom x the peak rate need within the learned memory, and at
 // least the rate need now plus the replicas that drain the backlog.
 func (a *Autoscaler) adaptiveRecommendation(in Input, ratios map[MetricType]float64) (int32, Reason, string) {
+	if cm := a.adapt.capacity; cm != nil {
+		cm.Observe(in.Now, in.Capacity, in.Offered.PromptTokensPerSecond, in.Offered.Valid)
+	}
 	rate, backlog, ok, detail := a.demand(in, ratios)
 	logged := rate
 	if off, ok := a.offeredNeed(in); ok {
@@ -235,12 +238,29 @@ func (a *Autoscaler) adaptiveRecommendation(in Input, ratios map[MetricType]floa
 		detail, rate, backlog, st.Headroom, st.Memory.Round(time.Second), want)
 }
 
+// metricTarget is the target of the first metric of type t (0: none).
+func (p Policy) metricTarget(t MetricType) float64 {
+	for _, m := range p.Metrics {
+		if m.Type == t {
+			return m.Target
+		}
+	}
+	return 0
+}
+
 // offeredNeed is the replicas the offered prompt tokens need at the
 // tokens-per-second target (one replica's throughput); ok is false when the
 // offered load is not measured or no tokens-per-second metric is configured.
 func (a *Autoscaler) offeredNeed(in Input) (float64, bool) {
 	if !in.Offered.Valid {
 		return 0, false
+	}
+	if a.adapt != nil && a.adapt.capacity != nil {
+		// The learned capacity model: the replicas that serve the offered
+		// prompt tokens within the SLO.
+		if n, ok := a.adapt.capacity.Need(in.Now); ok {
+			return n, true
+		}
 	}
 	for _, m := range a.policy.Metrics {
 		if m.Type == TokensPerSecond && m.Target > 0 {

@@ -122,7 +122,7 @@ func TestRobustAdapterChoosesFromTheLog(t *testing.T) {
 }
 
 func TestObserveStartMeasuresColdStart(t *testing.T) {
-	a := newAdapter(SLOTarget{TTFT: 2 * time.Second})
+	a := newAdapter(SLOTarget{TTFT: 2 * time.Second}, 0)
 	t0 := time.Unix(1_800_000_000, 0)
 	for i, rc := range [][2]int32{{2, 2}, {2, 4}, {2, 4}, {4, 4}} { // ready, current every 20 s
 		a.observeStart(t0.Add(time.Duration(i)*20*time.Second), rc[0], rc[1])
@@ -130,7 +130,7 @@ func TestObserveStartMeasuresColdStart(t *testing.T) {
 	if a.st.ColdStart != 40*time.Second || a.coldStart() != 40*time.Second {
 		t.Fatalf("cold start %s, want 40s", a.st.ColdStart)
 	}
-	if b := newAdapter(SLOTarget{TTFT: 2 * time.Second}); b.coldStart() != defaultColdStart {
+	if b := newAdapter(SLOTarget{TTFT: 2 * time.Second}, 0); b.coldStart() != defaultColdStart {
 		t.Fatalf("unmeasured cold start %s, want %s", b.coldStart(), defaultColdStart)
 	}
 }

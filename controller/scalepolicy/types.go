@@ -259,6 +259,10 @@ type Input struct {
 	// Offered is the load arriving at the pool, measured where requests
 	// enter it (the gateway); the adaptive policy sizes from it when valid.
 	Offered OfferedDemand
+	// Capacity is what the pods reported about the requests they prefilled
+	// since the previous decision; the learned capacity model
+	// (Adaptive.Capacity) learns from it.
+	Capacity CapacitySample
 }
 
 // OfferedDemand is the demand offered to a pool, counted at arrival rather

@@ -115,6 +115,8 @@ type cluster struct {
 type ttftEvent struct {
 	t, ttft, prefill float64
 	eval             bool
+	// tokens are the request's prompt tokens.
+	tokens float64
 }
 
 type change struct {
@@ -303,7 +305,7 @@ func (c *cluster) work(r *replica, end, dt float64) {
 			c.cur.prefilled += float64(p.in)
 			ttft := done - p.arrival
 			eval := p.arrival >= c.m.Warmup.Seconds()
-			c.ttfts = append(c.ttfts, ttftEvent{done, ttft, float64(p.in) / c.m.PrefillTPS, eval})
+			c.ttfts = append(c.ttfts, ttftEvent{done, ttft, float64(p.in) / c.m.PrefillTPS, eval, float64(p.in)})
 			if eval {
 				c.all++
 				c.served++

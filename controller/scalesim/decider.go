@@ -154,11 +154,12 @@ func (d *Decider) Decide(v View) int {
 		return 0
 	}
 	counts := v.TTFTCounts(v.Now() - d.lastAt)
+	capacity := v.CapacitySample(v.Now() - d.lastAt)
 	d.lastAt = v.Now()
 	d.last = d.a.Decide(scalepolicy.Input{
 		Now: epoch.Add(time.Duration(v.Now() * float64(time.Second))), CurrentReplicas: int32(cur),
 		ReadyReplicas: int32(v.Ready()), WarmReplicas: int32(v.Warm()), Metrics: m, QueueLag: -1, TTFT: counts,
-		Offered: d.offered(v),
+		Offered: d.offered(v), Capacity: capacity,
 	})
 	if h, mem, ok := d.a.Learned(); ok && v.Now() >= v.c.m.Warmup.Seconds() {
 		d.learn.add(h, mem)

@@ -164,6 +164,29 @@ func (v View) TTFTCounts(w float64) scalepolicy.TTFTCounts {
 	return out
 }
 
+// PrefillBuckets are the bounds (seconds) of the prefill-time histogram the
+// simulated pods export: vLLM's request_prefill_time_seconds buckets, which
+// the demo agent uses too.
+var PrefillBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+	120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
+
+// CapacitySample is what the pods report about the requests whose first token
+// came in the last w seconds, as the controller reads it from their
+// prompt-token counter and prefill-time histogram (PrefillBuckets).
+func (v View) CapacitySample(w float64) scalepolicy.CapacitySample {
+	es := v.c.recentTTFTs(w)
+	bounds := append(PrefillBuckets[:len(PrefillBuckets):len(PrefillBuckets)], math.Inf(1))
+	s := scalepolicy.CapacitySample{PrefillBounds: bounds, PrefillCumulative: make([]float64, len(bounds))}
+	for _, e := range es {
+		s.PromptTokens += e.tokens
+		s.PrefillSeconds += e.prefill
+		for i := sort.SearchFloat64s(PrefillBuckets, e.prefill); i < len(bounds); i++ {
+			s.PrefillCumulative[i]++
+		}
+	}
+	return s
+}
+
 // Policy is an autoscaler under evaluation.
 type Policy interface {
 	// Name labels the policy in reports.

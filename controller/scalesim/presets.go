@@ -25,6 +25,11 @@ type Config struct {
 	// Robust turns on the adaptive policy's robust sizing
 	// (scalepolicy.Adaptive.Robust) in the NeuroNetes preset.
 	Robust bool
+	// StatedCapacity turns off the adaptive policy's learned capacity model
+	// (scalepolicy.Adaptive.Capacity, on in the preset as in an AgentPool):
+	// the need is then the offered tokens/s over the stated
+	// tokens-per-second target, the policy before the model.
+	StatedCapacity bool
 }
 
 // NeuroNetes returns the NeuroNetes preset: the adaptive SLO policy on the
@@ -53,7 +58,7 @@ func NeuroNetes(m Model, c Config) *Decider {
 			},
 			Strategy: scalepolicy.StrategyMax,
 			SLO: scalepolicy.SLOTarget{Enabled: true, TTFT: m.SLO,
-				Adaptive: scalepolicy.Adaptive{Enabled: true, Attainment: c.Attainment, Robust: c.Robust}},
+				Adaptive: scalepolicy.Adaptive{Enabled: true, Attainment: c.Attainment, Robust: c.Robust, Capacity: !c.StatedCapacity}},
 		},
 		Offered:        true,
 		Warm:           int(warmpool.Target(int32(c.MaxReplicas), int32(math.Round(c.PrewarmPercent)))),

@@ -44,11 +44,29 @@ func TestChartCheckpointSigningTLSAndAdmission(t *testing.T) {
 					t.Errorf("args %v: want s3 flag %q", na, tc.s3Flag)
 				}
 			}
-			mounted := ""
+			mounted, podsDir := "", ""
 			for _, v := range get(ds, "spec", "template", "spec", "volumes").([]any) {
 				vm := v.(map[string]any)
 				if vm["name"] == "checkpoint-signing" {
 					mounted, _ = get(vm, "secret", "secretName").(string)
+				}
+				if vm["name"] == "kubelet-pods" {
+					podsDir, _ = get(vm, "hostPath", "path").(string)
+				}
+			}
+			// The session workspace (docs/checkpoint.md, "Workspace"): the pods' volumes at the
+			// node's path, only with checkpointing.
+			if want := map[bool]string{true: "/var/lib/kubelet/pods"}[tc.on]; podsDir != want {
+				t.Errorf("kubelet pods hostPath %q, want %q", podsDir, want)
+			}
+			if tc.on {
+				found := false
+				for _, m := range get(container(ds, "nodeagent"), "volumeMounts").([]any) {
+					mm := m.(map[string]any)
+					found = found || mm["name"] == "kubelet-pods" && mm["mountPath"] == "/var/lib/kubelet/pods" && mm["mountPropagation"] == "HostToContainer"
+				}
+				if !found {
+					t.Error("the node agent does not mount the kubelet's pods dir at its own path (HostToContainer)")
 				}
 			}
 			if mounted != tc.secretName {

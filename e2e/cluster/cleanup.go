@@ -147,13 +147,16 @@ func removeCgroupTree(dir string) error {
 	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
 	var last error
 	for _, d := range dirs {
-		for i := 0; i < 20; i++ {
+		// Up to 5 s: the processes of a killed run's containers were
+		// reparented and may still be exiting, or reappear in the cgroup.
+		for i := 0; i < 100; i++ {
 			if err := syscall.Rmdir(d); err == nil || err == syscall.ENOENT {
 				last = nil
 				break
 			} else {
 				last = fmt.Errorf("removing cgroup %s: %w", d, err)
 			}
+			killCgroupProcs([]string{d})
 			time.Sleep(50 * time.Millisecond)
 		}
 	}

@@ -42,6 +42,16 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	p := NewPaths(opts.Root)
 	running, own := runningComponents(p)
+	// A run killed before its cluster-down leaves host state that no
+	// process owns; clear it before it fails the preflight or is recorded
+	// as the host's own.
+	bins := runningBinaries()
+	if err := clearStaleTables(realHost, bins, logf); err != nil {
+		return nil, err
+	}
+	if err := clearStaleBridge(bins, logf); err != nil {
+		return nil, err
+	}
 	if err := preflight(p, own); err != nil {
 		return nil, err
 	}
@@ -289,7 +299,7 @@ func Down(ctx context.Context, root string, logf func(string, ...any)) error {
 	}
 	// Anything else still running from our tools (an orphaned shim, a
 	// process whose pid file was lost).
-	for _, pid := range procsUnder(filepath.Join(p.Local, "tools")) {
+	for _, pid := range clusterProcs(p) {
 		stopPid(pid, 2*time.Second)
 	}
 	killCgroupProcs(podCgroups())
@@ -315,7 +325,7 @@ func Down(ctx context.Context, root string, logf func(string, ...any)) error {
 func Leftovers(root string) []string {
 	p := NewPaths(root)
 	var out []string
-	for _, pid := range procsUnder(filepath.Join(p.Local, "tools")) {
+	for _, pid := range clusterProcs(p) {
 		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 		out = append(out, fmt.Sprintf("process %d (%s)", pid, filepath.Base(exe)))
 	}

@@ -228,6 +228,11 @@ func stopSecondKubelet(ctx context.Context, p Paths, logf func(string, ...any)) 
 		return nil
 	}
 	stopProcess(p, secondKubelet, 15*time.Second)
+	if _, ok := runningPid(p, "kube-apiserver"); !ok {
+		// A killed run: Up deletes the Node object the next time it starts
+		// without the second node.
+		return nil
+	}
 	if err := deleteSecondNodeObject(ctx, p); err != nil {
 		return err
 	}

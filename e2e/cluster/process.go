@@ -166,3 +166,22 @@ func procsUnder(dir string) []int {
 	}
 	return out
 }
+
+// devTools are binaries of the tools directory that no cluster runs: another
+// checkout whose tools link here may be running them (helm template in a
+// chart test), so cluster-down neither stops nor reports them.
+var devTools = map[string]bool{"helm": true, "controller-gen": true}
+
+// clusterProcs lists the running processes of the tools directory except
+// the development tools: the cluster's components, shims and what they
+// started.
+func clusterProcs(p Paths) []int {
+	var out []int
+	for _, pid := range procsUnder(filepath.Join(p.Local, "tools")) {
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && devTools[filepath.Base(exe)] {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
+}

@@ -2,6 +2,7 @@ package scale
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +76,45 @@ func TestVerdict(t *testing.T) {
 	}
 	if s := (Verdict{Judged: true, OK: false, Ratio: 2.2, Nodes: 150}).String(); !strings.Contains(s, "VERDICT: FAIL") || !strings.Contains(s, "2.20x") {
 		t.Errorf("verdict line %q", s)
+	}
+}
+
+// TestNVIDIAVerdict: the demand-shaped layout is judged against NVIDIA's slices by its MIG-claim
+// algorithm p99 ratio, and only when both ran.
+func TestNVIDIAVerdict(t *testing.T) {
+	run := func(layout string, p99ms float64, devices int) RunResult {
+		return RunResult{Layout: layout, Nodes: 150, DevicesPerNode: devices, Phases: []PhaseResult{
+			{Kind: KindWhole, Algorithm: Stats{P50: 0.005, P99: 0.01}},
+			{Kind: KindMIG1g, Algorithm: Stats{P50: 0.01, P99: p99ms / 1000}},
+		}, Usage: map[string]ProcUsage{"kube-scheduler": {CPU: time.Second}}}
+	}
+	tests := []struct {
+		name   string
+		runs   []RunResult
+		judged bool
+		ok     bool
+		ratio  float64
+	}{
+		{"no NVIDIA layout", []RunResult{run(LayoutWhole, 10, 8), run(LayoutMIGDemand, 30, 80)}, false, false, 0},
+		{"no demand layout", []RunResult{run(LayoutWhole, 10, 8), run(LayoutNVIDIA, 30, 600)}, false, false, 0},
+		{"cheaper than NVIDIA's", []RunResult{run(LayoutMIGDemand, 30, 80), run(LayoutNVIDIA, 120, 600)}, true, true, 0.25},
+		{"equal passes", []RunResult{run(LayoutMIGDemand, 40, 80), run(LayoutNVIDIA, 40, 600)}, true, true, 1},
+		{"dearer fails", []RunResult{run(LayoutMIGDemand, 50, 80), run(LayoutNVIDIA, 40, 600)}, true, false, 1.25},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out strings.Builder
+			v := WriteNVIDIAComparison(&out, tc.runs)
+			if v.Against != LayoutNVIDIA || v.Judged != tc.judged || v.OK != tc.ok || (tc.judged && math.Abs(v.Ratio-tc.ratio) > 1e-9) {
+				t.Fatalf("verdict %+v, want judged %v ok %v ratio %.2f\n%s", v, tc.judged, tc.ok, tc.ratio, out.String())
+			}
+			line := v.String()
+			if tc.judged && (!strings.Contains(line, "NVIDIA's DRA driver") || !strings.Contains(line, passFail(tc.ok)) || !strings.Contains(out.String(), "devices per node 80 / 600")) {
+				t.Errorf("verdict line %q, report:\n%s", line, out.String())
+			}
+			if !tc.judged && !strings.Contains(line, "VERDICT: none") {
+				t.Errorf("unjudged verdict line %q", line)
+			}
+		})
 	}
 }

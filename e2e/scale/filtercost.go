@@ -57,7 +57,7 @@ type FilterSim struct {
 // NewFilterSim builds nodes sim-0..sim-(n-1) with the dgxh100 inventory published in layout.
 func NewFilterSim(ctx context.Context, n int, layout Layout) (*FilterSim, error) {
 	s := &FilterSim{
-		classes:   classList(FallbackDeviceClasses()),
+		classes:   classList(append(FallbackDeviceClasses(), NVIDIADeviceClasses()...)),
 		cache:     cel.NewCache(10, cel.Features{EnableConsumableCapacity: true}),
 		allocated: sets.New[structured.DeviceID](),
 		layout:    layout,
@@ -98,7 +98,7 @@ func (s *FilterSim) Filter(ctx context.Context, k Kind) ([]string, map[string]re
 	if err != nil {
 		return nil, nil, err
 	}
-	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "sim", UID: "c"}, Spec: ClaimSpec(k, s.layout.MIG)}
+	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "sim", UID: "c"}, Spec: LayoutClaim("c", "sim", k, s.layout, nil).Spec}
 	var fit []string
 	res := map[string]resourceapi.AllocationResult{}
 	for _, node := range s.nodes {

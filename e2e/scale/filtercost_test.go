@@ -43,7 +43,7 @@ func TestFilterSimPlacesMix(t *testing.T) {
 	ctx := context.Background()
 	const nodes = 16 // 128 GPUs; the mix needs 110 in the baseline
 	mix := DefaultMix(100)
-	for _, name := range []string{LayoutWhole, LayoutMIGSelected, LayoutMIGAll, LayoutMIGMixed} {
+	for _, name := range []string{LayoutWhole, LayoutMIGSelected, LayoutMIGAll, LayoutMIGMixed, LayoutNVIDIA} {
 		t.Run(name, func(t *testing.T) {
 			layout, err := LayoutByName(name)
 			if err != nil {
@@ -84,7 +84,7 @@ func TestFilterSimPlacesMix(t *testing.T) {
 // -benchtime=200x or more; GOMAXPROCS=1 is closest to the scheduler's one-pod-at-a-time loop).
 func BenchmarkFilter(b *testing.B) {
 	ctx := context.Background()
-	for _, name := range []string{LayoutWhole, LayoutMIGSelected, LayoutMIGMixed} {
+	for _, name := range []string{LayoutWhole, LayoutMIGSelected, LayoutMIGMixed, LayoutNVIDIA} {
 		layout, err := LayoutByName(name)
 		if err != nil {
 			b.Fatal(err)

@@ -54,6 +54,7 @@ const MixedMIGGPUs = 4
 // "mig-selected" on the MixedMIGGPUs highest GPUs of each node, the others whole GPUs only.
 // "mig-demand" is the demand-shaped layout a real fleet runs with the driver's --mig-demand: the
 // profiles are those the cluster's claims, templates and AgentPools request, read from the API.
+// LayoutNVIDIA ("nvidia-dynamic") is what NVIDIA's DRA driver publishes for the same GPUs.
 func LayoutByName(name string) (Layout, error) {
 	switch name {
 	case LayoutWhole:
@@ -66,8 +67,10 @@ func LayoutByName(name string) (Layout, error) {
 		return Layout{Name: name, MIG: true, Options: slices.Options{MIG: slices.MIGDynamic, Profiles: UsedProfiles(), MIGGPUs: MixedMIGGPUs}}, nil
 	case LayoutMIGDemand:
 		return Layout{Name: name, MIG: true, Demand: true, Options: slices.Options{MIG: slices.MIGDynamic, ExactProfiles: true}}, nil
+	case LayoutNVIDIA:
+		return Layout{Name: name, MIG: true, Options: slices.Options{MIG: slices.MIGDynamic, Compat: true}}, nil
 	}
-	return Layout{}, fmt.Errorf("layout %q: want one of %s, %s, %s, %s, %s", name, LayoutWhole, LayoutMIGSelected, LayoutMIGAll, LayoutMIGMixed, LayoutMIGDemand)
+	return Layout{}, fmt.Errorf("layout %q: want one of %s, %s, %s, %s, %s, %s", name, LayoutWhole, LayoutMIGSelected, LayoutMIGAll, LayoutMIGMixed, LayoutMIGDemand, LayoutNVIDIA)
 }
 
 // Inventory returns the device model of one simulated node from the driver's NVML mock. The seed
@@ -93,10 +96,10 @@ func NodeSlices(node metav1.Object, gpus []model.GPUInfo, layout Layout, runID s
 	if err := slices.Validate(res); err != nil {
 		return nil, fmt.Errorf("layout %s for node %s: %w", layout.Name, node.GetName(), err)
 	}
-	return toObjects(node, res, runID), nil
+	return toObjects(node, res, layout.Driver(), runID), nil
 }
 
-func toObjects(node metav1.Object, res resourceslice.DriverResources, runID string) []*resourceapi.ResourceSlice {
+func toObjects(node metav1.Object, res resourceslice.DriverResources, driver, runID string) []*resourceapi.ResourceSlice {
 	poolNames := make([]string, 0, len(res.Pools))
 	for name := range res.Pools {
 		poolNames = append(poolNames, name)
@@ -108,14 +111,14 @@ func toObjects(node metav1.Object, res resourceslice.DriverResources, runID stri
 		for i, s := range pool.Slices {
 			out = append(out, &resourceapi.ResourceSlice{
 				ObjectMeta: metav1.ObjectMeta{
-					Name:   fmt.Sprintf("%s-%s-%d", node.GetName(), strings.ReplaceAll(model.DriverName, ".", "-"), i),
+					Name:   fmt.Sprintf("%s-%s-%d", node.GetName(), strings.ReplaceAll(driver, ".", "-"), i),
 					Labels: runLabels(runID),
 					OwnerReferences: []metav1.OwnerReference{{
 						APIVersion: "v1", Kind: "Node", Name: node.GetName(), UID: node.GetUID(), Controller: ptr.To(true),
 					}},
 				},
 				Spec: resourceapi.ResourceSliceSpec{
-					Driver:         model.DriverName,
+					Driver:         driver,
 					Pool:           resourceapi.ResourcePool{Name: poolName, Generation: 1, ResourceSliceCount: int64(len(pool.Slices))},
 					NodeName:       ptr.To(node.GetName()),
 					Devices:        s.Devices,

@@ -15,16 +15,26 @@ import (
 // judged; absolute times are reported (the baseline alone exceeds 30 ms on 2 shared cores).
 const TargetDemandRatio = 1.5
 
-// Verdict is the outcome of a comparison: Judged is false when no demand-shaped layout ran.
+// Verdict is the outcome of a comparison: Judged is false when a layout it needs did not run.
 type Verdict struct {
 	Judged bool
 	OK     bool
 	Ratio  float64
 	Nodes  int
+	// Against is the denominator's layout: empty for the whole-GPU baseline (TargetDemandRatio),
+	// LayoutNVIDIA for NVIDIA's slices (TargetNVIDIARatio).
+	Against string
 }
 
 // String is the verdict line the benchmark prints last.
 func (v Verdict) String() string {
+	if v.Against == LayoutNVIDIA {
+		if !v.Judged {
+			return "scale bench: VERDICT: none (the NVIDIA target compares mig-demand with nvidia-dynamic; one did not run)"
+		}
+		return fmt.Sprintf("scale bench: VERDICT: %s: mig-demand MIG-claim pods' scheduling-algorithm p99 at %d nodes is %.2fx that on the slices NVIDIA's DRA driver publishes (nvidia-dynamic; target <= %.1fx)",
+			passFail(v.OK), v.Nodes, v.Ratio, TargetNVIDIARatio)
+	}
 	if !v.Judged {
 		return "scale bench: VERDICT: none (the target judges the mig-demand layout, which did not run)"
 	}
@@ -169,7 +179,46 @@ func WriteComparison(w io.Writer, base RunResult, runs []RunResult) Verdict {
 // layoutName lets report code ask whether a layout name publishes MIG.
 type layoutName string
 
-func (l layoutName) isMIG() bool { return strings.HasPrefix(string(l), "mig") }
+func (l layoutName) isMIG() bool {
+	return strings.HasPrefix(string(l), "mig") || string(l) == LayoutNVIDIA
+}
+
+// WriteNVIDIAComparison prints the demand-shaped layout against NVIDIA's on the same nodes: devices
+// per node, per-kind algorithm p99 ratios, the MIG-claim pods' algorithm p99 and the scheduler's CPU
+// per pod; it returns the verdict on TargetNVIDIARatio (not judged when either did not run).
+func WriteNVIDIAComparison(w io.Writer, runs []RunResult) Verdict {
+	var d, n *RunResult
+	for i := range runs {
+		switch runs[i].Layout {
+		case LayoutMIGDemand:
+			d = &runs[i]
+		case LayoutNVIDIA:
+			n = &runs[i]
+		}
+	}
+	if d == nil || n == nil {
+		return Verdict{Against: LayoutNVIDIA}
+	}
+	fmt.Fprintf(w, "\nscale bench: ratio %s / %s at %d nodes (NeuroNetes' slices / NVIDIA's; devices per node %d / %d)\n",
+		d.Layout, n.Layout, d.Nodes, d.DevicesPerNode, n.DevicesPerNode)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "kind\talgo p50 x\talgo p99 x\tattempt p99 x\tpods/s x\t")
+	for _, p := range d.Phases {
+		b, found := n.Phase(p.Kind)
+		if !found {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t\n", p.Kind, ratio(p.Algorithm.P50, b.Algorithm.P50), ratio(p.Algorithm.P99, b.Algorithm.P99),
+			ratio(p.Attempt.P99, b.Attempt.P99), ratio(p.PodsPerSec, b.PodsPerSec))
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "  kube-scheduler CPU per pod %s ms vs %s ms: %.2fx\n", ms(d.SchedulerCPUPerPod()), ms(n.SchedulerCPUPerPod()),
+		ratio(d.SchedulerCPUPerPod(), n.SchedulerCPUPerPod()))
+	p99, np99 := d.MIGAlgorithmP99(), n.MIGAlgorithmP99()
+	rel := ratio(p99, np99)
+	fmt.Fprintf(w, "  MIG-claim pods' scheduling-algorithm p99 %s ms (NVIDIA's slices %s ms): %.2fx\n", ms(p99), ms(np99), rel)
+	return Verdict{Judged: !math.IsNaN(rel), OK: rel <= TargetNVIDIARatio, Ratio: rel, Nodes: d.Nodes, Against: LayoutNVIDIA}
+}
 
 func passFail(b bool) string {
 	if b {

@@ -139,7 +139,7 @@ func runPhase(ctx context.Context, cfg Config, bound *bindWatch, k Kind, n int) 
 	pr := PhaseResult{Kind: k, Pods: n}
 	name := func(i int) string { return fmt.Sprintf("%s-%d", k, i) }
 	err := parallel(ctx, n, 32, func(ctx context.Context, i int) error {
-		_, err := cs.ResourceV1().ResourceClaims(cfg.Namespace).Create(ctx, Claim(name(i), cfg.RunID, k, cfg.Layout.MIG, cfg.Classes), metav1.CreateOptions{})
+		_, err := cs.ResourceV1().ResourceClaims(cfg.Namespace).Create(ctx, LayoutClaim(name(i), cfg.RunID, k, cfg.Layout, cfg.Classes), metav1.CreateOptions{})
 		if err != nil {
 			return fmt.Errorf("claim %s: %w", name(i), err)
 		}

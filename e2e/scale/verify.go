@@ -131,7 +131,7 @@ func CheckNode(node string, sl []resourceapi.ResourceSlice, claims []resourceapi
 	devices := map[string]resourceapi.Device{}
 	capacity := map[string]map[string]int64{}
 	for _, s := range sl {
-		if s.Spec.Driver != model.DriverName {
+		if s.Spec.Driver != model.DriverName && s.Spec.Driver != model.CompatDriverName {
 			continue
 		}
 		for _, d := range s.Spec.Devices {

@@ -121,7 +121,8 @@ func (m Meta) Header(h http.Header) {
 // Sink receives a response in the client's protocol. Its methods are called from the request's
 // goroutine only.
 type Sink interface {
-	// Start begins a streamed response.
+	// Start begins a streamed response; an Event follows at once (a sink may hold the header until
+	// then).
 	Start(m Meta) error
 	// Event sends one chunk (the JSON of an SSE data line).
 	Event(data []byte) error
@@ -131,6 +132,16 @@ type Sink interface {
 	Response(m Meta, body []byte) error
 	// Fail sends an error: an error response before Start, an error event after it.
 	Fail(m Meta, e *openai.Error, started bool) error
+}
+
+// EventBuffer is a Sink that can take a streamed event without sending it yet. The relay uses it
+// when the backend's next event has already arrived, so events that came together leave
+// together, in one write to the client; the next Event, Flush or Finish sends what it holds.
+type EventBuffer interface {
+	// BufferEvent takes one chunk (as Event) without sending it.
+	BufferEvent(data []byte) error
+	// Flush sends what BufferEvent took.
+	Flush() error
 }
 
 // Config are the engine's settings.

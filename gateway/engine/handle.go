@@ -43,6 +43,7 @@ type request struct {
 	queued    bool
 	out       stage.Outcome
 	started   bool
+	held      bool // the sink holds events not yet sent (EventBuffer)
 	usage     usageState
 	// lease is the current attempt's share of its pod's load.
 	lease *pick.Lease

@@ -57,6 +57,11 @@ func (r *request) relayStream(ctx context.Context, x *proxy.Exchange) error {
 	var lastID, lastModel string
 	usageSent := false
 	for {
+		if r.held && !x.Stream.HasEvent() { // nothing more at hand: send what is held
+			if err := r.flushHeld(); err != nil {
+				return err
+			}
+		}
 		data, err := x.Stream.Next()
 		if err != nil {
 			err = x.Err(err)
@@ -81,7 +86,7 @@ func (r *request) relayStream(ctx context.Context, x *proxy.Exchange) error {
 					r.usage.chunks++
 					r.markFirstToken()
 				}
-				if err := r.send(data); err != nil {
+				if err := r.relay(x, data); err != nil {
 					return err
 				}
 				continue
@@ -114,14 +119,39 @@ func (r *request) relayStream(ctx context.Context, x *proxy.Exchange) error {
 				usageSent = true
 			}
 		}
-		if err := r.send(data); err != nil {
+		if err := r.relay(x, data); err != nil {
 			return err
 		}
 	}
 }
 
-// send writes one event, starting the response on the first.
+// relay writes one backend event. When the backend's next event is already buffered and the
+// sink can hold events, this one is held and leaves with the next (as a byte-copying proxy
+// forwards what one read returned in one write).
+func (r *request) relay(x *proxy.Exchange, data []byte) error {
+	eb, ok := r.sink.(EventBuffer)
+	if !ok || !r.started || !x.Stream.HasEvent() {
+		return r.send(data)
+	}
+	if err := eb.BufferEvent(data); err != nil {
+		return clientGone(err)
+	}
+	r.held = true
+	return nil
+}
+
+// flushHeld sends the events the sink holds.
+func (r *request) flushHeld() error {
+	r.held = false
+	if err := r.sink.(EventBuffer).Flush(); err != nil {
+		return clientGone(err)
+	}
+	return nil
+}
+
+// send writes one event, starting the response on the first; it sends what the sink holds too.
 func (r *request) send(data []byte) error {
+	r.held = false
 	if !r.started {
 		r.started = true
 		r.out.Status = http.StatusOK

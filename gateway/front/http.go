@@ -94,6 +94,8 @@ var (
 	sseDone = []byte("data: [DONE]\n\n")
 )
 
+// Start writes the header without sending it: the engine sends the first event right after
+// Start, and the header leaves with it, in one write to the client's connection.
 func (s *httpSink) Start(m engine.Meta) error {
 	h := s.w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -101,7 +103,7 @@ func (s *httpSink) Start(m engine.Meta) error {
 	h.Set("X-Accel-Buffering", "no")
 	m.Header(h)
 	s.w.WriteHeader(http.StatusOK)
-	return s.rc.Flush()
+	return nil
 }
 
 func (s *httpSink) Event(data []byte) error {
@@ -114,6 +116,17 @@ func (s *httpSink) Event(data []byte) error {
 	}
 	return s.rc.Flush()
 }
+
+// BufferEvent writes an event into the response's buffer without sending it
+// (engine.EventBuffer); the next event's flush sends both.
+func (s *httpSink) BufferEvent(data []byte) error {
+	s.buf = append(append(append(s.buf[:0], sseData...), data...), sseEnd...)
+	_, err := s.w.Write(s.buf)
+	return err
+}
+
+// Flush sends the buffered events (engine.EventBuffer).
+func (s *httpSink) Flush() error { return s.rc.Flush() }
 
 func (s *httpSink) Finish() error {
 	if _, err := s.w.Write(sseDone); err != nil {

@@ -1,9 +1,11 @@
 package kvevents
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // decodeEvent decodes one tagged event array; ok is false for a kind this package does not know.
@@ -28,8 +30,8 @@ func decodeEvent(r msgpack.RawMessage) (Event, bool, error) {
 		if e.Parent, err = decodeHash(f[2]); err != nil {
 			return Event{}, false, err
 		}
-		if err := msgpack.Unmarshal(f[3], &e.TokenIDs); err != nil {
-			return Event{}, false, fmt.Errorf("%w: token ids: %w", ErrMalformed, err)
+		if e.TokenIDs, err = decodeTokenIDs(f[3]); err != nil {
+			return Event{}, false, err
 		}
 		if err := msgpack.Unmarshal(f[4], &e.BlockSize); err != nil {
 			return Event{}, false, fmt.Errorf("%w: block size: %w", ErrMalformed, err)
@@ -66,18 +68,75 @@ func decodeOptString(r msgpack.RawMessage) string {
 	return *s
 }
 
+// decodeHashes decodes an array of block hashes in one pass over it (a BlockStored event of a
+// long prompt carries hundreds).
 func decodeHashes(r msgpack.RawMessage) ([]Hash, error) {
-	var raw []msgpack.RawMessage
-	if err := msgpack.Unmarshal(r, &raw); err != nil {
+	d := msgpack.NewDecoder(bytes.NewReader(r))
+	n, err := d.DecodeArrayLen()
+	if err != nil {
 		return nil, fmt.Errorf("%w: block hashes: %w", ErrMalformed, err)
 	}
-	out := make([]Hash, 0, len(raw))
-	for _, x := range raw {
-		h, err := decodeHash(x)
+	out := make([]Hash, 0, max(n, 0))
+	for range n {
+		h, err := nextHash(d)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, h)
+	}
+	return out, nil
+}
+
+// nextHash decodes the decoder's next value as a block hash: an unsigned or signed integer, a
+// byte string, a string, or nil (empty Hash).
+func nextHash(d *msgpack.Decoder) (Hash, error) {
+	c, err := d.PeekCode()
+	if err != nil {
+		return "", fmt.Errorf("%w: block hash: %w", ErrMalformed, err)
+	}
+	switch {
+	case c == msgpcode.Nil:
+		return "", d.DecodeNil()
+	case msgpcode.IsFixedNum(c), c == msgpcode.Uint8, c == msgpcode.Uint16, c == msgpcode.Uint32, c == msgpcode.Uint64:
+		u, err := d.DecodeUint64()
+		if err != nil {
+			return "", fmt.Errorf("%w: block hash: %w", ErrMalformed, err)
+		}
+		return IntHash(u), nil
+	case c == msgpcode.Int8, c == msgpcode.Int16, c == msgpcode.Int32, c == msgpcode.Int64:
+		i, err := d.DecodeInt64()
+		if err != nil {
+			return "", fmt.Errorf("%w: block hash: %w", ErrMalformed, err)
+		}
+		return IntHash(uint64(i)), nil
+	case msgpcode.IsBin(c), msgpcode.IsString(c):
+		b, err := d.DecodeBytes()
+		if err != nil {
+			return "", fmt.Errorf("%w: block hash: %w", ErrMalformed, err)
+		}
+		return Hash(b), nil
+	}
+	return "", fmt.Errorf("%w: block hash of msgpack code %#x", ErrMalformed, c)
+}
+
+// decodeTokenIDs decodes an array of token ids in one pass over it.
+func decodeTokenIDs(r msgpack.RawMessage) ([]uint32, error) {
+	if len(r) == 0 {
+		return nil, nil
+	}
+	d := msgpack.NewDecoder(bytes.NewReader(r))
+	n, err := d.DecodeArrayLen()
+	if err != nil {
+		return nil, fmt.Errorf("%w: token ids: %w", ErrMalformed, err)
+	}
+	if n < 0 {
+		return nil, nil
+	}
+	out := make([]uint32, n)
+	for i := range out {
+		if out[i], err = d.DecodeUint32(); err != nil {
+			return nil, fmt.Errorf("%w: token ids: %w", ErrMalformed, err)
+		}
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package kvindex
 
 import (
+	"bytes"
 	"encoding/json"
 	"sync"
 
@@ -56,7 +57,7 @@ func DemoPrompt(r *openai.Request) *Prompt {
 	case openai.RouteChat:
 		msgs := make([]tokenize.Message, len(r.Messages))
 		for i, m := range r.Messages {
-			text := contentText(m.Content)
+			text := contentText(m)
 			for _, c := range m.ToolCalls {
 				text += " " + c.Name + " " + c.Arguments
 			}
@@ -71,13 +72,13 @@ func DemoPrompt(r *openai.Request) *Prompt {
 
 // contentText is a message content's text: a string, or its text parts separated by spaces (the
 // tokenizer splits on whitespace, so this matches the agent's joining).
-func contentText(raw json.RawMessage) string {
+func contentText(m openai.Message) string {
+	raw := bytes.TrimLeft(m.Content, " \t\r\n")
 	if len(raw) == 0 {
 		return ""
 	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
+	if raw[0] == '"' {
+		return m.Text() // decoded once per request, shared with the prefix index
 	}
 	var parts []struct {
 		Type string `json:"type"`

@@ -15,6 +15,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 )
 
 // Route is the API endpoint a request came in on.
@@ -55,6 +56,8 @@ type Message struct {
 
 	// raw is the message object, with the gateway's edits applied.
 	raw json.RawMessage
+	// text caches Text (set by Parse; nil: not cached). Copies of the message share it.
+	text *atomic.Pointer[string]
 }
 
 // ToolCall is one entry of a message's tool_calls: what the gateway reads of it.
@@ -236,7 +239,7 @@ func messageFrom(w *wireMessage, raw json.RawMessage, path string) (Message, err
 	if w.Role == "" {
 		return Message{}, BadRequest(path+".role", "%s: missing \"role\"", path)
 	}
-	m := Message{Role: w.Role, Content: w.Content, raw: raw}
+	m := Message{Role: w.Role, Content: w.Content, raw: raw, text: new(atomic.Pointer[string])}
 	for j, c := range w.ToolCalls {
 		tc := ToolCall{ID: c.ID, Name: c.Function.Name}
 		if a := c.Function.Arguments; len(a) > 0 && string(a) != "null" {
@@ -279,6 +282,20 @@ func fieldOf(err error) string {
 
 // Text returns the text of a message: its string content, or its text parts joined by newlines.
 func (m Message) Text() string {
+	if m.text == nil {
+		return m.decodeText()
+	}
+	if t := m.text.Load(); t != nil {
+		return *t
+	}
+	t := m.decodeText()
+	m.text.Store(&t)
+	return t
+}
+
+// decodeText is Text without the cache: a long prompt's content is decoded once per request
+// rather than once per reader (the prefix index, the exact KV index, guardrails).
+func (m Message) decodeText() string {
 	if len(m.Content) == 0 {
 		return ""
 	}
@@ -374,8 +391,14 @@ func (r *Request) SetPrompt(text string) {
 // loadFields decodes the top-level fields of the body once (Parse checked it is an object).
 func (r *Request) loadFields() {
 	if r.fields == nil {
+		// Parse decoded the body already: the members' spans suffice, without a second decoding
+		// of a body whose prompt may be megabytes (the last of duplicate keys wins, as in
+		// encoding/json).
 		r.fields = map[string]json.RawMessage{}
-		_ = json.Unmarshal(r.body, &r.fields)
+		ms, _, _ := spans(r.body)
+		for _, m := range ms {
+			r.fields[m.key] = r.body[m.val:m.end]
+		}
 	}
 }
 

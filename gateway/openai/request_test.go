@@ -103,3 +103,56 @@ func TestEditChoices(t *testing.T) {
 		}
 	}
 }
+
+// TestFieldMatchesDecoding: Field reads the members' spans; it returns what decoding the body
+// into a map of raw members returns, escaped keys and keys inside strings included (Parse refuses
+// duplicate keys).
+func TestFieldMatchesDecoding(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"user":"u1"}`,
+		`{"model":"m","messages":[{"role":"user","content":"x \"user\":1"}],"metadata":{"k":"v"},"conversation_id":"c"}`,
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"us\u0065r":"escaped", "n" : 3 }`,
+	} {
+		r, err := Parse(RouteChat, []byte(body))
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		var want map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(body), &want); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"user", "conversation_id", "metadata", "n", "model", "absent"} {
+			if got := r.Field(k); string(got) != string(want[k]) {
+				t.Errorf("%s: Field(%q) = %s, want %s", body, k, got, want[k])
+			}
+		}
+	}
+}
+
+// TestTextCachedPerMessage: Text decodes a message's content once and keeps it for copies of the
+// request; an edit gives the message its new text.
+func TestTextCachedPerMessage(t *testing.T) {
+	r, err := Parse(RouteChat, []byte(`{"model":"m","messages":[{"role":"user","content":"a \"b\" c"},{"role":"user","content":[{"type":"text","text":"p1"},{"type":"text","text":"p2"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Clone()
+	if got := r.Messages[0].Text(); got != `a "b" c` {
+		t.Fatalf("Text = %q", got)
+	}
+	if r.Messages[0].text.Load() == nil || c.Messages[0].text.Load() == nil {
+		t.Fatal("text not cached for the request and its copy")
+	}
+	if got := c.Messages[1].Text(); got != "p1\np2" {
+		t.Fatalf("parts Text = %q", got)
+	}
+	if err := r.SetMessageText(0, "new"); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Messages[0].Text(); got != "new" {
+		t.Fatalf("after SetMessageText: %q", got)
+	}
+	if got := (Message{Content: json.RawMessage(`"plain"`)}).Text(); got != "plain" {
+		t.Fatalf("uncached message: %q", got)
+	}
+}

@@ -80,6 +80,25 @@ func (e *EventReader) Next() ([]byte, error) {
 	}
 }
 
+// HasEvent reports whether a whole event with data is already buffered, so that Next returns
+// it without waiting for the backend.
+func (e *EventReader) HasEvent() bool {
+	n := e.r.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := e.r.Peek(n) // never reads: n bytes are buffered
+	end := bytes.Index(b, []byte("\n\n"))
+	if crlf := bytes.Index(b, []byte("\r\n\r\n")); crlf >= 0 && (end < 0 || crlf < end) {
+		end = crlf
+	}
+	if end < 0 {
+		return false
+	}
+	b = b[:end]
+	return bytes.HasPrefix(b, []byte("data:")) || bytes.Contains(b, []byte("\ndata:"))
+}
+
 // readLine returns the next line; lines longer than the reader's buffer are assembled in a
 // separate buffer, up to MaxEventBytes.
 func (e *EventReader) readLine() ([]byte, error) {

@@ -46,3 +46,27 @@ func TestRetryable(t *testing.T) {
 		}
 	}
 }
+
+// TestHasEvent: a whole event with a data line is buffered; a partial one, a comment-only block
+// or nothing is not.
+func TestHasEvent(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{"data: a\n\ndata: b\n\n", true},
+		{"data: a\n\ndata: b\n", false},
+		{"data: a\n\n: keep-alive\n\n", false},
+		{"data: a\n\nid: 3\ndata: b\n\n", true},
+		{"data: a\r\n\r\ndata: b\r\n\r\n", true},
+		{"data: a\n\n", false},
+	} {
+		e := NewEventReader(strings.NewReader(tc.in), nil)
+		if _, err := e.Next(); err != nil {
+			t.Fatalf("%q: %v", tc.in, err)
+		}
+		if got := e.HasEvent(); got != tc.want {
+			t.Errorf("%q: HasEvent after the first event = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}

@@ -4,7 +4,9 @@
 # setting tuned on the other real traces), the hindsight reference (the same
 # rule tuned on the trace itself: regret), HPA, KEDA, Knative KPA, AIBrix APA
 # and a future-knowing oracle; one table, one trace verdict and one PNG plot
-# per trace, a summary table, the overall verdict printed last.
+# per trace, a summary table, one line each for the tuning set (the real
+# traces) and the held-out traces (the others), a "missing" line per target
+# missed (which trace, which target, by how much), the overall verdict last.
 # Run from the repository root (make bench / make bench-autoscale).
 # Exit status: 0 every target met, 1 a target missed, 2 a trace missing or
 # unreadable (never a skip).

@@ -5,14 +5,17 @@
 #  - overhead: 200 concurrent streamed requests straight to 4 demo agents, through a no-op TCP
 #    relay (the machine's floor for any extra process), through httputil.ReverseProxy with round
 #    robin, and through cmd/gateway in its static-backends mode, in interleaved rounds: added TTFT
-#    p50/p99, chunk throughput and each proxy process's CPU per chunk. Targets: the gateway's CPU
-#    per chunk <= 1.0x ReverseProxy's (median of the rounds' paired ratios), added TTFT p50 <= the
-#    TCP relay's + 2 ms, added p99 <= 2 ms only when the load average is under 1.
+#    p50/p99, chunk throughput and each proxy process's CPU per chunk. Each round ends with a pair
+#    window: ReverseProxy and the gateway at once, 100 streams each, so both meet the same load.
+#    Targets: the gateway's CPU per chunk <= 1.0x ReverseProxy's (median of the pair windows'
+#    ratios; the per-chunk user and system CPU, reads, writes and context switches of both are
+#    printed), added TTFT p50 <= the TCP relay's + 2 ms, added p99 <= 2 ms only when the load
+#    average is under 1.
 #  - routing quality: the Mooncake conversation trace replayed (time-compressed) through the
 #    gateway (subscribed to the agents' KV events) and through round-robin, least-request and
 #    random proxies to 4 fresh demo agents: mean/p99 TTFT and prefix-cache hit rate, measured and
 #    in the model replay of each policy's decisions. Targets, on the model replay, in the default
-#    window and two further ones: mean TTFT <= 1.15x the greedy oracle's, hit rate >= 0.95x the
+#    window, two further ones and the held-out trace's first window: mean TTFT <= 1.15x the greedy oracle's, hit rate >= 0.95x the
 #    oracle's, and >= 25% of least-request's gap to the oracle closed.
 #    The gateway runs at -v=5 and logs what its picker saw for each decision; the bench sets that
 #    against the model's pods and prints, per window, why decisions differ from the oracle's (the
@@ -20,7 +23,8 @@
 #    against the oracle with the requests arriving at the gateway's own decision times.
 # Agents, proxies and the gateway each run as their own process on loopback. The verdict is
 # printed last; the exit status is non-zero when a target is missed.
-# Knobs: NN_BENCH_ONLY (overhead|routing), NN_BENCH_TRACE (the trace file), NN_BENCH_ARGS (more
+# Knobs: NN_BENCH_ONLY (overhead|routing), NN_BENCH_TRACE (the trace file), NN_BENCH_HELDOUT (a
+# second trace whose first window is judged too, default the Mooncake synthetic trace; "" none), NN_BENCH_ARGS (more
 # gateway-bench flags, e.g. "-trace-window 10m -rounds 1" or "-routing-policies=gateway" to replay
 # only the gateway and least-request; see `gateway-bench -h`).
 set -euo pipefail
@@ -33,4 +37,5 @@ echo "== gateway bench =="
 # shellcheck disable=SC2086 # NN_BENCH_ARGS is a list of flags
 "$out/gateway-bench" -agent-bin "$out/demo-agent" -gateway-bin "$out/gateway" -logdir "$out" \
   -trace "${NN_BENCH_TRACE:-../shared/data/traces/mooncake_conversation_trace.jsonl}" \
+  -heldout-trace "${NN_BENCH_HELDOUT-../shared/data/traces/mooncake_synthetic_trace.jsonl}" \
   -only "${NN_BENCH_ONLY:-}" ${NN_BENCH_ARGS:-}

@@ -125,11 +125,17 @@ func (e *ContainerdEngine) Checkpoint(ctx context.Context, c Container, k store.
 		klog.FromContext(ctx).V(2).Info("Checkpointing the container restored into the host", "host", c.ID, "restored", restored)
 		target = restored
 	}
-	m, err := ctrs.Checkpoint(ctx, target, k, id, container.CheckpointOptions{
+	o := container.CheckpointOptions{
 		LeaveRunning: leaveRunning,
 		Labels:       map[string]string{"namespace": c.Namespace, "pod": c.Pod, "containerName": c.Name},
 		Progress:     p,
-	})
+	}
+	if w := c.Workspace; w != nil {
+		// A restored container's spec mounts the host pod's volume at the same path.
+		o.Workspace = &container.WorkspaceOptions{Path: w.Path, Limit: w.Limit,
+			Describe: fmt.Sprintf("emptyDir volume %q sizeLimit", w.Volume)}
+	}
+	m, err := ctrs.Checkpoint(ctx, target, k, id, o)
 	if err != nil || !ok || leaveRunning {
 		return m, err
 	}

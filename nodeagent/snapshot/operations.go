@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/checkpoint/store"
+	"github.com/neuronetes/neuronetes/checkpoint/workspace"
 )
 
 // progressReporter patches status.progress in steps of 10 percent.
@@ -42,7 +44,11 @@ func (r *Reconciler) checkpoint(ctx context.Context, ac *v1alpha1.AgentCheckpoin
 	id := CheckpointID(ac)
 	m, err := r.Engine.Checkpoint(ctx, c, agent, id, ac.Spec.LeaveRunning, r.progressReporter(ctx, ac))
 	if err != nil {
-		return r.fail(ctx, ac, "CheckpointFailed", err)
+		reason := "CheckpointFailed"
+		if errors.Is(err, workspace.ErrTooLarge) {
+			reason = ReasonWorkspaceTooLarge
+		}
+		return r.fail(ctx, ac, reason, err)
 	}
 	r.Recorder.Eventf(ac, corev1.EventTypeNormal, "Checkpointed", "stored %s/%s: %d bytes, %d new after dedup", agent, id, m.TotalBytes, m.NewBytes)
 	if rt := ac.Spec.Retention; rt != nil {

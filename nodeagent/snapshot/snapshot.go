@@ -35,6 +35,9 @@ type Container struct {
 	Namespace, Pod, Name string
 	// ID is the containerd container ID (the CRI container ID without "containerd://").
 	ID string
+	// Workspace, for a Checkpoint with spec.workspaceVolume, is that volume's mount in the
+	// container and its size limit (workspaceOf).
+	Workspace *Workspace
 }
 
 // Engine does the node-level work; checkpoint/container provides the
@@ -197,6 +200,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	ac.Status.Phase, ac.Status.NodeName, ac.Status.StartTime, ac.Status.Message = v1alpha1.AgentCheckpointRunning, r.NodeName, &now, ""
 	if err := r.Client.Status().Update(ctx, &ac); err != nil {
 		return reconcile.Result{}, err
+	}
+	if ac.Spec.Operation == v1alpha1.CheckpointOperation && ac.Spec.WorkspaceVolume != "" {
+		if c.Workspace, err = workspaceOf(&pod, c.Name, ac.Spec.WorkspaceVolume); err != nil {
+			return reconcile.Result{}, r.fail(ctx, &ac, "InvalidSpec", err)
+		}
 	}
 	r.Recorder.Eventf(&ac, corev1.EventTypeNormal, "Started", "%s of %s/%s on %s", ac.Spec.Operation, pod.Name, c.Name, r.NodeName)
 	agent := agentKey(&ac, &pod)

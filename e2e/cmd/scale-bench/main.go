@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/neuronetes/neuronetes/driver/model"
 	"github.com/neuronetes/neuronetes/e2e/cluster"
 	"github.com/neuronetes/neuronetes/e2e/scale"
 )
@@ -48,7 +50,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.root, "root", ".", "repository root (the local cluster's state is in ROOT/.local)")
 	fs.StringVar(&nodes, "nodes", "150", "comma-separated kwok node counts, run in increasing order (e.g. 500,1000)")
 	fs.IntVar(&o.pods, "pods", 1000, "pods per run (10% NVLink pairs, 20% whole GPU, 20% MIG 3g, 50% MIG 1g)")
-	fs.StringVar(&layouts, "layouts", "whole,mig-selected,mig-demand", "layouts to run; the first is the baseline: whole, mig-selected, mig-demand, mig-mixed, mig-all")
+	fs.StringVar(&layouts, "layouts", "whole,mig-selected,mig-demand,nvidia-dynamic", "layouts to run; the first is the baseline: whole, mig-selected, mig-demand, mig-mixed, mig-all, nvidia-dynamic (NVIDIA's DRA driver's slices)")
 	fs.StringVar(&o.gpuProfile, "gpu-profile", "dgxh100", "the driver's NVML mock profile of every node")
 	fs.DurationVar(&o.phaseTimeout, "phase-timeout", 5*time.Minute, "longest wait for one kind's pods to be bound")
 	fs.IntVar(&o.verifyNodes, "verify-nodes", 50, "nodes whose counters are checked against every claim on them")
@@ -190,6 +192,11 @@ func run(ctx context.Context, o options, out io.Writer) (code int, verdicts []sc
 	for _, w := range warnings {
 		fmt.Fprintln(out, "scale bench: WARNING:", w)
 	}
+	if slices.Contains(o.layouts, scale.LayoutNVIDIA) {
+		if err := ensureNVIDIAClasses(ctx, cs, root, gpus, runID); err != nil {
+			return 1, verdicts, err
+		}
+	}
 	scraper, err := scale.NewScraper(fmt.Sprintf("https://127.0.0.1:%d/metrics", cluster.SchedulerPort),
 		filepath.Join(p.PKI, "admin.crt"), filepath.Join(p.PKI, "admin.key"))
 	if err != nil {
@@ -237,7 +244,7 @@ func run(ctx context.Context, o options, out io.Writer) (code int, verdicts []sc
 				return 1, verdicts, err
 			}
 		}
-		verdicts = append(verdicts, scale.WriteComparison(out, results[0], results))
+		verdicts = append(verdicts, scale.WriteComparison(out, results[0], results), scale.WriteNVIDIAComparison(out, results))
 	}
 	if ctx.Err() != nil {
 		return 1, verdicts, errors.New("interrupted")
@@ -272,4 +279,23 @@ func readDeviceClasses(dir string) ([]*resourceapi.DeviceClass, error) {
 		fh.Close()
 	}
 	return out, nil
+}
+
+// ensureNVIDIAClasses creates NVIDIA's DeviceClasses (deploy/deviceclasses/compat) for the
+// nvidia-dynamic layout, checked against the devices that layout publishes.
+func ensureNVIDIAClasses(ctx context.Context, cs kubernetes.Interface, root string, gpus []model.GPUInfo, runID string) error {
+	files, err := readDeviceClasses(filepath.Join(root, "deploy", "deviceclasses", "compat"))
+	if err != nil {
+		return err
+	}
+	nv, _ := scale.LayoutByName(scale.LayoutNVIDIA)
+	objs, err := scale.NodeSlices(&metav1.ObjectMeta{Name: "class-check"}, gpus, nv, runID)
+	if err != nil {
+		return err
+	}
+	var devices []resourceapi.Device
+	for _, s := range objs {
+		devices = append(devices, s.Spec.Devices...)
+	}
+	return scale.EnsureNVIDIAClasses(ctx, cs, files, devices, runID)
 }
