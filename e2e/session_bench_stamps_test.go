@@ -38,14 +38,21 @@ type stamps struct {
 func newStamps() *stamps { return &stamps{seen: map[string]bool{}} }
 
 // add records what at now, unless it was recorded before.
-func (s *stamps) add(what string) {
+func (s *stamps) add(what string) { s.addAt(time.Now(), what) }
+
+// addAt records what at at, unless it was recorded before; the list stays in time order.
+func (s *stamps) addAt(at time.Time, what string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.seen[what] {
 		return
 	}
 	s.seen[what] = true
-	s.list = append(s.list, stamp{time.Now(), what})
+	i := len(s.list)
+	for i > 0 && s.list[i-1].at.After(at) {
+		i--
+	}
+	s.list = slices.Insert(s.list, i, stamp{at, what})
 }
 
 // report logs the events from from to to (and up to 50 ms after it) as offsets from from.
@@ -74,7 +81,7 @@ type timedEngine struct {
 
 // Restore implements snapshot.Engine.
 func (e *timedEngine) Restore(ctx context.Context, c snapshot.Container, k store.Key, id string, p store.ProgressFunc) error {
-	e.s.add("node agent: restore into " + c.Pod + " starts (store fetch)")
+	e.s.add("node agent: restore into " + c.Pod + " starts (host container runs; fetch, or wait for the prefetch)")
 	err := e.Engine.Restore(ctx, c, k, id, func(pr store.Progress) {
 		if pr.Done == pr.Total {
 			e.s.add(fmt.Sprintf("node agent: store fetch of %d MiB done into %s; CRIU restore starts", pr.Total>>20, c.Pod))
@@ -85,6 +92,25 @@ func (e *timedEngine) Restore(ctx context.Context, c snapshot.Container, k store
 	})
 	e.s.add(fmt.Sprintf("node agent: CRIU restore into %s done (err %v)", c.Pod, err))
 	return err
+}
+
+// Prefetch implements snapshot.Prefetcher: the fetch of a resume's checkpoint while its host pod
+// starts, stamped at its start and end (the engine's own Prefetch, with a progress callback).
+func (e *timedEngine) Prefetch(ctx context.Context, c snapshot.Container, k store.Key, id string) {
+	ce, ok := e.Engine.(*snapshot.ContainerdEngine)
+	if !ok || k.Namespace != c.Namespace {
+		return
+	}
+	start := time.Now()
+	if ce.C.Prefetch(ctx, k, id, func(pr store.Progress) {
+		if pr.Done == pr.Total {
+			e.s.add(fmt.Sprintf("node agent: store fetch of %d MiB done into %s (prefetch)", pr.Total>>20, c.Pod))
+		}
+	}) {
+		e.s.addAt(start, "node agent: prefetch into "+c.Pod+" starts (store fetch while the pod starts)")
+	} else {
+		e.s.add("node agent: no prefetch into " + c.Pod + " (local cache entry, read in place)")
+	}
 }
 
 // Checkpoint implements snapshot.Engine.

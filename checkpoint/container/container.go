@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containerd/containerd/api/types/runc/options"
@@ -70,8 +71,27 @@ type Engine struct {
 	// RuncBinary, if set, is the runc binary for restored containers
 	// (e.g. hack/criu/runc-criu.sh).
 	RuncBinary string
+	// CriuPath is the CRIU binary that runs a lazy restore's page daemon (criu.Locate when
+	// empty); runc's own CRIU is the one RuncBinary names.
+	CriuPath string
+	// LazyPages restores every container lazily (RestoreOptions.LazyPages).
+	LazyPages bool
+	// LocalCacheDir, when set, keeps this node's dumps after they are stored (0700, one entry
+	// per store key, LocalCacheBytes in all, DefaultLocalCacheBytes when 0): a restore on this
+	// node of a checkpoint whose signed manifest lists exactly an entry's files uses it in place
+	// of a fetch (localCache).
+	LocalCacheDir   string
+	LocalCacheBytes int64
+	cache           localCache
 	// digests caches the sha256 of mapped files across checkpoints.
 	digests checkpoint.DigestCache
+	// PrefetchTTL bounds how long a prefetched checkpoint waits for its restore
+	// (DefaultPrefetchTTL when 0).
+	PrefetchTTL time.Duration
+	// pre holds checkpoints fetched ahead of their restore (Prefetch).
+	pre prefetches
+	// lazy maps a restored container's ID to a channel closed when its lazy restore is done.
+	lazy sync.Map
 }
 
 // Connect dials containerd at address.
@@ -108,6 +128,11 @@ type CheckpointOptions struct {
 func (e *Engine) Checkpoint(ctx context.Context, id string, k store.Key, ckID string, o CheckpointOptions) (*store.Manifest, error) {
 	ctx = nsCtx(ctx)
 	logger := klog.FromContext(ctx).WithValues("container", id, "key", k.String(), "id", ckID)
+	// A lazily restored container still being filled by its page daemon is dumped only once
+	// every page is in place.
+	if err := e.waitLazy(ctx, id); err != nil {
+		return nil, err
+	}
 	c, err := e.Client.LoadContainer(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("load container %s: %w", id, err)
@@ -192,6 +217,7 @@ func (e *Engine) Checkpoint(ctx context.Context, id string, k store.Key, ckID st
 	if err != nil {
 		return nil, fmt.Errorf("store container checkpoint: %w", err)
 	}
+	e.cacheKeep(ctx, dir, m)
 	logger.Info("Checkpointed container", "bytes", m.TotalBytes, "newBytes", m.NewBytes, "duration", time.Since(start))
 	return m, nil
 }

@@ -34,6 +34,11 @@ type RestoreOptions struct {
 	// MappedCheck selects how the files the container mapped privately from
 	// its bind mounts are checked before anything is created.
 	MappedCheck checkpoint.MappedCheck
+	// LazyPages restores without the memory pages: the task runs once CRIU has rebuilt its
+	// mappings, and a `criu lazy-pages` daemon serves each page on first touch (userfaultfd) and
+	// copies the rest in the background from the staged (verified) images, which stay until it
+	// is done. Engine.LazyPages turns it on for every restore.
+	LazyPages bool
 }
 
 // Restore fetches (and verifies) checkpoint k/ckID, then creates a new
@@ -44,26 +49,28 @@ type RestoreOptions struct {
 func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID string, o RestoreOptions) (string, error) {
 	ctx = nsCtx(ctx)
 	logger := klog.FromContext(ctx).WithValues("host", hostID, "key", k.String(), "id", ckID)
-	dir, err := os.MkdirTemp(e.WorkDir, "ctr-restore-")
-	if err != nil {
-		return "", fmt.Errorf("work dir: %w", err)
-	}
-	defer os.RemoveAll(dir)
 	start := time.Now()
-	if _, err := e.Store.Get(ctx, k, ckID, dir, o.Progress); err != nil {
-		return "", fmt.Errorf("fetch checkpoint %s/%s: %w", k, ckID, err)
+	// imgRoot holds container.json and images/ (CRIU reads them), work gets CRIU's logs and the
+	// lazy-pages socket: the same staging directory after a fetch, or a local cache entry of this
+	// node's own dump (read in place) and a fresh work directory.
+	imgRoot, work, release, prefetched, err := e.stage(ctx, k, ckID, o.Progress)
+	if err != nil {
+		return "", err
 	}
+	var lazy *lazyRestore
+	defer func() {
+		if lazy == nil { // a running lazy restore cleans up once its pages are served
+			os.RemoveAll(work)
+			release()
+		}
+	}()
 	var meta Meta
-	b, err := os.ReadFile(filepath.Join(dir, metaFile))
+	b, err := os.ReadFile(filepath.Join(imgRoot, metaFile))
 	if err == nil {
 		err = json.Unmarshal(b, &meta)
 	}
 	if err != nil {
 		return "", fmt.Errorf("checkpoint %s/%s %s: %w", k, ckID, metaFile, err)
-	}
-	var spec specs.Spec
-	if err := json.Unmarshal(meta.Spec, &spec); err != nil {
-		return "", fmt.Errorf("checkpoint %s/%s spec: %w", k, ckID, err)
 	}
 	host, err := e.Client.LoadContainer(ctx, hostID)
 	if err != nil {
@@ -77,16 +84,111 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 	if name == "" {
 		name = fmt.Sprintf("restored-%s-%d", hostID[:min(12, len(hostID))], time.Now().UnixNano())
 	}
-	if err := adaptSpec(&spec, hostSpec, name); err != nil {
-		return "", err
+	spec, err := restoreSpec(meta, hostSpec, name)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint %s/%s: %w", k, ckID, err)
 	}
-	if err := checkpoint.CheckMappedFilesIn(dir, o.MappedCheck, bindResolver(spec.Mounts)); err != nil {
+	if err := checkpoint.CheckMappedFilesIn(imgRoot, o.MappedCheck, bindResolver(spec.Mounts)); err != nil {
 		return "", fmt.Errorf("checkpoint %s/%s: %w", k, ckID, err)
 	}
 	if meta.Workspace != nil {
-		if err := restoreWorkspace(dir, meta.Workspace, hostSpec); err != nil {
+		if err := restoreWorkspace(imgRoot, meta.Workspace, hostSpec); err != nil {
 			return "", fmt.Errorf("checkpoint %s/%s: %w", k, ckID, err)
 		}
+	}
+	fetched := time.Now()
+	labels := map[string]string{LabelRestoredFrom: k.String() + "/" + ckID, LabelHost: hostID}
+	wantLazy := o.LazyPages || e.LazyPages
+	task, lz, err := e.restoreTask(ctx, spec, meta, labels, name, imgRoot, work, o.LogPath, wantLazy, release)
+	if err != nil && wantLazy && ctx.Err() == nil {
+		// A lazy restore this node cannot do (userfaultfd refused, the page daemon failed):
+		// the same verified images restore eagerly into a container of another name.
+		logger.Error(err, "Lazy restore failed; restoring eagerly", "container", name)
+		name += "-eager"
+		if spec, err = restoreSpec(meta, hostSpec, name); err == nil {
+			task, lz, err = e.restoreTask(ctx, spec, meta, labels, name, imgRoot, work, o.LogPath, false, release)
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	lazy = lz
+	logger.Info("Restored container", "container", name, "pid", task.Pid(), "duration", time.Since(start),
+		"fetch", fetched.Sub(start), "staged", prefetched, "criuRestore", time.Since(fetched), "lazyPages", lazy != nil)
+	return name, nil
+}
+
+// restoreSpec is the checkpointed container's spec adapted to host container hostSpec
+// (adaptSpec) for a restored container called name.
+func restoreSpec(meta Meta, hostSpec *specs.Spec, name string) (*specs.Spec, error) {
+	var spec specs.Spec
+	if err := json.Unmarshal(meta.Spec, &spec); err != nil {
+		return nil, fmt.Errorf("spec: %w", err)
+	}
+	if err := adaptSpec(&spec, hostSpec, name); err != nil {
+		return nil, err
+	}
+	return &spec, nil
+}
+
+// stage makes checkpoint k/ckID's images available: a local cache entry of this node's own dump
+// whose files the signed manifest lists (read in place, with a fresh work directory), else the
+// images of a Prefetch, else a fetch (every chunk verified) into a new staging directory, which
+// is also the work directory. how says which ("cache", "prefetch", "fetch"); release ends the
+// hold on a cache entry.
+func (e *Engine) stage(ctx context.Context, k store.Key, ckID string, p store.ProgressFunc) (imgRoot, work string, release func(), how string, err error) {
+	release = func() {}
+	if e.LocalCacheDir != "" {
+		// The signed manifest (and the key and id it names) is checked before the cache is
+		// looked at; the entry must list exactly its files.
+		m, merr := e.Store.Manifest(ctx, k, ckID)
+		if merr != nil {
+			return "", "", nil, "", fmt.Errorf("checkpoint %s/%s: %w", k, ckID, merr)
+		}
+		if dir, rel, ok := e.cacheLookup(k, ckID, m); ok {
+			if work, err = os.MkdirTemp(e.WorkDir, "ctr-restore-"); err != nil {
+				rel()
+				return "", "", nil, "", fmt.Errorf("work dir: %w", err)
+			}
+			return dir, work, rel, "cache", nil
+		}
+	}
+	// A Prefetch of this checkpoint (started while the host container was starting) has
+	// fetched and verified it already, or is doing so.
+	dir, prefetched, err := e.takePrefetch(ctx, k, ckID)
+	if err != nil {
+		return "", "", nil, "", fmt.Errorf("prefetched checkpoint %s/%s: %w", k, ckID, err)
+	}
+	if prefetched {
+		return dir, dir, release, "prefetch", nil
+	}
+	if dir, err = os.MkdirTemp(e.WorkDir, "ctr-restore-"); err != nil {
+		return "", "", nil, "", fmt.Errorf("work dir: %w", err)
+	}
+	if _, err := e.Store.Get(ctx, k, ckID, dir, p); err != nil {
+		os.RemoveAll(dir)
+		return "", "", nil, "", fmt.Errorf("fetch checkpoint %s/%s: %w", k, ckID, err)
+	}
+	return dir, dir, release, "fetch", nil
+}
+
+// restoreTask creates container name with spec and restores its task from the images under
+// imgRoot with CRIU's work directory work; lazily (startLazy) when lazy, and then the page daemon
+// owns work and release (Engine.started). On failure nothing of it is left (container, task, page
+// daemon); the images, work and the hold stay the caller's.
+func (e *Engine) restoreTask(ctx context.Context, spec *specs.Spec, meta Meta, labels map[string]string, name, imgRoot, work, logPath string, lazy bool, release func()) (containerd.Task, *lazyRestore, error) {
+	var lz *lazyRestore
+	if lazy {
+		var err error
+		if lz, err = e.startLazy(spec, name, imgRoot, work); err != nil {
+			return nil, nil, err
+		}
+	}
+	fail := func(cause error) (containerd.Task, *lazyRestore, error) {
+		if lz != nil {
+			lz.abort()
+		}
+		return nil, nil, cause
 	}
 	runtimeOpts := &options.Options{}
 	if e.RuncBinary != "" {
@@ -94,41 +196,43 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 	}
 	copts := []containerd.NewContainerOpts{
 		containerd.WithRuntime("io.containerd.runc.v2", runtimeOpts),
-		containerd.WithContainerLabels(map[string]string{LabelRestoredFrom: k.String() + "/" + ckID, LabelHost: hostID}),
+		containerd.WithContainerLabels(labels),
 	}
 	if meta.Image != "" {
 		img, err := e.Client.GetImage(ctx, meta.Image)
 		if err != nil {
-			return "", fmt.Errorf("image %q of the checkpoint is not on this node: %w", meta.Image, err)
+			return fail(fmt.Errorf("image %q of the checkpoint is not on this node: %w", meta.Image, err))
 		}
 		copts = append(copts, containerd.WithImage(img), containerd.WithSnapshotter(meta.Snapshotter),
 			containerd.WithNewSnapshot(name+"-rootfs", img))
 	} else if !filepath.IsAbs(spec.Root.Path) {
-		return "", fmt.Errorf("checkpoint %s/%s has neither an image nor an absolute rootfs path", k, ckID)
+		return fail(fmt.Errorf("checkpoint has neither an image nor an absolute rootfs path"))
 	}
 	// A container without image keeps the spec's absolute rootfs path.
-	copts = append(copts, containerd.WithSpec(&spec))
+	copts = append(copts, containerd.WithSpec(spec))
 	cont, err := e.Client.NewContainer(ctx, name, copts...)
 	if err != nil {
-		return "", fmt.Errorf("create restored container %s: %w", name, err)
+		return fail(fmt.Errorf("create restored container %s: %w", name, err))
 	}
-	cleanup := func(cause error) (string, error) {
-		return "", errors.Join(cause, e.Remove(ctx, name))
+	cleanup := func(cause error) (containerd.Task, *lazyRestore, error) {
+		return fail(errors.Join(cause, e.Remove(ctx, name)))
 	}
-	if o.LogPath == "" {
-		o.LogPath = e.RestoredLog(name)
+	if logPath == "" {
+		logPath = e.RestoredLog(name)
 	}
-	creator := cio.LogFile(o.LogPath)
-	images := filepath.Join(dir, "images")
-	task, err := cont.NewTask(ctx, creator, containerd.WithRestoreImagePath(images), containerd.WithRestoreWorkPath(dir))
+	images := filepath.Join(imgRoot, "images")
+	task, err := cont.NewTask(ctx, cio.LogFile(logPath), containerd.WithRestoreImagePath(images), containerd.WithRestoreWorkPath(work))
 	if err != nil {
-		return cleanup(fmt.Errorf("create restore task: %w%s", err, criuLog(dir, "restore.log")))
+		return cleanup(fmt.Errorf("create restore task: %w%s", err, criuLog(work, "restore.log")))
 	}
 	if err := task.Start(ctx); err != nil {
-		return cleanup(fmt.Errorf("restore task: %w%s", err, criuLog(dir, "restore.log")))
+		return cleanup(fmt.Errorf("restore task: %w%s", err, criuLog(work, "restore.log")))
 	}
-	logger.Info("Restored container", "container", name, "pid", task.Pid(), "duration", time.Since(start))
-	return name, nil
+	if lz != nil {
+		lz.release = release
+		e.started(ctx, name, lz)
+	}
+	return task, lz, nil
 }
 
 // adaptSpec points the source container's spec at the host container: its
@@ -201,8 +305,10 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil {
 		return fmt.Errorf("delete container %s: %w", id, err)
 	}
-	if err := os.Remove(e.RestoredLog(id)); err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("remove log of %s: %w", id, err)
+	for _, f := range []string{e.RestoredLog(id), e.criuConfig(id)} {
+		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("remove %s of %s: %w", filepath.Base(f), id, err)
+		}
 	}
 	return nil
 }

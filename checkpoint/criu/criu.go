@@ -246,6 +246,13 @@ func (r *Restored) reap() {
 	close(r.done)
 }
 
+// StartLazyPages starts `criu lazy-pages` on imageDir with workDir and waits for its socket, for
+// a restore that another program runs (runc's, for a container) with lazy pages in workDir. The
+// daemon exits once it has served every page; the images must stay until then.
+func (c *Client) StartLazyPages(imageDir, workDir string) (*exec.Cmd, error) {
+	return c.startLazyPages(imageDir, workDir)
+}
+
 // startLazyPages starts `criu lazy-pages` on imageDir with workDir (where
 // it creates the socket the restore connects to) and waits for the socket.
 func (c *Client) startLazyPages(imageDir, workDir string) (*exec.Cmd, error) {

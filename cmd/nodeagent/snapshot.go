@@ -26,6 +26,9 @@ type snapshotFlags struct {
 	runc          *string
 	maxConcurrent *int
 	signingKey    *string
+	lazyRestore   *bool
+	localCache    *string
+	localCacheMax *int64
 }
 
 func registerSnapshotFlags(fs *flag.FlagSet) *snapshotFlags {
@@ -40,6 +43,9 @@ func registerSnapshotFlags(fs *flag.FlagSet) *snapshotFlags {
 		workDir:       fs.String("checkpoint-work-dir", "", "staging directory for CRIU images (default /dev/shm/neuronetes-checkpoint)"),
 		runc:          fs.String("runc-binary", "", "runc used for restored containers, e.g. hack/criu/runc-criu.sh"),
 		maxConcurrent: fs.Int("checkpoint-max-concurrent", 2, "checkpoint/restore operations at once on this node"),
+		lazyRestore:   fs.Bool("checkpoint-lazy-restore", false, "restore containers with CRIU lazy pages (userfaultfd): the agent runs before its memory is copied back"),
+		localCache:    fs.String("checkpoint-local-cache-dir", "", "keep this node's dumps here after they are stored, so a restore on this node reads them in place instead of fetching (empty: off)"),
+		localCacheMax: fs.Int64("checkpoint-local-cache-bytes", 0, "bytes the local checkpoint cache may hold (0: 8 GiB)"),
 		signingKey:    fs.String("checkpoint-signing-key-file", "/etc/neuronetes/checkpoint-signing/key", "file with the key (at least 32 bytes) that signs and verifies checkpoint manifests; the same on every node agent, readable by nothing else"),
 	}
 }
@@ -49,7 +55,8 @@ func setupSnapshot(ctx context.Context, mgr ctrl.Manager, f *snapshotFlags, node
 	if !*f.enabled {
 		return nil
 	}
-	cfg := snapshot.Config{ContainerdSocket: *f.containerd, StoreDir: *f.storeDir, WorkDir: *f.workDir, RuncBinary: *f.runc, SigningKeyFile: *f.signingKey}
+	cfg := snapshot.Config{ContainerdSocket: *f.containerd, StoreDir: *f.storeDir, WorkDir: *f.workDir, RuncBinary: *f.runc, SigningKeyFile: *f.signingKey, LazyRestore: *f.lazyRestore,
+		LocalCacheDir: *f.localCache, LocalCacheBytes: *f.localCacheMax}
 	if *f.s3Endpoint != "" {
 		cfg.S3 = &store.S3Config{
 			Endpoint: *f.s3Endpoint, Bucket: *f.s3Bucket, Prefix: *f.s3Prefix, Insecure: !*f.s3Secure,

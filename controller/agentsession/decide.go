@@ -189,10 +189,12 @@ func Decide(o Observed, now time.Time) Decision {
 			return Decision{Action: MarkRunning, Phase: nnv1.SessionRunning, Reason: "Resumed"}
 		case o.Restore == OpFailed:
 			return Decision{Action: AbortResume, Phase: nnv1.SessionSuspended, Reason: "RestoreFailed"}
-		case o.Restore == OpNone && o.PodRunning:
+		case o.Restore == OpNone:
 			// The resume pod's first container is a host (pause) container; a readiness probe
-			// on the agent's port turns Ready only once the restored process serves, so the
-			// restore starts when the pod runs, and the session runs when it is also Ready.
+			// on the agent's port turns Ready only once the restored process serves. The
+			// Restore is created with the pod (the node agent fetches the checkpoint while the
+			// pod starts and restores once the host runs); this recreates a missing one. The
+			// session runs when the Restore Succeeded and the pod is Ready.
 			return Decision{Action: StartRestore, Phase: nnv1.SessionResuming, Reason: "Restoring"}
 		}
 		return Decision{Action: Wait, Phase: nnv1.SessionResuming}

@@ -196,7 +196,11 @@ func (r *Reconciler) applyAction(ctx context.Context, s *nnv1.AgentSession, pod 
 
 	switch d.Action {
 	case CreatePod:
-		if err := r.createPod(ctx, s, d.Phase == nnv1.SessionResuming); err != nil {
+		create := r.createPod
+		if d.Phase == nnv1.SessionResuming {
+			create = r.createResumePod
+		}
+		if err := create(ctx, s, d.Phase == nnv1.SessionResuming); err != nil {
 			return err
 		}
 	case MarkRunning:
@@ -242,6 +246,8 @@ func (r *Reconciler) applyAction(ctx context.Context, s *nnv1.AgentSession, pod 
 		s.Status.LastActivity = &t
 		s.Status.DrainedNode = ""
 	case StartRestore:
+		// The Restore is normally created with the resume pod (createResumePod); this is the
+		// retry when that failed.
 		rs, err := NewRestore(s, s.Status.PodName, s.Status.Pods)
 		if err != nil {
 			return err
@@ -258,6 +264,28 @@ func (r *Reconciler) applyAction(ctx context.Context, s *nnv1.AgentSession, pod 
 		s.Status.PodName, s.Status.SuspendedByRequest, s.Status.DrainedNode = "", false, ""
 	}
 	s.Status.Phase = d.Phase
+	return nil
+}
+
+// createResumePod creates the session's next pod as a resume host and, in the same step, its
+// Restore AgentCheckpoint: the node agent of the node the pod is bound to fetches and verifies
+// the checkpoint while the pod starts, and restores as soon as the host container runs. A
+// status.lastCheckpoint of another namespace is refused before anything is created.
+func (r *Reconciler) createResumePod(ctx context.Context, s *nnv1.AgentSession, _ bool) error {
+	if _, err := NewRestore(s, PodName(s.Name, s.Status.Pods+1), s.Status.Pods+1); err != nil {
+		return err
+	}
+	if err := r.createPod(ctx, s, true); err != nil {
+		return err
+	}
+	rs, err := NewRestore(s, s.Status.PodName, s.Status.Pods)
+	if err == nil {
+		err = r.create(ctx, s, rs)
+	}
+	if err != nil {
+		// Decide's StartRestore creates it on a later reconcile.
+		klog.FromContext(ctx).Error(err, "Creating the Restore with the resume pod", "pod", s.Status.PodName)
+	}
 	return nil
 }
 

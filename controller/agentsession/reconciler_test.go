@@ -178,6 +178,11 @@ func TestReconcileIdleSuspendAndResume(t *testing.T) {
 	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "s1-2"}, &host); err != nil || host.Spec.Containers[0].Image != "pause:test" {
 		t.Fatalf("resume pod %v: first container %+v, want the host image pause:test", err, host.Spec.Containers)
 	}
+	// The Restore comes with the pod, before it runs, so the node agent fetches while it starts.
+	var early nnv1.AgentCheckpoint
+	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: "s1-2-resume"}, &early); err != nil {
+		t.Fatalf("no Restore created with the resume pod: %v", err)
+	}
 	h.ready("s1-2")
 	h.step(nnv1.SessionResuming)
 	rs := h.finish("s1-2-resume", nnv1.AgentCheckpointSucceeded)
@@ -312,4 +317,27 @@ func TestReconcileRetriesFailedCheckpoint(t *testing.T) {
 		t.Fatalf("no new checkpoint run: %v %+v", err, ck.Status)
 	}
 	h.step(nnv1.SessionSuspending) // it runs; no failure seen
+}
+
+// TestReconcileForeignCheckpointCreatesNothing: a suspended session whose status.lastCheckpoint
+// names another namespace's checkpoint gets neither a resume pod nor a Restore, and Ready=False
+// naming status.lastCheckpoint.
+func TestReconcileForeignCheckpointCreatesNothing(t *testing.T) {
+	s := newSession(time.Hour)
+	s.Status = nnv1.AgentSessionStatus{Phase: nnv1.SessionSuspended, SuspendedByRequest: true, LastCheckpoint: "victim.s1-1-suspend", Pods: 1}
+	h := newHarness(t, testClass(nil), s)
+	if _, err := h.reconcile(); err == nil || !strings.Contains(err.Error(), "status.lastCheckpoint") {
+		t.Fatalf("reconcile: %v, want an error naming status.lastCheckpoint", err)
+	}
+	if h.podExists("s1-2") {
+		t.Error("a resume pod was created for a foreign checkpoint")
+	}
+	var list nnv1.AgentCheckpointList
+	if err := h.c.List(context.Background(), &list); err != nil || len(list.Items) != 0 {
+		t.Errorf("AgentCheckpoints %v (%v), want none", list.Items, err)
+	}
+	c := meta.FindStatusCondition(h.session().Status.Conditions, ConditionReady)
+	if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "status.lastCheckpoint") {
+		t.Fatalf("condition %+v", c)
+	}
 }

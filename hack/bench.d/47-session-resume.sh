@@ -8,7 +8,8 @@
 # the ratio. Target (issue "agent sessions", Resume): resume median <= 0.3x the cold median.
 # The verdict is the last line: exit 0 when met, 1 when missed, 2 when it could not be measured
 # (no local cluster: `make cluster-up` first). Not part of `make e2e`.
-# Env: NEURONETES_BENCH_ROUNDS (default 3).
+# Env: NEURONETES_BENCH_ROUNDS (default 3), NEURONETES_BENCH_LAZY (0: eager CRIU restores; default
+# lazy pages), NEURONETES_BENCH_LOG (a file that gets the test's whole output).
 set -euo pipefail
 if [ ! -s .local/kubeconfig ]; then
 	echo "47-session-resume verdict: NOT MEASURED: the local cluster is not running (no .local/kubeconfig; make cluster-up)"
@@ -19,7 +20,9 @@ trap 'rm -f "$out"' EXIT
 rc=0
 NEURONETES_E2E=1 NEURONETES_E2E_KEEP=1 NEURONETES_BENCH=1 go test -count=1 -timeout 20m \
 	-run '^TestAgentSessionBenchResume$' ./e2e/ -v >"$out" 2>&1 || rc=$?
-grep -E '^(b[0-9]+ |  \+|\s+session_bench_test.go|--- |FAIL|ok|panic)' "$out" || true
+[ -n "${NEURONETES_BENCH_LOG:-}" ] && cp "$out" "$NEURONETES_BENCH_LOG"
+grep -E '^(b[0-9]+ |  \+|  phase |\s+session_bench(_phases)?_test.go|--- |FAIL|ok|panic)' "$out" || true
+grep -E '^session bench (budget|phase|floor|missing):' "$out" || true
 read -r cold resume < <(sed -n 's/^session bench result: cold_ms=\([0-9]*\) resume_ms=\([0-9]*\) .*$/\1 \2/p' "$out") || true
 if [ "$rc" -ne 0 ] || [ -z "${cold:-}" ]; then
 	grep -E 'session_test.go|session_bench' "$out" | tail -20 || true

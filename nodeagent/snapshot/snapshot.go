@@ -23,6 +23,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
@@ -70,6 +71,8 @@ type Reconciler struct {
 	// finished remembers requests this process completed, so a stale cache
 	// read never runs or fails them again.
 	finished map[types.UID]bool
+	// prefetched remembers the Restores whose checkpoint fetch was started early (maybePrefetch).
+	prefetched map[types.UID]bool
 }
 
 // Options configure Setup.
@@ -107,8 +110,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("agentcheckpoint-" + opts.NodeName).
+		Named("agentcheckpoint-"+opts.NodeName).
 		For(&v1alpha1.AgentCheckpoint{}).
+		// A target pod bound to this node, or its container starting: the Restores waiting
+		// for it (checkpointsOfPod).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.checkpointsOfPod)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: mc}).
 		Complete(r)
 }
@@ -173,6 +179,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, r.fail(ctx, &ac, "ContainerNotFound", err)
 	}
 	if !ready {
+		r.maybePrefetch(ctx, &ac, c, agentKey(&ac, &pod))
 		wait := r.WaitRequeue
 		if wait == 0 {
 			wait = 2 * time.Second
