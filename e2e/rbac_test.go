@@ -255,6 +255,27 @@ func deployAdmissionPolicies(t *testing.T, e *Env, r *deployRelease) {
 			}
 		}
 	})
+	t.Run("ControllerChangesForeignServiceAccount", func(t *testing.T) {
+		// RBAC lets the controller patch and delete ServiceAccounts (the warm session pool's); the
+		// policy admits only a warm pod's own, never a tenant's.
+		victim := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nn-e2e-victim", Labels: map[string]string{"team": "a"}}}
+		if _, err := e.Kube.CoreV1().ServiceAccounts(r.exampleNS).Create(ctx, victim, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = e.Kube.CoreV1().ServiceAccounts(r.exampleNS).Delete(ctx, victim.Name, metav1.DeleteOptions{})
+		})
+		ctl := impersonate(t, e, accounts["controller"], nil)
+		patch := []byte(`{"metadata":{"labels":{"neuronetes.io/session":"s1"}}}`)
+		_, err := ctl.CoreV1().ServiceAccounts(r.exampleNS).Patch(ctx, victim.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		wantRefused(t, err, "may only create ServiceAccounts session-<s> of an AgentSession")
+		err = ctl.CoreV1().ServiceAccounts(r.exampleNS).Delete(ctx, victim.Name, metav1.DeleteOptions{})
+		wantRefused(t, err, "may only create ServiceAccounts session-<s> of an AgentSession")
+		got, err := e.Kube.CoreV1().ServiceAccounts(r.exampleNS).Get(ctx, victim.Name, metav1.GetOptions{})
+		if err != nil || len(got.Labels) != 1 || got.Labels["team"] != "a" {
+			t.Fatalf("the victim ServiceAccount changed: %v %v", got.Labels, err)
+		}
+	})
 	t.Run("ControllerDeletesForeignCheckpoint", func(t *testing.T) {
 		attackControllerDeletesForeignCheckpoint(t, e, r.exampleNS, accounts["controller"])
 	})

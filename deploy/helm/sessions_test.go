@@ -27,7 +27,7 @@ func renderedPolicy(t *testing.T, objs []object, name string) *admissionregv1.Va
 
 // TestChartAgentSessions: controller.agentSessions.enabled passes --agent-sessions and the
 // restore host image, and grants exactly the session controller's rights (sessions read, their
-// status written, ServiceAccounts created only, RuntimeClasses read one at a time); off (the
+// status written, ServiceAccounts created, patched and deleted (the admission policy narrows them), RuntimeClasses read one at a time); off (the
 // default) renders none of them.
 func TestChartAgentSessions(t *testing.T) {
 	off, err := render(t, nil, nil)
@@ -55,6 +55,8 @@ func TestChartAgentSessions(t *testing.T) {
 		for _, g := range []struct{ resource, verb string }{
 			{"agentsessions", "get"}, {"agentsessions", "list"}, {"agentsessions", "watch"},
 			{"agentsessions/status", "patch"}, {"serviceaccounts", "create"}, {"runtimeclasses", "get"}, {"agentcheckpoints", "delete"},
+			// The warm session pool's ServiceAccounts: deleted with their pod, patched to the session on a claim.
+			{"serviceaccounts", "patch"}, {"serviceaccounts", "delete"},
 		} {
 			if got := rulesGrant(role, g.resource, g.verb); got != tc.want {
 				t.Errorf("%s: %s %s granted %v, want %v", tc.name, g.verb, g.resource, got, tc.want)
@@ -62,7 +64,7 @@ func TestChartAgentSessions(t *testing.T) {
 		}
 		for _, g := range []struct{ resource, verb string }{
 			{"agentsessions", "update"}, {"agentsessions", "delete"}, {"serviceaccounts", "get"}, {"serviceaccounts", "update"},
-			{"serviceaccounts", "delete"}, {"serviceaccounts", "list"}, {"runtimeclasses", "list"},
+			{"serviceaccounts", "list"}, {"runtimeclasses", "list"},
 		} {
 			if rulesGrant(role, g.resource, g.verb) {
 				t.Errorf("%s: the controller may %s %s", tc.name, g.verb, g.resource)
@@ -121,6 +123,19 @@ func TestSessionControllerWritesPolicy(t *testing.T) {
 	}
 	every := map[string]any{"matchExpressions": []any{map[string]any{"key": "neuronetes.io/session", "operator": "Exists"}}}
 	good := pod("s1-2", "session-s1", s1, owner("AgentSession", "s1"))
+	const warmName = "warmpool-demo-abcde"
+	warm := map[string]any{"neuronetes.io/session-warm-pool": "demo", "neuronetes.io/agentclass": "demo"}
+	s1demo := map[string]any{"neuronetes.io/session": "s1", "neuronetes.io/agentclass": "demo"}
+	warmGood := pod(warmName, warmName, warm, owner("AgentClass", "demo"))
+	claimed := pod(warmName, warmName, s1demo, owner("AgentSession", "s1"))
+	warmSA := sa(warmName, map[string]any{"neuronetes.io/session-warm-pool": "demo"}, false, owner("AgentClass", "demo"))
+	adopted := sa(warmName, s1, false, owner("AgentSession", "s1"))
+	warmNP := func(name string, selector map[string]any) map[string]any {
+		return map[string]any{"metadata": meta(name, map[string]any{"neuronetes.io/session-warm-pool": "demo"}, owner("AgentClass", "demo")), "spec": map[string]any{"podSelector": selector}}
+	}
+	warmOnly := func(class string) map[string]any {
+		return map[string]any{"matchLabels": map[string]any{"neuronetes.io/session-warm-pool": class}}
+	}
 	plain := pod("web", "default", nil)
 	notController := owner("AgentSession", "s1")
 	notController["controller"] = false
@@ -156,6 +171,38 @@ func TestSessionControllerWritesPolicy(t *testing.T) {
 		{"a NetworkPolicy of another name", "CREATE", "networkpolicies", "team-a", np("allow-all", only("s1"), owner("AgentSession", "s1")), nil, false},
 		{"a session NetworkPolicy without owner", "CREATE", "networkpolicies", "team-a", np("session-s1", only("s1")), nil, false},
 		{"a session ServiceAccount in kube-system", "CREATE", "serviceaccounts", "kube-system", sa("session-s1", s1, false, owner("AgentSession", "s1")), nil, false},
+
+		// The warm session pool (AgentClass demo, spec.sessions.warmPoolSize).
+		{"a warm pod", "CREATE", "pods", "team-a", warmGood, nil, true},
+		{"a warm pod retired", "DELETE", "pods", "team-a", nil, warmGood, true},
+		{"a warm pod in kube-system", "CREATE", "pods", "kube-system", warmGood, nil, false},
+		{"a warm pod running as another ServiceAccount", "CREATE", "pods", "team-a", pod(warmName, "default", warm, owner("AgentClass", "demo")), nil, false},
+		{"a warm pod running as a sibling's ServiceAccount", "CREATE", "pods", "team-a", pod(warmName, "warmpool-demo-other", warm, owner("AgentClass", "demo")), nil, false},
+		{"a warm pod named for another class", "CREATE", "pods", "team-a", pod("warmpool-web-abcde", "warmpool-web-abcde", warm, owner("AgentClass", "demo")), nil, false},
+		{"a warm pod of another class's owner", "CREATE", "pods", "team-a", pod(warmName, warmName, warm, owner("AgentClass", "web")), nil, false},
+		{"a warm pod without owner", "CREATE", "pods", "team-a", pod(warmName, warmName, warm), nil, false},
+		{"the claim of a warm pod", "UPDATE", "pods", "team-a", claimed, warmGood, true},
+		{"an update of a claimed pod", "UPDATE", "pods", "team-a", claimed, claimed, true},
+		{"a claimed pod moved to another session", "UPDATE", "pods", "team-a", pod(warmName, warmName, map[string]any{"neuronetes.io/session": "s2", "neuronetes.io/agentclass": "demo"}, owner("AgentSession", "s2")), claimed, false},
+		{"a claim of a foreign pod", "UPDATE", "pods", "team-a", claimed, plain, false},
+		{"a later pod of a session that claimed", "CREATE", "pods", "team-a", pod("s1-2", warmName, s1demo, owner("AgentSession", "s1")), nil, true},
+		{"a session pod as another class's warm ServiceAccount", "CREATE", "pods", "team-a", pod("s1-2", "warmpool-web-abcde", s1demo, owner("AgentSession", "s1")), nil, false},
+		{"a session pod as a warm ServiceAccount without its class label", "CREATE", "pods", "team-a", pod("s1-2", warmName, s1, owner("AgentSession", "s1")), nil, false},
+		{"a session pod named neither for the session nor its ServiceAccount", "CREATE", "pods", "team-a", pod("web", warmName, s1demo, owner("AgentSession", "s1")), nil, false},
+		{"a warm ServiceAccount", "CREATE", "serviceaccounts", "team-a", warmSA, nil, true},
+		{"a warm ServiceAccount with a token", "CREATE", "serviceaccounts", "team-a", sa(warmName, warm, true, owner("AgentClass", "demo")), nil, false},
+		{"a warm ServiceAccount of another class's name", "CREATE", "serviceaccounts", "team-a", sa("warmpool-web-abcde", warm, false, owner("AgentClass", "demo")), nil, false},
+		{"a warm ServiceAccount retired", "DELETE", "serviceaccounts", "team-a", nil, warmSA, true},
+		{"a warm ServiceAccount handed to its session", "UPDATE", "serviceaccounts", "team-a", adopted, warmSA, true},
+		{"an adopted ServiceAccount patched again", "UPDATE", "serviceaccounts", "team-a", adopted, adopted, true},
+		{"an adopted ServiceAccount moved to another session", "UPDATE", "serviceaccounts", "team-a", sa(warmName, map[string]any{"neuronetes.io/session": "s2"}, false, owner("AgentSession", "s2")), adopted, false},
+		{"an adopted ServiceAccount given a token", "UPDATE", "serviceaccounts", "team-a", sa(warmName, s1, true, owner("AgentSession", "s1")), warmSA, false},
+		{"an adopted ServiceAccount deleted", "DELETE", "serviceaccounts", "team-a", nil, adopted, false},
+		{"a session's own ServiceAccount handed over", "UPDATE", "serviceaccounts", "team-a", sa("session-s1", s1, false, owner("AgentSession", "s2")), sa("session-s1", s1, false, owner("AgentSession", "s1")), false},
+		{"the warm pool's NetworkPolicy", "CREATE", "networkpolicies", "team-a", warmNP("warmpool-demo", warmOnly("demo")), nil, true},
+		{"a warm pool NetworkPolicy selecting another class's pods", "CREATE", "networkpolicies", "team-a", warmNP("warmpool-demo", warmOnly("web")), nil, false},
+		{"a warm pool NetworkPolicy selecting every pod", "CREATE", "networkpolicies", "team-a", warmNP("warmpool-demo", map[string]any{}), nil, false},
+		{"a warm pool NetworkPolicy of another name", "CREATE", "networkpolicies", "team-a", warmNP("allow-all", warmOnly("demo")), nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := map[string]any{"operation": tc.op, "namespace": tc.ns, "resource": map[string]any{"resource": tc.resource}}
