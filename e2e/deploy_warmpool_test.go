@@ -49,6 +49,23 @@ func deploySessionWarmPool(t *testing.T, e *Env, r *deployRelease) {
 	t.Cleanup(func() {
 		e.KubectlErr("-n", ns, "delete", "agentsession/np-warm-s", "agentclass/np-warm", "--ignore-not-found")
 	})
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		// What the controller did: the session's and the class's events and its log lines.
+		ev, _ := e.KubectlErr("-n", ns, "get", "events", "--field-selector", "involvedObject.name=np-warm-s", "-o", "custom-columns=REASON:.reason,MSG:.message")
+		st, _ := e.KubectlErr("-n", ns, "get", "agentsession/np-warm-s", "-o", "jsonpath={.status}")
+		pods, _ := e.KubectlErr("-n", ns, "get", "pods", "-o", "wide", "--show-labels")
+		logs, _ := e.KubectlErr("-n", r.namespace, "logs", "deploy/"+r.name+"-neuronetes-controller", "--tail=400")
+		var mine []string
+		for _, l := range strings.Split(logs, "\n") {
+			if strings.Contains(l, "np-warm") {
+				mine = append(mine, l)
+			}
+		}
+		t.Logf("session events:\n%s\nstatus %s\npods:\n%s\ncontroller log lines naming np-warm:\n%s", ev, st, pods, strings.Join(mine, "\n"))
+	})
 	warmPods := func() ([]string, error) {
 		l, err := e.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "neuronetes.io/session-warm-pool=np-warm"})
 		if err != nil {

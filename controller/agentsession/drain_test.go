@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
@@ -140,7 +140,8 @@ func TestReconcileEvictionOnDrainingNode(t *testing.T) {
 			h.step(nnv1.SessionRunning)
 			node.Spec.Unschedulable = tc.cordon
 			if tc.stale {
-				h.r.APIReader = fake.NewClientBuilder().WithObjects(node.DeepCopy()).Build()
+				// The API server has the cordoned node; the cache (h.c) does not yet.
+				h.r.APIReader = nodeAhead{Client: h.c, node: node.DeepCopy()}
 			} else if err := h.c.Update(context.Background(), node); err != nil {
 				t.Fatal(err)
 			}
@@ -177,4 +178,19 @@ func TestReconcileEvictionOnDrainingNode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// nodeAhead reads as the API server would while the cache lags behind a node's update: that
+// node as given, everything else as the cache has it.
+type nodeAhead struct {
+	client.Client
+	node *corev1.Node
+}
+
+func (n nodeAhead) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if out, ok := obj.(*corev1.Node); ok && key.Name == n.node.Name {
+		n.node.DeepCopyInto(out)
+		return nil
+	}
+	return n.Client.Get(ctx, key, obj, opts...)
 }

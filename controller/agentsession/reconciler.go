@@ -82,6 +82,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	d := Decide(obs, now)
+	if d.Action == CreatePod {
+		// A pod creation or a warm pod's claim is not idempotent: decide it on the session as
+		// the API server has it, never on a cached copy that has not yet seen the status of
+		// the reconcile that claimed or created the last pod.
+		if stale, err := r.stale(ctx, &s); err != nil || stale {
+			return ctrl.Result{RequeueAfter: staleRequeue}, err
+		}
+	}
 	orig := s.DeepCopy()
 	if !obs.LastActivity.IsZero() && (s.Status.LastActivity == nil || obs.LastActivity.After(s.Status.LastActivity.Time)) {
 		// The annotation's activity, so the Idle column counts from it.
@@ -400,4 +408,28 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// staleRequeue is how soon a reconcile that found its cached session stale runs again (the
+// session's watch event usually comes first).
+const staleRequeue = 200 * time.Millisecond
+
+// stale reports whether the API server has a newer version of s than the one read (from the
+// cache). Without an APIReader (tests with one client) nothing is stale.
+func (r *Reconciler) stale(ctx context.Context, s *nnv1.AgentSession) (bool, error) {
+	if r.APIReader == nil {
+		return false, nil
+	}
+	var cur nnv1.AgentSession
+	switch err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s), &cur); {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("get agentsession %s: %w", s.Name, err)
+	}
+	if cur.ResourceVersion != s.ResourceVersion {
+		klog.FromContext(ctx).V(2).Info("Cached session is stale; waiting for it", "cached", s.ResourceVersion, "current", cur.ResourceVersion)
+		return true, nil
+	}
+	return false, nil
 }

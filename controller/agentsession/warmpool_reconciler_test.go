@@ -331,3 +331,50 @@ func TestWarmPoolReportsRefusedCreate(t *testing.T) {
 		t.Fatalf("condition %+v, want False CreateFailed with the cluster's error", cond)
 	}
 }
+
+// staleReader is a cache that still holds an older version of every AgentSession: the reconcile
+// right after a claim, before the session's watch event arrived.
+type staleReader struct {
+	client.Client
+	old map[types.NamespacedName]*nnv1.AgentSession
+}
+
+func (s staleReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if o, ok := s.old[key]; ok {
+		if out, ok := obj.(*nnv1.AgentSession); ok {
+			o.DeepCopyInto(out)
+			return nil
+		}
+	}
+	return s.Client.Get(ctx, key, obj, opts...)
+}
+
+// TestClaimNotRepeatedOnStaleSession: a reconcile that reads the session from a cache that has
+// not seen the claim's status (phase empty again) neither claims nor creates a pod; once the
+// cache catches up the session stays in its warm pod.
+func TestClaimNotRepeatedOnStaleSession(t *testing.T) {
+	s := newSession(0)
+	s.UID = "s1-uid"
+	h, w := warmHarness(t, pooledClass(2), s)
+	fillPool(t, w)
+	for _, p := range warmPods(t, h.c) {
+		h.ready(p.Name)
+	}
+	before := h.session().DeepCopy()
+	h.r.APIReader = h.c
+	claimed := h.step(nnv1.SessionRunning)
+	live := h.c
+	h.r.Client = staleReader{Client: live, old: map[types.NamespacedName]*nnv1.AgentSession{{Namespace: "a", Name: "s1"}: before}}
+	res, err := h.reconcile()
+	if err != nil || res.RequeueAfter == 0 {
+		t.Fatalf("stale reconcile: %+v, %v; want a requeue", res, err)
+	}
+	var l corev1.PodList
+	if err := live.List(context.Background(), &l, client.InNamespace("a"), client.MatchingLabels{nnv1.SessionLabel: "s1"}); err != nil || len(l.Items) != 1 || l.Items[0].Name != claimed.Status.PodName {
+		t.Fatalf("session pods %d (%v), want only the claimed %s", len(l.Items), err, claimed.Status.PodName)
+	}
+	h.r.Client = live
+	if got := h.step(nnv1.SessionRunning); got.Status.PodName != claimed.Status.PodName || got.Status.Pods != 1 {
+		t.Fatalf("status %+v, want still in %s", got.Status, claimed.Status.PodName)
+	}
+}
