@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/neuronetes/neuronetes/e2e/cluster"
 	"github.com/neuronetes/neuronetes/e2e/scale"
 )
@@ -48,28 +45,18 @@ func TestScaleSmallRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, _ := scale.LayoutByName(scale.LayoutMIGAll)
-	objs, err := scale.NodeSlices(&metav1.ObjectMeta{Name: "class-check"}, gpus, all, runID)
+	devices, err := scale.LayoutDevices(gpus, scale.LayoutMIGAll, runID)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var devices []resourceapi.Device
-	for _, s := range objs {
-		devices = append(devices, s.Spec.Devices...)
 	}
 	classes, src, warnings, err := scale.EnsureDeviceClasses(ctx, cs, nil, devices, runID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("device classes %v %v", src, warnings)
-	nv, _ := scale.LayoutByName(scale.LayoutNVIDIA)
-	nvObjs, err := scale.NodeSlices(&metav1.ObjectMeta{Name: "class-check"}, gpus, nv, runID)
+	nvDevices, err := scale.LayoutDevices(gpus, scale.LayoutNVIDIA, runID)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var nvDevices []resourceapi.Device
-	for _, s := range nvObjs {
-		nvDevices = append(nvDevices, s.Spec.Devices...)
 	}
 	if err := scale.EnsureNVIDIAClasses(ctx, cs, nil, nvDevices, runID); err != nil {
 		t.Fatal(err)

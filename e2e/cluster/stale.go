@@ -11,7 +11,7 @@ import (
 
 // tableOwner is the binary whose running process keeps a cluster nftables
 // table; kube-proxy's tables in both families, the enforcer's tables.
-func tableOwner(family, name string) string {
+func tableOwner(name string) string {
 	if name == kubeProxyTable {
 		return "kube-proxy"
 	}
@@ -44,7 +44,7 @@ func staleTables(listing string, running map[string]bool) []string {
 	var out []string
 	for _, t := range clusterTablesIn(listing) {
 		f := strings.Fields(t)
-		if !running[tableOwner(f[0], f[1])] {
+		if !running[tableOwner(f[1])] {
 			out = append(out, t)
 		}
 	}
@@ -65,7 +65,7 @@ func clearStaleTables(h hostProbe, running map[string]bool, logf func(string, ..
 		if out, err := h.nft("delete", "table", f[0], f[1]); err != nil {
 			return fmt.Errorf("deleting nftables table %s that a killed run left: %v: %s", t, err, strings.TrimSpace(out))
 		}
-		logf("removed nftables table %s: a killed run left it (no %s runs)", t, tableOwner(f[0], f[1]))
+		logf("removed nftables table %s: a killed run left it (no %s runs)", t, tableOwner(f[1]))
 	}
 	return nil
 }

@@ -138,3 +138,21 @@ func DeviceCount(objs []*resourceapi.ResourceSlice) (devices, counterSets int) {
 	}
 	return devices, counterSets
 }
+
+// LayoutDevices returns every device one node with gpus publishes in the named layout: what a
+// DeviceClass is checked against (CheckDeviceClass) before a run uses it.
+func LayoutDevices(gpus []model.GPUInfo, name, runID string) ([]resourceapi.Device, error) {
+	layout, err := LayoutByName(name)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := NodeSlices(&metav1.ObjectMeta{Name: "class-check"}, gpus, layout, runID)
+	if err != nil {
+		return nil, err
+	}
+	var devices []resourceapi.Device
+	for _, s := range objs {
+		devices = append(devices, s.Spec.Devices...)
+	}
+	return devices, nil
+}

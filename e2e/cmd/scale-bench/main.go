@@ -194,14 +194,9 @@ func run(ctx context.Context, o options, out io.Writer, gangLines *[]string) (co
 	if err != nil {
 		return 1, verdicts, err
 	}
-	all, _ := scale.LayoutByName(scale.LayoutMIGAll)
-	objs, err := scale.NodeSlices(&metav1.ObjectMeta{Name: "class-check"}, gpus, all, runID)
+	devices, err := scale.LayoutDevices(gpus, scale.LayoutMIGAll, runID)
 	if err != nil {
 		return 1, verdicts, err
-	}
-	var devices []resourceapi.Device
-	for _, s := range objs {
-		devices = append(devices, s.Spec.Devices...)
 	}
 	classes, src, warnings, err := scale.EnsureDeviceClasses(ctx, cs, fileClasses, devices, runID)
 	if err != nil {
@@ -310,14 +305,9 @@ func ensureNVIDIAClasses(ctx context.Context, cs kubernetes.Interface, root stri
 	if err != nil {
 		return err
 	}
-	nv, _ := scale.LayoutByName(scale.LayoutNVIDIA)
-	objs, err := scale.NodeSlices(&metav1.ObjectMeta{Name: "class-check"}, gpus, nv, runID)
+	devices, err := scale.LayoutDevices(gpus, scale.LayoutNVIDIA, runID)
 	if err != nil {
 		return err
-	}
-	var devices []resourceapi.Device
-	for _, s := range objs {
-		devices = append(devices, s.Spec.Devices...)
 	}
 	return scale.EnsureNVIDIAClasses(ctx, cs, files, devices, runID)
 }
