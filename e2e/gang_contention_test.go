@@ -8,6 +8,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -154,8 +155,9 @@ func watchGangs(t *testing.T, e *Env, ns string, d time.Duration, size map[strin
 // TestGangContentionOnKwok: on 2 kwok nodes of 4 GPUs (8), three low-priority gangs of 3 (9 GPUs
 // wanted) end with exactly 2 bound whole and 1 Pending whole (never one bound in part, no
 // deadlock); then a high-priority gang of 4 (2 GPUs free) preempts exactly one low gang, all 3 of
-// its pods (the scheduler's Preempted events name all three), and is bound whole, while the
-// other bound low gang keeps its pods.
+// its pods (the scheduler's Preempted events name only pods of that gang; a pod the scheduler had
+// not reached yet when the controller saw the gang broken is removed by the controller, so the
+// events may name fewer than 3), and is bound whole, while the other bound low gang keeps its pods.
 func TestGangContentionOnKwok(t *testing.T) {
 	e := requireEnv(t)
 	ctrlInstallCRDs(t, e)
@@ -230,10 +232,17 @@ value: 1000
 	if len(victims) != 1 || len(kept) != 1 {
 		t.Fatalf("low gangs preempted %v, kept %v: want exactly one preempted and one untouched", victims, kept)
 	}
-	// The scheduler names every pod it preempts in a Preempted event: all of the victim gang's pods,
-	// none of the others (the controller's own clean-up of a broken gang would leave no such event).
+	// Every pod of the victim gang is gone: none of its pods before the preemption is left.
+	for _, uid := range before[victims[0]] {
+		if slices.Contains(s.uids[victims[0]], uid) {
+			t.Errorf("victim gang %s kept pod %s (uids before %v, after %v): preempted in part", victims[0], uid, before[victims[0]], s.uids[victims[0]])
+		}
+	}
+	// The scheduler names each pod it preempts in a Preempted event: at least one, and only pods
+	// of the victim gang. The controller removes whatever the scheduler had not reached yet when
+	// the gang was seen broken (planGang), and that leaves no Preempted event.
 	var preempted []string
-	Eventually(t, 30*time.Second, "Preempted events for the victim gang's 3 pods", func() (bool, error) {
+	Eventually(t, 30*time.Second, "a Preempted event for the victim gang", func() (bool, error) {
 		evs, err := e.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Preempted"})
 		if err != nil {
 			return false, err
@@ -249,15 +258,15 @@ value: 1000
 			preempted = append(preempted, name)
 		}
 		sort.Strings(preempted)
-		return len(preempted) >= 3, fmt.Errorf("preempted pods %v", preempted)
+		return len(preempted) >= 1, fmt.Errorf("preempted pods %v", preempted)
 	})
 	for _, name := range preempted {
 		if !strings.HasPrefix(name, victims[0]+"-") {
 			t.Errorf("pod %s preempted, not of the victim gang %s (preempted: %v)", name, victims[0], preempted)
 		}
 	}
-	if len(preempted) != 3 {
-		t.Errorf("preempted pods %v, want the 3 of gang %s", preempted, victims[0])
+	if len(preempted) > 3 {
+		t.Errorf("preempted pods %v, more than the 3 of gang %s", preempted, victims[0])
 	}
 	// The evicted gang is recreated by its pool and waits whole: 1 GPU is left for 3 wanted.
 	s, n, _ = watchGangs(t, e, ns, 20*time.Second, size, nil)
@@ -269,7 +278,7 @@ value: 1000
 		pc = append(pc, g+"="+e.Kubectl(t, "-n", ns, "get", "podgroups.scheduling.k8s.io", g,
 			"-o", "jsonpath={.spec.priorityClassName}/{.spec.priority}/{.spec.disruptionMode}"))
 	}
-	t.Logf("preempted whole: gang %s (pods %v), kept %s; after: bound %v over %d samples; podgroups %v", victims[0], preempted, kept[0], s.bound, n, pc)
+	t.Logf("preempted whole: gang %s (scheduler's Preempted events: %v; the rest removed by the controller), kept %s; after: bound %v over %d samples; podgroups %v", victims[0], preempted, kept[0], s.bound, n, pc)
 	checkGPUAccounting(t, e, ns)
 }
 
