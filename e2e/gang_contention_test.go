@@ -278,7 +278,7 @@ value: 1000
 		pc = append(pc, g+"="+e.Kubectl(t, "-n", ns, "get", "podgroups.scheduling.k8s.io", g,
 			"-o", "jsonpath={.spec.priorityClassName}/{.spec.priority}/{.spec.disruptionMode}"))
 	}
-	t.Logf("preempted whole: gang %s (scheduler's Preempted events: %v; the rest removed by the controller), kept %s; after: bound %v over %d samples; podgroups %v", victims[0], preempted, kept[0], s.bound, n, pc)
+	t.Logf("preempted whole: gang %s (scheduler's Preempted events: %v; any other of its pods removed by the controller), kept %s; after: bound %v over %d samples; podgroups %v", victims[0], preempted, kept[0], s.bound, n, pc)
 	checkGPUAccounting(t, e, ns)
 }
 
