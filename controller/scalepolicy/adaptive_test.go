@@ -345,3 +345,42 @@ func TestAdaptiveShrinkEvidenceInALastingDip(t *testing.T) {
 		t.Fatalf("log shrink over 500 s: loaded %.3f, in the dip %.3f (want under 30%% of loaded)", loaded, dip)
 	}
 }
+
+func TestAdaptiveRemembersOfferedDemandNotAFlush(t *testing.T) {
+	// After a burst the backlog flushes: 10 sequences run per replica on 4
+	// replicas (10 replicas of need at the sessions target 4) while 400
+	// offered tokens/s need 4. The flush is served now; the peak remembered
+	// is the offered one.
+	p := adaptivePolicy()
+	p.Metrics = append(p.Metrics, MetricSpec{Type: ConcurrentSessions, Target: 4})
+	tests := []struct {
+		name    string
+		offered OfferedDemand
+		// want: the flush's decision, and the next one once the flush ended
+		wantFlush, wantAfter int32
+	}{
+		// Without a gateway view the running sequences are all the demand
+		// known: the flush's need is remembered.
+		{"no offered demand", OfferedDemand{}, 10, 10},
+		{"offered demand measured", OfferedDemand{Valid: true, PromptTokensPerSecond: 400}, 10, 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := New(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			decide := func(i int, sessions float64) Decision {
+				return a.Decide(Input{Now: t0.Add(time.Duration(i) * 5 * time.Second), CurrentReplicas: 4, QueueLag: -1, Offered: tc.offered,
+					Metrics: map[MetricType]MetricValue{TokensPerSecond: {Value: 100, Valid: true}, ConcurrentSessions: {Value: sessions, Valid: true}}})
+			}
+			decide(0, 1)
+			if d := decide(1, 10); d.Desired != tc.wantFlush {
+				t.Fatalf("during the flush: %d, want %d (%s)", d.Desired, tc.wantFlush, d.Message)
+			}
+			if d := decide(2, 1); d.Desired != tc.wantAfter {
+				t.Fatalf("after the flush: %d, want %d (%s)", d.Desired, tc.wantAfter, d.Message)
+			}
+		})
+	}
+}
