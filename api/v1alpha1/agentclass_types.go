@@ -8,6 +8,9 @@ import (
 // GPURequest asks for GPUs or MIG slices through a DRA ResourceClaimTemplate.
 //
 // +kubebuilder:validation:XValidation:rule="!(has(self.migProfile) && has(self.deviceClassName))",message="spec.gpu: set at most one of migProfile and deviceClassName"
+// +kubebuilder:validation:XValidation:rule="!has(self.alignment) || !has(self.migProfile)",message="spec.gpu.alignment: applies to whole GPUs, not MIG slices (migProfile)",fieldPath=".alignment"
+// +kubebuilder:validation:XValidation:rule="!has(self.alignment) || self.alignment != 'NVLinkDomain' || !has(self.deviceClassName)",message="spec.gpu.alignment: NVLinkDomain reads the attribute of the gpu.neuronetes.io driver, not that of deviceClassName's driver",fieldPath=".alignment"
+// +kubebuilder:validation:XValidation:rule="!has(self.alignment) || self.alignment != 'NVLinkDomain' || !has(self.count) || self.count <= 8",message="spec.gpu.alignment: count exceeds 8, the GPUs of the largest NVLink domain",fieldPath=".alignment"
 type GPURequest struct {
 	// Count of devices per pod.
 	// +kubebuilder:validation:Minimum=1
@@ -27,7 +30,25 @@ type GPURequest struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	DeviceClassName string `json:"deviceClassName,omitempty"`
+
+	// Alignment, when set, makes all Count GPUs of one pod share one domain: NUMANode (the same
+	// standard attribute resource.kubernetes.io/numaNode) or NVLinkDomain (the same
+	// gpu.neuronetes.io/nvlinkDomain). A device that does not publish the attribute is never
+	// chosen, so an aligned pod only lands on nodes whose driver exposes it.
+	// +optional
+	Alignment GPUAlignment `json:"alignment,omitempty"`
 }
+
+// GPUAlignment names the domain all GPUs of one pod must share.
+// +kubebuilder:validation:Enum=NUMANode;NVLinkDomain
+type GPUAlignment string
+
+const (
+	// GPUAlignmentNUMANode puts a pod's GPUs on one NUMA node.
+	GPUAlignmentNUMANode GPUAlignment = "NUMANode"
+	// GPUAlignmentNVLinkDomain puts a pod's GPUs in one NVLink domain.
+	GPUAlignmentNVLinkDomain GPUAlignment = "NVLinkDomain"
+)
 
 // SLO is the service level an agent class aims for; the autoscaler reads it.
 type SLO struct {

@@ -154,3 +154,23 @@ func TestCRDRejectsMalformedObjects(t *testing.T) {
 		})
 	}
 }
+
+// TestCRDAcceptsGPUAlignment checks the alignment rules reject only what they name: whole GPUs of
+// the driver with either domain, and NUMA alignment through another DeviceClass, are admitted.
+func TestCRDAcceptsGPUAlignment(t *testing.T) {
+	v := loadCRD(t, "neuronetes.io_agentclasses.yaml")
+	for _, gpu := range []map[string]any{
+		{"count": int64(4), "alignment": "NUMANode"},
+		{"count": int64(8), "alignment": "NVLinkDomain"},
+		{"alignment": "NVLinkDomain"},
+		{"count": int64(2), "deviceClassName": "gpu.nvidia.com", "alignment": "NUMANode"},
+	} {
+		obj := map[string]any{
+			"apiVersion": "neuronetes.io/v1alpha1", "kind": "AgentClass",
+			"metadata": map[string]any{"name": "ok", "namespace": "ns"}, "spec": map[string]any{"gpu": gpu},
+		}
+		if errs := v.validate(obj); len(errs) != 0 {
+			t.Errorf("spec.gpu %v rejected: %v", gpu, errs.ToAggregate())
+		}
+	}
+}

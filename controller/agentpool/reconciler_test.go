@@ -2,11 +2,13 @@ package agentpool
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 )
@@ -344,10 +347,14 @@ func TestClassReconciler(t *testing.T) {
 		deviceClass bool
 		wantTmpl    string
 		wantStatus  metav1.ConditionStatus
+		wantMatch   string // the matchAttribute constraint over the GPU request; "" for none
 	}{
-		{"no gpu", nil, false, "", ""},
-		{"gpu without device class", &nnv1.GPURequest{Count: 2}, false, "demo-gpu", metav1.ConditionFalse},
-		{"gpu with device class", &nnv1.GPURequest{Count: 1}, true, "demo-gpu", metav1.ConditionTrue},
+		{"no gpu", nil, false, "", "", ""},
+		{"gpu without device class", &nnv1.GPURequest{Count: 2}, false, "demo-gpu", metav1.ConditionFalse, ""},
+		{"gpu with device class", &nnv1.GPURequest{Count: 1}, true, "demo-gpu", metav1.ConditionTrue, ""},
+		{"numa aligned", &nnv1.GPURequest{Count: 4, Alignment: nnv1.GPUAlignmentNUMANode}, true, "demo-gpu", metav1.ConditionTrue, "resource.kubernetes.io/numaNode"},
+		{"nvlink aligned", &nnv1.GPURequest{Count: 2, Alignment: nnv1.GPUAlignmentNVLinkDomain}, true, "demo-gpu", metav1.ConditionTrue, "gpu.neuronetes.io/nvlinkDomain"},
+		{"one aligned gpu needs no constraint", &nnv1.GPURequest{Count: 1, Alignment: nnv1.GPUAlignmentNUMANode}, true, "demo-gpu", metav1.ConditionTrue, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -384,6 +391,15 @@ func TestClassReconciler(t *testing.T) {
 				}
 				if n := tmpl.Spec.Spec.Devices.Requests[0].Exactly.Count; n != int64(tt.gpu.Count) {
 					t.Errorf("count = %d", n)
+				}
+				var match string
+				for _, c := range tmpl.Spec.Spec.Devices.Constraints {
+					if c.MatchAttribute != nil && slices.Equal(c.Requests, []string{GPUClaimName}) {
+						match = string(*c.MatchAttribute)
+					}
+				}
+				if match != tt.wantMatch || len(tmpl.Spec.Spec.Devices.Constraints) > 1 {
+					t.Errorf("constraints = %+v, want matchAttribute %q", tmpl.Spec.Spec.Devices.Constraints, tt.wantMatch)
 				}
 			}
 		})
@@ -465,5 +481,63 @@ func TestReconcileWarmRestore(t *testing.T) {
 	h.reconcile()
 	if st := h.pool().Status; st.WarmReplicas != 2 {
 		t.Fatalf("warmReplicas = %d after the restores, want 2", st.WarmReplicas)
+	}
+}
+
+// TestClassReconcilerRewritesChangedTemplate: a ResourceClaimTemplate's spec is immutable, so a
+// class whose GPU request changes gets its template deleted and written anew (an update would be
+// refused by the apiserver for ever), and an unchanged class keeps the same template object.
+func TestClassReconcilerRewritesChangedTemplate(t *testing.T) {
+	s := newScheme(t)
+	deletes := 0
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(testClass(&nnv1.GPURequest{Count: 2})).
+		WithStatusSubresource(&nnv1.AgentClass{}).WithInterceptorFuncs(interceptor.Funcs{
+		// The apiserver refuses any update of a template's spec (ValidateResourceClaimTemplateUpdate).
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if _, ok := obj.(*resourcev1.ResourceClaimTemplate); ok {
+				return apierrors.NewInvalid(resourcev1.SchemeGroupVersion.WithKind("ResourceClaimTemplate").GroupKind(), obj.GetName(), nil)
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			if _, ok := obj.(*resourcev1.ResourceClaimTemplate); ok {
+				deletes++
+			}
+			return c.Delete(ctx, obj, opts...)
+		},
+	}).Build()
+	r := &ClassReconciler{Client: c, Scheme: s}
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: "ns", Name: "demo"}
+	tmplOf := func() resourcev1.ResourceClaimTemplate {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+		var tmpl resourcev1.ResourceClaimTemplate
+		if err := c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "demo-gpu"}, &tmpl); err != nil {
+			t.Fatal(err)
+		}
+		return tmpl
+	}
+	first := tmplOf()
+	if again := tmplOf(); again.ResourceVersion != first.ResourceVersion || deletes != 0 {
+		t.Errorf("unchanged class rewrote its template: version %s -> %s, %d deletes", first.ResourceVersion, again.ResourceVersion, deletes)
+	}
+	var class nnv1.AgentClass
+	if err := c.Get(ctx, key, &class); err != nil {
+		t.Fatal(err)
+	}
+	class.Spec.GPU = &nnv1.GPURequest{Count: 4, Alignment: nnv1.GPUAlignmentNUMANode}
+	if err := c.Update(ctx, &class); err != nil {
+		t.Fatal(err)
+	}
+	changed := tmplOf()
+	d := changed.Spec.Spec.Devices
+	if d.Requests[0].Exactly.Count != 4 || len(d.Constraints) != 1 || deletes != 1 {
+		t.Errorf("after the class changed: %d deletes, count %d, constraints %+v", deletes, d.Requests[0].Exactly.Count, d.Constraints)
+	}
+	if len(changed.OwnerReferences) != 1 || changed.OwnerReferences[0].Name != "demo" {
+		t.Errorf("owner references %+v", changed.OwnerReferences)
 	}
 }

@@ -7,11 +7,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -41,16 +43,34 @@ func deviceClassFor(g *nnv1.GPURequest) string {
 	}
 }
 
+// alignmentAttribute maps spec.gpu.alignment to the device attribute all of a pod's GPUs share.
+var alignmentAttribute = map[nnv1.GPUAlignment]resourcev1.FullyQualifiedName{
+	nnv1.GPUAlignmentNUMANode:     resourcev1.FullyQualifiedName(deviceattribute.StandardDeviceAttributeNUMANode),
+	nnv1.GPUAlignmentNVLinkDomain: gpuDriver + "/" + resourcev1.FullyQualifiedName(gpuNVLinkAttr),
+}
+
+// alignmentConstraints returns the claim constraint that keeps a pod's GPUs in one domain: a
+// matchAttribute over the GPU request when the class sets an alignment and asks for more than one
+// device; nil otherwise (one device is always aligned with itself).
+func alignmentConstraints(g *nnv1.GPURequest) []resourcev1.DeviceConstraint {
+	attr, ok := alignmentAttribute[g.Alignment]
+	if !ok || g.Count <= 1 {
+		return nil
+	}
+	return []resourcev1.DeviceConstraint{{Requests: []string{GPUClaimName}, MatchAttribute: &attr}}
+}
+
 // claimTemplateName is the ResourceClaimTemplate kept for an AgentClass's GPU request.
 func claimTemplateName(class string) string { return class + "-gpu" }
 
-// ensureClaimTemplate creates or updates the AgentClass's ResourceClaimTemplate and reports
-// whether its DeviceClass exists. When it does not (the driver is not installed yet), the template
-// is still the plain one-request template: pods stay Pending until the DeviceClass appears.
+// ensureClaimTemplate keeps the AgentClass's ResourceClaimTemplate as its GPU request says and
+// reports whether its DeviceClass exists. When it does not (the driver is not installed yet), the
+// template is still written: pods stay Pending until the DeviceClass appears. A template's spec is
+// immutable, so one whose spec no longer matches the class (count, profile, alignment changed) is
+// deleted and written anew; pods created before keep the claims generated from the old one.
 func ensureClaimTemplate(ctx context.Context, c client.Client, scheme *runtime.Scheme, class *nnv1.AgentClass) (name string, classExists bool, err error) {
 	g := class.Spec.GPU
 	dc := deviceClassFor(g)
-	count := int64(max(g.Count, 1))
 	var dcObj resourcev1.DeviceClass
 	switch err := c.Get(ctx, types.NamespacedName{Name: dc}, &dcObj); {
 	case err == nil:
@@ -59,24 +79,40 @@ func ensureClaimTemplate(ctx context.Context, c client.Client, scheme *runtime.S
 	default:
 		return "", false, fmt.Errorf("get deviceclass %s: %w", dc, err)
 	}
-	tmpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{
-		Name: claimTemplateName(class.Name), Namespace: class.Namespace,
-	}}
-	_, err = controllerutil.CreateOrUpdate(ctx, c, tmpl, func() error {
-		tmpl.Spec.Spec.Devices.Requests = []resourcev1.DeviceRequest{{
+	want := resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+		Requests: []resourcev1.DeviceRequest{{
 			Name: GPUClaimName,
 			Exactly: &resourcev1.ExactDeviceRequest{
 				DeviceClassName: dc,
 				AllocationMode:  resourcev1.DeviceAllocationModeExactCount,
-				Count:           count,
+				Count:           int64(max(g.Count, 1)),
 			},
-		}}
-		return controllerutil.SetOwnerReference(class, tmpl, scheme)
-	})
-	if err != nil {
-		return "", classExists, fmt.Errorf("resourceclaimtemplate %s/%s: %w", tmpl.Namespace, tmpl.Name, err)
+		}},
+		Constraints: alignmentConstraints(g),
+	}}
+	key := types.NamespacedName{Namespace: class.Namespace, Name: claimTemplateName(class.Name)}
+	var have resourcev1.ResourceClaimTemplate
+	switch err := c.Get(ctx, key, &have); {
+	case err == nil && equality.Semantic.DeepEqual(have.Spec.Spec, want):
+		return key.Name, classExists, nil
+	case err == nil:
+		if err := c.Delete(ctx, &have, client.Preconditions{UID: &have.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return "", classExists, fmt.Errorf("delete outdated resourceclaimtemplate %s: %w", key, err)
+		}
+	case !apierrors.IsNotFound(err):
+		return "", classExists, fmt.Errorf("get resourceclaimtemplate %s: %w", key, err)
 	}
-	return tmpl.Name, classExists, nil
+	tmpl := &resourcev1.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
+		Spec:       resourcev1.ResourceClaimTemplateSpec{Spec: want},
+	}
+	if err := controllerutil.SetOwnerReference(class, tmpl, scheme); err != nil {
+		return "", classExists, fmt.Errorf("resourceclaimtemplate %s owner: %w", key, err)
+	}
+	if err := c.Create(ctx, tmpl); err != nil {
+		return "", classExists, fmt.Errorf("create resourceclaimtemplate %s: %w", key, err)
+	}
+	return key.Name, classExists, nil
 }
 
 // ensureService keeps the pool's Service, which selects serving pods only.
