@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/e2e/scale"
 	"github.com/neuronetes/neuronetes/internal/seeddocs"
 )
 
@@ -43,6 +44,22 @@ func ctrlInstallCRDs(t *testing.T, e *Env) {
 		_, err := e.Dynamic.Resource(ctrlPoolGVR).Namespace("default").List(context.Background(), metav1.ListOptions{Limit: 1})
 		return err == nil, err
 	})
+}
+
+// kwokRun returns a new scale-run ID for a test's kwok nodes, ResourceSlices and DeviceClasses
+// (scale.CreateNodes, PublishSlices, EnsureDeviceClasses label them with it); everything of the
+// run is deleted at the test's cleanup.
+func kwokRun(t *testing.T, e *Env) string {
+	t.Helper()
+	runID := fmt.Sprintf("%s%d", scale.TestRunPrefix, time.Now().UnixNano())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := scale.Cleanup(ctx, e.Kube, runID); err != nil {
+			t.Errorf("cleanup of kwok run %s: %v", runID, err)
+		}
+	})
+	return runID
 }
 
 // TestControllerSeedExamplesAccepted creates every seed 001 example (verbatim fixtures) on the

@@ -99,14 +99,7 @@ func TestControllerCostAndSpotOnKwok(t *testing.T) {
 	ctrlInstallCRDs(t, e)
 	ns := e.Namespace(t, "ctrl-cost")
 	ctx := context.Background()
-	runID := fmt.Sprintf("%s%d", scale.TestRunPrefix, time.Now().UnixNano())
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := scale.Cleanup(cctx, e.Kube, runID); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
+	runID := kwokRun(t, e)
 	prefix := "nn-cost-" + ns[len(ns)-5:] + "-"
 	nodes, err := scale.CreateNodes(ctx, e.Kube, runID, prefix, 0, 3, 2*time.Minute)
 	if err != nil {

@@ -163,14 +163,7 @@ func TestGangContentionOnKwok(t *testing.T) {
 	ctrlInstallCRDs(t, e)
 	ns := e.Namespace(t, "ctrl-gangc")
 	ctx := context.Background()
-	runID := fmt.Sprintf("%s%d", scale.TestRunPrefix, time.Now().UnixNano())
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := scale.Cleanup(cctx, e.Kube, runID); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
+	runID := kwokRun(t, e)
 	low, high := "nn-e2e-low-"+ns[len(ns)-5:], "nn-e2e-high-"+ns[len(ns)-5:]
 	e.Apply(t, ns, fmt.Sprintf(`apiVersion: scheduling.k8s.io/v1
 kind: PriorityClass
@@ -313,14 +306,7 @@ func TestGangTooLargeOnKwok(t *testing.T) {
 	ctrlInstallCRDs(t, e)
 	ns := e.Namespace(t, "ctrl-gangbig")
 	ctx := context.Background()
-	runID := fmt.Sprintf("%s%d", scale.TestRunPrefix, time.Now().UnixNano())
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := scale.Cleanup(cctx, e.Kube, runID); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
+	runID := kwokRun(t, e)
 	nodes, err := scale.CreateNodes(ctx, e.Kube, runID, "nn-gangbig-"+ns[len(ns)-5:]+"-", 0, 1, 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)

@@ -61,14 +61,7 @@ func TestGangPlacementOnKwok(t *testing.T) {
 	ctrlInstallCRDs(t, e)
 	ns := e.Namespace(t, "ctrl-gang")
 	ctx := context.Background()
-	runID := fmt.Sprintf("%s%d", scale.TestRunPrefix, time.Now().UnixNano())
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := scale.Cleanup(cctx, e.Kube, runID); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
+	runID := kwokRun(t, e)
 
 	// Bad input first: 5 pods × 2 GPUs on one NVLink domain is over the largest (8).
 	_, err := e.applier.Apply(ctx, ns, `apiVersion: neuronetes.io/v1alpha1

@@ -49,14 +49,7 @@ func TestGPUAlignmentOnKwok(t *testing.T) {
 	ctrlInstallCRDs(t, e)
 	ns := e.Namespace(t, "ctrl-align")
 	ctx := context.Background()
-	runID := fmt.Sprintf("%s%d", scale.TestRunPrefix, time.Now().UnixNano())
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := scale.Cleanup(cctx, e.Kube, runID); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
+	runID := kwokRun(t, e)
 	ensureGPUDeviceClass(t, e)
 	nodes, err := scale.CreateNodes(ctx, e.Kube, runID, "nn-align-"+ns[len(ns)-5:]+"-", 0, 1, 2*time.Minute)
 	if err != nil {

@@ -20,15 +20,8 @@ func TestScaleSmallRun(t *testing.T) {
 	e := requireEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	runID := fmt.Sprintf("%s%d", scale.TestRunPrefix, time.Now().UnixNano())
+	runID := kwokRun(t, e)
 	cs := e.Kube
-	t.Cleanup(func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer ccancel()
-		if err := scale.Cleanup(cctx, cs, runID); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
 	p := cluster.NewPaths(e.Root)
 	scraper, err := scale.NewScraper(fmt.Sprintf("https://127.0.0.1:%d/metrics", cluster.SchedulerPort),
 		filepath.Join(p.PKI, "admin.crt"), filepath.Join(p.PKI, "admin.key"))
