@@ -35,6 +35,12 @@ type Report struct {
 	CostPerReplicaHour float64
 	// WarmShare is the share of placed replicas on a node where their model is warm.
 	WarmShare float64
+	// WarmBound is the most WarmShare any placement of these replicas can reach: per model, the
+	// smaller of its placed replicas and the replica slots (GPUs / replica GPUs) of its warm nodes.
+	WarmBound float64
+	// OnOtherWarm counts replicas placed on a node warm only for other models: GPUs that those
+	// models' replicas then cannot get on their warm nodes.
+	OnOtherWarm int
 	// Collisions counts replicas placed on a node that already holds a replica of their pool
 	// (what a preferred pod anti-affinity per node would avoid).
 	Collisions int
@@ -58,7 +64,9 @@ func Measure(scheduler string, wanted int, nodes []Node, ps []Placement) (Report
 	perZone := map[string]map[string]int{}
 	var cost float64
 	var warm, spot int
+	perModel := map[string]int{}
 	for _, p := range ps {
+		perModel[p.Model]++
 		n, ok := byName[p.Node]
 		if !ok {
 			return r, fmt.Errorf("replica of pool %s placed on %q, not a benchmark node", p.Pool, p.Node)
@@ -68,6 +76,8 @@ func Measure(scheduler string, wanted int, nodes []Node, ps []Placement) (Report
 		}
 		if n.Warm[p.Model] {
 			warm++
+		} else if len(n.Warm) > 0 {
+			r.OnOtherWarm++
 		}
 		if n.Spot {
 			spot++
@@ -83,6 +93,7 @@ func Measure(scheduler string, wanted int, nodes []Node, ps []Placement) (Report
 		perZone[p.Pool][n.Zone]++
 	}
 	if len(ps) > 0 {
+		r.WarmBound = float64(warmBound(nodes, ps, perModel)) / float64(len(ps))
 		r.CostPerReplicaHour = cost / float64(len(ps))
 		r.WarmShare = float64(warm) / float64(len(ps))
 		r.SpotRatio = float64(spot) / float64(len(ps))
@@ -99,6 +110,24 @@ func Measure(scheduler string, wanted int, nodes []Node, ps []Placement) (Report
 		r.ZoneSkew = max(r.ZoneSkew, hi-lo)
 	}
 	return r, nil
+}
+
+// warmBound is the most replicas of ps that can be warm: per model, min(its replicas, the replica
+// slots of its warm nodes).
+func warmBound(nodes []Node, ps []Placement, perModel map[string]int) int {
+	slots := map[string]int{}
+	for _, n := range nodes {
+		for m := range n.Warm {
+			if g := ps[0].GPUs; g > 0 {
+				slots[m] += n.GPUs / g
+			}
+		}
+	}
+	b := 0
+	for m, c := range perModel {
+		b += min(c, slots[m])
+	}
+	return b
 }
 
 // Verdict judges the candidate against the baseline: every replica placed by both, cost per
@@ -135,6 +164,8 @@ func Write(w io.Writer, base, cand Report) {
 	fmt.Fprintf(w, "%-22s %18s %18s\n", "placed/wanted", fmt.Sprintf("%d/%d", base.Placed, base.Wanted), fmt.Sprintf("%d/%d", cand.Placed, cand.Wanted))
 	fmt.Fprintf(w, "%-22s %18.3f %18.3f %8s\n", "$ per replica-hour", base.CostPerReplicaHour, cand.CostPerReplicaHour, ratio(cand.CostPerReplicaHour, base.CostPerReplicaHour))
 	fmt.Fprintf(w, "%-22s %17.1f%% %17.1f%% %8s\n", "on warm nodes", 100*base.WarmShare, 100*cand.WarmShare, ratio(cand.WarmShare, base.WarmShare))
+	fmt.Fprintf(w, "%-22s %17.1f%% %17.1f%%\n", "  most possible", 100*base.WarmBound, 100*cand.WarmBound)
+	fmt.Fprintf(w, "%-22s %18d %18d\n", "  on others' warm", base.OnOtherWarm, cand.OnOtherWarm)
 	fmt.Fprintf(w, "%-22s %18d %18d %8s\n", "same-pool collisions", base.Collisions, cand.Collisions, ratio(float64(cand.Collisions), float64(base.Collisions)))
 	fmt.Fprintf(w, "%-22s %18d %18d\n", "zone skew (max)", base.ZoneSkew, cand.ZoneSkew)
 	fmt.Fprintf(w, "%-22s %17.1f%% %17.1f%% %8s\n", "spot allocation", 100*base.SpotRatio, 100*cand.SpotRatio, ratio(cand.SpotRatio, base.SpotRatio))

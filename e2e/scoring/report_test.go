@@ -2,6 +2,7 @@ package scoring
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -16,13 +17,13 @@ func TestMeasure(t *testing.T) {
 		{Pool: "p0", Model: "m0", Node: "a", GPUs: 2}, // 8 $/h, warm
 		{Pool: "p0", Model: "m0", Node: "a", GPUs: 2}, // collision
 		{Pool: "p0", Model: "m0", Node: "b", GPUs: 2}, // 4 $/h, spot
-		{Pool: "p1", Model: "m1", Node: "a", GPUs: 2}, // other pool: no collision
+		{Pool: "p1", Model: "m1", Node: "a", GPUs: 2}, // other pool: no collision; on m0's warm node
 	}
 	r, err := Measure("x", 5, nodes, ps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Report{Scheduler: "x", Placed: 4, Wanted: 5, CostPerReplicaHour: 7, WarmShare: 0.5, Collisions: 1, ZoneSkew: 2, SpotRatio: 0.25}
+	want := Report{Scheduler: "x", Placed: 4, Wanted: 5, CostPerReplicaHour: 7, WarmShare: 0.5, WarmBound: 0.75, OnOtherWarm: 1, Collisions: 1, ZoneSkew: 2, SpotRatio: 0.25}
 	if math.Abs(r.CostPerReplicaHour-want.CostPerReplicaHour) > 1e-9 {
 		t.Errorf("cost %v, want %v", r.CostPerReplicaHour, want.CostPerReplicaHour)
 	}
@@ -76,5 +77,61 @@ func TestModelLabelsDistinct(t *testing.T) {
 	}
 	if len(seen) != 8 {
 		t.Fatalf("%d warm labels for 8 models", len(seen))
+	}
+}
+
+func TestScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		wanted, warm  int
+		firstBatch    []Replica
+		batches, pool int // batch count; replicas of pool 0 in all
+	}{
+		{"fleet", 144, 3, []Replica{{0, 0}, {1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}, {0, 1}}, 2, 24},
+		{"burst", 144, 3, []Replica{{0, 0}, {1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}, {0, 1}}, 2, 24},
+		{"sequential", 120, 3, []Replica{{0, 0}, {0, 1}, {0, 2}, {0, 3}, {0, 4}, {0, 5}, {0, 6}}, 3, 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := ScenarioByName(tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Wanted() != tc.wanted || s.WarmModels != tc.warm || len(s.Batches) != tc.batches {
+				t.Errorf("wanted %d, warm models %d, batches %d; want %d, %d, %d", s.Wanted(), s.WarmModels, len(s.Batches), tc.wanted, tc.warm, tc.batches)
+			}
+			if got := s.Batches[0][:len(tc.firstBatch)]; !slices.Equal(got, tc.firstBatch) {
+				t.Errorf("first batch starts %v, want %v", got, tc.firstBatch)
+			}
+			seen, pool0 := map[Replica]bool{}, 0
+			for _, b := range s.Batches {
+				for _, r := range b {
+					if seen[r] {
+						t.Fatalf("replica %v created twice", r)
+					}
+					seen[r] = true
+					if r.Pool == 0 {
+						pool0++
+					}
+				}
+			}
+			if pool0 != tc.pool {
+				t.Errorf("pool 0 has %d replicas, want %d", pool0, tc.pool)
+			}
+			warmNodes := 0
+			for _, n := range s.Layout() {
+				if n.Warm["m0"] {
+					warmNodes++
+				}
+				if len(n.Warm) > 1 || n.Warm["m3"] {
+					t.Errorf("node %s warm for %v", n.Name, n.Warm)
+				}
+			}
+			if warmNodes != 6 {
+				t.Errorf("m0 warm on %d nodes, want 6", warmNodes)
+			}
+		})
+	}
+	if _, err := ScenarioByName("nope"); err == nil || !strings.Contains(err.Error(), "fleet") {
+		t.Errorf("unknown scenario: %v, want an error listing the scenarios", err)
 	}
 }
