@@ -15,15 +15,16 @@ func TestMeasure(t *testing.T) {
 	}
 	ps := []Placement{
 		{Pool: "p0", Model: "m0", Node: "a", GPUs: 2}, // 8 $/h, warm
-		{Pool: "p0", Model: "m0", Node: "a", GPUs: 2}, // collision
+		{Pool: "p0", Model: "m0", Node: "a", GPUs: 2}, // collision on its warm node
 		{Pool: "p0", Model: "m0", Node: "b", GPUs: 2}, // 4 $/h, spot
 		{Pool: "p1", Model: "m1", Node: "a", GPUs: 2}, // other pool: no collision; on m0's warm node
+		{Pool: "p1", Model: "m1", Node: "a", GPUs: 2}, // collision off its warm node; on m0's warm node
 	}
 	r, err := Measure("x", 5, nodes, ps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Report{Scheduler: "x", Placed: 4, Wanted: 5, CostPerReplicaHour: 7, WarmShare: 0.5, WarmBound: 0.75, OnOtherWarm: 1, Collisions: 1, ZoneSkew: 2, SpotRatio: 0.25}
+	want := Report{Scheduler: "x", Placed: 5, Wanted: 5, CostPerReplicaHour: 7.2, WarmShare: 0.4, WarmBound: 0.6, OnOtherWarm: 2, Collisions: 2, WarmCollisions: 1, ZoneSkew: 2, SpotRatio: 0.2}
 	if math.Abs(r.CostPerReplicaHour-want.CostPerReplicaHour) > 1e-9 {
 		t.Errorf("cost %v, want %v", r.CostPerReplicaHour, want.CostPerReplicaHour)
 	}
@@ -37,7 +38,7 @@ func TestMeasure(t *testing.T) {
 }
 
 func TestVerdict(t *testing.T) {
-	base := Report{Scheduler: "default", Placed: 10, Wanted: 10, CostPerReplicaHour: 8, WarmShare: 0.5, Collisions: 4, ZoneSkew: 1}
+	base := Report{Scheduler: "default", Placed: 10, Wanted: 10, CostPerReplicaHour: 8, WarmShare: 0.5, Collisions: 4, WarmCollisions: 1, ZoneSkew: 1}
 	for _, tc := range []struct {
 		name string
 		mod  func(*Report)
@@ -46,13 +47,15 @@ func TestVerdict(t *testing.T) {
 		{"better on all", func(r *Report) {}, ""},
 		{"cost equal", func(r *Report) { r.CostPerReplicaHour = 8 }, "cost per replica-hour not lower"},
 		{"warm equal", func(r *Report) { r.WarmShare = 0.5 }, "warm share not higher"},
-		{"more collisions", func(r *Report) { r.Collisions = 5 }, "more same-pool collisions"},
+		{"more collisions", func(r *Report) { r.Collisions = 6 }, "more same-pool collisions off warm nodes"},
+		{"more collisions, the extra on warm nodes", func(r *Report) { r.Collisions, r.WarmCollisions = 7, 4 }, ""},
+		{"fewer warm collisions, more elsewhere", func(r *Report) { r.Collisions, r.WarmCollisions = 4, 0 }, "more same-pool collisions off warm nodes"},
 		{"skew 1 kept", func(r *Report) { r.ZoneSkew = 1 }, ""},
 		{"skew worse", func(r *Report) { r.ZoneSkew = 2 }, "zone skew worse"},
 		{"unplaced", func(r *Report) { r.Placed = 9 }, "not every replica placed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cand := Report{Scheduler: "neuronetes", Placed: 10, Wanted: 10, CostPerReplicaHour: 6, WarmShare: 0.7, Collisions: 4, ZoneSkew: 0}
+			cand := Report{Scheduler: "neuronetes", Placed: 10, Wanted: 10, CostPerReplicaHour: 6, WarmShare: 0.7, Collisions: 4, WarmCollisions: 2, ZoneSkew: 0}
 			tc.mod(&cand)
 			ok, reasons := Verdict(base, cand)
 			if ok != (tc.miss == "") || (tc.miss != "" && !strings.Contains(strings.Join(reasons, ";"), tc.miss)) {
