@@ -1,6 +1,7 @@
 package scoring
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -117,5 +118,35 @@ func TestSamePool(t *testing.T) {
 	}
 	if Zone(map[string]string{corev1.LabelTopologyZone: "z1"}) != "z1" || Pool(pod("t", "p", false)) != "p" {
 		t.Error("Zone/Pool do not read their labels")
+	}
+}
+
+// TestModelCachePlugin: ModelCache as a CustomSchedulerPlugin admits every node and scores it
+// CacheScore of the pod's preferred warm labels.
+func TestModelCachePlugin(t *testing.T) {
+	key := nnv1.WarmLabelPrefix + "m0"
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{Weight: 100, Preference: corev1.NodeSelectorTerm{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}}}}}}}}}
+	var p CustomSchedulerPlugin = ModelCache{}
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   int64
+	}{
+		{"warm", map[string]string{key: "true"}, CacheWarm},
+		{"unwarmed", nil, CacheNeutral},
+		{"other model warm", map[string]string{nnv1.WarmLabelPrefix + "m1": "true"}, CacheOther},
+	} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: tc.labels}}
+		if !p.Filter(context.Background(), pod, node) {
+			t.Errorf("%s: Filter rejected the node", tc.name)
+		}
+		if got := p.Score(context.Background(), pod, node); got != tc.want {
+			t.Errorf("%s: Score = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	if p.Name() != ModelCacheName {
+		t.Errorf("Name = %q", p.Name())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -29,45 +30,54 @@ import (
 )
 
 type options struct {
-	root, config           string
-	nodes, pools, replicas int
-	timeout                time.Duration
+	root, config, scenarios string
+	timeout                 time.Duration
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.root, "root", ".", "repository root")
 	flag.StringVar(&o.config, "config", "deploy/scheduler/neuronetes-scheduler.yaml", "neuronetes-scheduler's KubeSchedulerConfiguration (relative to -root)")
-	flag.IntVar(&o.nodes, "nodes", 48, "kwok nodes (8 GPUs each)")
-	flag.IntVar(&o.pools, "pools", 3, "pools, one model each (at most 8)")
-	flag.IntVar(&o.replicas, "replicas", 40, "replicas per pool (2 GPUs each)")
-	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "wait for one pool's replicas to be bound")
+	flag.StringVar(&o.scenarios, "scenarios", "fleet,burst", "comma-separated workloads of e2e/scoring ("+strings.Join(scoring.ScenarioNames, ", ")+"), each judged")
+	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "wait for one batch's replicas to be bound")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	base, cand, err := run(ctx, o, os.Stdout)
+	var scs []scoring.Scenario
+	for _, name := range strings.Split(o.scenarios, ",") {
+		sc, err := scoring.ScenarioByName(name)
+		if err != nil {
+			fmt.Println("scoring bench: VERDICT: FAIL: -scenarios:", err)
+			os.Exit(1)
+		}
+		scs = append(scs, sc)
+	}
+	reports, err := run(ctx, o, scs, os.Stdout)
 	if err != nil {
 		fmt.Println("scoring bench: VERDICT: FAIL: the run did not complete:", err)
 		os.Exit(1)
 	}
-	ok, reasons := scoring.Verdict(base, cand)
-	if !ok {
+	pass := true
+	for i, sc := range scs {
+		ok, reasons := scoring.Verdict(reports[i][0], reports[i][1])
 		for _, r := range reasons {
-			fmt.Println("scoring bench: miss:", r)
+			fmt.Printf("scoring bench: %s: miss: %s\n", sc.Name, r)
 		}
-		fmt.Println("scoring bench: VERDICT: FAIL: neuronetes profile vs default scheduler: cost lower, warm share higher, spread kept")
+		pass = pass && ok
+	}
+	if !pass {
+		fmt.Println("scoring bench: VERDICT: FAIL: neuronetes profile vs default scheduler in", o.scenarios+": cost lower, warm share higher, spread kept")
 		os.Exit(1)
 	}
-	fmt.Println("scoring bench: VERDICT: PASS: neuronetes profile vs default scheduler: cost lower, warm share higher, spread kept")
+	fmt.Println("scoring bench: VERDICT: PASS: neuronetes profile vs default scheduler in", o.scenarios+": cost lower, warm share higher, spread kept")
 }
 
-func run(ctx context.Context, o options, out io.Writer) (base, cand scoring.Report, err error) {
+// run places each scenario with the default scheduler and then the neuronetes profile on the
+// scenario's kwok nodes and returns the two reports per scenario.
+func run(ctx context.Context, o options, scs []scoring.Scenario, out io.Writer) (reports [][2]scoring.Report, err error) {
 	root, err := filepath.Abs(o.root)
 	if err != nil {
-		return base, cand, err
-	}
-	if o.pools < 1 || o.pools > 8 {
-		return base, cand, fmt.Errorf("-pools %d: must be 1..8", o.pools)
+		return nil, err
 	}
 	kwok0Existed := false
 	if c, err := cluster.Attach(root); err == nil {
@@ -78,20 +88,20 @@ func run(ctx context.Context, o options, out io.Writer) (base, cand scoring.Repo
 	}
 	c, err := cluster.Up(ctx, cluster.Options{Root: root, KwokNodes: 1})
 	if err != nil {
-		return base, cand, fmt.Errorf("local cluster: %w", err)
+		return nil, fmt.Errorf("local cluster: %w", err)
 	}
 	cfg, err := c.RestConfig()
 	if err != nil {
-		return base, cand, err
+		return nil, err
 	}
 	cfg.QPS, cfg.Burst = 500, 1000
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return base, cand, err
+		return nil, err
 	}
 	runID := fmt.Sprintf("s%d", time.Now().Unix())
 	if err := scale.Cleanup(ctx, cs, ""); err != nil {
-		return base, cand, fmt.Errorf("cleaning up earlier runs: %w", err)
+		return nil, fmt.Errorf("cleaning up earlier runs: %w", err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -106,40 +116,47 @@ func run(ctx context.Context, o options, out io.Writer) (base, cand scoring.Repo
 		}
 		fmt.Fprintf(out, "scoring bench: cleaned up run %s\n", runID)
 	}()
-	nodes := make([]scoring.Node, o.nodes)
-	for i := range nodes {
-		nodes[i] = scoring.Layout(i, o.pools)
-	}
-	if err := createNodes(ctx, cs, runID, nodes); err != nil {
-		return base, cand, fmt.Errorf("kwok nodes: %w", err)
-	}
 	stopSched, err := startScheduler(ctx, root, o.config, c.Kubeconfig)
 	if err != nil {
-		return base, cand, err
+		return nil, err
 	}
 	defer stopSched()
-	fmt.Fprintf(out, "scoring bench: run %s: %d kwok nodes (3 zones, 8 GPUs, 40%% spot, each model warm on 1/12 of them), %d pools x %d replicas of %d GPUs, pools placed one after the other\n",
-		runID, o.nodes, o.pools, o.replicas, scoring.ReplicaGPUs)
-	wanted := o.pools * o.replicas
+	for _, sc := range scs {
+		r, err := runScenario(ctx, cs, runID, sc, o.timeout, out)
+		if err != nil {
+			return nil, err
+		}
+		reports = append(reports, r)
+	}
+	return reports, nil
+}
+
+// runScenario creates the scenario's kwok nodes, places its workload with the default scheduler
+// and then the neuronetes profile, prints both reports, and deletes the nodes.
+func runScenario(ctx context.Context, cs kubernetes.Interface, runID string, sc scoring.Scenario, timeout time.Duration, out io.Writer) (r [2]scoring.Report, err error) {
+	nodes := sc.Layout()
+	if err := createNodes(ctx, cs, runID, nodes); err != nil {
+		return r, fmt.Errorf("%s: kwok nodes: %w", sc.Name, err)
+	}
+	defer func() {
+		if derr := deleteNodes(context.WithoutCancel(ctx), cs, nodes); derr != nil && err == nil {
+			err = fmt.Errorf("%s: deleting kwok nodes: %w", sc.Name, derr)
+		}
+	}()
+	fmt.Fprintf(out, "== scenario %s (run %s): %s\n", sc.Name, runID, sc.About)
 	for i, s := range []string{"default-scheduler", "neuronetes"} {
 		start := time.Now()
-		ps, err := place(ctx, cs, runID, s, o.pools, o.replicas, o.timeout)
+		ps, err := place(ctx, cs, runID, s, sc, timeout)
 		if err != nil {
-			return base, cand, err
+			return r, fmt.Errorf("%s: %w", sc.Name, err)
 		}
-		r, err := scoring.Measure(s, wanted, nodes, ps)
-		if err != nil {
-			return base, cand, err
+		if r[i], err = scoring.Measure(s, sc.Wanted(), nodes, ps); err != nil {
+			return r, fmt.Errorf("%s: %w", sc.Name, err)
 		}
 		fmt.Fprintf(out, "scoring bench: %s placed %d replicas in %s\n", s, len(ps), time.Since(start).Round(time.Millisecond))
-		if i == 0 {
-			base = r
-		} else {
-			cand = r
-		}
 	}
-	scoring.Write(out, base, cand)
-	return base, cand, nil
+	scoring.Write(out, r[0], r[1])
+	return r, nil
 }
 
 // startScheduler runs neuronetes-scheduler (.local/bin, from hack/build-tools.sh) with the

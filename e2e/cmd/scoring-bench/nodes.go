@@ -40,3 +40,21 @@ func createNodes(ctx context.Context, cs kubernetes.Interface, runID string, nod
 		return ready >= len(nodes), nil
 	})
 }
+
+// deleteNodes deletes the layout's kwok nodes and waits until they are gone, so that the next
+// scenario's nodes start with its own labels and no pods.
+func deleteNodes(ctx context.Context, cs kubernetes.Interface, nodes []scoring.Node) error {
+	for _, n := range nodes {
+		if err := cs.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+	}
+	return wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, n := range nodes {
+			if _, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false, nil //nolint:nilerr // still there, or transient: poll again
+			}
+		}
+		return true, nil
+	})
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,27 +17,28 @@ import (
 	"github.com/neuronetes/neuronetes/e2e/scoring"
 )
 
-// place runs the workload with one scheduler: the pools one after the other (as pools scale up
-// at different times), each pool's replicas created together and waited for until bound. It
-// returns the placements and removes the pods.
-func place(ctx context.Context, cs kubernetes.Interface, runID, scheduler string, pools, replicas int, timeout time.Duration) ([]scoring.Placement, error) {
-	ns := "scoring-" + runID + "-" + scheduler
+// place runs a scenario's workload with one scheduler: its batches in order, each batch's pods
+// created together and waited for until every pod created so far is bound. It returns the
+// placements and removes the pods.
+func place(ctx context.Context, cs kubernetes.Interface, runID, scheduler string, sc scoring.Scenario, timeout time.Duration) ([]scoring.Placement, error) {
+	ns := "scoring-" + runID + "-" + sc.Name + "-" + scheduler
 	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{scale.LabelRun: runID}}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("namespace %s: %w", ns, err)
 	}
 	defer func() { _ = scale.DeleteNamespace(context.WithoutCancel(ctx), cs, ns) }()
-	var out []scoring.Placement
-	for p := range pools {
-		for r := range replicas {
-			if _, err := cs.CoreV1().Pods(ns).Create(ctx, scoring.ReplicaPod(ns, scheduler, cluster.PauseImage, map[string]string{scale.LabelRun: runID}, map[string]string{scale.LabelRun: runID}, p, r), metav1.CreateOptions{}); err != nil {
-				return nil, fmt.Errorf("pod %d of pool m%d: %w", r, p, err)
+	run := map[string]string{scale.LabelRun: runID}
+	var bound []corev1.Pod
+	want := 0
+	for i, batch := range sc.Batches {
+		for _, r := range batch {
+			if _, err := cs.CoreV1().Pods(ns).Create(ctx, scoring.ReplicaPod(ns, scheduler, cluster.PauseImage, run, run, r.Pool, r.Index), metav1.CreateOptions{}); err != nil {
+				return nil, fmt.Errorf("pod %d of pool m%d: %w", r.Index, r.Pool, err)
 			}
 		}
-		sel := nnv1.PoolLabel + "=m" + strconv.Itoa(p)
-		var bound []corev1.Pod
+		want += len(batch)
 		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-			list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+			list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return false, nil //nolint:nilerr // transient: poll again
 			}
@@ -48,17 +48,15 @@ func place(ctx context.Context, cs kubernetes.Interface, runID, scheduler string
 					bound = append(bound, po)
 				}
 			}
-			return len(bound) == replicas, nil
+			return len(bound) == want, nil
 		})
-		if err != nil && ctx.Err() != nil {
-			return nil, err
+		if err != nil {
+			return nil, fmt.Errorf("%s: batch %d: %d of %d replicas bound after %s: %w", scheduler, i, len(bound), want, timeout, err)
 		}
-		for _, po := range bound {
-			out = append(out, scoring.Placement{Pool: po.Labels[nnv1.PoolLabel], Model: po.Labels[nnv1.PoolLabel], Node: po.Spec.NodeName, GPUs: scoring.ReplicaGPUs})
-		}
-		if len(bound) < replicas {
-			return out, fmt.Errorf("%s: pool m%d: %d of %d replicas bound after %s", scheduler, p, len(bound), replicas, timeout)
-		}
+	}
+	out := make([]scoring.Placement, 0, len(bound))
+	for _, po := range bound {
+		out = append(out, scoring.Placement{Pool: po.Labels[nnv1.PoolLabel], Model: po.Labels[nnv1.PoolLabel], Node: po.Spec.NodeName, GPUs: scoring.ReplicaGPUs})
 	}
 	return out, removePods(ctx, cs, ns)
 }

@@ -1,7 +1,9 @@
 // Command neuronetes-scheduler is kube-scheduler v1.37 (k8s.io/kubernetes, pinned in go.mod) with
 // NeuroNetes' Score plugins registered: NeuroNetesCost, NeuroNetesModelCache, NeuroNetesHeadroom
-// and NeuroNetesZoneSpread (scoring in github.com/neuronetes/neuronetes/scheduler/scoring).
-// A KubeSchedulerConfiguration profile enables them (deploy/scheduler/config.yaml, profile
+// and NeuroNetesZoneSpread (scoring in github.com/neuronetes/neuronetes/scheduler/scoring;
+// NeuroNetesModelCache is a scoring.CustomSchedulerPlugin, seed 000's extension point, run through
+// customPlugin).
+// A KubeSchedulerConfiguration profile enables them (deploy/scheduler/neuronetes-scheduler.yaml, profile
 // "neuronetes"); pods select it with spec.schedulerName. Flags are kube-scheduler's.
 package main
 
@@ -11,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/component-base/cli"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+
+	"github.com/neuronetes/neuronetes/scheduler/scoring"
 )
 
 func main() {
@@ -26,7 +30,7 @@ func command() *cobra.Command {
 func plugins() []app.Option {
 	return []app.Option{
 		app.WithPlugin(CostName, newCost),
-		app.WithPlugin(ModelCacheName, newModelCache),
+		withCustomPlugin(scoring.ModelCache{}), // newModelCache
 		app.WithPlugin(HeadroomName, newHeadroom),
 		app.WithPlugin(ZoneSpreadName, newZoneSpread),
 	}

@@ -13,10 +13,10 @@ import (
 	"github.com/neuronetes/neuronetes/scheduler/scoring"
 )
 
-// The plugin names a profile enables (deploy/scheduler/config.yaml).
+// The plugin names a profile enables (deploy/scheduler/neuronetes-scheduler.yaml).
 const (
 	CostName       = "NeuroNetesCost"
-	ModelCacheName = "NeuroNetesModelCache"
+	ModelCacheName = scoring.ModelCacheName // a scoring.CustomSchedulerPlugin (custom.go)
 	HeadroomName   = "NeuroNetesHeadroom"
 	ZoneSpreadName = "NeuroNetesZoneSpread"
 )
@@ -59,21 +59,6 @@ func (*costPlugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod
 	normalize(scores, scoring.NormalizeCost)
 	return nil
 }
-
-// cachePlugin scores nodes by the model caches on them (scoring.CacheScore).
-type cachePlugin struct{}
-
-func newModelCache(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
-	return cachePlugin{}, nil
-}
-
-func (cachePlugin) Name() string { return ModelCacheName }
-
-func (cachePlugin) Score(_ context.Context, _ fwk.CycleState, p *v1.Pod, n fwk.NodeInfo) (int64, *fwk.Status) {
-	return scoring.CacheScore(scoring.WarmKeys(p), n.Node().Labels), nil
-}
-
-func (cachePlugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
 // headroomPlugin prefers nodes with fewer replicas of the pod's pool.
 type headroomPlugin struct{}

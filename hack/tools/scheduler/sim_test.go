@@ -33,11 +33,11 @@ import (
 	"github.com/neuronetes/neuronetes/e2e/scoring"
 )
 
-// simulate places the benchmark workload (e2e/scoring: Layout nodes, ReplicaPod pools, one pool
-// after the other) with the real kube-scheduler framework on a fake clientset: the default
-// profile "default-scheduler" and the shipped "neuronetes" profile, each on a fresh copy of the
-// nodes. Bindings are recorded by a reactor and written back to the pod.
-func simulate(t *testing.T, schedName string, nodes []scoring.Node, pools, replicas int) []scoring.Placement {
+// simulate places a benchmark scenario (e2e/scoring: Layout nodes, ReplicaPod replicas in
+// batches, each batch bound before the next is created) with the real kube-scheduler framework on
+// a fake clientset: the default profile "default-scheduler" or the shipped "neuronetes" profile,
+// on a fresh copy of the nodes. Bindings are recorded by a reactor and written back to the pod.
+func simulate(t *testing.T, schedName string, sc scoring.Scenario, nodes []scoring.Node) []scoring.Placement {
 	t.Helper()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
 	defer cancel()
@@ -92,22 +92,23 @@ func simulate(t *testing.T, schedName string, nodes []scoring.Node, pools, repli
 	inf.WaitForCacheSync(ctx.Done())
 	go sched.Run(ctx)
 	var out []scoring.Placement
-	for p := range pools {
-		for r := range replicas {
-			pod := scoring.ReplicaPod("bench", schedName, "pause", nil, nil, p, r)
+	want := 0
+	for i, batch := range sc.Batches {
+		for _, rep := range batch {
+			pod := scoring.ReplicaPod("bench", schedName, "pause", nil, nil, rep.Pool, rep.Index)
 			pod.UID = types.UID(schedName + "/" + pod.Name) // the apiserver sets it; the fake does not
 			if _, err := client.CoreV1().Pods("bench").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		want := (p + 1) * replicas
+		want += len(batch)
 		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(bound) >= want, nil
 		})
 		if err != nil {
-			t.Fatalf("%s: pool m%d: %d of %d bound: %v", schedName, p, len(bound), want, err)
+			t.Fatalf("%s: batch %d: %d of %d bound: %v", schedName, i, len(bound), want, err)
 		}
 	}
 	mu.Lock()
@@ -120,23 +121,47 @@ func simulate(t *testing.T, schedName string, nodes []scoring.Node, pools, repli
 }
 
 // TestScoringSimulation is the scoring benchmark in the scheduler's own framework (no cluster):
-// 48 nodes, 3 pools of 40 replicas, the default profile against the neuronetes profile, the
-// verdict of e2e/scoring.Verdict.
+// the contended scenarios scoring.Fleet and scoring.Burst (SCORING_SIM_SCENARIO names others,
+// comma-separated, from scoring.ScenarioNames), each placed by the default profile and by the
+// neuronetes profile, both reports and the scenario's verdict (e2e/scoring.Verdict), then the
+// overall verdict last.
 func TestScoringSimulation(t *testing.T) {
-	const nodesN, pools, replicas = 48, 3, 40
 	// SCORING_SIM_GATES sets scheduler feature gates for the run (e.g. OpportunisticBatching=false).
 	if g := os.Getenv("SCORING_SIM_GATES"); g != "" {
 		if err := utilfeature.DefaultMutableFeatureGate.Set(g); err != nil {
 			t.Fatal(err)
 		}
 	}
-	nodes := make([]scoring.Node, nodesN)
-	for i := range nodes {
-		nodes[i] = scoring.Layout(i, pools)
+	names := os.Getenv("SCORING_SIM_SCENARIO")
+	if names == "" {
+		names = "fleet,burst"
 	}
+	var missed []string
+	for _, name := range strings.Split(names, ",") {
+		sc, err := scoring.ScenarioByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, reasons := simulateScenario(t, sc); !ok {
+			missed = append(missed, fmt.Sprintf("%s: %v", sc.Name, reasons))
+		}
+	}
+	if len(missed) > 0 {
+		fmt.Printf("verdict: FAIL: %s\n", strings.Join(missed, "; "))
+		t.Errorf("verdict: FAIL: %v", missed)
+		return
+	}
+	fmt.Printf("verdict: PASS: neuronetes vs default-scheduler in %s: cost lower, warm share higher, spread kept\n", names)
+}
+
+// simulateScenario places sc with both profiles, prints both reports and the scenario's verdict
+// on stdout, and returns the verdict.
+func simulateScenario(t *testing.T, sc scoring.Scenario) (bool, []string) {
+	t.Helper()
+	nodes := sc.Layout()
 	var reports []scoring.Report
 	for _, s := range []string{"default-scheduler", "neuronetes"} {
-		ps := simulate(t, s, nodes, pools, replicas)
+		ps := simulate(t, s, sc, nodes)
 		if os.Getenv("SCORING_SIM_DUMP") != "" {
 			count := map[string]int{}
 			for _, p := range ps {
@@ -144,17 +169,21 @@ func TestScoringSimulation(t *testing.T) {
 			}
 			t.Logf("%s placements (pool@node: replicas): %v", s, count)
 		}
-		r, err := scoring.Measure(s, pools*replicas, nodes, ps)
+		r, err := scoring.Measure(s, sc.Wanted(), nodes, ps)
 		if err != nil {
 			t.Fatal(err)
 		}
 		reports = append(reports, r)
 	}
 	var sb strings.Builder
+	fmt.Fprintf(&sb, "== scenario %s: %s\n", sc.Name, sc.About)
 	scoring.Write(&sb, reports[0], reports[1])
-	t.Log("\n" + sb.String())
-	fmt.Fprint(os.Stdout, sb.String())
-	if ok, reasons := scoring.Verdict(reports[0], reports[1]); !ok {
-		t.Errorf("verdict: FAIL: %v", reasons)
+	ok, reasons := scoring.Verdict(reports[0], reports[1])
+	if ok {
+		fmt.Fprintf(&sb, "scenario %s: PASS\n", sc.Name)
+	} else {
+		fmt.Fprintf(&sb, "scenario %s: FAIL: %v\n", sc.Name, reasons)
 	}
+	fmt.Print(sb.String())
+	return ok, reasons
 }
