@@ -27,9 +27,9 @@ func requireEvictionRefused(t *testing.T, e *Env, ns, session, pod string) {
 		return st.ObservedGeneration == pdb.Generation && st.ExpectedPods == 1 && st.CurrentHealthy == 1 && st.DisruptionsAllowed == 0,
 			fmt.Errorf("status %+v", st)
 	})
-	err := e.Kube.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}})
-	if !apierrors.IsTooManyRequests(err) {
-		t.Fatalf("eviction of session pod %s: %v, want 429 (refused by its PodDisruptionBudget)", pod, err)
+	evictErr := e.Kube.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}})
+	if !apierrors.IsTooManyRequests(evictErr) {
+		t.Fatalf("eviction of session pod %s: %v, want 429 (refused by its PodDisruptionBudget)", pod, evictErr)
 	}
 	p, err := e.Kube.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
 	if err != nil {
@@ -38,5 +38,5 @@ func requireEvictionRefused(t *testing.T, e *Env, ns, session, pod string) {
 	if p.DeletionTimestamp != nil {
 		t.Fatalf("session pod %s terminating after the refused eviction (deletion %v)", pod, p.DeletionTimestamp)
 	}
-	t.Logf("eviction of session pod %s refused: %v", pod, err)
+	t.Logf("eviction of session pod %s refused: %v", pod, evictErr)
 }
