@@ -40,7 +40,8 @@ spec:
 // deploySessionWarmPool is TestDeployLocal's subtest SessionWarmPool: the chart-installed
 // controller, under the chart's RBAC and its controller-writes admission policy, fills an
 // AgentClass's warm session pool (NetworkPolicy, ServiceAccount, pod), a new session claims the
-// warm pod and its ServiceAccount, and the pool refills.
+// warm pod and its ServiceAccount, its PodDisruptionBudget refuses the pod's eviction, and the
+// pool refills.
 func deploySessionWarmPool(t *testing.T, e *Env, r *deployRelease) {
 	ctx := context.Background()
 	ns := r.exampleNS
@@ -102,6 +103,9 @@ func deploySessionWarmPool(t *testing.T, e *Env, r *deployRelease) {
 		}
 		return len(f) == 3 && f[0] == "Running" && pod == first[0] && sa == first[0], fmt.Errorf("status %q (%v)", out, err)
 	})
+	// The session's PodDisruptionBudget, created by the chart-installed controller under its
+	// RBAC and the controller-writes policy, refuses the eviction of the claimed pod.
+	requireEvictionRefused(t, e, ns, "np-warm-s", pod)
 	Eventually(t, time.Minute, "the warm ServiceAccount handed to the session", func() (bool, error) {
 		acct, err := e.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, sa, metav1.GetOptions{})
 		if err != nil {

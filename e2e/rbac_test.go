@@ -276,6 +276,9 @@ func deployAdmissionPolicies(t *testing.T, e *Env, r *deployRelease) {
 			t.Fatalf("the victim ServiceAccount changed: %v %v", got.Labels, err)
 		}
 	})
+	t.Run("ControllerCreatesForeignPodDisruptionBudget", func(t *testing.T) {
+		attackControllerCreatesForeignPDB(t, e, r.exampleNS, accounts["controller"])
+	})
 	t.Run("ControllerDeletesForeignCheckpoint", func(t *testing.T) {
 		attackControllerDeletesForeignCheckpoint(t, e, r.exampleNS, accounts["controller"])
 	})

@@ -42,10 +42,11 @@ func cordonNode(t *testing.T, e *Env, name string, on bool) {
 // once into a new pod on node 2 whose agent holds the same counters (checksum) and serves the
 // next turn; the resume pod requires a node other than node 1. Then node 1's taint goes and node 2
 // is cordoned: the session moves back to node 1 with the counters of its four turns (a checkpoint
-// of a resumed session dumps the restored agent). Last, kubectl drain of node 1 (the session's pod
-// only) evicts it through the Eviction API: held by its preStop sleep, it is checkpointed within
-// its grace period and the session continues on node 2 with the same counters, without PodLost or
-// CheckpointFailed events. The taints and cordons go at cleanup.
+// of a resumed session dumps the restored agent). Last, the Eviction API refuses to evict the
+// session's pod (its PodDisruptionBudget), and kubectl drain of node 1 (the session's pod only),
+// whose evictions are refused the same way, cordons the node: the session is checkpointed, its pod
+// deleted, the drain completes, and the session continues on node 2 with the same counters,
+// without PodLost or CheckpointFailed events. The taints and cordons go at cleanup.
 func TestAgentSessionDrainResumesElsewhere(t *testing.T) {
 	e := requireEnv(t)
 	if _, err := os.Stat(filepath.Join(e.Root, ".local", "containerd", "containerd.sock")); err != nil {
@@ -246,19 +247,22 @@ func TestAgentSessionDrainResumesElsewhere(t *testing.T) {
 	}
 	t.Logf("state sum %s on %s before the cordon and on %s after it", sum, node2, node1)
 
-	// kubectl drain of node 1 (this session's pod only): it cordons the node and evicts the pod
-	// through the Eviction API; the pod, held by its preStop sleep, is checkpointed within its
-	// grace period and the session continues on node 2 with the same counters.
+	// kubectl drain of node 1 (this session's pod only): it cordons the node and tries to evict
+	// the pod through the Eviction API, which the session's PodDisruptionBudget refuses (429,
+	// retried every 5 s); the cordon suspends the session, whose pod the controller deletes once
+	// checkpointed, and the session continues on node 2 with the same counters.
 	third := s.Status.PodName
+	requireEvictionRefused(t, e, ns, "s", third)
 	sum = stateSum(back)
 	cordonNode(t, e, node2, false)
 	t.Cleanup(func() { cordonNode(t, e, node1, false) })
 	notice = time.Now()
 	drainDone := make(chan error, 1)
 	var drained time.Duration
+	var drainOut string
 	go func() {
-		_, err := e.KubectlErr("drain", node1, "--pod-selector="+v1alpha1.SessionLabel+"=s", "--delete-emptydir-data", "--ignore-daemonsets", "--timeout=2m")
-		drained = time.Since(notice)
+		out, err := e.KubectlErr("drain", node1, "--pod-selector="+v1alpha1.SessionLabel+"=s", "--delete-emptydir-data", "--ignore-daemonsets", "--timeout=2m")
+		drained, drainOut = time.Since(notice), out
 		drainDone <- err
 	}()
 	Eventually(t, 3*time.Minute, "session s Running on "+node2+" after kubectl drain", func() (bool, error) {
@@ -270,8 +274,8 @@ func TestAgentSessionDrainResumesElsewhere(t *testing.T) {
 	if err := <-drainDone; err != nil {
 		t.Fatalf("kubectl drain: %v", err)
 	}
-	t.Logf("kubectl drain of %s: session Running on %s after %s; kubectl drain returned after %s (the evicted pod's preStop hold)",
-		node1, s.Status.NodeName, moved.Round(10*time.Millisecond), drained.Round(10*time.Millisecond))
+	t.Logf("kubectl drain of %s: session Running on %s after %s; kubectl drain returned after %s:\n%s",
+		node1, s.Status.NodeName, moved.Round(10*time.Millisecond), drained.Round(10*time.Millisecond), drainOut)
 	if s.Status.NodeName != node2 {
 		t.Fatalf("session moved to %q, want %s", s.Status.NodeName, node2)
 	}

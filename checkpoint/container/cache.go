@@ -69,13 +69,8 @@ func (e *Engine) cacheKeep(ctx context.Context, dir string, m *store.Manifest) {
 		err = os.WriteFile(filepath.Join(dir, cacheFiles), b, 0o600)
 	}
 	if err == nil {
-		err = os.MkdirAll(filepath.Dir(dst), 0o700)
-	}
-	if err == nil {
 		_ = os.RemoveAll(dst)
-		if err = os.Rename(dir, dst); errors.Is(err, syscall.EXDEV) {
-			err = copyTree(dir, dst)
-		}
+		err = cacheMove(dir, dst)
 	}
 	if err != nil {
 		_ = os.RemoveAll(dst)
@@ -90,6 +85,24 @@ func (e *Engine) cacheKeep(ctx context.Context, dir string, m *store.Manifest) {
 	}
 	e.cacheEvict()
 	logger.V(2).Info("Kept the dump in the local checkpoint cache", "dir", dst)
+}
+
+// cacheMove renames (or, across filesystems, copies) dir to dst, creating dst's parents; the
+// parents are made again once when an eviction (EvictCached) removed them in between.
+func cacheMove(dir, dst string) error {
+	var err error
+	for range 2 {
+		if err = os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+			return err
+		}
+		if err = os.Rename(dir, dst); errors.Is(err, syscall.EXDEV) {
+			return copyTree(dir, dst)
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return err
 }
 
 // cacheLookup returns the local cache entry of k/id when the signed manifest m lists exactly

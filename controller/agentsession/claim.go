@@ -41,9 +41,9 @@ func (r *Reconciler) warmPoolStep(ctx context.Context, s *nnv1.AgentSession, d *
 
 // claim gives a new session (or one whose pod was lost without a checkpoint) a Ready warm pod
 // of its class when there is one and the session may take it (CanClaim), and reports whether it
-// did. The session's NetworkPolicy is created first; the claim itself is one update of the pod
-// at the version read (labels and owner), so of two sessions racing for a pod one gets a
-// conflict and tries the next. The pod's ServiceAccount then becomes the session's.
+// did. The session's NetworkPolicy and PodDisruptionBudget are created first; the claim itself
+// is one update of the pod at the version read (labels and owner), so of two sessions racing for
+// a pod one gets a conflict and tries the next. The pod's ServiceAccount then becomes the session's.
 func (r *Reconciler) claim(ctx context.Context, s *nnv1.AgentSession, now time.Time) (bool, error) {
 	logger := klog.FromContext(ctx)
 	var class nnv1.AgentClass
@@ -76,6 +76,10 @@ func (r *Reconciler) claim(ctx context.Context, s *nnv1.AgentSession, now time.T
 		if err := r.create(ctx, s, NetworkPolicy(s, *r.NetworkPolicy)); err != nil {
 			return false, err
 		}
+	}
+	// Before the pod becomes the session's: no eviction takes it past a suspension.
+	if err := r.create(ctx, s, PodDisruptionBudget(s)); err != nil {
+		return false, err
 	}
 	for _, name := range cands {
 		p := byName[name]

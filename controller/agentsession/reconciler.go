@@ -297,9 +297,9 @@ func (r *Reconciler) createResumePod(ctx context.Context, s *nnv1.AgentSession, 
 	return nil
 }
 
-// createPod creates the session's ServiceAccount and NetworkPolicy (once; an existing one is
-// kept) and its next pod, all owned by the session; a resume pod gets the host container of
-// RestoreHostImage.
+// createPod creates the session's ServiceAccount, NetworkPolicy and PodDisruptionBudget (once;
+// an existing one is kept) and its next pod, all owned by the session; a resume pod gets the host
+// container of RestoreHostImage.
 func (r *Reconciler) createPod(ctx context.Context, s *nnv1.AgentSession, resume bool) error {
 	var class nnv1.AgentClass
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.ClassRef.Name}, &class); err != nil {
@@ -341,6 +341,10 @@ func (r *Reconciler) createPod(ctx context.Context, s *nnv1.AgentSession, resume
 		if err := r.create(ctx, s, NetworkPolicy(s, *r.NetworkPolicy)); err != nil {
 			return err
 		}
+	}
+	// Before the pod, so that no eviction takes it past the session's suspension.
+	if err := r.create(ctx, s, PodDisruptionBudget(s)); err != nil {
+		return err
 	}
 	if err := r.create(ctx, s, pod); err != nil {
 		return err

@@ -105,6 +105,7 @@ func TestWarmPoolFillClaimRefill(t *testing.T) {
 	if got.Status.PodName != warm || got.Status.ServiceAccountName != warm || got.Status.Pods != 1 || got.Status.NodeName != "n1" {
 		t.Fatalf("status %+v, want warm pod %s claimed", got.Status, warm)
 	}
+	checkSessionPDB(t, h.c) // created before the claim
 	if c := meta.FindStatusCondition(got.Status.Conditions, ConditionReady); c == nil || c.Reason != ClaimReason || c.Status != metav1.ConditionTrue {
 		t.Errorf("condition %+v, want Ready True Claimed", c)
 	}

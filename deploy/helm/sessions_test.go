@@ -27,8 +27,9 @@ func renderedPolicy(t *testing.T, objs []object, name string) *admissionregv1.Va
 
 // TestChartAgentSessions: controller.agentSessions.enabled passes --agent-sessions and the
 // restore host image, and grants exactly the session controller's rights (sessions read, their
-// status written, ServiceAccounts created, patched and deleted (the admission policy narrows them), RuntimeClasses read one at a time); off (the
-// default) renders none of them.
+// status written, ServiceAccounts created, patched and deleted and PodDisruptionBudgets created
+// (the admission policy narrows both), RuntimeClasses read one at a time); off (the default)
+// renders none of them.
 func TestChartAgentSessions(t *testing.T) {
 	off, err := render(t, nil, nil)
 	if err != nil {
@@ -57,6 +58,8 @@ func TestChartAgentSessions(t *testing.T) {
 			{"agentsessions/status", "patch"}, {"serviceaccounts", "create"}, {"runtimeclasses", "get"}, {"agentcheckpoints", "delete"},
 			// The warm session pool's ServiceAccounts: deleted with their pod, patched to the session on a claim.
 			{"serviceaccounts", "patch"}, {"serviceaccounts", "delete"},
+			// The session's PodDisruptionBudget: created only (the garbage collector deletes it).
+			{"poddisruptionbudgets", "create"},
 		} {
 			if got := rulesGrant(role, g.resource, g.verb); got != tc.want {
 				t.Errorf("%s: %s %s granted %v, want %v", tc.name, g.verb, g.resource, got, tc.want)
@@ -65,6 +68,7 @@ func TestChartAgentSessions(t *testing.T) {
 		for _, g := range []struct{ resource, verb string }{
 			{"agentsessions", "update"}, {"agentsessions", "delete"}, {"serviceaccounts", "get"}, {"serviceaccounts", "update"},
 			{"serviceaccounts", "list"}, {"runtimeclasses", "list"},
+			{"poddisruptionbudgets", "get"}, {"poddisruptionbudgets", "list"}, {"poddisruptionbudgets", "update"}, {"poddisruptionbudgets", "patch"}, {"poddisruptionbudgets", "delete"},
 		} {
 			if rulesGrant(role, g.resource, g.verb) {
 				t.Errorf("%s: the controller may %s %s", tc.name, g.verb, g.resource)
@@ -74,13 +78,18 @@ func TestChartAgentSessions(t *testing.T) {
 		if strings.Contains(rules, `"serviceaccounts"`) != tc.want {
 			t.Errorf("%s: controller-writes matches ServiceAccounts: %v, want %v", tc.name, !tc.want, tc.want)
 		}
+		if strings.Contains(rules, `"poddisruptionbudgets"`) != tc.want {
+			t.Errorf("%s: controller-writes matches PodDisruptionBudgets: %v, want %v", tc.name, !tc.want, tc.want)
+		}
 	}
 }
 
 // TestSessionControllerWritesPolicy: with sessions on, the controller-writes policy admits the
-// session pods and ServiceAccounts controller/agentsession makes, and nothing a session could
-// be used to smuggle: a pod or ServiceAccount of another name, owner or ServiceAccount, one with
-// a token, an update taking over a foreign pod, and any write in a system namespace.
+// session pods, ServiceAccounts and PodDisruptionBudgets controller/agentsession makes, and
+// nothing a session could be used to smuggle: a pod or ServiceAccount of another name, owner or
+// ServiceAccount, one with a token, an update taking over a foreign pod, a PodDisruptionBudget
+// that could hold back any other pod's eviction (or is updated or deleted), and any write in a
+// system namespace.
 func TestSessionControllerWritesPolicy(t *testing.T) {
 	objs, err := render(t, nil, []string{`controller={"agentSessions":{"enabled":true}}`})
 	if err != nil {
@@ -136,6 +145,17 @@ func TestSessionControllerWritesPolicy(t *testing.T) {
 	warmOnly := func(class string) map[string]any {
 		return map[string]any{"matchLabels": map[string]any{"neuronetes.io/session-warm-pool": class}}
 	}
+	pdb := func(name string, labels, selector map[string]any, spec map[string]any, owners ...map[string]any) map[string]any {
+		sp := map[string]any{"minAvailable": int64(1)}
+		if selector != nil {
+			sp["selector"] = selector
+		}
+		for k, v := range spec {
+			sp[k] = v
+		}
+		return map[string]any{"metadata": meta(name, labels, owners...), "spec": sp}
+	}
+	goodPDB := pdb("session-s1", s1, only("s1"), nil, owner("AgentSession", "s1"))
 	plain := pod("web", "default", nil)
 	notController := owner("AgentSession", "s1")
 	notController["controller"] = false
@@ -171,6 +191,25 @@ func TestSessionControllerWritesPolicy(t *testing.T) {
 		{"a NetworkPolicy of another name", "CREATE", "networkpolicies", "team-a", np("allow-all", only("s1"), owner("AgentSession", "s1")), nil, false},
 		{"a session NetworkPolicy without owner", "CREATE", "networkpolicies", "team-a", np("session-s1", only("s1")), nil, false},
 		{"a session ServiceAccount in kube-system", "CREATE", "serviceaccounts", "kube-system", sa("session-s1", s1, false, owner("AgentSession", "s1")), nil, false},
+
+		// The session's PodDisruptionBudget (a drain waits for the suspension).
+		{"the session's PodDisruptionBudget", "CREATE", "poddisruptionbudgets", "team-a", goodPDB, nil, true},
+		{"the session's PodDisruptionBudget with AlwaysAllow", "CREATE", "poddisruptionbudgets", "team-a", pdb("session-s1", s1, only("s1"), map[string]any{"unhealthyPodEvictionPolicy": "AlwaysAllow"}, owner("AgentSession", "s1")), nil, true},
+		{"a session PodDisruptionBudget in kube-system", "CREATE", "poddisruptionbudgets", "kube-system", goodPDB, nil, false},
+		{"a session PodDisruptionBudget updated", "UPDATE", "poddisruptionbudgets", "team-a", goodPDB, goodPDB, false},
+		{"a session PodDisruptionBudget deleted", "DELETE", "poddisruptionbudgets", "team-a", nil, goodPDB, false},
+		{"a PodDisruptionBudget selecting every session", "CREATE", "poddisruptionbudgets", "team-a", pdb("session-s1", s1, every, nil, owner("AgentSession", "s1")), nil, false},
+		{"a PodDisruptionBudget selecting every pod", "CREATE", "poddisruptionbudgets", "team-a", pdb("session-s1", s1, map[string]any{}, nil, owner("AgentSession", "s1")), nil, false},
+		{"a PodDisruptionBudget without a selector", "CREATE", "poddisruptionbudgets", "team-a", pdb("session-s1", s1, nil, nil, owner("AgentSession", "s1")), nil, false},
+		{"a PodDisruptionBudget selecting another session", "CREATE", "poddisruptionbudgets", "team-a", pdb("session-s1", s1, only("s2"), nil, owner("AgentSession", "s1")), nil, false},
+		{"a PodDisruptionBudget selecting the session and more", "CREATE", "poddisruptionbudgets", "team-a", pdb("session-s1", s1, map[string]any{"matchLabels": map[string]any{"neuronetes.io/session": "s1"}, "matchExpressions": []any{map[string]any{"key": "app", "operator": "Exists"}}}, nil, owner("AgentSession", "s1")), nil, false},
+		{"a PodDisruptionBudget of another name", "CREATE", "poddisruptionbudgets", "team-a", pdb("web", s1, only("s1"), nil, owner("AgentSession", "s1")), nil, false},
+		{"a PodDisruptionBudget of another session", "CREATE", "poddisruptionbudgets", "team-a", pdb("session-s1", s1, only("s1"), nil, owner("AgentSession", "s2")), nil, false},
+		{"a PodDisruptionBudget without owner", "CREATE", "poddisruptionbudgets", "team-a", pdb("session-s1", s1, only("s1"), nil), nil, false},
+		{"a PodDisruptionBudget labelled as a pool's", "CREATE", "poddisruptionbudgets", "team-a", pdb("session-s1", map[string]any{"neuronetes.io/pool": "p"}, only("s1"), nil, owner("AgentSession", "s1")), nil, false},
+		{"a PodDisruptionBudget with minAvailable 2", "CREATE", "poddisruptionbudgets", "team-a", pdb("session-s1", s1, only("s1"), map[string]any{"minAvailable": int64(2)}, owner("AgentSession", "s1")), nil, false},
+		{"a PodDisruptionBudget with minAvailable 100%", "CREATE", "poddisruptionbudgets", "team-a", pdb("session-s1", s1, only("s1"), map[string]any{"minAvailable": "100%"}, owner("AgentSession", "s1")), nil, false},
+		{"a PodDisruptionBudget with maxUnavailable", "CREATE", "poddisruptionbudgets", "team-a", pdb("session-s1", s1, only("s1"), map[string]any{"maxUnavailable": int64(0)}, owner("AgentSession", "s1")), nil, false},
 
 		// The warm session pool (AgentClass demo, spec.sessions.warmPoolSize).
 		{"a warm pod", "CREATE", "pods", "team-a", warmGood, nil, true},

@@ -109,6 +109,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("snapshot setup: %w", err)
 		}
 	}
+	if _, ok := opts.Engine.(CacheEvicter); ok {
+		if err := mgr.Add(cacheSweep{r: r, every: 5 * time.Minute, grace: DefaultCacheSweepGrace}); err != nil {
+			return fmt.Errorf("snapshot setup: %w", err)
+		}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("agentcheckpoint-"+opts.NodeName).
 		For(&v1alpha1.AgentCheckpoint{}).
@@ -130,6 +135,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	ctx = klog.NewContext(ctx, logger)
 	var ac v1alpha1.AgentCheckpoint
 	if err := r.Client.Get(ctx, req.NamespacedName, &ac); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.evictDeleted(ctx, req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	switch ac.Status.Phase {
