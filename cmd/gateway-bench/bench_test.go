@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/neuronetes/neuronetes/demoagent/tokenize"
+	"github.com/neuronetes/neuronetes/gateway/route"
 )
 
 func TestPromptTextSharesPrefixes(t *testing.T) {
@@ -153,6 +154,9 @@ func TestParseOptions(t *testing.T) {
 	if _, err := parseOptions([]string{"-agent-bin=/x"}); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
+	if _, err := parseOptions([]string{"-only=model"}); err != nil {
+		t.Fatalf("-only=model needs no agent binary: %v", err)
+	}
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -273,5 +277,62 @@ func TestCPUWhy(t *testing.T) {
 	}
 	if got := cpuWhy(gw, &overheadStats{}); got != "per-process counters not read" {
 		t.Fatalf("without counters: %q", got)
+	}
+}
+
+// TestPickerTTFTs runs the gateway's picker on the model's clock over the oracle's workload: it
+// sees pod-1's cache through the exact index and sends the follow-up there (514 ms), and
+// its view of every pod is the model's (no late decision); a second run gives the same decisions.
+func TestPickerTTFTs(t *testing.T) {
+	rows := []traceRow{
+		{Timestamp: 0, InputLength: 1024, OutputLength: 8, HashIDs: []uint64{5, 6}},
+		{Timestamp: 0, InputLength: 1024, OutputLength: 8, HashIDs: []uint64{0, 1}},
+		{Timestamp: 5000, InputLength: 1536, OutputLength: 8, HashIDs: []uint64{0, 1, 2}},
+	}
+	reqs := replay(rows, 1, 8)
+	prep := prepare(reqs, 16)
+	prompts, err := kvPrompts(reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := agentFlags{slots: 4, prefillRate: 1000, decodeRate: 100, kvTokens: 1 << 16, blockSize: 16}
+	base := time.Unix(1_700_000_000, 0)
+	st, err := pickerTTFTs(prep, prompts, 2, f, route.DefaultPolicy(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := slices.Clone(st.modelTTFTs)
+	slices.Sort(got)
+	if want := []float64{514, 1026, 1026}; !slices.Equal(got, want) {
+		t.Errorf("TTFTs %v, want %v (assignment %v)", got, want, st.assign)
+	}
+	if want := []int{0, 1, 1}; !slices.Equal(st.assign, want) {
+		t.Errorf("assignment %v, want %v: the first turns apart, the follow-up with its first turn's cache (pod-1, not the name's pod-0)", st.assign, want)
+	}
+	if g := decisionRegret(prep, st.assign, 2, f, st.views, base); g.worse != 0 || g.diag.seen != 3 {
+		t.Errorf("regret %v (%d views), want no late decision of 3", g, g.diag.seen)
+	}
+	again, err := pickerTTFTs(prep, prompts, 2, f, route.DefaultPolicy(), base)
+	if err != nil || !slices.Equal(again.assign, st.assign) {
+		t.Errorf("second run %v (%v), want %v", again.assign, err, st.assign)
+	}
+}
+
+// TestLeastTTFTs: least-request in the model spreads the two first turns and sends the
+// follow-up, with both pods idle again, to the first.
+func TestLeastTTFTs(t *testing.T) {
+	rows := []traceRow{
+		{Timestamp: 0, InputLength: 1024, OutputLength: 8, HashIDs: []uint64{0, 1}},
+		{Timestamp: 0, InputLength: 1024, OutputLength: 8, HashIDs: []uint64{5, 6}},
+		{Timestamp: 5000, InputLength: 1536, OutputLength: 8, HashIDs: []uint64{9, 1, 2}},
+	}
+	f := agentFlags{slots: 4, prefillRate: 1000, decodeRate: 100, kvTokens: 1 << 16, blockSize: 16}
+	got, _, err := leastTTFTs(prepare(replay(rows, 1, 8), 16), 2, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if want := []float64{1026, 1026, 1538}; !slices.Equal(got, want) {
+		t.Errorf("TTFTs %v, want %v", got, want)
 	}
 }

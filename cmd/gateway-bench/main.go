@@ -53,6 +53,7 @@ type options struct {
 	gatewayArgs, readyURL string
 	logDir                string
 	pods                  int
+	loadFactor            float64 // -only model: the picker's load factor (< 0: the gateway's default)
 	overhead              overheadConfig
 	routing               routingConfig
 }
@@ -60,7 +61,8 @@ type options struct {
 func parseOptions(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("gateway-bench", flag.ContinueOnError)
-	fs.StringVar(&o.only, "only", "", "run only overhead or routing")
+	fs.StringVar(&o.only, "only", "", "run only overhead, routing, or model (the routing targets judged on the gateway's picker run in the model alone: no process, deterministic)")
+	fs.Float64Var(&o.loadFactor, "model-load-factor", -1, "-only model: the picker's load factor (negative: the gateway's default)")
 	fs.StringVar(&o.agentBin, "agent-bin", "", "demo-agent binary (required)")
 	fs.StringVar(&o.gatewayBin, "gateway-bin", "", "gateway binary; without it the gateway column is missing and the verdict fails")
 	fs.StringVar(&o.gatewayArgs, "gateway-args",
@@ -79,10 +81,10 @@ func parseOptions(args []string) (*options, error) {
 		return nil, err
 	}
 	switch {
-	case o.agentBin == "":
+	case o.agentBin == "" && o.only != "model":
 		return nil, errors.New("-agent-bin is required")
-	case o.only != "" && o.only != "overhead" && o.only != "routing":
-		return nil, fmt.Errorf("-only %q is not overhead or routing", o.only)
+	case o.only != "" && o.only != "overhead" && o.only != "routing" && o.only != "model":
+		return nil, fmt.Errorf("-only %q is not overhead, routing or model", o.only)
 	case o.pods < 1:
 		return nil, fmt.Errorf("-pods must be at least 1, got %d", o.pods)
 	case o.overhead.streams < 1 || o.overhead.tokens < 1 || o.overhead.rounds < 1 || !(o.overhead.decodeRate > 0):
@@ -110,7 +112,15 @@ func run(args []string) (bool, error) {
 
 	var verdicts []string
 	pass := true
-	if o.only != "routing" {
+	if o.only == "model" {
+		v, err := o.runModel(os.Stdout)
+		if err != nil {
+			return false, fmt.Errorf("model: %w", err)
+		}
+		verdicts = append(verdicts, v.text)
+		pass = v.ok
+	}
+	if o.only == "" || o.only == "overhead" {
 		v, err := o.runOverhead(ctx)
 		if err != nil {
 			return false, fmt.Errorf("overhead: %w", err)
@@ -118,7 +128,7 @@ func run(args []string) (bool, error) {
 		verdicts = append(verdicts, v.text)
 		pass = pass && v.ok
 	}
-	if o.only != "overhead" {
+	if o.only == "" || o.only == "routing" {
 		v, err := o.runRouting(ctx)
 		if err != nil {
 			return false, fmt.Errorf("routing: %w", err)

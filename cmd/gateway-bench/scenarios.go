@@ -151,15 +151,7 @@ func (o *options) routingWindow(ctx context.Context, trace string, start time.Du
 		return nil, err
 	}
 	reqs := replay(rows, c.speedup, c.maxOutput)
-	var promptTokens int
-	for _, r := range rows {
-		promptTokens += r.InputLength
-	}
-	span := time.Duration(rows[len(rows)-1].Timestamp-rows[0].Timestamp) * time.Millisecond
-	offered := float64(promptTokens) / max(span.Seconds(), 1) // prompt tokens per second, trace time
-	prefillReal := offered / (float64(o.pods) * c.load)
-	flags := agentFlags{slots: c.slots, prefillRate: prefillReal * c.speedup, decodeRate: c.decodeReal * c.speedup,
-		ttftBase: time.Duration(float64(c.ttftBase) / c.speedup), kvTokens: c.kvTokens, blockSize: c.blockSize}
+	offered, prefillReal, flags := c.podFlags(rows, o.pods)
 	blocks := c.kvTokens / c.blockSize
 	prep := prepare(reqs, c.blockSize)
 	shared, err := sharedCacheHitRate(prep, o.pods*blocks, c.blockSize)
@@ -211,6 +203,20 @@ func (o *options) routingWindow(ctx context.Context, trace string, start time.Du
 	}
 	printRouting(os.Stdout, ran, stats, shared, oracle, rule)
 	return w, nil
+}
+
+// podFlags sets the agents' flags from a window's load: the prompt tokens it offers per second
+// (trace time) and the prefill rate (trace time) that puts the pods at c.load with no cache reuse.
+func (c routingConfig) podFlags(rows []traceRow, pods int) (offered, prefillReal float64, f agentFlags) {
+	var promptTokens int
+	for _, r := range rows {
+		promptTokens += r.InputLength
+	}
+	span := time.Duration(rows[len(rows)-1].Timestamp-rows[0].Timestamp) * time.Millisecond
+	offered = float64(promptTokens) / max(span.Seconds(), 1)
+	prefillReal = offered / (float64(pods) * c.load)
+	return offered, prefillReal, agentFlags{slots: c.slots, prefillRate: prefillReal * c.speedup, decodeRate: c.decodeReal * c.speedup,
+		ttftBase: time.Duration(float64(c.ttftBase) / c.speedup), kvTokens: c.kvTokens, blockSize: c.blockSize}
 }
 
 // replayPolicy replays the trace through one policy to fresh agents (cold caches).

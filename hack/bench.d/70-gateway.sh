@@ -23,7 +23,10 @@
 #    against the oracle with the requests arriving at the gateway's own decision times.
 # Agents, proxies and the gateway each run as their own process on loopback. The verdict is
 # printed last; the exit status is non-zero when a target is missed.
-# Knobs: NN_BENCH_ONLY (overhead|routing), NN_BENCH_TRACE (the trace file), NN_BENCH_HELDOUT (a
+# NN_BENCH_ONLY=model runs no process: the gateway's own picker (gateway/pick) on the model's clock
+# in the same windows, judged against the same targets, with its late decisions sorted by cause;
+# deterministic, under a minute (what the picker's rule costs, without the machine's timing).
+# Knobs: NN_BENCH_ONLY (overhead|routing|model), NN_BENCH_TRACE (the trace file), NN_BENCH_HELDOUT (a
 # second trace whose first window is judged too, default the Mooncake synthetic trace; "" none), NN_BENCH_ARGS (more
 # gateway-bench flags, e.g. "-trace-window 10m -rounds 1" or "-routing-policies=gateway" to replay
 # only the gateway and least-request; see `gateway-bench -h`).
