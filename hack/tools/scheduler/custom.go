@@ -47,6 +47,3 @@ func (c customPlugin) Score(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, 
 }
 
 func (customPlugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
-
-// newModelCache is NeuroNetesModelCache's factory: scoring.ModelCache through customPlugin.
-var newModelCache = newCustom(scoring.ModelCache{})

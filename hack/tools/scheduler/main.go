@@ -13,8 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/component-base/cli"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
-
-	"github.com/neuronetes/neuronetes/scheduler/scoring"
 )
 
 func main() {
@@ -30,7 +28,7 @@ func command() *cobra.Command {
 func plugins() []app.Option {
 	return []app.Option{
 		app.WithPlugin(CostName, newCost),
-		withCustomPlugin(scoring.ModelCache{}), // newModelCache
+		app.WithPlugin(ModelCacheName, newModelCache), // scoring.ModelCache through customPlugin
 		app.WithPlugin(HeadroomName, newHeadroom),
 		app.WithPlugin(ZoneSpreadName, newZoneSpread),
 	}

@@ -60,26 +60,6 @@ func (*costPlugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod
 	return nil
 }
 
-// headroomPlugin prefers nodes with fewer replicas of the pod's pool.
-type headroomPlugin struct{}
-
-func newHeadroom(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
-	return headroomPlugin{}, nil
-}
-
-func (headroomPlugin) Name() string { return HeadroomName }
-
-func (headroomPlugin) Score(_ context.Context, _ fwk.CycleState, p *v1.Pod, n fwk.NodeInfo) (int64, *fwk.Status) {
-	return scoring.SamePool(p.Namespace, scoring.Pool(p), pods(n)), nil
-}
-
-func (h headroomPlugin) ScoreExtensions() fwk.ScoreExtensions { return h }
-
-func (headroomPlugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
-	normalize(scores, scoring.NormalizeLowerBetter)
-	return nil
-}
-
 // zonePlugin prefers zones with fewer replicas of the pod's pool; PreScore counts them over
 // every node of the snapshot, not only the filtered ones.
 type zonePlugin struct{ h fwk.Handle }
