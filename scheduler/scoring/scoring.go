@@ -7,8 +7,11 @@
 // filters, ending in [MinScore, MaxScore] (the framework's 0..100), higher better:
 //   - cost: the node's $/hour from the shared price model (controller/cost), cheaper better;
 //   - model cache: nodes where the pod's model is warm, then nodes warm for no model, then nodes
-//     warm only for other models (their cache is kept for the pods that need it);
-//   - headroom: fewer of the pod's pool replicas already on the node, better;
+//     warm only for other models (their cache is kept for the pods that need it), with the node
+//     holding the checkpoint the pod restores from ahead of the others of its warmth
+//     (checkpoint.go);
+//   - headroom: less load of the pod's pool replicas already on the node, better: each counts 1
+//     plus the sessions the gateway pinned to it (headroom.go);
 //   - zone spread: fewer of the pod's pool replicas already in the node's zone, better.
 package scoring
 

@@ -7,7 +7,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/neuronetes/neuronetes/scheduler/scoring"
@@ -16,11 +15,6 @@ import (
 // customPlugin runs a scoring.CustomSchedulerPlugin (seed 000's extension point) as a framework
 // Filter and Score plugin.
 type customPlugin struct{ p scoring.CustomSchedulerPlugin }
-
-// withCustomPlugin registers p under p.Name() in kube-scheduler's out-of-tree registry.
-func withCustomPlugin(p scoring.CustomSchedulerPlugin) app.Option {
-	return app.WithPlugin(p.Name(), newCustom(p))
-}
 
 // newCustom is the framework factory of p's adapter.
 func newCustom(p scoring.CustomSchedulerPlugin) frameworkruntime.PluginFactory {

@@ -2,7 +2,8 @@
 // NeuroNetes' Score plugins registered: NeuroNetesCost, NeuroNetesModelCache, NeuroNetesHeadroom
 // and NeuroNetesZoneSpread (scoring in github.com/neuronetes/neuronetes/scheduler/scoring;
 // NeuroNetesModelCache is a scoring.CustomSchedulerPlugin, seed 000's extension point, run through
-// customPlugin).
+// customPlugin, with an AgentCheckpoint informer; NeuroNetesHeadroom reads the gateway's per-pool
+// view when its gatewayURLs arg lists the gateway replicas).
 // A KubeSchedulerConfiguration profile enables them (deploy/scheduler/neuronetes-scheduler.yaml, profile
 // "neuronetes"); pods select it with spec.schedulerName. Flags are kube-scheduler's.
 package main
