@@ -55,23 +55,11 @@ func soonest(cands []candidate) int {
 	return best
 }
 
-// boundYield is how much later, as a ratio of first-token waits (queued plus own uncached prefill,
-// in tokens), a request's first token may come on the soonest pod under the load bound than on the
-// soonest pod of all before the bound yields to the latter. The bound counts requests, not their
-// work: a pod holding many short (cached) prefills and decoding sequences is over it while its
-// prefill lane is the emptiest. Where spreading costs the request no more than this, the bound
-// holds; where it would cost more, the pod's requests are not the load that delays this one.
-// In the routing bench's model replay (cmd/gateway-bench -only model, default window) the bound
-// without this yield made 690 of 3,658 decisions later than the soonest pod's, 1.063x the greedy
-// oracle's mean TTFT; with it 1.010x.
-const boundYield = 1.25
-
 // soonestBounded is soonest under the load bound, except that a pod over the bound still wins
-// when it is the soonest of all and either less of the prompt is left to compute there than on
-// the soonest pod under the bound (its cache), or the request's first token would come more than
-// boundYield times later on every pod under the bound (its queue). The bound spreads requests
-// that the caches and queues do not tell apart; it does not send a request away from the pod
-// holding its prefix, or to a much longer queue, where its first token comes later.
+// when it is the soonest of all because of its cache: its first token comes sooner than on every
+// pod under the bound, and less of the prompt is left to compute there than on the soonest pod
+// under the bound. The bound spreads requests that the caches do not tell apart; it does not send
+// a request away from the pod holding its prefix to one where its first token comes later.
 func soonestBounded(cands []candidate) int {
 	best := soonest(cands)
 	if !cands[best].over {
@@ -91,8 +79,7 @@ func soonestBounded(cands []candidate) int {
 		sub[j] = cands[i]
 	}
 	u := under[soonest(sub)]
-	b, c := cands[best], cands[u]
-	if b.uncached < c.uncached || float64(c.backlog+c.uncached) > boundYield*float64(b.backlog+b.uncached) {
+	if cands[best].uncached < cands[u].uncached {
 		return best
 	}
 	return u
