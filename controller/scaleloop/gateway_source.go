@@ -3,7 +3,6 @@ package scaleloop
 import (
 	"context"
 	"fmt"
-	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -11,8 +10,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
@@ -20,6 +17,7 @@ import (
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/controller/scalepolicy"
+	"github.com/neuronetes/neuronetes/gateway/poolview"
 )
 
 // GatewaySource reads what the gateway measures where requests pass (docs/gateway.md, "The
@@ -71,10 +69,8 @@ func (g *GatewaySource) gatewayPods(ctx context.Context) ([]corev1.Pod, error) {
 
 // gatewaySample is one pod's view summed over gateway replicas.
 type gatewaySample struct {
-	queue         float64
-	sessions      float64
-	sharedSession float64
-	ttft          *Histogram
+	queue float64
+	ttft  *Histogram
 }
 
 // Overlay replaces, in samples (by agent pod), the fields the gateway measures with the sum over
@@ -83,49 +79,60 @@ type gatewaySample struct {
 // as they are. It returns each answering gateway replica's offered-prompt-token counter (by
 // gateway pod name; nil when none exported it), which OfferedRate turns into the offered demand.
 func (g *GatewaySource) Overlay(ctx context.Context, pool *v1alpha1.AgentPool, samples map[string]PodSample) map[string]float64 {
-	gw, unrouted, offered, err := g.read(ctx, pool)
+	gw, err := g.read(ctx, pool)
 	if err != nil {
 		klog.FromContext(ctx).V(2).Info("Gateway metrics unavailable; using the pods' own", "err", err)
 		return nil
 	}
 	if len(samples) == 0 {
-		return offered
+		return gw.offered
 	}
-	spread := unrouted / float64(len(samples))
+	spread := gw.unrouted / float64(len(samples))
 	for name, s := range samples {
-		v, ok := gw[name]
+		v, ok := gw.pods[name]
 		if !ok {
 			continue
 		}
 		s.TokensInQueue = v.queue + spread
-		s.Sessions = v.sessions + v.sharedSession
+		s.Sessions = gw.sessions.Pod(name)
 		if v.ttft != nil {
 			s.TTFT = v.ttft
 		}
 		samples[name] = s
 	}
-	return offered
+	return gw.offered
+}
+
+// gatewayView is a pool's view summed over the gateway replicas that answered.
+type gatewayView struct {
+	pods     map[string]*gatewaySample // every pod some replica reported
+	sessions poolview.SessionCount
+	unrouted float64            // tokens waiting before a pod was chosen
+	offered  map[string]float64 // offered-token counter by gateway pod (nil: none exported)
 }
 
 // read scrapes every ready gateway replica and sums their views of pool.
-func (g *GatewaySource) read(ctx context.Context, pool *v1alpha1.AgentPool) (map[string]*gatewaySample, float64, map[string]float64, error) {
+func (g *GatewaySource) read(ctx context.Context, pool *v1alpha1.AgentPool) (*gatewayView, error) {
 	pods, err := g.gatewayPods(ctx)
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, err
 	}
-	var offered map[string]float64
+	c := g.HTTP
+	if c == nil {
+		c = &http.Client{Timeout: 3 * time.Second}
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	out := map[string]*gatewaySample{}
-	unrouted, answered := 0.0, 0
+	view := &gatewayView{pods: map[string]*gatewaySample{}}
+	answered := 0
 	for i := range pods {
 		p := &pods[i]
 		if p.Status.PodIP == "" || !podReady(p) || !p.DeletionTimestamp.IsZero() {
 			continue
 		}
-		url := "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(g.Port)) + "/pools/" + pool.Namespace + "/" + pool.Name + "/metrics"
+		url := "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(g.Port)) + poolview.Path(pool.Namespace, pool.Name)
 		wg.Go(func() {
-			fams, err := g.scrape(ctx, url)
+			fams, err := poolview.Scrape(ctx, c, url)
 			if err != nil {
 				klog.FromContext(ctx).V(3).Info("Gateway replica scrape failed", "pod", p.Name, "err", err)
 				return
@@ -133,25 +140,28 @@ func (g *GatewaySource) read(ctx context.Context, pool *v1alpha1.AgentPool) (map
 			mu.Lock()
 			defer mu.Unlock()
 			answered++
-			unrouted += mergeGateway(out, fams)
+			view.merge(fams)
 			if v, ok := offeredTokens(fams); ok {
-				if offered == nil {
-					offered = map[string]float64{}
+				if view.offered == nil {
+					view.offered = map[string]float64{}
 				}
-				offered[p.Name] = v
+				view.offered[p.Name] = v
 			}
 		})
 	}
 	wg.Wait()
 	if answered == 0 {
-		return nil, 0, nil, fmt.Errorf("no gateway replica answered for pool %s/%s (selector %s in %s)", pool.Namespace, pool.Name, g.Selector, g.Namespace)
+		return nil, fmt.Errorf("no gateway replica answered for pool %s/%s (selector %s in %s)", pool.Namespace, pool.Name, g.Selector, g.Namespace)
 	}
-	return out, unrouted, offered, nil
+	for _, pod := range view.sessions.Pods() {
+		view.pod(pod)
+	}
+	return view, nil
 }
 
 // offeredTokens is one gateway replica's counter of prompt tokens counted at arrival at the pool.
-func offeredTokens(fams map[string]*dto.MetricFamily) (float64, bool) {
-	f := fams["neuronetes_offered_prompt_tokens_total"]
+func offeredTokens(fams poolview.Families) (float64, bool) {
+	f := fams[poolview.OfferedTokens]
 	if f == nil || len(f.GetMetric()) == 0 {
 		return 0, false
 	}
@@ -188,84 +198,37 @@ func (o *OfferedRate) Observe(now time.Time, counters map[string]float64) scalep
 	return scalepolicy.OfferedDemand{Valid: seen, PromptTokensPerSecond: sum / dt}
 }
 
-func (g *GatewaySource) scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
-	c := g.HTTP
-	if c == nil {
-		c = &http.Client{Timeout: 3 * time.Second}
+func (v *gatewayView) pod(name string) *gatewaySample {
+	s := v.pods[name]
+	if s == nil {
+		s = &gatewaySample{}
+		v.pods[name] = s
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", url, err)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape %s: status %s", url, resp.Status)
-	}
-	tp := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := tp.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", url, err)
-	}
-	return fams, nil
+	return s
 }
 
-// mergeGateway adds one replica's families into out and returns its tokens waiting before a pod
-// was chosen (pod="").
-func mergeGateway(out map[string]*gatewaySample, fams map[string]*dto.MetricFamily) float64 {
-	at := func(pod string) *gatewaySample {
-		s := out[pod]
-		if s == nil {
-			s = &gatewaySample{}
-			out[pod] = s
+// merge adds one replica's page into v.
+func (v *gatewayView) merge(fams poolview.Families) {
+	for _, m := range fams[poolview.TokensInQueue].GetMetric() {
+		pod, q := poolview.Label(m, "pod"), m.GetGauge().GetValue()
+		if pod == "" {
+			v.unrouted += q
+			continue
 		}
-		return s
+		v.pod(pod).queue += q
 	}
-	unrouted := 0.0
-	if f := fams["neuronetes_tokens_in_queue"]; f != nil {
-		for _, m := range f.GetMetric() {
-			pod, v := label(m, "pod"), m.GetGauge().GetValue()
-			if pod == "" {
-				unrouted += v
-				continue
-			}
-			at(pod).queue += v
-		}
-	}
-	if f := fams["neuronetes_concurrent_sessions"]; f != nil {
-		for _, m := range f.GetMetric() {
-			s, v := at(label(m, "pod")), m.GetGauge().GetValue()
-			if label(m, "scope") == "shared" {
-				s.sharedSession = math.Max(s.sharedSession, v)
-			} else {
-				s.sessions += v
-			}
-		}
-	}
-	if f := fams["neuronetes_ttft_seconds"]; f != nil {
+	v.sessions.Add(fams)
+	if f := fams[poolview.TTFT]; f != nil {
 		for _, m := range f.GetMetric() {
 			h := histogram(&dto.MetricFamily{Type: f.Type, Metric: []*dto.Metric{m}})
 			if h == nil {
 				continue
 			}
-			s := at(label(m, "pod"))
+			s := v.pod(poolview.Label(m, "pod"))
 			if s.ttft == nil {
 				s.ttft = &Histogram{}
 			}
 			s.ttft.Add(h)
 		}
 	}
-	return unrouted
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }

@@ -9,26 +9,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/neuronetes/neuronetes/gateway/poolview"
 	"github.com/neuronetes/neuronetes/gateway/route"
 )
 
 // Names of the per-pool autoscaler view, served at /pools/<namespace>/<name>/metrics on the
-// admin port. Every series has a "pod" label; pod="" holds what waits in the gateway before a
-// pod is chosen. controller/scaleloop's gateway source reads them.
+// admin port; gateway/poolview documents them and is what reads the view.
 const (
-	// PoolTokensInQueue: estimated prompt tokens of requests without a first token yet (seed 001
-	// tokens_in_queue, measured where requests pass).
-	PoolTokensInQueue = "neuronetes_tokens_in_queue"
-	// PoolSessions: sessions with a request in the last 5 minutes, by the pod they are pinned
-	// to; label scope="shared" when counted in the shared Redis table (the same on every
-	// replica), "replica" when counted by this replica alone.
-	PoolSessions = "neuronetes_concurrent_sessions"
-	// PoolTTFT: the TTFT histogram of requests served by each pod (cumulative).
-	PoolTTFT = "neuronetes_ttft_seconds"
-	// PoolOfferedTokens: estimated prompt tokens of the requests that arrived at the pool
-	// (admitted by quota), counted at arrival (counter, pod=""): the offered demand, which a
-	// backlog draining after a burst does not inflate as a server's processed-token counter does.
-	PoolOfferedTokens = "neuronetes_offered_prompt_tokens_total"
+	// PoolTokensInQueue is poolview.TokensInQueue.
+	PoolTokensInQueue = poolview.TokensInQueue
+	// PoolSessions is poolview.Sessions.
+	PoolSessions = poolview.Sessions
+	// PoolTTFT is poolview.TTFT.
+	PoolTTFT = poolview.TTFT
+	// PoolOfferedTokens is poolview.OfferedTokens.
+	PoolOfferedTokens = poolview.OfferedTokens
 )
 
 // PoolStats keeps the per-pool view.

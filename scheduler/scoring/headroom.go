@@ -5,65 +5,36 @@ import (
 	"io"
 	"math"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/gateway/poolview"
 )
 
-// The per-pod series of the gateway's per-pool view (/pools/<namespace>/<name>/metrics on its
-// admin port; gateway/metrics PoolSessions) that headroom reads.
-const gatewaySessions = "neuronetes_concurrent_sessions"
-
 // PoolLoad is the gateway's view of a pool's serving pods, by pod name: the sessions pinned to
-// each (active in the last 5 minutes). Read it with MergePoolLoad, one call per gateway replica.
-type PoolLoad struct {
-	shared  map[string]float64 // scope="shared": the same on every replica, so the largest
-	replica map[string]float64 // scope="replica": each replica's own, so summed
-}
+// each (active in the last 5 minutes), combined over gateway replicas as gateway/poolview
+// combines them. Read it with MergePoolLoad, one call per gateway replica.
+type PoolLoad struct{ sessions poolview.SessionCount }
 
-// Sessions returns the sessions pinned to pod: the shared count where a replica reported one,
-// plus the replica-local counts.
+// Sessions returns the sessions pinned to pod (0 for a nil load).
 func (l *PoolLoad) Sessions(pod string) float64 {
-	if l == nil {
+	if l == nil || pod == "" {
 		return 0
 	}
-	return l.shared[pod] + l.replica[pod]
+	return l.sessions.Pod(pod)
 }
+
+// Add folds one gateway replica's parsed per-pool view into l.
+func (l *PoolLoad) Add(fams poolview.Families) { l.sessions.Add(fams) }
 
 // MergePoolLoad parses one gateway replica's per-pool view (Prometheus text) into l.
 func MergePoolLoad(l *PoolLoad, r io.Reader) error {
-	tp := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := tp.TextToMetricFamilies(r)
+	fams, err := poolview.Parse(r)
 	if err != nil {
 		return fmt.Errorf("gateway pool view: %w", err)
 	}
-	if l.shared == nil {
-		l.shared, l.replica = map[string]float64{}, map[string]float64{}
-	}
-	for _, m := range fams[gatewaySessions].GetMetric() {
-		pod, v := label(m, "pod"), m.GetGauge().GetValue()
-		if pod == "" || math.IsNaN(v) || v < 0 {
-			continue
-		}
-		if label(m, "scope") == "shared" {
-			l.shared[pod] = max(l.shared[pod], v)
-		} else {
-			l.replica[pod] += v
-		}
-	}
+	l.Add(fams)
 	return nil
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, lp := range m.GetLabel() {
-		if lp.GetName() == name {
-			return lp.GetValue()
-		}
-	}
-	return ""
 }
 
 // HeadroomRaw is a node's raw headroom score for a pod of pool (lower better): over the pool's

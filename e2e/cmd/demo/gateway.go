@@ -13,12 +13,11 @@ import (
 	"strings"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/neuronetes/neuronetes/gateway/poolview"
 )
 
 // The demo calls the gateway as a user would (docs/gateway.md, "Tenants, API keys and OIDC"): a
@@ -191,9 +190,9 @@ func chatStream(ctx context.Context, url, key, conv, text string) (turn, error) 
 // sums replicas (scope "shared" is the Redis count, the same on every replica: taken once;
 // scope "replica" is summed).
 func (d *demo) gatewaySessions(ctx context.Context, g gatewayEndpoint) (float64, error) {
-	var views []map[string]*dto.MetricFamily
+	var views []poolview.Families
 	for _, p := range g.replicas {
-		fams, err := scrapeFamilies(ctx, adminURL(p)+"/pools/"+demoNamespace+"/demo/metrics")
+		fams, err := scrapeFamilies(ctx, adminURL(p)+poolview.Path(demoNamespace, "demo"))
 		if err != nil {
 			return 0, fmt.Errorf("replica %s: %w", p.Name, err)
 		}
@@ -202,37 +201,21 @@ func (d *demo) gatewaySessions(ctx context.Context, g gatewayEndpoint) (float64,
 	return sessionsOf(views), nil
 }
 
-// sessionsOf sums neuronetes_concurrent_sessions over pods: per pod, the largest shared count
-// of any replica plus every replica's own count.
-func sessionsOf(views []map[string]*dto.MetricFamily) float64 {
-	shared, own := map[string]float64{}, 0.0
+// sessionsOf sums the sessions over pods as gateway/poolview combines replicas.
+func sessionsOf(views []poolview.Families) float64 {
+	var c poolview.SessionCount
 	for _, fams := range views {
-		f := fams["neuronetes_concurrent_sessions"]
-		if f == nil {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			v := m.GetGauge().GetValue()
-			if labelOf(m, "scope") == "shared" {
-				pod := labelOf(m, "pod")
-				shared[pod] = max(shared[pod], v)
-			} else {
-				own += v
-			}
-		}
+		c.Add(fams)
 	}
-	for _, v := range shared {
-		own += v
-	}
-	return own
+	return c.Total()
 }
 
 // gaugeSum sums the gauge samples of name whose label key is value.
-func gaugeSum(fams map[string]*dto.MetricFamily, name, key, value string) float64 {
+func gaugeSum(fams poolview.Families, name, key, value string) float64 {
 	sum := 0.0
 	if f := fams[name]; f != nil {
 		for _, m := range f.GetMetric() {
-			if labelOf(m, key) == value {
+			if poolview.Label(m, key) == value {
 				sum += m.GetGauge().GetValue()
 			}
 		}
@@ -240,23 +223,13 @@ func gaugeSum(fams map[string]*dto.MetricFamily, name, key, value string) float6
 	return sum
 }
 
-func labelOf(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
-}
-
 // scrapeFamilies reads a Prometheus text page.
-func scrapeFamilies(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
+func scrapeFamilies(ctx context.Context, url string) (poolview.Families, error) {
 	body, err := httpGet(ctx, url, "")
 	if err != nil {
 		return nil, err
 	}
-	tp := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := tp.TextToMetricFamilies(strings.NewReader(body))
+	fams, err := poolview.Parse(strings.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("parsing %s: %w", url, err)
 	}

@@ -15,6 +15,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/neuronetes/neuronetes/gateway/poolview"
 	"github.com/neuronetes/neuronetes/scheduler/scoring"
 )
 
@@ -94,7 +95,7 @@ func (h *headroomPlugin) load(ctx context.Context, ns, pool string) *scoring.Poo
 	}
 	l, read := &scoring.PoolLoad{}, 0
 	for _, u := range h.urls {
-		if err := h.read(ctx, l, strings.TrimSuffix(u, "/")+"/pools/"+url.PathEscape(ns)+"/"+url.PathEscape(pool)+"/metrics"); err != nil {
+		if err := h.read(ctx, l, strings.TrimSuffix(u, "/")+poolview.Path(url.PathEscape(ns), url.PathEscape(pool))); err != nil {
 			klog.FromContext(ctx).V(2).Info("Reading the gateway's pool view", "plugin", HeadroomName, "pool", key, "err", err)
 			continue
 		}
@@ -110,19 +111,12 @@ func (h *headroomPlugin) load(ctx context.Context, ns, pool string) *scoring.Poo
 }
 
 func (h *headroomPlugin) read(ctx context.Context, l *scoring.PoolLoad, u string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	fams, err := poolview.Scrape(ctx, h.http, u)
 	if err != nil {
 		return err
 	}
-	resp, err := h.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: status %s", u, resp.Status)
-	}
-	return scoring.MergePoolLoad(l, resp.Body)
+	l.Add(fams)
+	return nil
 }
 
 func (*headroomPlugin) Score(_ context.Context, state fwk.CycleState, p *v1.Pod, n fwk.NodeInfo) (int64, *fwk.Status) {
