@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	v1alpha1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/internal/queuelag"
 )
 
 // The autoscaler reads the lag of every provider the dispatcher consumes (docs/dispatcher.md).
@@ -93,7 +94,7 @@ func (s *QueueLag) Lag(ctx context.Context, b *v1alpha1.ToolBinding) (int64, err
 		if err != nil {
 			return 0, err
 		}
-		return kafkaLag(ctx, kadm.NewClient(c), q.QueueName, DispatchGroup(b))
+		return queuelag.Kafka(ctx, kadm.NewClient(c), q.QueueName, DispatchGroup(b))
 	case "redis":
 		url := q.URL
 		if url == "" {
@@ -103,7 +104,7 @@ func (s *QueueLag) Lag(ctx context.Context, b *v1alpha1.ToolBinding) (int64, err
 		if err != nil {
 			return 0, err
 		}
-		return redisLag(ctx, c, q.QueueName, DispatchGroup(b))
+		return queuelag.Redis(ctx, c, q.QueueName, DispatchGroup(b))
 	}
 	return 0, fmt.Errorf("provider %s has no lag source", q.Provider)
 }
@@ -172,58 +173,4 @@ func (s *QueueLag) Close() {
 		_ = c.Close()
 		delete(s.redis, k)
 	}
-}
-
-// kafkaLag sums, per partition, the end offset minus the group's committed offset (the log
-// start when the group committed nothing).
-func kafkaLag(ctx context.Context, adm *kadm.Client, topic, group string) (int64, error) {
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return 0, fmt.Errorf("kafka %s end offsets: %w", topic, err)
-	}
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err != nil {
-		return 0, fmt.Errorf("kafka %s start offsets: %w", topic, err)
-	}
-	committed, err := adm.FetchOffsetsForTopics(ctx, group, topic)
-	if err != nil {
-		return 0, fmt.Errorf("kafka %s group %s offsets: %w", topic, group, err)
-	}
-	if len(ends[topic]) == 0 {
-		return 0, fmt.Errorf("kafka topic %s: no partitions", topic)
-	}
-	var lag int64
-	for part, end := range ends[topic] {
-		if end.Err != nil {
-			return 0, fmt.Errorf("kafka %s[%d]: %w", topic, part, end.Err)
-		}
-		from := starts[topic][part].Offset
-		if c, ok := committed.Lookup(topic, part); ok && c.Err == nil && c.At >= 0 {
-			from = max(from, c.At)
-		}
-		lag += max(end.Offset-from, 0)
-	}
-	return lag, nil
-}
-
-// redisLag is the group's undelivered entries plus its pending ones (XINFO GROUPS lag +
-// pending, Redis >= 7), or the stream length when the group does not exist yet.
-func redisLag(ctx context.Context, c *redis.Client, stream, group string) (int64, error) {
-	groups, err := c.XInfoGroups(ctx, stream).Result()
-	if err != nil && !strings.Contains(err.Error(), "no such key") {
-		return 0, fmt.Errorf("redis stream %s: %w", stream, err)
-	}
-	for _, g := range groups {
-		if g.Name == group {
-			if g.Lag < 0 {
-				return 0, fmt.Errorf("redis stream %s group %s: lag unknown (entries were deleted)", stream, group)
-			}
-			return g.Lag + g.Pending, nil
-		}
-	}
-	n, err := c.XLen(ctx, stream).Result()
-	if err != nil {
-		return 0, fmt.Errorf("redis stream %s: %w", stream, err)
-	}
-	return n, nil
 }

@@ -13,6 +13,8 @@ import (
 	promapi "github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/neuronetes/neuronetes/internal/queuelag"
 )
 
 // PromSource evaluates PromQL through the Prometheus HTTP API, for the seed's
@@ -56,10 +58,8 @@ func (p *PromSource) Query(ctx context.Context, query string, now time.Time) (fl
 
 // LagSource reads queue lag from NATS JetStream.
 //
-// A ToolBinding's queueName is "<stream>" or "<stream>/<consumer>". With a
-// consumer, lag = the consumer's pending (undelivered) plus ack-pending
-// (delivered, unacknowledged) messages; without one, the stream's message count
-// (a work-queue stream keeps a message until it is acknowledged).
+// A ToolBinding's queueName is "<stream>" or "<stream>/<consumer>"; the lag is
+// internal/queuelag's NATS lag, the dispatcher's definition.
 type LagSource struct {
 	// Dial connects to NATS servers (a ToolBinding's queueConfig.url is user-chosen: the
 	// controller passes the egress policy's dialer); nil dials directly.
@@ -92,26 +92,7 @@ func (l *LagSource) Lag(ctx context.Context, url, queueName string) (int64, erro
 	if err != nil {
 		return 0, fmt.Errorf("jetstream %s: %w", url, err)
 	}
-	if consumer != "" {
-		c, err := js.Consumer(ctx, stream, consumer)
-		if err != nil {
-			return 0, fmt.Errorf("consumer %s/%s: %w", stream, consumer, err)
-		}
-		info, err := c.Info(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("consumer info %s/%s: %w", stream, consumer, err)
-		}
-		return int64(info.NumPending) + int64(info.NumAckPending), nil
-	}
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", stream, err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("stream info %s: %w", stream, err)
-	}
-	return int64(info.State.Msgs), nil
+	return queuelag.NATS(ctx, js, stream, consumer)
 }
 
 func (l *LagSource) conn(url string, timeout time.Duration) (*nats.Conn, error) {

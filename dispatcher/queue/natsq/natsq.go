@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/neuronetes/neuronetes/dispatcher/queue"
+	"github.com/neuronetes/neuronetes/internal/queuelag"
 )
 
 // Provider connects to NATS servers; connections are shared per URL.
@@ -291,23 +292,7 @@ func (p *Provider) Lag(ctx context.Context, o queue.Options) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	c, err := js.Consumer(ctx, stream, name)
-	if err == nil {
-		info, err := c.Info(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("consumer info %s/%s: %w", stream, name, err)
-		}
-		return int64(info.NumPending) + int64(info.NumAckPending), nil
-	}
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", stream, err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("stream info %s: %w", stream, err)
-	}
-	return int64(info.State.Msgs), nil
+	return queuelag.NATS(ctx, js, stream, name)
 }
 
 // ctxDialer adapts a context dialer to nats.CustomDialer; nats.Timeout bounds each dial.

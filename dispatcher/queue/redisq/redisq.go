@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/neuronetes/neuronetes/dispatcher/queue"
+	"github.com/neuronetes/neuronetes/internal/queuelag"
 )
 
 // Provider connects to Redis servers; clients are shared per URL.
@@ -259,23 +260,7 @@ func (p *Provider) Lag(ctx context.Context, o queue.Options) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	groups, err := c.XInfoGroups(ctx, o.Queue).Result()
-	if err != nil && !strings.Contains(err.Error(), "no such key") {
-		return 0, fmt.Errorf("xinfo groups %s: %w", o.Queue, err)
-	}
-	for _, g := range groups {
-		if g.Name == o.Group {
-			if g.Lag < 0 {
-				return 0, fmt.Errorf("redis stream %s group %s: lag unknown (entries were deleted)", o.Queue, o.Group)
-			}
-			return g.Lag + g.Pending, nil
-		}
-	}
-	n, err := c.XLen(ctx, o.Queue).Result()
-	if err != nil {
-		return 0, fmt.Errorf("xlen %s: %w", o.Queue, err)
-	}
-	return n, nil
+	return queuelag.Redis(ctx, c, o.Queue, o.Group)
 }
 
 // tlsOver returns dial with TLS on top when cfg is set: go-redis applies Options.TLSConfig only in
