@@ -32,6 +32,7 @@ type options struct {
 	cfg           scalesim.Config
 	attainment    float64
 	parallel      int
+	explain       int
 	priceTable    string
 	instanceType  string
 	capacityType  string
@@ -62,6 +63,7 @@ func parseFlags() options {
 	flag.Float64Var(&o.attainment, "attainment", 99, "percent of requests NeuroNetes holds within the SLO, and the verdict's target")
 	flag.BoolVar(&o.cfg.Robust, "robust", false, "NeuroNetes chooses its scale and memory by replaying the last hour of demand (scalepolicy.Adaptive.Robust)")
 	flag.BoolVar(&o.cfg.StatedCapacity, "stated-capacity", false, "NeuroNetes sizes from the stated tokens-per-second target instead of its learned capacity model (scalepolicy.Adaptive.Capacity, on by default)")
+	flag.IntVar(&o.explain, "explain", 0, "after each trace, explain NeuroNetes' replica-seconds above the hindsight reference: one line every this many seconds and the excess by the rule that held its target (0: off)")
 	flag.IntVar(&o.parallel, "parallel", 2, "simulations run at once")
 	flag.StringVar(&o.priceTable, "price-table", "deploy/examples/autoscaling/06-price-table.yaml", "ConfigMap manifest of node prices, as the controller's --price-table (controller/cost)")
 	flag.StringVar(&o.instanceType, "instance-type", "g5.12xlarge", "instance type of the simulated replicas' nodes (one replica per node)")
@@ -269,6 +271,9 @@ func runTrace(o options, l loaded, tunings []*scalesim.Tuning, target float64) (
 	if d, ok := pols[0].(*scalesim.Decider); ok {
 		fmt.Printf("why neuronetes costs what it does: it provisions the learned headroom x the peak need of the learned memory; over the evaluated part: %s; the hindsight reference holds alpha %.2f x the peak need of the last %d s\n",
 			d.Learned(), out.Causal.Alpha, out.Causal.Lookback)
+	}
+	if o.explain > 0 {
+		scalesim.Explain(os.Stdout, tr, m, o.cfg, out.Causal.Result, curve[0], o.explain)
 	}
 	scalesim.WriteSpend(os.Stdout, out, o.pricing, tr.Duration())
 	png := filepath.Join(o.out, tr.Name+".png")

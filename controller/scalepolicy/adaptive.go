@@ -128,6 +128,9 @@ type AdaptiveState struct {
 	// UsualRate is the first-token rate averaged over the shrink's time
 	// constant, against which the shrink's evidence is measured.
 	UsualRate float64 `json:"usualRate,omitempty"`
+	// RateSpan is the time the usual rate averages, in seconds, up to the
+	// shrink's time constant.
+	RateSpan float64 `json:"rateSpan,omitempty"`
 	// Last, LastRaise and LastMiss are the times of the last decision, of the
 	// last raise, and of the last decision that saw a miss or no margin.
 	Last      time.Time `json:"last,omitzero"`
@@ -345,12 +348,7 @@ func (a *adapter) learn(now time.Time, dt float64, c TTFTCounts) {
 	} else {
 		st.Rate = 0.98*st.Rate + 0.02*rate
 	}
-	if st.UsualRate == 0 {
-		st.UsualRate = st.Rate
-	} else {
-		k := 1 - math.Exp(-dt/shrinkTau.Seconds())
-		st.UsualRate += k * (total/dt - st.UsualRate)
-	}
+	a.observeUsualRate(total, dt)
 	period := adaptPeriod.Seconds()
 	unit := a.budget * st.Rate * period // one period's budget, in requests
 	st.Balance = math.Min(st.Balance+a.budget*total-miss, unit)
@@ -381,15 +379,37 @@ func (a *adapter) learn(now time.Time, dt float64, c TTFTCounts) {
 	a.clamp()
 }
 
+// observeUsualRate folds total first tokens over dt seconds into the usual
+// rate: their mean since the first observation until it spans the shrink's
+// time constant, then an exponential average over that time constant. (Set
+// from the first interval alone, the usual rate of a pool that starts in a
+// burst stayed several times the real one for most of the time constant.)
+func (a *adapter) observeUsualRate(total, dt float64) {
+	st := &a.st
+	tau := shrinkTau.Seconds()
+	if st.UsualRate > 0 && st.RateSpan == 0 {
+		st.RateSpan = tau // restored from a state that did not keep the span
+	}
+	st.RateSpan = math.Min(st.RateSpan+dt, tau)
+	k := math.Max(1-math.Exp(-dt/tau), dt/st.RateSpan)
+	st.UsualRate += k * (total/dt - st.UsualRate)
+}
+
 // evidence is the share of the usual first-token rate that total first
-// tokens over dt seconds make, at most 1. The usual rate is averaged over the
-// shrink's own time constant: measured against a rate that follows the load
-// within minutes, a lasting dip would soon count as full evidence.
+// tokens over dt seconds make. It is not capped at 1: each first token within
+// the margin is the same evidence whether it comes steadily or in a burst, so
+// over the usual rate's time constant traffic of any shape counts in full,
+// and a dip to 15% of the usual rate counts 15%. (Capped at 1 per decision,
+// bursty traffic counted a fraction of its first tokens: on Azure code the
+// headroom raised at the start, 2.14, was still 1.44 half an hour later.) The
+// usual rate is averaged over the shrink's own time constant: measured
+// against a rate that follows the load within minutes, a lasting dip would
+// soon count as full evidence.
 func (a *adapter) evidence(total, dt float64) float64 {
 	if a.st.UsualRate <= 0 || dt <= 0 {
 		return 0
 	}
-	return math.Min(total/dt/a.st.UsualRate, 1)
+	return total / dt / a.st.UsualRate
 }
 
 // raise answers an overspent error budget (d periods' worth, at most 1). When

@@ -346,6 +346,38 @@ func TestAdaptiveShrinkEvidenceInALastingDip(t *testing.T) {
 	}
 }
 
+func TestAdaptiveShrinkEvidenceOfBurstyTraffic(t *testing.T) {
+	// The same first tokens, all within the margin, steady (5 per decision)
+	// or in bursts (20 in one decision of four, none in the others): each
+	// first token is the same evidence, so over 15 minutes both shrink the
+	// headroom alike. (Capped at the usual rate per decision, the bursts
+	// counted a quarter: bursty traffic hardly shrank a raise.)
+	shrinkOver := func(burst bool) float64 {
+		a, err := New(adaptivePolicy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur := int32(8)
+		for i := range 180 {
+			total := 5.0
+			if burst {
+				total = 0
+				if i%4 == 0 {
+					total = 20
+				}
+			}
+			cur = a.Decide(Input{Now: t0.Add(time.Duration(i) * 5 * time.Second), CurrentReplicas: cur, QueueLag: -1,
+				Metrics: map[MetricType]MetricValue{TokensPerSecond: {Value: 800 / float64(cur), Valid: true}},
+				TTFT:    TTFTCounts{Total: total, WithinSLO: total, WithinMargin: total}}).Desired
+		}
+		return math.Log(initialHeadroom / a.Snapshot().Adaptive.Headroom)
+	}
+	steady, bursty := shrinkOver(false), shrinkOver(true)
+	if steady <= 0 || bursty < 0.9*steady {
+		t.Fatalf("log shrink over 15 min: steady %.3f, bursty %.3f (want at least 90%% of steady)", steady, bursty)
+	}
+}
+
 func TestAdaptiveRemembersOfferedDemandNotAFlush(t *testing.T) {
 	// After a burst the backlog flushes: 10 sequences run per replica on 4
 	// replicas (10 replicas of need at the sessions target 4) while 400

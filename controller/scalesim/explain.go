@@ -1,0 +1,124 @@
+package scalesim
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/neuronetes/neuronetes/controller/scalepolicy"
+)
+
+// Explain rules: which term of NeuroNetes' target held the replicas a
+// decision asked for.
+const (
+	// RuleHeadroom: the learned headroom x the peak need of the learned memory.
+	RuleHeadroom = "headroom x peak"
+	// RuleBacklog: the need now plus the backlog.
+	RuleBacklog = "need + backlog"
+	// RuleMin and RuleMax: the policy's replica bounds.
+	RuleMin, RuleMax = "min replicas", "max replicas"
+	// RuleHold: no metric was valid (the first decision): the count held.
+	RuleHold = "hold"
+)
+
+// explainer wraps NeuroNetes' Decider and records, per decision, the learned
+// headroom and memory, the peak they multiply and the rule that held the target.
+type explainer struct {
+	*Decider
+	w      io.Writer
+	ph     float64
+	pm     time.Duration
+	rule   map[int]string
+	detail map[int]string
+}
+
+// Decide implements Policy.
+func (e *explainer) Decide(v View) int {
+	n := e.Decider.Decide(v)
+	s := int(math.Round(v.Now()))
+	st := e.Decider.a.Snapshot().Adaptive
+	if st == nil {
+		return n
+	}
+	now := epoch.Add(time.Duration(v.Now() * float64(time.Second)))
+	lo, hi := now.Add(-st.Memory).UnixNano()/int64(10*time.Second), now.UnixNano()/int64(10*time.Second)
+	peak, target := 0.0, 0.0
+	for _, b := range st.Bins {
+		if b.Index >= lo && b.Index <= hi {
+			peak = math.Max(peak, b.Need)
+		}
+		if b.Index == hi {
+			target = b.Provision
+		}
+	}
+	d := e.Decider.Last()
+	rule := RuleHeadroom
+	switch {
+	case d.Reason == scalepolicy.ReasonNoMetrics:
+		rule = RuleHold
+	case d.Raw >= e.Policy.MaxReplicas && target > float64(e.Policy.MaxReplicas):
+		rule = RuleMax
+	case d.Raw <= e.Policy.MinReplicas && target < float64(e.Policy.MinReplicas):
+		rule = RuleMin
+	case target > st.Headroom*peak+1e-9:
+		rule = RuleBacklog
+	}
+	e.rule[s] = rule
+	e.detail[s] = fmt.Sprintf("H %.2f M %s peak %.2f target %.2f -> %d (%s)", st.Headroom, st.Memory.Round(time.Second), peak, target, n, rule)
+	if e.ph > 0 && (st.Headroom > e.ph*1.001 || st.Memory > e.pm+time.Second) {
+		fmt.Fprintf(e.w, "  raise at %5d s: headroom %.2f -> %.2f, memory %s -> %s\n", s, e.ph, st.Headroom,
+			e.pm.Round(time.Second), st.Memory.Round(time.Second))
+	}
+	e.ph, e.pm = st.Headroom, st.Memory
+	return n
+}
+
+// Explain replays tr under NeuroNetes (preset c, starting at initial
+// replicas) beside ref, a run of the reference on the same trace, and writes
+// where NeuroNetes' replica-seconds above the reference go: the learned
+// headroom's raises, one line per every seconds (the trace's need, both
+// replica counts, the misses, the running excess over the evaluated part and
+// the decision's headroom, memory, peak and holding rule), and the excess
+// summed by the rule that held NeuroNetes' target. It returns the excess by rule.
+func Explain(w io.Writer, tr Trace, m Model, c Config, ref Result, initial, every int) map[string]float64 {
+	e := &explainer{Decider: NeuroNetes(m, c), w: w, rule: map[int]string{}, detail: map[int]string{}}
+	fmt.Fprintf(w, "explain %s: NeuroNetes beside the reference (%s), every %d s\n", tr.Name, ref.Policy, every)
+	nn := Run(tr, m, e, initial)
+	need := Need(tr, m, causalBinW)
+	by := map[string]float64{}
+	var excess float64
+	rule := RuleHold
+	for i := range min(len(nn.Series), len(ref.Series)) {
+		p, r := nn.Series[i], ref.Series[i]
+		ts := int(math.Round(p.T))
+		for s := ts - 9; s <= ts; s++ {
+			if x, ok := e.rule[s]; ok {
+				rule = x
+			}
+		}
+		if p.T >= m.Warmup.Seconds() {
+			d := 10 * (p.Replicas - r.Replicas)
+			excess += d
+			by[rule] += d
+		}
+		if every <= 0 || ts%every != 0 {
+			continue
+		}
+		pk := 0.0
+		for j := max(0, ts-every); j < ts && j < len(need); j++ {
+			pk = math.Max(pk, need[j])
+		}
+		fmt.Fprintf(w, "  t %5d s  need %6.2f  neuronetes %3.0f  ref %3.0f  misses %3d/%3d (ref %3d)  excess %8.0f  | %s\n",
+			ts, pk, p.Replicas, r.Replicas, p.Misses, p.Served, r.Misses, excess, e.detail[ts/5*5])
+	}
+	fmt.Fprintf(w, "explain %s: %.0f replica-s above the reference over the evaluated part (neuronetes %.0f, reference %.0f); by the rule that held NeuroNetes' target:",
+		tr.Name, excess, nn.ReplicaSeconds, ref.ReplicaSeconds)
+	for _, k := range []string{RuleHeadroom, RuleBacklog, RuleMin, RuleMax, RuleHold} {
+		if v, ok := by[k]; ok {
+			fmt.Fprintf(w, " %s %.0f;", k, v)
+		}
+	}
+	fmt.Fprintln(w)
+	return by
+}
