@@ -79,7 +79,8 @@ func simulate(t *testing.T, schedName string, sc scoring.Scenario, nodes []scori
 		t.Fatal(err)
 	}
 	profiles := append([]config.KubeSchedulerProfile{def.Profiles[0]}, nn.Profiles...)
-	reg := frameworkruntime.Registry{CostName: newCost, ModelCacheName: newModelCache, HeadroomName: newHeadroom, ZoneSpreadName: newZoneSpread}
+	reg := frameworkruntime.Registry{CostName: newCost, ModelCacheName: newModelCache, HeadroomName: newHeadroom, ZoneSpreadName: newZoneSpread,
+		NetworkTopologyName: newNetworkTopology}
 	inf := informers.NewSharedInformerFactory(client, 0)
 	dyn := dynamicinformer.NewDynamicSharedInformerFactory(dynfake.NewSimpleDynamicClient(runtime.NewScheme()), 0)
 	bc := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
