@@ -158,3 +158,22 @@ func GangName(pod *corev1.Pod) (string, bool) {
 	}
 	return "", false
 }
+
+// OutsideGang returns pods without those of pod's own PodGroup (all of pods for a pod of no
+// group). Headroom and zone spread count the pool's replicas on a node or in a zone; the other
+// pods of the pod's gang are the same replica, whose pods belong together (NetworkTopology), so
+// they are not counted against a node.
+func OutsideGang(pod *corev1.Pod, pods []*corev1.Pod) []*corev1.Pod {
+	group, ok := GangName(pod)
+	if !ok {
+		return pods
+	}
+	out := make([]*corev1.Pod, 0, len(pods))
+	for _, p := range pods {
+		if g, ok := GangName(p); ok && g == group && p.Namespace == pod.Namespace {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}

@@ -142,3 +142,29 @@ func TestNetworkTopologyPlugin(t *testing.T) {
 		t.Errorf("without Peers: %d, want neutral", s)
 	}
 }
+
+// TestOutsideGang: the pod's own gang (same group, same namespace) is left out; other gangs,
+// other namespaces and single pods stay; a single pod keeps everything.
+func TestOutsideGang(t *testing.T) {
+	pod := func(ns, name, group string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if group != "" {
+			p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(group)}
+		}
+		return p
+	}
+	pods := []*corev1.Pod{pod("a", "g0-1", "g0"), pod("a", "g1-0", "g1"), pod("b", "g0-0", "g0"), pod("a", "s", "")}
+	names := func(ps []*corev1.Pod) string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.Namespace+"/"+p.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := names(OutsideGang(pod("a", "g0-0", "g0"), pods)); got != "a/g1-0,b/g0-0,a/s" {
+		t.Errorf("gang pod: %s", got)
+	}
+	if got := names(OutsideGang(pod("a", "x", ""), pods)); got != names(pods) {
+		t.Errorf("single pod: %s", got)
+	}
+}
