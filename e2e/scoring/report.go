@@ -11,7 +11,9 @@ import (
 
 // Node is a benchmark node as the metrics see it.
 type Node struct {
-	Name, Zone   string
+	Name, Zone string
+	// Block and Rack place the node in the network hierarchy ("": none).
+	Block, Rack  string
 	Spot         bool
 	PricePerHour float64
 	GPUs         int
@@ -19,10 +21,10 @@ type Node struct {
 	Warm map[string]bool
 }
 
-// Placement is one bound replica.
+// Placement is one bound replica, or one bound pod of a gang (Gang names its PodGroup).
 type Placement struct {
-	Pool, Model, Node string
-	GPUs              int
+	Pool, Model, Node, Gang string
+	GPUs                    int
 }
 
 // Report is what one scheduler's placement measured.
@@ -53,6 +55,8 @@ type Report struct {
 	ZoneSkew int
 	// SpotRatio is the share of placed replicas on spot nodes.
 	SpotRatio float64
+	// Locality is the gangs' placement on the network hierarchy (zero without gangs).
+	Locality Locality
 }
 
 // Measure computes a Report. Placements on nodes not in nodes are an error.
@@ -105,6 +109,7 @@ func Measure(scheduler string, wanted int, nodes []Node, ps []Placement) (Report
 		r.WarmShare = float64(warm) / float64(len(ps))
 		r.SpotRatio = float64(spot) / float64(len(ps))
 	}
+	r.Locality = measureLocality(byName, ps)
 	for _, counts := range perZone {
 		lo, hi := -1, 0
 		for z := range zones {
@@ -141,8 +146,12 @@ func warmBound(nodes []Node, ps []Placement, perModel map[string]int) int {
 // replica-hour lower, warm share higher, spread kept: zone skew no worse (a skew of 1 is always
 // kept) and same-pool collisions off warm nodes (Collisions - WarmCollisions) no worse. The
 // collisions on warm nodes are not judged: they are what a higher warm share costs where a model
-// is warm on few nodes; Write prints them and the total. Reasons lists each miss.
+// is warm on few nodes; Write prints them and the total. Reasons lists each miss. When either
+// report has gangs (the gangs scenario), the verdict is LocalityVerdict instead.
 func Verdict(base, cand Report) (ok bool, reasons []string) {
+	if base.Locality.Gangs > 0 || cand.Locality.Gangs > 0 {
+		return LocalityVerdict(base, cand)
+	}
 	if cand.Placed < cand.Wanted || base.Placed < base.Wanted {
 		reasons = append(reasons, fmt.Sprintf("not every replica placed (%s %d/%d, %s %d/%d)", base.Scheduler, base.Placed, base.Wanted, cand.Scheduler, cand.Placed, cand.Wanted))
 	}
@@ -181,4 +190,7 @@ func Write(w io.Writer, base, cand Report) {
 	fmt.Fprintf(w, "%-22s %18d %18d %8s\n", "  elsewhere (judged)", bo, co, ratio(float64(co), float64(bo)))
 	fmt.Fprintf(w, "%-22s %18d %18d\n", "zone skew (max)", base.ZoneSkew, cand.ZoneSkew)
 	fmt.Fprintf(w, "%-22s %17.1f%% %17.1f%% %8s\n", "spot allocation", 100*base.SpotRatio, 100*cand.SpotRatio, ratio(cand.SpotRatio, base.SpotRatio))
+	if base.Locality.Gangs > 0 || cand.Locality.Gangs > 0 {
+		writeLocality(w, base, cand)
+	}
 }

@@ -5,8 +5,12 @@ import (
 	"slices"
 )
 
-// Replica names replica Index of pool "m<Pool>" (model Pool), as ReplicaPod renders it.
-type Replica struct{ Pool, Index int }
+// Replica names replica Index of pool "m<Pool>" (model Pool), as ReplicaPod renders it; with
+// Size > 1 it is gang Index of the pool, Size pods (GangPods) in one PodGroup (GangPodGroup).
+type Replica struct{ Pool, Index, Size int }
+
+// Pods is the number of pods the replica has.
+func (r Replica) Pods() int { return max(r.Size, 1) }
 
 // Scenario is one benchmark workload: the nodes (Layout), the pools and the order in which their
 // replicas arrive. Both the simulation (hack/tools/scheduler TestScoringSimulation) and the live
@@ -19,6 +23,9 @@ type Scenario struct {
 	Nodes int
 	// WarmModels: models 0..WarmModels-1 are warm on Layout's nodes, the others nowhere.
 	WarmModels int
+	// Topology arranges the nodes into blocks (one per zone) of racks (topologyNode), labelled
+	// BlockLabel and RackLabel.
+	Topology bool
 	// Batches are the replicas in arrival order.
 	Batches [][]Replica
 }
@@ -28,15 +35,20 @@ func (s Scenario) Layout() []Node {
 	nodes := make([]Node, s.Nodes)
 	for i := range nodes {
 		nodes[i] = Layout(i, s.WarmModels)
+		if s.Topology {
+			nodes[i] = topologyNode(nodes[i], i)
+		}
 	}
 	return nodes
 }
 
-// Wanted is the number of replicas the scenario creates.
+// Wanted is the number of pods the scenario creates (a gang counts its pods).
 func (s Scenario) Wanted() int {
 	n := 0
 	for _, b := range s.Batches {
-		n += len(b)
+		for _, r := range b {
+			n += r.Pods()
+		}
 	}
 	return n
 }
@@ -109,7 +121,7 @@ func Burst() Scenario {
 }
 
 // ScenarioNames lists the scenarios ScenarioByName knows.
-var ScenarioNames = []string{"fleet", "burst", "sequential"}
+var ScenarioNames = []string{"fleet", "burst", "gangs", "sequential"}
 
 // ScenarioByName returns the named scenario.
 func ScenarioByName(name string) (Scenario, error) {
@@ -118,6 +130,8 @@ func ScenarioByName(name string) (Scenario, error) {
 		return Fleet(), nil
 	case "burst":
 		return Burst(), nil
+	case "gangs":
+		return Gangs(), nil
 	case "sequential":
 		return Sequential(), nil
 	}

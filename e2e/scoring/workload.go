@@ -47,7 +47,7 @@ func Layout(i, models int) Node {
 }
 
 // NodeObject renders a layout node as a kwok Node with labels added: zone, instance type, the
-// spot label, the warm labels of its models, the price annotation, GPUsPerNode GPUs.
+// spot label, the block and rack labels where set, the warm labels of its models, the price annotation, GPUsPerNode GPUs.
 func NodeObject(n Node, labels map[string]string) *corev1.Node {
 	l := map[string]string{corev1.LabelHostname: n.Name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
 		corev1.LabelTopologyZone: n.Zone, corev1.LabelInstanceTypeStable: "p4d.24xlarge"}
@@ -56,6 +56,12 @@ func NodeObject(n Node, labels map[string]string) *corev1.Node {
 	}
 	if n.Spot {
 		l[spotLabel] = "spot"
+	}
+	if n.Block != "" {
+		l[BlockLabel] = n.Block
+	}
+	if n.Rack != "" {
+		l[RackLabel] = n.Rack
 	}
 	for m := range n.Warm {
 		i, _ := strconv.Atoi(m[1:])

@@ -7,7 +7,10 @@
 # Prints $ per placed replica-hour, share on warm nodes (and the most possible, and replicas on
 # other models' warm nodes), same-pool collisions, zone skew and spot allocation for both, each
 # scenario's verdict (cost lower, warm share higher, spread kept), the overall verdict last; exits
-# 1 when either part misses.
+# 1 when either part misses. Scenario "gangs" (same nodes labelled into 3 blocks of 4 racks, 48
+# single replicas then 12 gangs of 8 pods through PodGroups) also prints the share of gangs in one
+# node/rack/block and the mean racks per gang, and is judged on those: more gangs in one rack and
+# fewer racks per gang than the default scheduler.
 #
 # 1. Simulation: the real scheduler framework on a fake clientset (hack/tools/scheduler
 #    TestScoringSimulation; no cluster, ~15 s warm).
@@ -16,8 +19,8 @@
 #    (run it under the cluster lock); deletes every node, namespace and pod it creates and stops
 #    the scheduler it starts. NEURONETES_SCORING_SIM_ONLY=1 skips it (and says so).
 #
-# Env: NEURONETES_SCORING_ARGS extra flags for e2e/cmd/scoring-bench (-scenarios fleet,burst by
-# default); SCORING_SIM_SCENARIO the simulation's scenarios (fleet,burst by default).
+# Env: NEURONETES_SCORING_ARGS extra flags for e2e/cmd/scoring-bench (-scenarios fleet,burst,gangs
+# by default); SCORING_SIM_SCENARIO the simulation's scenarios (fleet,burst,gangs by default).
 set -uo pipefail
 echo "== simulation (hack/tools/scheduler TestScoringSimulation)"
 (cd hack/tools/scheduler && go test -count=1 -run '^TestScoringSimulation$' -v . 2>&1) |

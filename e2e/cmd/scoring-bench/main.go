@@ -2,7 +2,8 @@
 // placed by the default scheduler and by neuronetes-scheduler's "neuronetes" profile on the same
 // kwok nodes (zones, spot labels, price annotations, warm-model labels), one after the other in
 // one run; it prints cost per placed replica-hour, share on warm nodes, same-pool collisions, zone
-// skew and spot allocation for both, then the verdict last, and exits 1 on a miss.
+// skew and spot allocation for both (and, in the gangs scenario, the gangs' locality on the
+// nodes' racks and blocks), then the verdict last, and exits 1 on a miss.
 // Run through hack/bench.d/64-scoring.sh (it builds neuronetes-scheduler first).
 package main
 
@@ -29,6 +30,10 @@ import (
 	"github.com/neuronetes/neuronetes/e2e/scoring"
 )
 
+// judged is what the verdict requires: scoring.Verdict, and for scenarios with gangs
+// scoring.LocalityVerdict.
+const judged = "cost lower, warm share higher, spread kept; with gangs: more gangs in one rack, fewer racks per gang"
+
 type options struct {
 	root, config, scenarios string
 	timeout                 time.Duration
@@ -38,7 +43,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.root, "root", ".", "repository root")
 	flag.StringVar(&o.config, "config", "deploy/scheduler/neuronetes-scheduler.yaml", "neuronetes-scheduler's KubeSchedulerConfiguration (relative to -root)")
-	flag.StringVar(&o.scenarios, "scenarios", "fleet,burst", "comma-separated workloads of e2e/scoring ("+strings.Join(scoring.ScenarioNames, ", ")+"), each judged")
+	flag.StringVar(&o.scenarios, "scenarios", "fleet,burst,gangs", "comma-separated workloads of e2e/scoring ("+strings.Join(scoring.ScenarioNames, ", ")+"), each judged")
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "wait for one batch's replicas to be bound")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -66,10 +71,10 @@ func main() {
 		pass = pass && ok
 	}
 	if !pass {
-		fmt.Println("scoring bench: VERDICT: FAIL: neuronetes profile vs default scheduler in", o.scenarios+": cost lower, warm share higher, spread kept")
+		fmt.Println("scoring bench: VERDICT: FAIL: neuronetes profile vs default scheduler in", o.scenarios+": "+judged)
 		os.Exit(1)
 	}
-	fmt.Println("scoring bench: VERDICT: PASS: neuronetes profile vs default scheduler in", o.scenarios+": cost lower, warm share higher, spread kept")
+	fmt.Println("scoring bench: VERDICT: PASS: neuronetes profile vs default scheduler in", o.scenarios+": "+judged)
 }
 
 // run places each scenario with the default scheduler and then the neuronetes profile on the
@@ -186,7 +191,8 @@ func startScheduler(ctx context.Context, root, configPath, kubeconfig string) (f
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(filepath.Join(root, ".local", "bin", "neuronetes-scheduler"), "--config="+cfgFile, "--secure-port=0", "--v=2")
+	cmd := exec.Command(filepath.Join(root, ".local", "bin", "neuronetes-scheduler"), "--config="+cfgFile, "--secure-port=0", "--v=2",
+		"--feature-gates="+cluster.FeatureGates) // the cluster's kube-scheduler runs with the same (Workload API, gangs)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {

@@ -32,11 +32,11 @@ func place(ctx context.Context, cs kubernetes.Interface, runID, scheduler string
 	want := 0
 	for i, batch := range sc.Batches {
 		for _, r := range batch {
-			if _, err := cs.CoreV1().Pods(ns).Create(ctx, scoring.ReplicaPod(ns, scheduler, cluster.PauseImage, run, run, r.Pool, r.Index), metav1.CreateOptions{}); err != nil {
-				return nil, fmt.Errorf("pod %d of pool m%d: %w", r.Index, r.Pool, err)
+			if err := createReplica(ctx, cs, ns, scheduler, run, r); err != nil {
+				return nil, err
 			}
+			want += r.Pods()
 		}
-		want += len(batch)
 		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 			list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
@@ -56,9 +56,30 @@ func place(ctx context.Context, cs kubernetes.Interface, runID, scheduler string
 	}
 	out := make([]scoring.Placement, 0, len(bound))
 	for _, po := range bound {
-		out = append(out, scoring.Placement{Pool: po.Labels[nnv1.PoolLabel], Model: po.Labels[nnv1.PoolLabel], Node: po.Spec.NodeName, GPUs: scoring.ReplicaGPUs})
+		out = append(out, scoring.Placement{Pool: po.Labels[nnv1.PoolLabel], Model: po.Labels[nnv1.PoolLabel], Node: po.Spec.NodeName,
+			Gang: po.Labels[scoring.GangLabel], GPUs: scoring.ReplicaGPUs})
 	}
 	return out, removePods(ctx, cs, ns)
+}
+
+// createReplica creates one replica: a pod, or for a gang its PodGroup (as the AgentPool
+// controller writes it) and then its pods, as 62-gangs.sh's gangs are created.
+func createReplica(ctx context.Context, cs kubernetes.Interface, ns, scheduler string, run map[string]string, r scoring.Replica) error {
+	if r.Size <= 1 {
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, scoring.ReplicaPod(ns, scheduler, cluster.PauseImage, run, run, r.Pool, r.Index), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("pod %d of pool m%d: %w", r.Index, r.Pool, err)
+		}
+		return nil
+	}
+	if _, err := cs.SchedulingV1beta1().PodGroups(ns).Create(ctx, scoring.GangPodGroup(ns, run, r.Pool, r.Index, r.Size), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("PodGroup %s: %w", scoring.GangName(r.Pool, r.Index), err)
+	}
+	for _, p := range scoring.GangPods(ns, scheduler, cluster.PauseImage, run, run, r.Pool, r.Index, r.Size) {
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("pod %s: %w", p.Name, err)
+		}
+	}
+	return nil
 }
 
 // removePods deletes the namespace's pods at once and waits until they are gone, so that the next

@@ -124,7 +124,7 @@ func (*headroomPlugin) Score(_ context.Context, state fwk.CycleState, p *v1.Pod,
 	if d, err := state.Read(headroomStateKey); err == nil {
 		load = d.(headroomState).load
 	}
-	return scoring.HeadroomRaw(p.Namespace, scoring.Pool(p), pods(n), load), nil
+	return scoring.HeadroomRaw(p.Namespace, scoring.Pool(p), scoring.OutsideGang(p, pods(n)), load), nil
 }
 
 func (h *headroomPlugin) ScoreExtensions() fwk.ScoreExtensions { return h }

@@ -1,8 +1,10 @@
 // Command neuronetes-scheduler is kube-scheduler v1.37 (k8s.io/kubernetes, pinned in go.mod) with
-// NeuroNetes' Score plugins registered: NeuroNetesCost, NeuroNetesModelCache, NeuroNetesHeadroom
-// and NeuroNetesZoneSpread (scoring in github.com/neuronetes/neuronetes/scheduler/scoring;
-// NeuroNetesModelCache is a scoring.CustomSchedulerPlugin, seed 000's extension point, run through
-// customPlugin, with an AgentCheckpoint informer; NeuroNetesHeadroom reads the gateway's per-pool
+// NeuroNetes' Score plugins registered: NeuroNetesCost, NeuroNetesModelCache, NeuroNetesHeadroom,
+// NeuroNetesZoneSpread and NeuroNetesNetworkTopology (scoring in
+// github.com/neuronetes/neuronetes/scheduler/scoring; NeuroNetesModelCache and
+// NeuroNetesNetworkTopology are scoring.CustomSchedulerPlugins, seed 000's extension point, run
+// through customPlugin, the first with an AgentCheckpoint informer, the second with the
+// scheduler's PodGroup state; NeuroNetesHeadroom reads the gateway's per-pool
 // view when its gatewayURLs arg lists the gateway replicas).
 // A KubeSchedulerConfiguration profile enables them (deploy/scheduler/neuronetes-scheduler.yaml, profile
 // "neuronetes"); pods select it with spec.schedulerName. Flags are kube-scheduler's.
@@ -32,5 +34,6 @@ func plugins() []app.Option {
 		app.WithPlugin(ModelCacheName, newModelCache), // scoring.ModelCache through customPlugin
 		app.WithPlugin(HeadroomName, newHeadroom),
 		app.WithPlugin(ZoneSpreadName, newZoneSpread),
+		app.WithPlugin(NetworkTopologyName, newNetworkTopology), // scoring.NetworkTopology through customPlugin
 	}
 }

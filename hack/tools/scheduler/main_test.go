@@ -66,6 +66,15 @@ func TestProfile(t *testing.T) {
 		{"bad price table", func(p map[string]any) {
 			p["pluginConfig"] = []any{map[string]any{"name": CostName, "args": map[string]any{"priceTable": map[string]any{"p4d.24xlarge.spot": "cheap"}}}}
 		}, `NeuroNetesCost args priceTable: price table key "p4d.24xlarge.spot"`},
+		{"topology levels", func(p map[string]any) {
+			p["pluginConfig"] = []any{map[string]any{"name": NetworkTopologyName, "args": map[string]any{"levels": []any{"b", "r", "kubernetes.io/hostname"}}}}
+		}, ""},
+		{"topology unknown field", func(p map[string]any) {
+			p["pluginConfig"] = []any{map[string]any{"name": NetworkTopologyName, "args": map[string]any{"labels": []any{"b"}}}}
+		}, `NeuroNetesNetworkTopology args: json: unknown field "labels"`},
+		{"topology empty key", func(p map[string]any) {
+			p["pluginConfig"] = []any{map[string]any{"name": NetworkTopologyName, "args": map[string]any{"levels": []any{"b", ""}}}}
+		}, `NeuroNetesNetworkTopology args levels[1]: empty label key`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := options.NewOptions()

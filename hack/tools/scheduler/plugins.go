@@ -87,7 +87,7 @@ func (z zonePlugin) PreScore(_ context.Context, state fwk.CycleState, p *v1.Pod,
 	}
 	counts := zoneCounts{}
 	for _, n := range all {
-		counts[scoring.Zone(n.Node().Labels)] += scoring.SamePool(p.Namespace, pool, pods(n))
+		counts[scoring.Zone(n.Node().Labels)] += scoring.SamePool(p.Namespace, pool, scoring.OutsideGang(p, pods(n)))
 	}
 	state.Write(zoneStateKey, counts)
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -78,8 +79,12 @@ func simulate(t *testing.T, schedName string, sc scoring.Scenario, nodes []scori
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := overrideWeights(nn.Profiles[0].Plugins, os.Getenv("SCORING_SIM_WEIGHTS")); err != nil {
+		t.Fatal(err)
+	}
 	profiles := append([]config.KubeSchedulerProfile{def.Profiles[0]}, nn.Profiles...)
-	reg := frameworkruntime.Registry{CostName: newCost, ModelCacheName: newModelCache, HeadroomName: newHeadroom, ZoneSpreadName: newZoneSpread}
+	reg := frameworkruntime.Registry{CostName: newCost, ModelCacheName: newModelCache, HeadroomName: newHeadroom, ZoneSpreadName: newZoneSpread,
+		NetworkTopologyName: newNetworkTopology}
 	inf := informers.NewSharedInformerFactory(client, 0)
 	dyn := dynamicinformer.NewDynamicSharedInformerFactory(dynfake.NewSimpleDynamicClient(runtime.NewScheme()), 0)
 	bc := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
@@ -95,13 +100,22 @@ func simulate(t *testing.T, schedName string, sc scoring.Scenario, nodes []scori
 	want := 0
 	for i, batch := range sc.Batches {
 		for _, rep := range batch {
-			pod := scoring.ReplicaPod("bench", schedName, "pause", nil, nil, rep.Pool, rep.Index)
-			pod.UID = types.UID(schedName + "/" + pod.Name) // the apiserver sets it; the fake does not
-			if _, err := client.CoreV1().Pods("bench").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
+			pods := []*v1.Pod{scoring.ReplicaPod("bench", schedName, "pause", nil, nil, rep.Pool, rep.Index)}
+			if rep.Size > 1 {
+				pg := scoring.GangPodGroup("bench", nil, rep.Pool, rep.Index, rep.Size)
+				if _, err := client.SchedulingV1beta1().PodGroups("bench").Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				pods = scoring.GangPods("bench", schedName, "pause", nil, nil, rep.Pool, rep.Index, rep.Size)
 			}
+			for _, pod := range pods {
+				pod.UID = types.UID(schedName + "/" + pod.Name) // the apiserver sets it; the fake does not
+				if _, err := client.CoreV1().Pods("bench").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want += rep.Pods()
 		}
-		want += len(batch)
 		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -114,8 +128,8 @@ func simulate(t *testing.T, schedName string, sc scoring.Scenario, nodes []scori
 	mu.Lock()
 	defer mu.Unlock()
 	for pod, node := range bound {
-		pool := pod[:strings.Index(pod, "-")]
-		out = append(out, scoring.Placement{Pool: pool, Model: pool, Node: node, GPUs: scoring.ReplicaGPUs})
+		pool, gang := scoring.ParsePodName(pod)
+		out = append(out, scoring.Placement{Pool: pool, Model: pool, Node: node, Gang: gang, GPUs: scoring.ReplicaGPUs})
 	}
 	return out
 }
@@ -126,6 +140,11 @@ func simulate(t *testing.T, schedName string, sc scoring.Scenario, nodes []scori
 // neuronetes profile, both reports and the scenario's verdict (e2e/scoring.Verdict), then the
 // overall verdict last.
 func TestScoringSimulation(t *testing.T) {
+	// The cluster's gates (e2e/cluster.FeatureGates): the Workload API and gang scheduling, which
+	// the gangs scenario's PodGroups need; pods of no PodGroup are scheduled as without them.
+	if err := utilfeature.DefaultMutableFeatureGate.Set("GenericWorkload=true,TopologyAwareWorkloadScheduling=true"); err != nil {
+		t.Fatal(err)
+	}
 	// SCORING_SIM_GATES sets scheduler feature gates for the run (e.g. OpportunisticBatching=false).
 	if g := os.Getenv("SCORING_SIM_GATES"); g != "" {
 		if err := utilfeature.DefaultMutableFeatureGate.Set(g); err != nil {
@@ -134,7 +153,7 @@ func TestScoringSimulation(t *testing.T) {
 	}
 	names := os.Getenv("SCORING_SIM_SCENARIO")
 	if names == "" {
-		names = "fleet,burst"
+		names = "fleet,burst,gangs"
 	}
 	var missed []string
 	for _, name := range strings.Split(names, ",") {
@@ -151,7 +170,7 @@ func TestScoringSimulation(t *testing.T) {
 		t.Errorf("verdict: FAIL: %v", missed)
 		return
 	}
-	fmt.Printf("verdict: PASS: neuronetes vs default-scheduler in %s: cost lower, warm share higher, spread kept\n", names)
+	fmt.Printf("verdict: PASS: neuronetes vs default-scheduler in %s: cost lower, warm share higher, spread kept; gangs: more in one rack, fewer racks per gang\n", names)
 }
 
 // simulateScenario places sc with both profiles, prints both reports and the scenario's verdict
@@ -186,4 +205,29 @@ func simulateScenario(t *testing.T, sc scoring.Scenario) (bool, []string) {
 	}
 	fmt.Print(sb.String())
 	return ok, reasons
+}
+
+// overrideWeights sets Score weights of the profile's multiPoint plugins from
+// SCORING_SIM_WEIGHTS ("NeuroNetesNetworkTopology=8,NeuroNetesCost=3"), for weight sweeps.
+func overrideWeights(p *config.Plugins, spec string) error {
+	if spec == "" {
+		return nil
+	}
+	for _, kv := range strings.Split(spec, ",") {
+		name, w, ok := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(w)
+		if !ok || err != nil {
+			return fmt.Errorf("SCORING_SIM_WEIGHTS %q: want Name=weight", kv)
+		}
+		found := false
+		for i := range p.MultiPoint.Enabled {
+			if p.MultiPoint.Enabled[i].Name == name {
+				p.MultiPoint.Enabled[i].Weight, found = int32(n), true
+			}
+		}
+		if !found {
+			return fmt.Errorf("SCORING_SIM_WEIGHTS: %s is not in the profile", name)
+		}
+	}
+	return nil
 }
