@@ -84,7 +84,7 @@ func TestChartScheduler(t *testing.T) {
 				t.Errorf("image %v", img)
 			}
 			a := args(c)
-			if !contains(a, "--config=/etc/neuronetes/scheduler/config.yaml") || !contains(a, "--secure-port=10259") {
+			if !contains(a, "--config=/etc/neuronetes/scheduler/config.yaml") || !contains(a, "--secure-port=10259") || !contains(a, "--authentication-skip-lookup=true") {
 				t.Errorf("args %v", a)
 			}
 			if gates := contains(a, "--feature-gates=GenericWorkload=true"); gates != (tc.wantURLs != nil) {
