@@ -8,6 +8,9 @@ GO ?= go
 # package once for the demo, localcluster and the images.
 LOCALCLUSTER := $(GO) run -trimpath ./e2e/cmd/localcluster
 UNIT_PKGS = $$($(GO) list ./... | grep -v '/e2e$$')
+# Nested tool modules with tests (hack/tools/scheduler: neuronetes-scheduler's plugins), which the
+# root module's ./... does not reach; make unit runs each one's ./... into the same summary.
+TOOL_TEST_DIRS = $$(ls hack/tools/*/*_test.go | xargs -n1 dirname | sort -u)
 E2E_TIMEOUT ?= 45m
 # Fuzzing budgets are execution counts (about 10 s each on the 2-core dev VM): a duration
 # -fuzztime can fail with a spurious "context deadline exceeded" when a loaded machine starves
@@ -44,8 +47,10 @@ lint: ## gofmt, go vet, and generated protobuf code up to date.
 	$(GO) vet ./...
 	bash hack/gen-proto.sh --check
 
-unit: ## Unit tests (no cluster); ends with the skipped tests by reason (hack/testsummary). The bind-fetch benchmark runs in make bench.
-	$(GO) test -count=1 -json -skip '^TestBindFetchBench$$' $(UNIT_PKGS) 2>&1 | $(TESTSUMMARY)
+unit: ## Unit tests (no cluster), the nested tool modules' too; ends with the skipped tests by reason (hack/testsummary). The bind-fetch benchmark and the scoring simulation run in make bench.
+	{ rc=0; $(GO) test -count=1 -json -skip '^TestBindFetchBench$$' $(UNIT_PKGS) || rc=$$?; \
+	  for d in $(TOOL_TEST_DIRS); do (cd "$$d" && $(GO) test -count=1 -json -skip '^TestScoringSimulation$$' ./...) || rc=$$?; done; \
+	  exit $$rc; } 2>&1 | $(TESTSUMMARY)
 
 e2e: tools deps ## End-to-end tests on the local real cluster (started and stopped when not running; the controller benchmark and the simulator-fidelity check run in make bench).
 	NEURONETES_E2E=1 $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -json -skip '^(TestControllerBenchWarmVsCold|TestAutoscalerMatchesSimulator|TestAgentSessionBenchResume|TestAgentSessionBenchDensity|TestAgentSessionBenchClaim)$$' ./e2e/ 2>&1 | $(TESTSUMMARY) -v | tee .local/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|e2e:|  - |a package|\s+\S+_test.go)|\[e2e\]|^(skipped tests by reason|summary:|  +[0-9]+  )'

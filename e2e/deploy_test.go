@@ -190,6 +190,8 @@ func installRelease(t *testing.T, e *Env) *deployRelease {
 	for _, c := range []string{"nodeagent", "controller", "gateway", "sidecar", "demo-agent"} {
 		e.Image(t, c, "./cmd/"+c)
 	}
+	sched := images.CommandSpec(e.Root, images.Scheduler)
+	e.Image(t, images.Scheduler, sched.MainPkg, images.WithDir(sched.Dir))
 	if redistest.Binary() == "" {
 		testreq.Tool(t, "redis-server", "not installed: injected sidecars need Redis")
 	}
@@ -218,7 +220,7 @@ func installRelease(t *testing.T, e *Env) *deployRelease {
 	})
 	cmd := exec.Command("bash", "hack/deploy-local.sh")
 	cmd.Dir = e.Root
-	cmd.Env = append(os.Environ(), "RELEASE="+r.name, "NAMESPACE="+r.namespace, "SKIP_IMAGES=1",
+	cmd.Env = append(os.Environ(), "RELEASE="+r.name, "NAMESPACE="+r.namespace, "SKIP_IMAGES=1", "SCHEDULER=1",
 		"REDIS_ADDR="+r.redisAddr, "HELM_TIMEOUT=3m", "HELM_ARGS="+helmArgs)
 	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -250,7 +252,7 @@ func TestDeployLocal(t *testing.T) {
 				seen[cs.Name] = true
 			}
 		}
-		for _, c := range []string{"driver", "nodeagent", "controller", "gateway"} {
+		for _, c := range []string{"driver", "nodeagent", "controller", "gateway", "scheduler"} {
 			if !seen[c] {
 				t.Errorf("no %s container in the release (have %v)", c, seen)
 			}
@@ -262,6 +264,9 @@ func TestDeployLocal(t *testing.T) {
 	})
 	t.Run("DriverGPUAndMIGPods", func(t *testing.T) { deployDriverScenarios(t, e) })
 	t.Run("RBACAllowlist", func(t *testing.T) { deployRBACAllowlist(t, e, r) })
+	t.Run("SchedulerBindsPods", func(t *testing.T) { deploySchedulerBindsPods(t, e, r) })
+	t.Run("AttackSchedulerAccount", func(t *testing.T) { deployAttackSchedulerAccount(t, e, r) })
+	t.Run("AttackSchedulerNetwork", func(t *testing.T) { deployAttackSchedulerNetwork(t, e, r) })
 	t.Run("AdmissionPolicies", func(t *testing.T) { deployAdmissionPolicies(t, e, r) })
 	t.Run("AttackGatewayReadsSecret", func(t *testing.T) { deployAttackGatewayReadsSecret(t, e, r) })
 	t.Run("AttackModelSourceSecrets", func(t *testing.T) { deployAttackModelSourceSecrets(t, e, r) })

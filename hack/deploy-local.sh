@@ -20,6 +20,8 @@
 #   REDIS_ADDR            the host Redis (IP:port on the bridge) behind the redis Service (default
 #                         10.88.0.1:6379, started here if absent)
 #   HELM_ARGS             extra helm arguments, e.g. "--set driver.nvml=mock:dgxh100 -f my.yaml"
+#   SCHEDULER=1           also run neuronetes-scheduler (scheduler.enabled=true): its image, built from
+#                         hack/tools/scheduler, joins IMAGES
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -29,6 +31,9 @@ HELM_TIMEOUT=${HELM_TIMEOUT:-5m}
 IMAGES=${IMAGES:-driver nodeagent controller gateway sidecar demo-agent}
 REDIS_ADDR=${REDIS_ADDR:-10.88.0.1:6379}
 CHART=deploy/helm/neuronetes
+if [ "${SCHEDULER:-0}" = 1 ] && [[ " $IMAGES " != *" neuronetes-scheduler "* ]]; then
+	IMAGES="$IMAGES neuronetes-scheduler"
+fi
 KUBECONFIG_FILE=$ROOT/.local/kubeconfig
 HELM=$ROOT/.local/bin/helm
 KUBECTL=$ROOT/.local/bin/kubectl
@@ -157,7 +162,10 @@ image_digest() {
 	done
 	printf '%s' "$sums" | sha256sum | cut -c1-16
 }
-for pair in controller:controller node:driver,nodeagent gateway:gateway dispatcher:dispatcher; do
+if [ "${SCHEDULER:-0}" = 1 ]; then
+	extra+=(--set scheduler.enabled=true)
+fi
+for pair in controller:controller node:driver,nodeagent gateway:gateway dispatcher:dispatcher scheduler:neuronetes-scheduler; do
 	key=${pair%%:*} names=${pair#*:}
 	# shellcheck disable=SC2086
 	d=$(image_digest ${names//,/ })

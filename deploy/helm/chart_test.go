@@ -30,6 +30,7 @@ var valueSets = []valueSet{
 	{name: "production", files: []string{"values/production-example.yaml"}},
 	{name: "controller-only", set: []string{`driver={"enabled":false}`, `nodeagent={"enabled":false}`}},
 	{name: "scale-webhook", set: []string{`autoscaler={"scaleWebhook":{"enabled":true,"tokenSecret":"scale-token"}}`}},
+	{name: "scheduler", files: []string{"values/local.yaml"}, set: []string{`scheduler={"enabled":true}`}},
 	{name: "checkpoint-s3", set: []string{`nodeagent={"checkpoint":{"enabled":true,"s3":{"endpoint":"10.88.0.1:9000","credentialsSecret":"s3"}}}`}},
 }
 
@@ -80,7 +81,7 @@ func TestChartLint(t *testing.T) {
 
 // mockSet reports whether the value set of that name runs the driver with mock NVML.
 func mockSet(name string) bool {
-	return name == "mock-nvml-local" || name == "no-webhook" || name == "kind"
+	return name == "mock-nvml-local" || name == "no-webhook" || name == "kind" || name == "scheduler"
 }
 
 func TestChartRender(t *testing.T) {

@@ -7,9 +7,18 @@ import (
 	"strings"
 )
 
+// Scheduler is the image name of neuronetes-scheduler, which is built from its own module
+// (hack/tools/scheduler: kube-scheduler from the pinned k8s.io/kubernetes with NeuroNetes' Score
+// plugins), not from cmd/.
+const Scheduler = "neuronetes-scheduler"
+
 // CommandSpec returns the Spec of the project command cmd/<name> in the
-// module at root. Commands that link go-nvml (the driver) need cgo.
+// module at root, or of neuronetes-scheduler for the name Scheduler. Commands
+// that link go-nvml (the driver) need cgo.
 func CommandSpec(root, name string) Spec {
+	if name == Scheduler {
+		return Spec{Name: name, MainPkg: ".", Dir: filepath.Join(root, "hack", "tools", "scheduler")}
+	}
 	return Spec{Name: name, MainPkg: "./cmd/" + name, Dir: root, Cgo: name == "driver"}
 }
 

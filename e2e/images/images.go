@@ -70,6 +70,9 @@ type Option func(*Spec)
 // WithCgo builds a statically linked cgo binary.
 func WithCgo() Option { return func(s *Spec) { s.Cgo = true } }
 
+// WithDir builds in the module at dir (a nested module such as hack/tools/scheduler).
+func WithDir(dir string) Option { return func(s *Spec) { s.Dir = dir } }
+
 // WithFiles adds files to the image: destination path to host path.
 func WithFiles(files map[string]string) Option {
 	return func(s *Spec) {

@@ -16,7 +16,7 @@ func TestImageCarriesCABundleAndUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ name, user string }{
-		{"gateway", NonRootUser}, {"sidecar", NonRootUser}, {"demo-agent", NonRootUser},
+		{"gateway", NonRootUser}, {"sidecar", NonRootUser}, {"demo-agent", NonRootUser}, {Scheduler, NonRootUser},
 		{"driver", "0:0"}, {"nodeagent", "0:0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,5 +59,30 @@ func TestImageCarriesCABundleAndUser(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCommandSpec: cmd/<name> builds in the main module (the driver with cgo); neuronetes-scheduler
+// builds its own module, hack/tools/scheduler, whose main package must be there.
+func TestCommandSpec(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, dir, pkg string
+		cgo            bool
+	}{
+		{"gateway", root, "./cmd/gateway", false},
+		{"driver", root, "./cmd/driver", true},
+		{Scheduler, filepath.Join(root, "hack", "tools", "scheduler"), ".", false},
+	} {
+		s := CommandSpec(root, tc.name)
+		if s.Name != tc.name || s.Dir != tc.dir || s.MainPkg != tc.pkg || s.Cgo != tc.cgo {
+			t.Errorf("CommandSpec(%s) = %+v, want dir %s, package %s, cgo %v", tc.name, s, tc.dir, tc.pkg, tc.cgo)
+		}
+		if _, err := os.Stat(filepath.Join(s.Dir, s.MainPkg, "main.go")); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
 	}
 }

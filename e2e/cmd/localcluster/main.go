@@ -6,7 +6,8 @@
 //	                                   (default: $NEURONETES_E2E_REAL_NODES, else 1) adds the
 //	                                   second real node
 //	localcluster images [names...]     build cmd/<name> images and import them (into both
-//	                                   real nodes when the second runs)
+//	                                   real nodes when the second runs); the name
+//	                                   neuronetes-scheduler builds hack/tools/scheduler
 //	localcluster down                  stop everything and restore the host
 //	localcluster status                exit 0 when running
 //	localcluster nvidia-images         import the nvidia-smi stand-in under NVIDIA's image names

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,7 +25,10 @@ import (
 type HeadroomArgs struct {
 	// GatewayURLs are the gateway replicas' admin addresses ("http://10.0.0.7:9090"); headroom
 	// reads each one's per-pool view, /pools/<namespace>/<pool>/metrics, for the sessions pinned to
-	// each serving pod. Empty: headroom counts the pool's replicas on the node only.
+	// each serving pod. An http URL whose host is a name is read at every address the name
+	// resolves to, so the gateway's headless admin Service
+	// ("http://<release>-gateway-admin.<namespace>.svc:9090") names every ready replica. Empty:
+	// headroom counts the pool's replicas on the node only.
 	GatewayURLs []string `json:"gatewayURLs,omitempty"`
 }
 
@@ -36,9 +41,10 @@ const (
 // headroomPlugin prefers nodes whose replicas of the pod's pool carry the least load: each counts
 // 1 plus the sessions the gateway pinned to it (scoring.HeadroomRaw).
 type headroomPlugin struct {
-	urls []string
-	http *http.Client
-	now  func() time.Time
+	urls   []string
+	http   *http.Client
+	now    func() time.Time
+	lookup func(ctx context.Context, host string) ([]string, error) // a name's addresses
 
 	mu    sync.Mutex
 	views map[string]poolView // by "<namespace>/<pool>"
@@ -62,7 +68,7 @@ func newHeadroom(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugi
 		}
 	}
 	return &headroomPlugin{urls: args.GatewayURLs, http: &http.Client{Timeout: loadTimeout}, now: time.Now,
-		views: map[string]poolView{}}, nil
+		lookup: net.DefaultResolver.LookupHost, views: map[string]poolView{}}, nil
 }
 
 func (*headroomPlugin) Name() string { return HeadroomName }
@@ -94,7 +100,7 @@ func (h *headroomPlugin) load(ctx context.Context, ns, pool string) *scoring.Poo
 		return v.load
 	}
 	l, read := &scoring.PoolLoad{}, 0
-	for _, u := range h.urls {
+	for _, u := range h.replicas(ctx) {
 		if err := h.read(ctx, l, strings.TrimSuffix(u, "/")+poolview.Path(url.PathEscape(ns), url.PathEscape(pool))); err != nil {
 			klog.FromContext(ctx).V(2).Info("Reading the gateway's pool view", "plugin", HeadroomName, "pool", key, "err", err)
 			continue
@@ -108,6 +114,36 @@ func (h *headroomPlugin) load(ctx context.Context, ns, pool string) *scoring.Poo
 	h.views[key] = poolView{load: l, at: h.now()}
 	h.mu.Unlock()
 	return l
+}
+
+// replicas returns the URLs to read: each http URL whose host is a name once per address the name
+// resolves to (sorted), every other URL as it is, and one whose name does not resolve too (its
+// read then fails and is logged).
+func (h *headroomPlugin) replicas(ctx context.Context) []string {
+	var out []string
+	for _, u := range h.urls {
+		p, err := url.Parse(u)
+		if err != nil || p.Scheme != "http" || net.ParseIP(p.Hostname()) != nil {
+			out = append(out, u)
+			continue
+		}
+		addrs, err := h.lookup(ctx, p.Hostname())
+		if err != nil || len(addrs) == 0 {
+			out = append(out, u)
+			continue
+		}
+		slices.Sort(addrs)
+		port := p.Port()
+		if port == "" {
+			port = "80"
+		}
+		for _, a := range addrs {
+			q := *p
+			q.Host = net.JoinHostPort(a, port)
+			out = append(out, q.String())
+		}
+	}
+	return out
 }
 
 func (h *headroomPlugin) read(ctx context.Context, l *scoring.PoolLoad, u string) error {

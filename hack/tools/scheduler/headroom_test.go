@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -108,4 +110,68 @@ func quoteAll(s []string) string {
 		q[i] = fmt.Sprintf("%q", v)
 	}
 	return strings.Join(q, ",")
+}
+
+// replicaServer serves a per-pool view holding sessions replica-local sessions of pod busy on
+// addr ("127.0.0.2:0" or with a port).
+func replicaServer(t *testing.T, addr string, sessions int) *httptest.Server {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("listening on %s: %v", addr, err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "# TYPE neuronetes_concurrent_sessions gauge\nneuronetes_concurrent_sessions{pod=\"busy\",scope=\"replica\"} %d\n", sessions)
+	}))
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestHeadroomReadsEveryAddressOfAName: an http gatewayURL whose host is a name (the gateway's
+// headless admin Service) is read at every address the name resolves to, so replica-local session
+// counts add up over the replicas (3 + 2); an IP URL is read as it is, without a lookup; a name
+// that does not resolve is read as it is and fails (replica counting).
+func TestHeadroomReadsEveryAddressOfAName(t *testing.T) {
+	a := replicaServer(t, "127.0.0.1:0", 3)
+	_, port, _ := net.SplitHostPort(a.Listener.Addr().String())
+	replicaServer(t, "127.0.0.2:"+port, 2)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		url    string
+		lookup func(context.Context, string) ([]string, error)
+		want   float64
+		nilful bool
+	}{
+		{"headless Service name", "http://gw-admin.ns.svc:" + port, func(_ context.Context, host string) ([]string, error) {
+			if host != "gw-admin.ns.svc" {
+				return nil, fmt.Errorf("looked up %q", host)
+			}
+			return []string{"127.0.0.2", "127.0.0.1"}, nil
+		}, 5, false},
+		{"IP address", a.URL, func(context.Context, string) ([]string, error) {
+			return nil, errors.New("an IP URL was looked up")
+		}, 3, false},
+		{"name that does not resolve", "http://gw-admin.invalid:" + port, func(context.Context, string) ([]string, error) {
+			return nil, errors.New("no such host")
+		}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := newHeadroom(ctx, &runtime.Unknown{Raw: []byte(fmt.Sprintf(`{"gatewayURLs":[%q]}`, tc.url)), ContentType: runtime.ContentTypeJSON}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := p.(*headroomPlugin)
+			h.lookup = tc.lookup
+			l := h.load(ctx, "a", "pool")
+			if (l == nil) != tc.nilful {
+				t.Fatalf("load %v, want nil=%v", l, tc.nilful)
+			}
+			if got := l.Sessions("busy"); got != tc.want {
+				t.Errorf("sessions of busy %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

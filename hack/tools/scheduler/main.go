@@ -22,9 +22,10 @@ func main() {
 	os.Exit(cli.Run(command()))
 }
 
-// command is kube-scheduler's command with the plugins registered.
+// command is kube-scheduler's command with the plugins registered; it refuses a --config that
+// names an unknown plugin with the field that names it (withProfileCheck).
 func command() *cobra.Command {
-	return app.NewSchedulerCommand(plugins()...)
+	return withProfileCheck(app.NewSchedulerCommand(plugins()...), plugins())
 }
 
 // plugins registers NeuroNetes' Score plugins in kube-scheduler's out-of-tree registry.
