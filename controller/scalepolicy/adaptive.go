@@ -334,7 +334,13 @@ func (a *adapter) decide(in Input, need, logged, backlog float64, ok bool) float
 	if st.Scale > 0 {
 		peak = a.meanPeak(now.Add(-st.Memory), now)
 	}
-	target := math.Max(a.headroom()*peak, need+backlog)
+	// Nor below the highest mean need of the last startupLag, whatever
+	// the learned headroom: replicas removed now are a cold start away when
+	// the load they served comes back (on a dip's end the headroom, shrunk
+	// at full evidence, and the memory left the pool short of the load that
+	// had just returned).
+	recent := a.meanPeak(now.Add(-startupLag), now)
+	target := math.Max(math.Max(a.headroom()*peak, recent), need+backlog)
 	b.Provision = target
 	return target
 }

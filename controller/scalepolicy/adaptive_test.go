@@ -416,3 +416,31 @@ func TestAdaptiveRemembersOfferedDemandNotAFlush(t *testing.T) {
 		})
 	}
 }
+
+// TestAdaptiveHoldsTheRecentNeedWhateverTheHeadroom: a headroom learned
+// down to its bound (a load that had kept the margin) must not remove the
+// replicas the load of the last minute needed on one quiet decision: they
+// would be a cold start away when it goes on (synthetic-dip-4: 3 -> 2 after
+// the dip, 191 misses).
+func TestAdaptiveHoldsTheRecentNeedWhateverTheHeadroom(t *testing.T) {
+	a, err := New(adaptivePolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Restore(State{Adaptive: &AdaptiveState{Headroom: minHeadroom, Memory: minMemory}})
+	cur := int32(3)
+	decide := func(i int, demand float64) Decision {
+		d := a.Decide(Input{Now: t0.Add(time.Duration(i) * 5 * time.Second), CurrentReplicas: cur, QueueLag: -1,
+			Metrics: map[MetricType]MetricValue{TokensPerSecond: {Value: demand / float64(cur), Valid: true}},
+			TTFT:    TTFTCounts{Total: 10, WithinSLO: 10, WithinMargin: 10}})
+		cur = d.Desired
+		return d
+	}
+	for i := range 12 { // a minute at 3 replicas of need
+		decide(i, 300)
+	}
+	if d := decide(12, 100); d.Desired != 3 {
+		t.Fatalf("one quiet decision after a minute at 3 replicas of need (headroom %.2f): got %d, want 3: %s",
+			minHeadroom, d.Desired, d.Message)
+	}
+}
