@@ -421,7 +421,8 @@ func (a *adapter) evidence(total, dt float64) float64 {
 // raise answers an overspent error budget (d periods' worth, at most 1). When
 // a memory twice as long would have held more capacity at the time the missed
 // requests' capacity was decided, the pool forgot a peak too early and the
-// memory grows; otherwise the headroom does.
+// memory grows; otherwise the headroom does, unless the need since then went
+// beyond one raise over the provision held then.
 func (a *adapter) raise(now time.Time, d float64) {
 	st := &a.st
 	at := now.Add(-min(a.slo, 30*time.Second) - startupLag)
@@ -429,6 +430,14 @@ func (a *adapter) raise(now time.Time, d float64) {
 	held := a.provisionAt(at) / a.headroom()
 	if st.Scale == 0 && longer > 1.05*held && st.Memory < maxMemory {
 		st.Memory = time.Duration(float64(st.Memory) * math.Exp(3*adaptGain*d))
+		return
+	}
+	// A need since then beyond one raise over the provision held then is a
+	// burst no headroom learned from misses foresees: the need + backlog
+	// term answers it, and a headroom raised for it would be held for every
+	// lesser peak after it (Azure code: a start burst of 2.5x raised the
+	// headroom to 2.11).
+	if p := a.provisionAt(at); p > 0 && a.peak(at, now) > math.Exp(adaptGain)*p {
 		return
 	}
 	st.Headroom *= math.Exp(adaptGain * d)

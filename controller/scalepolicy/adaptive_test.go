@@ -119,6 +119,10 @@ func TestAdaptiveRaisesOnAnOverspentBudget(t *testing.T) {
 		// A request whose prefill alone exceeds the SLO misses under any
 		// capacity: not the headroom's miss.
 		{"misses caused by prefill alone", append(base, repeat(6, adaptStep{demand: 800, total: 20, miss: 5, prefillMiss: true})...), false},
+		// A burst to 3x the provision held when the missed requests'
+		// capacity was decided is beyond what one raise (e^0.3) answers: the
+		// need + backlog term serves it, the headroom stays.
+		{"misses of a burst beyond one raise over the provision", append(base, repeat(6, adaptStep{demand: 2400, total: 20, miss: 5})...), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
