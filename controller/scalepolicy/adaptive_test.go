@@ -119,6 +119,10 @@ func TestAdaptiveRaisesOnAnOverspentBudget(t *testing.T) {
 		// A request whose prefill alone exceeds the SLO misses under any
 		// capacity: not the headroom's miss.
 		{"misses caused by prefill alone", append(base, repeat(6, adaptStep{demand: 800, total: 20, miss: 5, prefillMiss: true})...), false},
+		// A burst to 3x the peak remembered when the missed requests'
+		// capacity was decided is beyond what one raise (e^0.3) answers: the
+		// need + backlog term serves it, the headroom stays.
+		{"misses of a burst beyond one raise over the remembered peak", append(base, repeat(6, adaptStep{demand: 2400, total: 20, miss: 5})...), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -414,5 +418,61 @@ func TestAdaptiveRemembersOfferedDemandNotAFlush(t *testing.T) {
 				t.Fatalf("after the flush: %d, want %d (%s)", d.Desired, tc.wantAfter, d.Message)
 			}
 		})
+	}
+}
+
+// TestAdaptiveHoldsTheRecentNeedWhateverTheHeadroom: a headroom learned
+// down to its bound (a load that had kept the margin) must not remove the
+// replicas the load of the last minute needed on one quiet decision: they
+// would be a cold start away when it goes on (synthetic-dip-4: 3 -> 2 after
+// the dip, 191 misses).
+func TestAdaptiveHoldsTheRecentNeedWhateverTheHeadroom(t *testing.T) {
+	a, err := New(adaptivePolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Restore(State{Adaptive: &AdaptiveState{Headroom: minHeadroom, Memory: minMemory}})
+	cur := int32(3)
+	decide := func(i int, demand float64) Decision {
+		d := a.Decide(Input{Now: t0.Add(time.Duration(i) * 5 * time.Second), CurrentReplicas: cur, QueueLag: -1,
+			Metrics: map[MetricType]MetricValue{TokensPerSecond: {Value: demand / float64(cur), Valid: true}},
+			TTFT:    TTFTCounts{Total: 10, WithinSLO: 10, WithinMargin: 10}})
+		cur = d.Desired
+		return d
+	}
+	for i := range 12 { // a minute at 3 replicas of need
+		decide(i, 300)
+	}
+	if d := decide(12, 100); d.Desired != 3 {
+		t.Fatalf("one quiet decision after a minute at 3 replicas of need (headroom %.2f): got %d, want 3: %s",
+			minHeadroom, d.Desired, d.Message)
+	}
+}
+
+// TestAdaptiveRaisesWhenARememberedLoadReturns: a load that comes back after
+// a dip to a level the memory holds is no unforeseeable burst, however far
+// above the provision a low headroom left: its misses raise the headroom
+// (synthetic-dip-12).
+func TestAdaptiveRaisesWhenARememberedLoadReturns(t *testing.T) {
+	a, err := New(adaptivePolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Restore(State{Adaptive: &AdaptiveState{Headroom: 0.5, Memory: initialMemory}})
+	cur, i := int32(8), 0
+	run := func(n int, demand, miss float64) {
+		for range n {
+			d := a.Decide(Input{Now: t0.Add(time.Duration(i) * 5 * time.Second), CurrentReplicas: cur, QueueLag: -1,
+				Metrics: map[MetricType]MetricValue{TokensPerSecond: {Value: demand / float64(cur), Valid: true}},
+				TTFT:    TTFTCounts{Total: 20, WithinSLO: 20 - miss, WithinMargin: 20 - miss}})
+			cur, i = d.Desired, i+1
+		}
+	}
+	run(24, 800, 0) // 2 minutes at 8 replicas of need: the remembered peak
+	run(36, 200, 0) // a 3-minute dip: the pool holds 0.5 x 8 = 4
+	before := a.Snapshot().Adaptive.Headroom
+	run(6, 800, 5) // the load returns, 2x the provision, within the peak
+	if after := a.Snapshot().Adaptive.Headroom; after <= before {
+		t.Fatalf("misses of a load returning to the remembered peak: headroom %.3f -> %.3f, want a raise", before, after)
 	}
 }

@@ -218,7 +218,8 @@ func (a *Autoscaler) demand(in Input, ratios map[MetricType]float64) (rate, back
 
 // adaptiveRecommendation is the adaptive policy's raw recommendation: the
 // learned headroom x the peak rate need within the learned memory, and at
-// least the rate need now plus the replicas that drain the backlog.
+// least the highest mean need of the last minute and the rate need now plus
+// the replicas that drain the backlog.
 func (a *Autoscaler) adaptiveRecommendation(in Input, ratios map[MetricType]float64) (int32, Reason, string) {
 	if cm := a.adapt.capacity; cm != nil {
 		cm.Observe(in.Now, in.Capacity, in.Offered.PromptTokensPerSecond, in.Offered.Valid)
@@ -234,7 +235,7 @@ func (a *Autoscaler) adaptiveRecommendation(in Input, ratios map[MetricType]floa
 	}
 	st := a.adapt.st
 	want := int32(math.Ceil(target - 1e-9))
-	return want, ReasonAdaptive, fmt.Sprintf("%s: need %.2f + backlog %.2f; headroom %.2f x the peak need of the last %s wants %d",
+	return want, ReasonAdaptive, fmt.Sprintf("%s: need %.2f + backlog %.2f; headroom %.2f x the peak need of the last %s, at least the last minute's need, wants %d",
 		detail, rate, backlog, st.Headroom, st.Memory.Round(time.Second), want)
 }
 

@@ -16,6 +16,8 @@ const (
 	RuleHeadroom = "headroom x peak"
 	// RuleBacklog: the need now plus the backlog.
 	RuleBacklog = "need + backlog"
+	// RuleRecent: the highest mean need of the last minute's bins.
+	RuleRecent = "recent need"
 	// RuleMin and RuleMax: the policy's replica bounds.
 	RuleMin, RuleMax = "min replicas", "max replicas"
 	// RuleHold: no metric was valid (the first decision): the count held.
@@ -43,10 +45,14 @@ func (e *explainer) Decide(v View) int {
 	}
 	now := epoch.Add(time.Duration(v.Now() * float64(time.Second)))
 	lo, hi := now.Add(-st.Memory).UnixNano()/int64(10*time.Second), now.UnixNano()/int64(10*time.Second)
-	peak, target := 0.0, 0.0
+	peak, target, recent := 0.0, 0.0, 0.0
+	rlo := now.Add(-time.Minute).UnixNano() / int64(10*time.Second)
 	for _, b := range st.Bins {
 		if b.Index >= lo && b.Index <= hi {
 			peak = math.Max(peak, b.Need)
+		}
+		if b.Index >= rlo && b.Index <= hi && b.Span > 0 {
+			recent = math.Max(recent, b.Work/b.Span)
 		}
 		if b.Index == hi {
 			target = b.Provision
@@ -61,6 +67,8 @@ func (e *explainer) Decide(v View) int {
 		rule = RuleMax
 	case d.Raw <= e.Policy.MinReplicas && target < float64(e.Policy.MinReplicas):
 		rule = RuleMin
+	case target > st.Headroom*peak+1e-9 && math.Abs(target-recent) <= 1e-9:
+		rule = RuleRecent
 	case target > st.Headroom*peak+1e-9:
 		rule = RuleBacklog
 	}
@@ -114,7 +122,7 @@ func Explain(w io.Writer, tr Trace, m Model, c Config, ref Result, initial, ever
 	}
 	fmt.Fprintf(w, "explain %s: %.0f replica-s above the reference over the evaluated part (neuronetes %.0f, reference %.0f); by the rule that held NeuroNetes' target:",
 		tr.Name, excess, nn.ReplicaSeconds, ref.ReplicaSeconds)
-	for _, k := range []string{RuleHeadroom, RuleBacklog, RuleMin, RuleMax, RuleHold} {
+	for _, k := range []string{RuleHeadroom, RuleBacklog, RuleRecent, RuleMin, RuleMax, RuleHold} {
 		if v, ok := by[k]; ok {
 			fmt.Fprintf(w, " %s %.0f;", k, v)
 		}
