@@ -88,7 +88,7 @@ func (p *Picker) Uncached(in Input, ep route.Endpoint) int {
 	if u, ok := p.exactUncached(in, ep); ok {
 		return u
 	}
-	if p.Prefix == nil || len(in.Blocks) == 0 {
+	if p.Prefix == nil || len(in.Blocks) == 0 || p.Metrics.NoPrefixCaching(ep.MetricsURL) {
 		return in.PromptTokens
 	}
 	return uncached(in, p.Prefix.Match(in.Blocks)[ep.Pod])
@@ -261,6 +261,10 @@ func (p *Picker) candidates(pool *route.Pool, in Input) ([]candidate, int) {
 		}
 		reqs, tokens, _ := p.Load.Pod(pool.Ref, e.Pod)
 		srv, hasSrv := p.Metrics.Get(e.MetricsURL)
+		if p.Metrics.NoPrefixCaching(e.MetricsURL) {
+			// What the approximate index remembers sending the pod is not in its cache.
+			delete(matched, e.Pod)
+		}
 		backlog, rate := p.Load.BacklogAt(pool.Ref, e.Pod, srv.PrefillRate()) // the engine's rate when it reports one
 		c := candidate{ep: e, reqs: reqs, tokens: tokens, backlog: backlog, rank: -1, prefix: matched[e.Pod],
 			uncached: uncached(in, matched[e.Pod]), srv: srv, hasSrv: hasSrv, rate: rate}

@@ -60,6 +60,10 @@ func soonest(cands []candidate) int {
 // pod under the bound, and less of the prompt is left to compute there than on the soonest pod
 // under the bound. The bound spreads requests that the caches do not tell apart; it does not send
 // a request away from the pod holding its prefix to one where its first token comes later.
+// Only a pod known exactly (KV events) holds a prefix: the approximate index remembers what this
+// replica sent, which a pod that does not cache, or has evicted it, does not hold, and a pod
+// that keeps winning on such a guess takes every request while its queue, counted in the
+// tokens the guess leaves uncached, looks empty.
 func soonestBounded(cands []candidate) int {
 	best := soonest(cands)
 	if !cands[best].over {
@@ -79,7 +83,7 @@ func soonestBounded(cands []candidate) int {
 		sub[j] = cands[i]
 	}
 	u := under[soonest(sub)]
-	if cands[best].uncached < cands[u].uncached {
+	if cands[best].exact && cands[best].uncached < cands[u].uncached {
 		return best
 	}
 	return u

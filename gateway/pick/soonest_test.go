@@ -42,8 +42,9 @@ func TestSoonest(t *testing.T) {
 // bound holds unless the pod over it is the soonest of all because of its cache.
 func TestSoonestBounded(t *testing.T) {
 	c := func(pod string, backlog, uncached int, over bool) candidate {
-		return candidate{ep: route.Endpoint{Pod: pod}, backlog: backlog, uncached: uncached, over: over, rank: -1}
+		return candidate{ep: route.Endpoint{Pod: pod}, backlog: backlog, uncached: uncached, over: over, rank: -1, exact: true}
 	}
+	guess := func(cd candidate) candidate { cd.exact = false; return cd }
 	cases := []struct {
 		name  string
 		cands []candidate
@@ -51,6 +52,8 @@ func TestSoonestBounded(t *testing.T) {
 	}{
 		{"the soonest is under the bound", []candidate{c("a", 0, 100, false), c("b", 0, 900, true)}, "a"},
 		{"over the bound but soonest by its cache", []candidate{c("cached", 300, 100, true), c("idle", 0, 1000, false)}, "cached"},
+		{"over the bound, soonest by what the approximate index guesses it caches: the bound holds",
+			[]candidate{guess(c("cached", 300, 100, true)), c("idle", 0, 1000, false)}, "idle"},
 		{"over the bound, soonest by a shorter queue, no cache advantage: the bound holds",
 			[]candidate{c("over", 0, 1000, true), c("under", 200, 1000, false)}, "under"},
 		{"over the bound, soonest, less cached than the best under it: the bound holds",
