@@ -266,6 +266,11 @@ func (p *Picker) candidates(pool *route.Pool, in Input) ([]candidate, int) {
 			delete(matched, e.Pod)
 		}
 		backlog, rate := p.Load.BacklogAt(pool.Ref, e.Pod, srv.PrefillRate()) // the engine's rate when it reports one
+		if hasSrv && srv.HasQueue {
+			// The engine's own queue: its waiting requests are this replica's newest pending ones
+			// (and other replicas', othersBacklog below).
+			backlog = max(backlog, p.Load.QueuedFloor(pool.Ref, e.Pod, int(srv.Waiting)))
+		}
 		c := candidate{ep: e, reqs: reqs, tokens: tokens, backlog: backlog, rank: -1, prefix: matched[e.Pod],
 			uncached: uncached(in, matched[e.Pod]), srv: srv, hasSrv: hasSrv, rate: rate}
 		if u, ok := p.exactUncached(in, e); ok {
