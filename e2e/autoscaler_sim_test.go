@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"sort"
@@ -133,6 +134,11 @@ type replayed struct {
 	sent time.Duration
 	ttft time.Duration
 	err  error
+	// status is the HTTP status (0: none came), pod the pod that answered (the gateway's
+	// X-Neuronetes-Pod), kind the failure's kind (failureKind) when err is set.
+	status int
+	pod    string
+	kind   string
 }
 
 // replay sends every request of tr through the gateway at its arrival time (a prompt of In
@@ -174,23 +180,38 @@ func sendTimed(hc *http.Client, api string, r scalesim.Request) replayed {
 	sent := time.Now()
 	resp, err := hc.Do(req)
 	if err != nil {
-		return replayed{err: err}
+		return replayed{err: err, kind: failureKind(0, "", err)}
 	}
 	defer resp.Body.Close()
+	out := replayed{status: resp.StatusCode, pod: resp.Header.Get("X-Neuronetes-Pod")}
 	if resp.StatusCode != http.StatusOK {
-		return replayed{err: fmt.Errorf("status %s", resp.Status)}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		code := errorCode(b)
+		out.err, out.kind = fmt.Errorf("status %s: %s", resp.Status, bytes.TrimSpace(b)), failureKind(resp.StatusCode, code, nil)
+		return out
 	}
 	sc := bufio.NewScanner(resp.Body)
 	var first time.Duration
+	var errEvent string
 	for sc.Scan() {
-		if line := sc.Text(); first == 0 && strings.HasPrefix(line, "data: {") && strings.Contains(line, `"content"`) {
+		line := sc.Text()
+		switch {
+		case first == 0 && strings.HasPrefix(line, "data: {") && strings.Contains(line, `"content"`):
 			first = time.Since(sent)
+		case errEvent == "" && strings.HasPrefix(line, "data: {") && strings.Contains(line, `"error"`):
+			errEvent = line
 		}
 	}
 	if first == 0 {
-		return replayed{err: fmt.Errorf("no token: %v", sc.Err())}
+		out.err = fmt.Errorf("no token after %s: %v %.300s", time.Since(sent).Round(time.Millisecond), sc.Err(), errEvent)
+		out.kind = failureKind(resp.StatusCode, errorCode([]byte(errEvent)), nil)
+		if sc.Err() != nil && errEvent == "" {
+			out.kind = "stream read: " + failureKind(0, "", sc.Err())
+		}
+		return out
 	}
-	return replayed{ttft: first}
+	out.ttft = first
+	return out
 }
 
 // TestAutoscalerMatchesSimulator replays six minutes of a trace through the gateway into demo
@@ -230,9 +251,11 @@ func TestAutoscalerMatchesSimulator(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	recDone := make(chan *poolRecorder, 1)
 	go func() { recDone <- recordPool(ctx, e, ns, "sim") }()
+	watchDone := make(chan *podWatch, 1)
+	go func() { watchDone <- watchPods(ctx, e, ns, "sim", time.Now()) }()
 	results := replay(g, tr)
 	cancel()
-	rec := <-recDone
+	rec, watch := <-recDone, <-watchDone
 
 	within, failed := 0, 0
 	for _, r := range results {
@@ -288,6 +311,9 @@ func TestAutoscalerMatchesSimulator(t *testing.T) {
 	for _, c := range simDecider.changes {
 		t.Logf("simulated change: %s", c)
 	}
+	logFailures(t, results)
+	watch.log(t)
+	logGap(t, results, slo, sim, watch, rec)
 	if d := math.Abs(live - sim.Attainment()); d > simAttainmentTolerance {
 		t.Errorf("attainment: live %.2f%%, simulated %.2f%%: %.2f points apart, tolerance %.0f", 100*live, 100*sim.Attainment(), 100*d, 100*simAttainmentTolerance)
 	}

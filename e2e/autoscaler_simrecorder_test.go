@@ -3,6 +3,11 @@ package e2e
 // Unit tests of the pool recorder's arithmetic (no cluster needed).
 
 import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -80,5 +85,29 @@ func TestPerSecond(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFailureKind checks how TestAutoscalerMatchesSimulator names a failed request's kind.
+func TestFailureKind(t *testing.T) {
+	timeout := &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}
+	for _, c := range []struct {
+		name   string
+		status int
+		body   string
+		err    error
+		want   string
+	}{
+		{"the gateway's error answer", 504, `{"error":{"message":"x","type":"timeout","code":"backend_timeout"}}`, nil, "status 504 backend_timeout"},
+		{"an answer without a code: its type", 503, `{"error":{"type":"service_unavailable"}}`, nil, "status 503 service_unavailable"},
+		{"an error event in a stream", 200, `data: {"error":{"code":"backend_unreachable"}}`, nil, "stream error event backend_unreachable"},
+		{"a stream that ended without a token", 200, ``, nil, "stream ended without a token"},
+		{"a transport timeout", 0, ``, timeout, "transport timeout"},
+		{"a reset connection", 0, ``, errors.New("read: connection reset by peer"), "transport connection reset"},
+		{"EOF", 0, ``, fmt.Errorf("post: %w", io.EOF), "transport EOF"},
+	} {
+		if got := failureKind(c.status, errorCode([]byte(c.body)), c.err); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
 	}
 }

@@ -9,22 +9,25 @@ import (
 	"github.com/neuronetes/neuronetes/gateway/affinity"
 )
 
-// TestPickerLoadBound drives Picker.Pick (the weighted strategy, where the bound is strict; the
-// soonest strategy lets a pod exceed it only for a cache hit that is sooner, TestSoonestBounded) with arrivals and random departures, every request's
-// prompt prefix cached on pod-0 so that the prefix scorer pulls all traffic there: the pod
+// TestPickerLoadBound drives Picker.Pick (the weighted strategy, and the soonest strategy, which
+// lets a pod exceed the bound only for a cache hit the exact index knows of, TestSoonestBounded)
+// with arrivals and random departures, every request's prompt prefix on pod-0 by the approximate
+// index so that the prefix scorer and the guessed cache hit pull all traffic there: the pod
 // Pick chooses never holds more than LoadBound(total+1) after taking the request, while requests
 // only arrive no pod exceeds the bound, and pod-0 does reach the bound (the pressure is real, so
 // a Picker that ignored the bound would fail the check).
 func TestPickerLoadBound(t *testing.T) {
 	for _, tc := range []struct {
-		n   int
-		eps float64
-	}{{2, 0.25}, {4, 0.25}, {8, 0.1}, {5, 0}} {
-		t.Run(fmt.Sprintf("n=%d,eps=%v", tc.n, tc.eps), func(t *testing.T) {
+		n        int
+		eps      float64
+		strategy string
+	}{{2, 0.25, StrategyWeighted}, {4, 0.25, StrategyWeighted}, {8, 0.1, StrategyWeighted}, {5, 0, StrategyWeighted},
+		{2, 0.25, StrategySoonest}, {4, 0.25, StrategySoonest}, {8, 0.1, StrategySoonest}} {
+		t.Run(fmt.Sprintf("%s,n=%d,eps=%v", tc.strategy, tc.n, tc.eps), func(t *testing.T) {
 			p := testPool(tc.n)
 			p.Policy.LoadFactor = tc.eps
 			p.Policy.Weights.PrefixCache = 10
-			pk := &Picker{Load: NewLoad(), Prefix: NewPrefixIndex(8, 10000), Strategy: StrategyWeighted}
+			pk := &Picker{Load: NewLoad(), Prefix: NewPrefixIndex(8, 10000), Strategy: tc.strategy}
 			blocks := pk.Prefix.Blocks(pool, strings.Repeat("the shared system prompt ", 8))
 			pk.Prefix.Record(blocks, "pod-0")
 			rng := rand.New(rand.NewPCG(7, uint64(tc.n)))

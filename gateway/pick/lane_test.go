@@ -217,3 +217,66 @@ func TestLateFirstTokenFreesLaneOnSchedule(t *testing.T) {
 		}
 	}
 }
+
+// TestQueuedFloor: the engine's waiting count floors a pod's backlog at the uncached tokens of
+// this replica's newest pending requests there, however much the lane schedule says is computed.
+func TestQueuedFloor(t *testing.T) {
+	l := NewLoad()
+	for _, u := range []int{100, 200, 300, 400} {
+		l.Acquire(pool, "p", 0, u)
+	}
+	for _, c := range []struct {
+		name    string
+		pod     string
+		waiting int
+		want    int
+	}{
+		{"nothing waiting", "p", 0, 0},
+		{"the newest one", "p", 1, 400},
+		{"the newest three", "p", 3, 900},
+		{"more waiting than this replica has pending: all of its own", "p", 9, 1000},
+		{"a pod with no lane", "q", 5, 0},
+	} {
+		if got := l.QueuedFloor(pool, c.pod, c.waiting); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// TestPickEngineQueueFloor: a pod that the lane schedule (at a fast engine rate) counts as idle
+// but whose engine reports requests waiting (its batch slots full) loses to a pod that is idle.
+func TestPickEngineQueueFloor(t *testing.T) {
+	p := testPool(2)
+	t0 := time.Unix(1000, 0)
+	now := t0
+	for _, waiting := range []float64{0, 3} {
+		l := NewLoad()
+		l.Now = func() time.Time { return now }
+		sc := &Scraper{Now: l.Now}
+		rate := ServerMetrics{HasPrefill: true, PromptTokens: 1e6, PrefillSeconds: 1, At: t0}
+		for _, ep := range p.Endpoints {
+			sc.Set(ep.MetricsURL, rate)
+		}
+		busy := rate
+		busy.Waiting, busy.HasQueue = waiting, true
+		sc.Set(p.Endpoints[0].MetricsURL, busy)
+		pk := &Picker{Load: l, Metrics: sc}
+		for range 3 {
+			l.Acquire(pool, "pod-0", 0, 500)
+		}
+		// pod-1 has as many requests, decoding (past their first tokens): the in-flight counts tie.
+		for range 3 {
+			l.Acquire(pool, "pod-1", 0, 500).FirstToken()
+		}
+		now = t0.Add(time.Second) // at 1e6 tokens/s the lane schedule has computed everything
+		ch, _ := pk.Pick(p, Input{PromptTokens: 500})
+		want := "pod-0" // the name breaks the tie of two empty lanes and equal loads
+		if waiting > 0 {
+			want = "pod-1"
+		}
+		if ch.Pod != want {
+			t.Errorf("engine waiting %v: picked %s, want %s", waiting, ch.Pod, want)
+		}
+		now = t0
+	}
+}

@@ -222,6 +222,25 @@ func (l *Load) BacklogAt(pool route.PoolRef, pod string, rate float64) (int, flo
 	return laneBacklog(ln.queue, ln.lastFirst, now, rate), rate
 }
 
+// QueuedFloor is the uncached prompt tokens of the newest n of this replica's requests on pod
+// that have no first token yet. A pod whose engine reports n requests waiting (not admitted:
+// vllm:num_requests_waiting) has at least these still to prefill, since the engine admits first
+// come first served; the lane schedule of BacklogAt cannot see a pod whose batch slots are full,
+// where requests wait for a decoding sequence to end rather than for the prefill lane.
+func (l *Load) QueuedFloor(pool route.PoolRef, pod string, n int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ln := l.lanes[podKey{pool, pod}]
+	if ln == nil || n <= 0 {
+		return 0
+	}
+	total := 0
+	for _, le := range ln.queue[max(len(ln.queue)-n, 0):] {
+		total += le.prefill
+	}
+	return total
+}
+
 // scheduledEnd is when the last of queue (oldest first) ends on a lane free from free on,
 // computing rate tokens per second; false when the rate is unknown.
 func scheduledEnd(queue []*Lease, free time.Time, rate float64) (time.Time, bool) {

@@ -88,7 +88,7 @@ func (p *Picker) Uncached(in Input, ep route.Endpoint) int {
 	if u, ok := p.exactUncached(in, ep); ok {
 		return u
 	}
-	if p.Prefix == nil || len(in.Blocks) == 0 {
+	if p.Prefix == nil || len(in.Blocks) == 0 || p.Metrics.NoPrefixCaching(ep.MetricsURL) {
 		return in.PromptTokens
 	}
 	return uncached(in, p.Prefix.Match(in.Blocks)[ep.Pod])
@@ -161,7 +161,7 @@ type candidate struct {
 	srv               ServerMetrics
 	hasSrv            bool
 	score             float64
-	exact             bool    // uncached is from the exact index
+	exact             bool    // uncached is known: from the exact index, or all of it on a pod that does not cache
 	over              bool    // one more request would put it over the load bound
 	rate              float64 // the prefill rate backlog was computed at (0: unknown)
 }
@@ -261,9 +261,19 @@ func (p *Picker) candidates(pool *route.Pool, in Input) ([]candidate, int) {
 		}
 		reqs, tokens, _ := p.Load.Pod(pool.Ref, e.Pod)
 		srv, hasSrv := p.Metrics.Get(e.MetricsURL)
+		noCache := p.Metrics.NoPrefixCaching(e.MetricsURL)
+		if noCache {
+			// What the approximate index remembers sending the pod is not in its cache.
+			delete(matched, e.Pod)
+		}
 		backlog, rate := p.Load.BacklogAt(pool.Ref, e.Pod, srv.PrefillRate()) // the engine's rate when it reports one
+		if hasSrv && srv.HasQueue {
+			// The engine's own queue: its waiting requests are this replica's newest pending ones
+			// (and other replicas', othersBacklog below).
+			backlog = max(backlog, p.Load.QueuedFloor(pool.Ref, e.Pod, int(srv.Waiting)))
+		}
 		c := candidate{ep: e, reqs: reqs, tokens: tokens, backlog: backlog, rank: -1, prefix: matched[e.Pod],
-			uncached: uncached(in, matched[e.Pod]), srv: srv, hasSrv: hasSrv, rate: rate}
+			uncached: uncached(in, matched[e.Pod]), srv: srv, hasSrv: hasSrv, rate: rate, exact: noCache}
 		if u, ok := p.exactUncached(in, e); ok {
 			c.uncached, c.exact = u, true
 			if len(in.Blocks) > 0 && in.PromptTokens > 0 { // the prefix scorer's share, in its blocks

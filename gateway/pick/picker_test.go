@@ -21,6 +21,34 @@ func testPool(n int) *route.Pool {
 	return p
 }
 
+// TestPickNoPrefixCachingPod checks that a pod whose engine says it does not cache prefixes
+// (vllm:cache_config_info enable_prefix_caching="False") is not credited with what the
+// approximate index remembers sending it: the prompt is all uncached there, and an idle pod wins
+// over one that was sent the prefix and has a request pending.
+func TestPickNoPrefixCachingPod(t *testing.T) {
+	p := testPool(2)
+	for _, off := range []bool{false, true} {
+		sc := &Scraper{}
+		if off {
+			sc.Set("http://pod-0/metrics", ServerMetrics{HasCacheConfig: true, PrefixCaching: false, At: time.Now()})
+		}
+		pk := &Picker{Load: NewLoad(), Prefix: NewPrefixIndex(8, 1000), Metrics: sc}
+		blocks := pk.Prefix.Blocks(pool, strings.Repeat("w ", 1000))
+		pk.Prefix.Record(blocks, "pod-0")
+		in := Input{Blocks: blocks, PromptTokens: 1000}
+		lease := pk.Load.Acquire(pool, "pod-0", 1000, pk.Uncached(in, p.Endpoints[0]))
+		ch, _ := pk.Pick(p, in)
+		lease.Release()
+		wantUncached, wantPod := 0, "pod-0"
+		if off {
+			wantUncached, wantPod = 1000, "pod-1"
+		}
+		if u := pk.Uncached(in, p.Endpoints[0]); u != wantUncached || ch.Pod != wantPod {
+			t.Errorf("prefix caching off %v: pod-0 uncached %d (want %d), picked %s (want %s)", off, u, wantUncached, ch.Pod, wantPod)
+		}
+	}
+}
+
 func TestPickPrefersPrefixOwner(t *testing.T) {
 	p := testPool(4)
 	pk := &Picker{Load: NewLoad(), Prefix: NewPrefixIndex(8, 1000)}
@@ -220,7 +248,8 @@ func TestScraperScrapesTable(t *testing.T) {
 	var query string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		query = r.URL.RawQuery
-		fmt.Fprintln(w, "vllm:num_requests_waiting 2\nvllm:num_requests_running 3\nvllm:kv_cache_usage_perc 0.5")
+		fmt.Fprintln(w, "vllm:num_requests_waiting 2\nvllm:num_requests_running 3\nvllm:kv_cache_usage_perc 0.5\n"+
+			`vllm:cache_config_info{block_size="16",enable_prefix_caching="False"} 1`)
 	}))
 	defer srv.Close()
 	p := &route.Pool{Ref: pool, Endpoints: []route.Endpoint{{Pod: "a", MetricsURL: srv.URL + "/metrics"}}}
@@ -230,7 +259,10 @@ func TestScraperScrapesTable(t *testing.T) {
 	if !ok || m.Waiting != 2 || m.Running != 3 || m.KVUsage != 0.5 {
 		t.Fatalf("sample %+v %v", m, ok)
 	}
-	if !strings.Contains(query, "name[]=vllm:num_requests_waiting") || strings.Count(query, "name[]=") != 7 {
+	if !strings.Contains(query, "name[]=vllm:num_requests_waiting") || strings.Count(query, "name[]=") != 8 {
 		t.Fatalf("query %q", query)
+	}
+	if !m.HasCacheConfig || m.PrefixCaching || !sc.NoPrefixCaching(srv.URL+"/metrics") {
+		t.Fatalf("cache config %+v, no prefix caching %v", m, sc.NoPrefixCaching(srv.URL+"/metrics"))
 	}
 }

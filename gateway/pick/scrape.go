@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,9 @@ const (
 	MetricPromptTokens = "vllm:prompt_tokens_total"
 	MetricPrefixHits   = "vllm:prefix_cache_hits_total"
 	MetricPrefillTime  = "vllm:request_prefill_time_seconds"
+	// MetricCacheConfig is vLLM's cache configuration info metric; its label
+	// enable_prefix_caching says whether the engine keeps prompts' blocks for reuse at all.
+	MetricCacheConfig = "vllm:cache_config_info"
 )
 
 // ServerMetrics is one scrape of a model server.
@@ -42,6 +46,9 @@ type ServerMetrics struct {
 	// started; HasPrefill says all three were read.
 	PromptTokens, PrefixHits, PrefillSeconds float64
 	HasPrefill                               bool
+	// PrefixCaching is the engine's enable_prefix_caching (MetricCacheConfig); HasCacheConfig
+	// says it was read.
+	PrefixCaching, HasCacheConfig bool
 	// At is when the scrape finished.
 	At time.Time
 }
@@ -65,6 +72,9 @@ type Scraper struct {
 
 	mu sync.RWMutex
 	m  map[string]ServerMetrics // by metrics URL
+	// noCache lists the endpoints whose engine said it does not cache prefixes; a pod's
+	// configuration does not change while it runs, so this outlives stale samples.
+	noCache map[string]bool
 }
 
 func (s *Scraper) now() time.Time {
@@ -104,9 +114,25 @@ func (s *Scraper) Set(url string, m ServerMetrics) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = map[string]ServerMetrics{}
+		s.m, s.noCache = map[string]ServerMetrics{}, map[string]bool{}
 	}
 	s.m[url] = m
+	if m.HasCacheConfig {
+		s.noCache[url] = !m.PrefixCaching
+	}
+}
+
+// NoPrefixCaching reports whether the endpoint at url said, in any scrape since it joined the
+// table, that its engine does not cache prefixes (vllm:cache_config_info
+// enable_prefix_caching="False"): what the approximate index remembers sending it is then not
+// in its cache.
+func (s *Scraper) NoPrefixCaching(url string) bool {
+	if s == nil || url == "" {
+		return false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.noCache[url]
 }
 
 // Run scrapes until ctx ends.
@@ -156,6 +182,7 @@ func (s *Scraper) scrapeAll(ctx context.Context) {
 	for u := range s.m {
 		if !urls[u] {
 			delete(s.m, u)
+			delete(s.noCache, u)
 		}
 	}
 	s.mu.Unlock()
@@ -167,7 +194,7 @@ func (s *Scraper) scrapeAll(ctx context.Context) {
 // the text format the parser reads.
 var scrapeQuery = "name[]=" + MetricWaiting + "&name[]=" + MetricRunning + "&name[]=" + MetricKVUsage +
 	"&name[]=" + MetricPromptTokens + "&name[]=" + MetricPrefixHits + "&name[]=" + MetricPrefillTime +
-	"&name[]=" + MetricPrefillTime + "_sum"
+	"&name[]=" + MetricPrefillTime + "_sum" + "&name[]=" + MetricCacheConfig
 
 // PrefillRate is the engine's mean prefill rate, in tokens per second: the prompt tokens it
 // computed (prompt tokens less prefix-cache hits) over its seconds in prefill, or 0 when the
@@ -239,7 +266,25 @@ func ParseServerMetrics(r io.Reader) (ServerMetrics, error) {
 	if np > 0 && nh > 0 && ns > 0 {
 		m.PromptTokens, m.PrefixHits, m.PrefillSeconds, m.HasPrefill = prompt, hits, secs, true
 	}
+	m.PrefixCaching, m.HasCacheConfig = prefixCaching(fams[MetricCacheConfig])
 	return m, nil
+}
+
+// prefixCaching reads the enable_prefix_caching label of the cache configuration info metric
+// (vLLM writes Python's "True"/"False"): on when any series says so; known when one has the
+// label with a boolean value.
+func prefixCaching(f *dto.MetricFamily) (on, known bool) {
+	for _, mt := range f.GetMetric() {
+		for _, l := range mt.GetLabel() {
+			if l.GetName() != "enable_prefix_caching" {
+				continue
+			}
+			if v, err := strconv.ParseBool(l.GetValue()); err == nil {
+				on, known = on || v, true
+			}
+		}
+	}
+	return on, known
 }
 
 // histogramSum sums the finite sample sums of histogram family f and counts them.

@@ -55,11 +55,25 @@ func soonest(cands []candidate) int {
 	return best
 }
 
+// boundYield is how much later, as a ratio of first-token waits (queued plus own uncached prefill,
+// in tokens), a request's first token may come on the soonest pod under the load bound than on the
+// soonest pod of all before the bound yields to the latter. The bound counts requests, not their
+// work: a pod holding many short (cached) prefills and decoding sequences is over it while its
+// prefill lane is the emptiest. Where spreading costs the request no more than this, the bound
+// holds; where it would cost more, the pod's requests are not the load that delays this one.
+// It applies only where this request's uncached prompt on that pod is known (candidate.exact).
+const boundYield = 1.25
+
 // soonestBounded is soonest under the load bound, except that a pod over the bound still wins
-// when it is the soonest of all because of its cache: its first token comes sooner than on every
-// pod under the bound, and less of the prompt is left to compute there than on the soonest pod
-// under the bound. The bound spreads requests that the caches do not tell apart; it does not send
-// a request away from the pod holding its prefix to one where its first token comes later.
+// when it is the soonest of all and either less of the prompt is left to compute there than on
+// the soonest pod under the bound (its cache), or the request's first token would come more than
+// boundYield times later on every pod under the bound (its queue). The bound spreads requests
+// that the caches and queues do not tell apart; it does not send a request away from the pod
+// holding its prefix, or to a much longer queue, where its first token comes later.
+// Only a pod known exactly (KV events) holds a prefix: the approximate index remembers what this
+// replica sent, which a pod that does not cache, or has evicted it, does not hold, and a pod
+// that keeps winning on such a guess takes every request while its queue, counted in the
+// tokens the guess leaves uncached, looks empty.
 func soonestBounded(cands []candidate) int {
 	best := soonest(cands)
 	if !cands[best].over {
@@ -79,7 +93,8 @@ func soonestBounded(cands []candidate) int {
 		sub[j] = cands[i]
 	}
 	u := under[soonest(sub)]
-	if cands[best].uncached < cands[u].uncached {
+	b, c := cands[best], cands[u]
+	if b.exact && (b.uncached < c.uncached || float64(c.backlog+c.uncached) > boundYield*float64(b.backlog+b.uncached)) {
 		return best
 	}
 	return u

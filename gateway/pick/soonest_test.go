@@ -42,8 +42,9 @@ func TestSoonest(t *testing.T) {
 // bound holds unless the pod over it is the soonest of all because of its cache.
 func TestSoonestBounded(t *testing.T) {
 	c := func(pod string, backlog, uncached int, over bool) candidate {
-		return candidate{ep: route.Endpoint{Pod: pod}, backlog: backlog, uncached: uncached, over: over, rank: -1}
+		return candidate{ep: route.Endpoint{Pod: pod}, backlog: backlog, uncached: uncached, over: over, rank: -1, exact: true}
 	}
+	guess := func(cd candidate) candidate { cd.exact = false; return cd }
 	cases := []struct {
 		name  string
 		cands []candidate
@@ -51,10 +52,24 @@ func TestSoonestBounded(t *testing.T) {
 	}{
 		{"the soonest is under the bound", []candidate{c("a", 0, 100, false), c("b", 0, 900, true)}, "a"},
 		{"over the bound but soonest by its cache", []candidate{c("cached", 300, 100, true), c("idle", 0, 1000, false)}, "cached"},
-		{"over the bound, soonest by a shorter queue, no cache advantage: the bound holds",
+		{"over the bound, soonest by what the approximate index guesses it caches: the bound holds",
+			[]candidate{guess(c("cached", 300, 100, true)), c("idle", 0, 1000, false)}, "idle"},
+		{"over the bound, soonest by a shorter queue within the yield, no cache advantage: the bound holds",
 			[]candidate{c("over", 0, 1000, true), c("under", 200, 1000, false)}, "under"},
+		{"over the bound, soonest, at exactly the yield: the bound holds",
+			[]candidate{c("over", 0, 1000, true), c("under", 250, 1000, false)}, "under"},
+		{"over the bound, soonest, the pods under it past the yield: the soonest",
+			[]candidate{c("over", 0, 1000, true), c("under", 251, 1000, false)}, "over"},
+		{"past the yield, but this request's uncached prompt there is a guess: the bound holds",
+			[]candidate{guess(c("over", 0, 1000, true)), c("under", 251, 1000, false)}, "under"},
+		{"over the bound, soonest by far behind a long queue elsewhere: the soonest",
+			[]candidate{c("over", 300, 1000, true), c("under", 5000, 1000, false), c("under2", 4000, 1000, false)}, "over"},
 		{"over the bound, soonest, less cached than the best under it: the bound holds",
-			[]candidate{c("over", 0, 600, true), c("under", 500, 500, false)}, "under"},
+			[]candidate{c("over", 0, 900, true), c("under", 500, 500, false)}, "under"},
+		{"over the bound, less cached than the best under it, past the yield: the soonest",
+			[]candidate{c("over", 0, 600, true), c("under", 300, 500, false)}, "over"},
+		{"over the bound, nothing left to compute there, anything under it: the soonest",
+			[]candidate{c("over", 0, 0, true), c("under", 0, 1, false)}, "over"},
 		{"over the bound and not the soonest", []candidate{c("cached", 5000, 100, true), c("idle", 0, 1000, false)}, "idle"},
 		{"every candidate over the bound: the soonest", []candidate{c("a", 0, 500, true), c("b", 0, 100, true)}, "b"},
 	}
@@ -150,5 +165,38 @@ func TestPickFullyCachedRecomputesLastBlock(t *testing.T) {
 	p, pk, in := exactFixture(t, []int{10})
 	if u := pk.Uncached(in, p.Endpoints[0]); u != in.PromptTokens-(in.PromptTokens-1)/16*16 {
 		t.Fatalf("uncached %d of %d", u, in.PromptTokens)
+	}
+}
+
+// TestPickBoundYieldsToShortQueue drives Pick: pod-0 holds three decoding requests (their first
+// tokens came), which put it at the load bound with an empty prefill lane; the other pods each
+// queue one uncached prompt. Behind long queues the bound yields to pod-0; behind short ones
+// (within boundYield of pod-0's wait) it holds.
+func TestPickBoundYieldsToShortQueue(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		queued  int
+		want    string
+		wantOut bool
+	}{
+		{"long queues under the bound: the soonest pod over it", 5000, "pod-0", true},
+		{"short queues under the bound: the bound holds", 30, "pod-1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, pk, in := exactFixture(t, []int{0, 0, 0})
+			for i := 0; i < 3; i++ {
+				pk.Load.Acquire(pool, "pod-0", 10, 100).FirstToken()
+			}
+			pk.Load.Acquire(pool, "pod-1", 10, tc.queued)
+			pk.Load.Acquire(pool, "pod-2", 10, tc.queued)
+			in.Explain = true
+			ch, ok := pk.Pick(p, in)
+			if !ok || ch.Pod != tc.want {
+				t.Fatalf("picked %s, want %s (%s)", ch.Pod, tc.want, FormatConsidered(ch.Considered))
+			}
+			if !ch.Considered[0].OverBound {
+				t.Fatalf("pod-0 is not over the bound: the test puts no pressure on it (%s)", FormatConsidered(ch.Considered))
+			}
+		})
 	}
 }
