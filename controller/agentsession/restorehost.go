@@ -9,9 +9,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"sort"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 )
@@ -106,4 +109,50 @@ func RestoreHostCandidates(pods []WarmPod, hash, preferNode string) []string {
 		names[i] = p.Name
 	}
 	return names
+}
+
+// HostRefillDelay is how long after a resume claimed one of a class's restore hosts the class's
+// replacement host waits to be created: the restore (CRIU, the agent's first page faults) runs
+// on the claimed host's node, where the scheduler would usually start the replacement too, and
+// the replacement is not needed until the next resume.
+const HostRefillDelay = 2 * time.Second
+
+// RefillWait is how long a class whose last restore host claim was at last still waits, at now,
+// before creating replacement hosts (0: create them now).
+func RefillWait(last, now time.Time, delay time.Duration) time.Duration {
+	if last.IsZero() {
+		return 0
+	}
+	if w := last.Add(delay).Sub(now); w > 0 {
+		return w
+	}
+	return 0
+}
+
+// hostClaims records, per class, when a resume last claimed one of its restore hosts; the
+// session reconciler writes it, the warm pool reconciler reads it (RefillWait).
+type hostClaims struct {
+	mu   sync.Mutex
+	last map[types.NamespacedName]time.Time
+}
+
+func (h *hostClaims) record(class types.NamespacedName, at time.Time) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.last == nil {
+		h.last = map[types.NamespacedName]time.Time{}
+	}
+	h.last[class] = at
+}
+
+func (h *hostClaims) at(class types.NamespacedName) time.Time {
+	if h == nil {
+		return time.Time{}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last[class]
 }

@@ -44,6 +44,7 @@ func (r *Reconciler) claimRestoreHost(ctx context.Context, s *nnv1.AgentSession)
 	if err != nil || p == nil {
 		return false, err
 	}
+	r.hostClaims.record(types.NamespacedName{Namespace: class.Namespace, Name: class.Name}, r.now())
 	s.Status.Pods++
 	s.Status.PodName = p.Name
 	s.Status.ServiceAccountName = p.Spec.ServiceAccountName

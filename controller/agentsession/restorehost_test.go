@@ -147,8 +147,9 @@ func hostRunsOn(t *testing.T, h *harness, name, node string, age time.Duration) 
 // n2, the node of its checkpoint, though the n1 host is older: the host is moved into the
 // session (its label, the warm labels gone, the session its only controller, the session's
 // NetworkPolicy), the Restore targets it, the session's ServiceAccount becomes the host's and is
-// adopted on the next reconcile, and a ClaimedRestoreHost event is recorded. The session runs
-// when the Restore Succeeded and the host is Ready; the hosts refill. Hosts of another class
+// adopted on the next reconcile, and a ClaimedRestoreHost event is recorded; the replacement host
+// waits HostRefillDelay. The session runs when the Restore Succeeded and the host is Ready; the
+// hosts refill. Hosts of another class
 // are never used: without a running host of its own class the resume creates s1-3.
 func TestResumeIntoWarmRestoreHost(t *testing.T) {
 	class := pooledClass(0)
@@ -162,6 +163,8 @@ func TestResumeIntoWarmRestoreHost(t *testing.T) {
 	rec := record.NewFakeRecorder(20)
 	h.r.Recorder = rec
 	w.RestoreHostImage = h.r.RestoreHostImage
+	h.r.hostClaims = &hostClaims{}
+	w.hostClaims = h.r.hostClaims
 	ctx := context.Background()
 	fillPool(t, w)
 	fillPool(t, w) // nothing more: both are there
@@ -216,6 +219,21 @@ func TestResumeIntoWarmRestoreHost(t *testing.T) {
 		t.Fatalf("restore %+v: %v", rs.Spec, err)
 	}
 	checkSessionPDB(t, h.c)
+	// The replacement host waits HostRefillDelay after the claim (the restore runs meanwhile).
+	countHosts := func() int {
+		n := 0
+		for _, p := range warmPods(t, h.c) {
+			if IsRestoreHost(&p) && metav1.GetControllerOf(&p).UID == "class-uid" {
+				n++
+			}
+		}
+		return n
+	}
+	res, err := w.Reconcile(ctx, reconcileReq("demo"))
+	if err != nil || res.RequeueAfter != HostRefillDelay || countHosts() != 1 {
+		t.Fatalf("refill right after the claim: %+v %v, %d hosts; want 1 host and a requeue after %v", res, err, countHosts(), HostRefillDelay)
+	}
+	h.now = h.now.Add(HostRefillDelay)
 	if ev := drain(rec); !strings.Contains(ev, ClaimHostReason+" resuming into warm restore host "+host+" on n2") {
 		t.Fatalf("events %q, want %s", ev, ClaimHostReason)
 	}
@@ -232,14 +250,8 @@ func TestResumeIntoWarmRestoreHost(t *testing.T) {
 		t.Fatalf("running in %s, want %s", got.Status.PodName, host)
 	}
 	fillPool(t, w)
-	n := 0
-	for _, p := range warmPods(t, h.c) {
-		if IsRestoreHost(&p) && metav1.GetControllerOf(&p).UID == "class-uid" {
-			n++
-		}
-	}
-	if n != 2 {
-		t.Fatalf("%d restore hosts after the refill, want 2", n)
+	if n := countHosts(); n != 2 {
+		t.Fatalf("%d restore hosts after the refill delay, want 2", n)
 	}
 
 	// Suspended again with only the other class's host running: a host pod of its own.
@@ -269,6 +281,27 @@ func TestResumeIntoWarmRestoreHost(t *testing.T) {
 	_ = h.c.Get(ctx, types.NamespacedName{Namespace: "a", Name: "s1-3"}, &p3)
 	if p3.Spec.ServiceAccountName != host {
 		t.Fatalf("s1-3 runs as %q, want the session's %s", p3.Spec.ServiceAccountName, host)
+	}
+}
+
+func TestRefillWait(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name      string
+		last, now time.Time
+		want      time.Duration
+	}{
+		{"never claimed", time.Time{}, t0, 0},
+		{"just claimed", t0, t0, 2 * time.Second},
+		{"half way", t0, t0.Add(1500 * time.Millisecond), 500 * time.Millisecond},
+		{"delay passed", t0, t0.Add(2 * time.Second), 0},
+		{"long ago", t0, t0.Add(time.Hour), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := RefillWait(tc.last, tc.now, 2*time.Second); got != tc.want {
+				t.Fatalf("RefillWait = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -48,6 +48,9 @@ type WarmPoolReconciler struct {
 	// RestoreHostImage is the image of a restore host's host container (the session
 	// reconciler's); without it the class's warm restore hosts are not kept.
 	RestoreHostImage string
+	// hostClaims: when a resume last claimed a restore host of each class (the session
+	// reconciler's); replacements wait HostRefillDelay after it.
+	hostClaims *hostClaims
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 
@@ -90,13 +93,14 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 	}
 	size, hash := WarmPoolSize(&class), TemplateHash(&class)
-	err := r.keep(ctx, &class, agents, size, hash, false)
+	_, err := r.keep(ctx, &class, agents, size, hash, false)
 	nHosts := WarmRestoreHosts(&class)
 	if nHosts > 0 && r.RestoreHostImage == "" {
 		logger.Info("No restore host image (--session-restore-host-image): keeping no warm restore hosts")
 		nHosts = 0
 	}
-	if herr := r.keep(ctx, &class, hosts, nHosts, RestoreHostHash(&class, r.RestoreHostImage), true); err == nil {
+	wait, herr := r.keep(ctx, &class, hosts, nHosts, RestoreHostHash(&class, r.RestoreHostImage), true)
+	if err == nil {
 		err = herr
 	}
 	size += nHosts
@@ -106,6 +110,9 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	var bad *badInputError
 	if errors.As(err, &bad) {
 		return ctrl.Result{}, nil // the class must change; its update requeues it
+	}
+	if err == nil && wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	if err == nil && (len(r.pendingNames(req.NamespacedName)) > 0 || len(r.pendingNames(hostsKey(req.NamespacedName))) > 0) {
 		return ctrl.Result{RequeueAfter: pendingTTL}, nil
@@ -120,8 +127,9 @@ func hostsKey(class types.NamespacedName) types.NamespacedName {
 
 // keep sizes one kind of a class's warm pods, those of pods: agent pods, or restore hosts (of
 // RestoreHostImage), size of them of hash. Retirements carry the read version, so a pod claimed
-// since is not deleted.
-func (r *WarmPoolReconciler) keep(ctx context.Context, class *nnv1.AgentClass, pods []*corev1.Pod, size int, hash string, hosts bool) error {
+// since is not deleted. Missing restore hosts are created only HostRefillDelay after the class's
+// last host claim; until then keep returns how long is left.
+func (r *WarmPoolReconciler) keep(ctx context.Context, class *nnv1.AgentClass, pods []*corev1.Pod, size int, hash string, hosts bool) (time.Duration, error) {
 	key := types.NamespacedName{Namespace: class.Namespace, Name: class.Name}
 	if hosts {
 		key = hostsKey(key)
@@ -139,19 +147,24 @@ func (r *WarmPoolReconciler) keep(ctx context.Context, class *nnv1.AgentClass, p
 		case apierrors.IsConflict(err):
 			continue // changed since read, perhaps claimed: its ServiceAccount stays too
 		case err != nil && !apierrors.IsNotFound(err):
-			return fmt.Errorf("retire warm pod %s: %w", name, err)
+			return 0, fmt.Errorf("retire warm pod %s: %w", name, err)
 		}
 		// Its own ServiceAccount (same name, the class's until a claim) goes with it.
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Spec.ServiceAccountName}}
 		if err := r.Client.Delete(ctx, sa); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("retire serviceaccount %s: %w", sa.Name, err)
+			return 0, fmt.Errorf("retire serviceaccount %s: %w", sa.Name, err)
 		}
 		klog.FromContext(ctx).V(2).Info("Retired warm session pod", "pod", name)
 	}
-	if plan.Create > 0 {
-		return r.fill(ctx, class, key, hash, hosts, plan.Create)
+	if plan.Create == 0 {
+		return 0, nil
 	}
-	return nil
+	if hosts {
+		if wait := RefillWait(r.hostClaims.at(types.NamespacedName{Namespace: class.Namespace, Name: class.Name}), r.now(), HostRefillDelay); wait > 0 {
+			return wait, nil
+		}
+	}
+	return 0, r.fill(ctx, class, key, hash, hosts, plan.Create)
 }
 
 // badInputError is an error of the class's spec, not of the cluster: retrying does not help.
