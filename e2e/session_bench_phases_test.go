@@ -27,21 +27,23 @@ type phase struct {
 	ok       bool
 }
 
-// resumePhases are the steps of the resume of session name into pod (name-2), in order; "" as
-// from is the request's send time, "" as to is the first token.
-func resumePhases(name string) []phase {
-	pod := name + "-2"
+// resumePhases are the steps of the resume of session name into pod (its created host pod
+// name-2, or the warm restore host it claimed), in order; "" as from is the request's send time,
+// "" as to is the first token. A claimed host was created and started before the request, so
+// its pod phases are not seen; "Resuming -> restore picked up" is then the host's share.
+func resumePhases(name, pod string) []phase {
 	return []phase{
 		{name: "gateway holds, writes activity", from: "", to: "session " + name + " activity"},
-		{name: "controller sees activity, creates host pod + Restore", from: "session " + name + " activity", to: "session " + name + " Resuming"},
+		{name: "controller sees activity, creates/claims host + Restore", from: "session " + name + " activity", to: "session " + name + " Resuming"},
 		{name: "pod created -> scheduled", from: "pod " + pod + " created", to: "pod " + pod + " PodScheduled"},
 		{name: "scheduled -> host container running", from: "pod " + pod + " PodScheduled", to: "pod " + pod + " container"},
 		{name: "image fetched + verified (prefetch, parallel to pod start)", from: "prefetch into " + pod + " starts", to: "done into " + pod + " (prefetch)"},
 		{name: "local cache hit: no fetch (node agent saw the Restore)", from: "no prefetch into " + pod, to: "no prefetch into " + pod},
 		{name: "host running -> restore picked up", from: "pod " + pod + " container", to: "restore into " + pod + " starts"},
+		{name: "Resuming (host created or claimed) -> restore picked up", from: "session " + name + " Resuming", to: "restore into " + pod + " starts"},
 		{name: "restore call -> CRIU restore done (incl. fetch wait)", from: "restore into " + pod + " starts", to: "CRIU restore into " + pod + " done"},
 		{name: "restore done -> session Running (pod Ready)", from: "CRIU restore into " + pod + " done", to: "session " + name + " Running"},
-		{name: "session Running -> first token (gateway poll, turn)", from: "session " + name + " Running", to: ""},
+		{name: "session Running -> first token (gateway wake, turn)", from: "session " + name + " Running", to: ""},
 	}
 }
 
@@ -150,9 +152,9 @@ func measureFloors(t *testing.T, storeDir string, ckBytes int64) floors {
 
 // reportBreakdown prints the median of each resume phase, the floors, the budget the target
 // leaves (0.3x the cold start) and what is over it.
-func reportBreakdown(cold, resume time.Duration, rounds [][]phase, fl floors, lazy, cache bool) {
+func reportBreakdown(cold, resume time.Duration, rounds [][]phase, fl floors, lazy, cache, warmHosts bool) {
 	budget := time.Duration(0.3 * float64(cold))
-	fmt.Printf("session bench budget: 0.3 x cold %v = %v; resume median %v (lazy pages %v, local cache %v)\n", cold.Round(time.Millisecond), budget.Round(time.Millisecond), resume.Round(time.Millisecond), lazy, cache)
+	fmt.Printf("session bench budget: 0.3 x cold %v = %v; resume median %v (lazy pages %v, local cache %v, warm restore hosts %v)\n", cold.Round(time.Millisecond), budget.Round(time.Millisecond), resume.Round(time.Millisecond), lazy, cache, warmHosts)
 	if len(rounds) == 0 {
 		return
 	}
@@ -179,10 +181,15 @@ func reportBreakdown(cold, resume time.Duration, rounds [][]phase, fl floors, la
 	ps := rounds[0]
 	podStart := med[ps[2].name] + med[ps[3].name]
 	fetch := med[ps[4].name]
-	restore := med[ps[7].name]
+	restore := med[ps[8].name]
 	fmt.Printf("session bench missing: resume is %v over the %v budget\n", (resume - budget).Round(time.Millisecond), budget.Round(time.Millisecond))
-	fmt.Printf("session bench missing: pod start on the path (created -> host running) %.3fs: a pre-created (warm) restore host per node and class, so a resume skips pod creation and scheduling, is not built\n", podStart.Seconds())
-	fmt.Printf("session bench missing: from the host running to the restored agent (CRIU restore%s) %.3fs\n", map[bool]string{true: " with lazy pages", false: ", every page copied"}[lazy], restore.Seconds())
+	if warmHosts {
+		fmt.Printf("session bench missing: no pod start on the path (warm restore host claimed); controller reaction %.3fs, Resuming -> restore picked up %.3fs\n", med[ps[1].name].Seconds(), med[ps[7].name].Seconds())
+	} else {
+		fmt.Printf("session bench missing: pod start on the path (created -> host running) %.3fs: warm restore hosts are off (NEURONETES_BENCH_WARM_HOSTS=0)\n", podStart.Seconds())
+	}
+	fmt.Printf("session bench missing: restore done -> session Running %.3fs, session Running -> first token %.3fs\n", med[ps[9].name].Seconds(), med[ps[10].name].Seconds())
+	fmt.Printf("session bench missing: from the restore call to the restored agent (CRIU restore%s) %.3fs\n", map[bool]string{true: " with lazy pages", false: ", every page copied"}[lazy], restore.Seconds())
 	if fetch > 0 {
 		fmt.Printf("session bench missing: the whole image is fetched and verified before CRIU runs (%.3fs, overlapped with the pod start); its floor here is max(disk read %.3fs, sha256 %.3fs) unless only the pages the first token touches are fetched: a page server that fetches and verifies chunks on demand is not built\n",
 			fetch.Seconds(), fl.diskRead.Seconds(), fl.sha256.Seconds())

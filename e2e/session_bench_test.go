@@ -56,15 +56,15 @@ func TestAgentSessionBenchResume(t *testing.T) {
 	var phases [][]phase
 	for i := range rounds {
 		name := fmt.Sprintf("b%d", i)
-		cold, resume, ps := benchRound(b.ctx, t, b.c, b.g, b.engine, b.ns, name, b.stamps, i == 0)
+		cold, resume, ps := benchRound(b.ctx, t, b, name, i == 0)
 		colds, resumes, phases = append(colds, cold), append(resumes, resume), append(phases, ps)
 	}
 	mc, mr := median(colds), median(resumes)
 	t.Logf("cold starts %v, median %v", colds, mc)
 	t.Logf("resumes %v, median %v", resumes, mr)
 	fl := measureFloors(t, b.storeDir, benchStateBytes)
-	reportBreakdown(mc, mr, phases, fl, b.lazy, b.cache)
-	fmt.Printf("session bench result: cold_ms=%d resume_ms=%d rounds=%d lazy=%v local_cache=%v\n", mc.Milliseconds(), mr.Milliseconds(), rounds, b.lazy, b.cache)
+	reportBreakdown(mc, mr, phases, fl, b.lazy, b.cache, b.warmHosts)
+	fmt.Printf("session bench result: cold_ms=%d resume_ms=%d rounds=%d lazy=%v local_cache=%v warm_hosts=%v\n", mc.Milliseconds(), mr.Milliseconds(), rounds, b.lazy, b.cache, b.warmHosts)
 }
 
 // benchEnvInt reads a positive integer from env, or def.
@@ -93,6 +93,8 @@ type sessionBench struct {
 	// lazy: the node agent restores with CRIU lazy pages (NEURONETES_BENCH_LAZY, default on);
 	// cache: it keeps its dumps in a local cache on the store's disk (NEURONETES_BENCH_LOCAL_CACHE).
 	lazy, cache bool
+	// warmHosts: the class keeps a warm restore host, which each resume must claim.
+	warmHosts bool
 }
 
 // newSessionBench sets a session benchmark up; everything ends with the test.
@@ -129,6 +131,12 @@ func newSessionBench(t *testing.T, timeout time.Duration, stateBytes int64, idle
 	}
 	class := sessionClass(ns, img, e.NodeName)
 	class.Spec.Template.Spec.Containers[0].Args = append(class.Spec.Template.Spec.Containers[0].Args, fmt.Sprintf("--state-bytes=%d", stateBytes))
+	// A resume claims a running warm restore host of the class (NEURONETES_BENCH_WARM_HOSTS,
+	// default on; 0: every resume creates its host pod).
+	warmHosts := os.Getenv("NEURONETES_BENCH_WARM_HOSTS") != "0"
+	if warmHosts {
+		class.Spec.Sessions = &v1alpha1.SessionsConfig{WarmRestoreHosts: 1}
+	}
 	if err := c.Create(ctx, class); err != nil {
 		t.Fatal(err)
 	}
@@ -166,14 +174,15 @@ func newSessionBench(t *testing.T, timeout time.Duration, stateBytes int64, idle
 	t.Cleanup(mcancel)
 	go func() { _ = mgr.Start(mctx) }()
 	watchStamps(mctx, t, c, ns, st)
-	return &sessionBench{ctx: ctx, c: c, g: g, engine: engine.C, ns: ns, stamps: st, storeDir: storeDir, idle: idle, lazy: lazy, cache: cacheDir != ""}
+	return &sessionBench{ctx: ctx, c: c, g: g, engine: engine.C, ns: ns, stamps: st, storeDir: storeDir, idle: idle, lazy: lazy, cache: cacheDir != "", warmHosts: warmHosts}
 }
 
 // benchRound runs one cold start and one resume of session name and returns both times and the
 // resume's phases. With resuspend, the resumed session is then suspended again, and the
 // container restored into its host pod must be gone from containerd (the node agent removes it).
-func benchRound(ctx context.Context, t *testing.T, c client.Client, g *gwProc, eng *container.Engine, ns, name string, st *stamps, resuspend bool) (cold, resume time.Duration, ps []phase) {
+func benchRound(ctx context.Context, t *testing.T, b *sessionBench, name string, resuspend bool) (cold, resume time.Duration, ps []phase) {
 	t.Helper()
+	c, g, eng, ns, st := b.c, b.g, b.engine, b.ns, b.stamps
 	s := benchSession(ns, name, 12*time.Second)
 	t0 := time.Now()
 	if err := c.Create(ctx, s); err != nil {
@@ -214,16 +223,39 @@ func benchRound(ctx context.Context, t *testing.T, c client.Client, g *gwProc, e
 		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: first}, &corev1.Pod{})
 		return err != nil && strings.Contains(err.Error(), "not found"), err
 	})
+	if b.warmHosts {
+		Eventually(t, 2*time.Minute, "a running warm restore host", func() (bool, error) {
+			var l corev1.PodList
+			err := c.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{v1alpha1.WarmRestoreHostLabel: "true"})
+			for _, h := range l.Items {
+				for _, cs := range h.Status.ContainerStatuses {
+					if cs.State.Running != nil {
+						return true, nil
+					}
+				}
+			}
+			return false, fmt.Errorf("%d hosts, none running (%v)", len(l.Items), err)
+		})
+	}
 	t1 := time.Now()
 	st.report(t, name+" state written and suspended", t0.Add(cold), t1)
 	r = g.sessionChat(t, gatewayAPIKey, name, "resumed turn")
-	second := name + "-2"
-	if r.status != http.StatusOK || r.content == "" || r.header.Get("X-Neuronetes-Pod") != second {
-		t.Fatalf("resumed turn of %s: %d from %q: %s", name, r.status, r.header.Get("X-Neuronetes-Pod"), r.body)
+	var cur v1alpha1.AgentSession
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	second := cur.Status.PodName
+	if r.status != http.StatusOK || r.content == "" || second == first || r.header.Get("X-Neuronetes-Pod") != second {
+		t.Fatalf("resumed turn of %s: %d from %q (session's pod %q): %s", name, r.status, r.header.Get("X-Neuronetes-Pod"), second, r.body)
+	}
+	if b.warmHosts {
+		checkWarmHostClaimed(ctx, t, c, &cur)
+	} else if second != name+"-2" {
+		t.Fatalf("resumed into %s, want %s-2 (no warm restore hosts)", second, name)
 	}
 	resume = r.ttft
 	st.report(t, name+" resume", t1, t1.Add(resume))
-	ps = st.measure(resumePhases(name), t1, t1.Add(resume))
+	ps = st.measure(resumePhases(name, second), t1, t1.Add(resume))
 	printPhases(name, ps, resume)
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: second}, &p); err != nil {
 		t.Fatal(err)

@@ -93,7 +93,10 @@ func TestAgentSessionIdleSuspendResume(t *testing.T) {
 	scheme := ctrlScheme(t)
 	c := crClient(t, e.Config)
 	for _, ns := range []string{nsA, nsB} {
-		if err := c.Create(ctx, sessionClass(ns, img, e.NodeName)); err != nil {
+		// One warm restore host per class: A's resume must use A's, never B's.
+		cls := sessionClass(ns, img, e.NodeName)
+		cls.Spec.Sessions = &v1alpha1.SessionsConfig{WarmRestoreHosts: 1}
+		if err := c.Create(ctx, cls); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -249,9 +252,24 @@ func TestAgentSessionIdleSuspendResume(t *testing.T) {
 			after.Status.LastCheckpoint, after.Annotations[v1alpha1.SessionLastActivityAnnotation], s.Annotations[v1alpha1.SessionLastActivityAnnotation])
 	}
 	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.InNamespace(nsA)); err != nil || len(pods.Items) != 0 {
-		t.Fatalf("pods of A after tenant B's request: %d (%v), want none", len(pods.Items), err)
+	if err := c.List(ctx, &pods, client.InNamespace(nsA), client.MatchingLabels{v1alpha1.SessionLabel: "s"}); err != nil || len(pods.Items) != 0 {
+		t.Fatalf("pods of A's session after tenant B's request: %d (%v), want none", len(pods.Items), err)
 	}
+	// Each class's warm restore host runs before the resume.
+	warmHosts := func(ns string) []corev1.Pod {
+		var l corev1.PodList
+		if err := c.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{v1alpha1.WarmPoolLabel: "demo", v1alpha1.WarmRestoreHostLabel: "true"}); err != nil {
+			t.Fatal(err)
+		}
+		return l.Items
+	}
+	for _, ns := range []string{nsA, nsB} {
+		Eventually(t, 2*time.Minute, "a running warm restore host in "+ns, func() (bool, error) {
+			hs := warmHosts(ns)
+			return len(hs) == 1 && hs[0].Status.Phase == corev1.PodRunning, fmt.Errorf("%d hosts", len(hs))
+		})
+	}
+	hostB := warmHosts(nsB)[0].Name
 
 	// A's next turn through the gateway: it records activity, is held while the session
 	// resumes into a new pod, and streams from the restored process, whose counters continue
@@ -265,6 +283,10 @@ func TestAgentSessionIdleSuspendResume(t *testing.T) {
 	s = session(nsA, "s")
 	if s.Status.Phase != v1alpha1.SessionRunning || s.Status.PodName == first || r.header.Get("X-Neuronetes-Pod") != s.Status.PodName {
 		t.Fatalf("after the turn: phase %s pod %q, served by %q; want Running in a new pod that served it", s.Status.Phase, s.Status.PodName, r.header.Get("X-Neuronetes-Pod"))
+	}
+	checkWarmHostClaimed(ctx, t, c, s)
+	if hs := warmHosts(nsB); len(hs) != 1 || hs[0].Name != hostB || hs[0].Labels[v1alpha1.SessionLabel] != "" {
+		t.Fatalf("tenant B's warm restore host %s changed by A's resume: %d hosts %v", hostB, len(hs), hs)
 	}
 	after, err := demoCounters(podIP(s.Status.PodName))
 	if err != nil {
@@ -296,4 +318,44 @@ func TestAgentSessionIdleSuspendResume(t *testing.T) {
 			t.Errorf("tenant B got a Restore AgentCheckpoint %s of %q", ck.Name, ck.Spec.CheckpointID)
 		}
 	}
+}
+
+// checkWarmHostClaimed checks that session s, just resumed, runs in a claimed warm restore host of
+// its class: a pod warmpool-<class>-<id>, labelled with the session and no warm label, controlled
+// by the session alone, running as the ServiceAccount the session now owns
+// (status.serviceAccountName, labelled with it, no token), and that a ClaimedRestoreHost event
+// names it.
+func checkWarmHostClaimed(ctx context.Context, t *testing.T, c client.Client, s *v1alpha1.AgentSession) {
+	t.Helper()
+	var p corev1.Pod
+	if err := c.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Status.PodName}, &p); err != nil {
+		t.Fatal(err)
+	}
+	ref := metav1.GetControllerOf(&p)
+	if !strings.HasPrefix(p.Name, "warmpool-"+s.Spec.ClassRef.Name+"-") || p.Labels[v1alpha1.SessionLabel] != s.Name || p.Labels[v1alpha1.WarmPoolLabel] != "" ||
+		p.Labels[v1alpha1.WarmRestoreHostLabel] != "" || ref == nil || ref.UID != s.UID || len(p.OwnerReferences) != 1 ||
+		p.Spec.ServiceAccountName != p.Name || s.Status.ServiceAccountName != p.Name {
+		t.Fatalf("resumed pod %s (labels %v, owners %+v, serviceAccount %q; session's %q): want a claimed warm restore host of the session",
+			p.Name, p.Labels, p.OwnerReferences, p.Spec.ServiceAccountName, s.Status.ServiceAccountName)
+	}
+	Eventually(t, 30*time.Second, "ServiceAccount "+p.Name+" adopted by "+s.Name, func() (bool, error) {
+		var sa corev1.ServiceAccount
+		err := c.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: p.Name}, &sa)
+		r := metav1.GetControllerOf(&sa)
+		return err == nil && r != nil && r.UID == s.UID && sa.Labels[v1alpha1.SessionLabel] == s.Name && sa.AutomountServiceAccountToken != nil && !*sa.AutomountServiceAccountToken,
+			fmt.Errorf("owners %+v labels %v (%v)", sa.OwnerReferences, sa.Labels, err)
+	})
+	Eventually(t, 30*time.Second, agentsession.ClaimHostReason+" event for "+p.Name, func() (bool, error) {
+		var evs corev1.EventList
+		if err := c.List(ctx, &evs, client.InNamespace(s.Namespace)); err != nil {
+			return false, err
+		}
+		for _, ev := range evs.Items {
+			if ev.InvolvedObject.Name == s.Name && ev.Reason == agentsession.ClaimHostReason && strings.Contains(ev.Message, p.Name) {
+				t.Logf("%s resumed into warm restore host %s: %s", s.Name, p.Name, ev.Message)
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("%d events, none", len(evs.Items))
+	})
 }

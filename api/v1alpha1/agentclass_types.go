@@ -169,11 +169,25 @@ type SessionsConfig struct {
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	WarmPoolSize int32 `json:"warmPoolSize,omitempty"`
+	// WarmRestoreHosts is how many unclaimed restore hosts the controller keeps running for this
+	// class: pods rendered as a resume's host pod (the restore host image in place of the first
+	// container), each with its own ServiceAccount. A resuming AgentSession of the class claims a
+	// running one, preferring the node of its last checkpoint, and the node agent restores the
+	// checkpoint into it, instead of creating its host pod and waiting for it to start. 0 (the
+	// default): none; every resume creates its host pod.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	WarmRestoreHosts int32 `json:"warmRestoreHosts,omitempty"`
 }
 
 // WarmPoolLabel on an unclaimed session pod names the AgentClass whose warm pool holds it; a
 // claim removes it and sets SessionLabel.
 const WarmPoolLabel = "neuronetes.io/session-warm-pool"
+
+// WarmRestoreHostLabel ("true") on a warm session pod marks it as a restore host
+// (SessionsConfig.WarmRestoreHosts), which only a resume claims; a claim removes it.
+const WarmRestoreHostLabel = "neuronetes.io/session-warm-restore-host"
 
 // WarmPoolTemplateHashLabel on a warm session pod is the hash of the class's template it was
 // rendered from; a pod of another hash is retired.

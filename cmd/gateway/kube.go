@@ -106,7 +106,13 @@ func startSessionRoutes(ctx context.Context, g *gw, cfg *rest.Config) (func(), e
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	logger := klog.FromContext(ctx).WithName("sessions")
+	// Held requests are woken by the cache's events of their session, not by polling it.
+	changes := &sessionroute.Changes{}
+	if err := kube.NotifySessionChanges(ctx, sc, changes); err != nil {
+		return nil, err
+	}
 	g.eng.AgentSessions = &sessionroute.Router{
+		Changes:  changes,
 		Lookup:   &kube.SessionLookup{Reader: sc, Log: logger},
 		Activity: &kube.SessionActivity{Client: direct},
 		Cfg: sessionroute.Config{Timeout: g.o.sessionResumeTimeout, MaxHeld: g.o.sessionMaxHeld,

@@ -20,12 +20,22 @@ import (
 const ClaimReason = "Claimed"
 
 // warmPoolStep is the warm pool's part of a reconcile, before the decision's action: it adopts
-// a claimed ServiceAccount (ensureServiceAccount) and, for a fresh start (CreatePod into
-// Pending), claims a Ready warm pod when there is one: then the session is Running at once, d
-// says so (reason Claimed), and the action is done.
+// a claimed ServiceAccount (ensureServiceAccount); for a fresh start (CreatePod into Pending) it
+// claims a Ready warm pod when there is one: then the session is Running at once, d says so
+// (reason Claimed), and the action is done; for a resume (CreatePod into Resuming) it claims a
+// running warm restore host when there is one, with its Restore, and the action is done.
 func (r *Reconciler) warmPoolStep(ctx context.Context, s *nnv1.AgentSession, d *Decision, now time.Time) (bool, error) {
 	if err := r.ensureServiceAccount(ctx, s); err != nil {
 		return false, err
+	}
+	if d.Action == CreatePod && d.Phase == nnv1.SessionResuming {
+		// A resume into a running warm restore host; the phase stays Resuming until the
+		// restored process serves.
+		claimed, err := r.claimRestoreHost(ctx, s)
+		if claimed {
+			s.Status.Phase = d.Phase
+		}
+		return claimed, err
 	}
 	if d.Action != CreatePod || d.Phase != nnv1.SessionPending {
 		return false, nil
@@ -54,42 +64,16 @@ func (r *Reconciler) claim(ctx context.Context, s *nnv1.AgentSession, now time.T
 		logger.V(4).Info("No warm pod claimed", "why", why)
 		return false, nil
 	}
-	var list corev1.PodList
-	if err := r.warmPods().List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{nnv1.WarmPoolLabel: class.Name}); err != nil {
-		return false, fmt.Errorf("list warm pods: %w", err)
-	}
-	var pods []WarmPod
-	byName := map[string]*corev1.Pod{}
-	for i := range list.Items {
-		p := &list.Items[i]
-		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == class.UID {
-			pods = append(pods, WarmPodOf(p))
-			byName[p.Name] = p
-		}
-	}
-	cands := ClaimCandidates(pods, TemplateHash(&class))
-	if len(cands) == 0 {
-		return false, nil
-	}
-	if r.NetworkPolicy != nil {
-		// Before the pod leaves the warm pool's policy for the session's.
-		if err := r.create(ctx, s, NetworkPolicy(s, *r.NetworkPolicy)); err != nil {
-			return false, err
-		}
-	}
-	// Before the pod becomes the session's: no eviction takes it past a suspension.
-	if err := r.create(ctx, s, PodDisruptionBudget(s)); err != nil {
+	pods, byName, err := r.listWarm(ctx, &class, false)
+	if err != nil {
 		return false, err
 	}
-	for _, name := range cands {
-		p := byName[name]
-		switch err := r.Client.Update(ctx, claimedPod(p, s)); {
-		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-			logger.V(2).Info("Warm pod taken or gone; trying the next", "pod", name)
-			continue
-		case err != nil:
-			return false, fmt.Errorf("claim warm pod %s: %w", name, err)
-		}
+	cands := ClaimCandidates(pods, TemplateHash(&class))
+	p, err := r.takeWarmPod(ctx, s, cands, byName)
+	if err != nil || p == nil {
+		return false, err
+	}
+	{
 		t := metav1.NewTime(now)
 		s.Status.Pods++
 		s.Status.PodName, s.Status.NodeName = p.Name, p.Spec.NodeName
@@ -100,7 +84,58 @@ func (r *Reconciler) claim(ctx context.Context, s *nnv1.AgentSession, now time.T
 		// (ensureServiceAccount), off the path to Running.
 		return true, nil
 	}
-	return false, nil
+}
+
+// takeWarmPod moves the first of cands (names in byName, read from the warm pod cache) that it
+// can take into session s and returns it (nil when none could be taken). The session's
+// NetworkPolicy and PodDisruptionBudget are created first; the claim itself is one update of
+// the pod at the version read (labels and owner), so of two sessions racing for a pod one gets a
+// conflict and tries the next. Fresh sessions (claim) and resumes (claimRestoreHost) share it.
+func (r *Reconciler) takeWarmPod(ctx context.Context, s *nnv1.AgentSession, cands []string, byName map[string]*corev1.Pod) (*corev1.Pod, error) {
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	if r.NetworkPolicy != nil {
+		// Before the pod leaves the warm pool's policy for the session's.
+		if err := r.create(ctx, s, NetworkPolicy(s, *r.NetworkPolicy)); err != nil {
+			return nil, err
+		}
+	}
+	// Before the pod becomes the session's: no eviction takes it past a suspension.
+	if err := r.create(ctx, s, PodDisruptionBudget(s)); err != nil {
+		return nil, err
+	}
+	for _, name := range cands {
+		p := byName[name]
+		switch err := r.Client.Update(ctx, claimedPod(p, s)); {
+		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+			klog.FromContext(ctx).V(2).Info("Warm pod taken or gone; trying the next", "pod", name)
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("claim warm pod %s: %w", name, err)
+		}
+		return p, nil
+	}
+	return nil, nil
+}
+
+// listWarm lists the warm pods of class (kept by it: its controller reference) from the warm
+// pod cache, with those of them that are restore hosts (hosts) or not; byName indexes them.
+func (r *Reconciler) listWarm(ctx context.Context, class *nnv1.AgentClass, hosts bool) ([]WarmPod, map[string]*corev1.Pod, error) {
+	var list corev1.PodList
+	if err := r.warmPods().List(ctx, &list, client.InNamespace(class.Namespace), client.MatchingLabels{nnv1.WarmPoolLabel: class.Name}); err != nil {
+		return nil, nil, fmt.Errorf("list warm pods: %w", err)
+	}
+	var pods []WarmPod
+	byName := map[string]*corev1.Pod{}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == class.UID && p.Namespace == class.Namespace && IsRestoreHost(p) == hosts {
+			pods = append(pods, WarmPodOf(p))
+			byName[p.Name] = p
+		}
+	}
+	return pods, byName, nil
 }
 
 // ensureServiceAccount adopts the session's claimed ServiceAccount once per session and

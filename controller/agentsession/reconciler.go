@@ -38,6 +38,9 @@ type Reconciler struct {
 	WarmPods client.Reader
 	// adopted: the sessions whose claimed ServiceAccount this run adopted (ensureServiceAccount).
 	adopted sync.Map
+	// hostClaims: when a resume last claimed a restore host of each class (shared with the
+	// warm pool reconciler, which delays the refill: HostRefillDelay).
+	hostClaims *hostClaims
 	// APIReader reads RuntimeClasses one at a time without a cache (default Client).
 	APIReader client.Reader
 	// RestoreHostImage is the image of a resume pod's host container (a pause image; BuildPod).

@@ -52,14 +52,24 @@ type WarmPod struct {
 	Ready, Terminating, Done bool
 	// Created is its creation time.
 	Created time.Time
+	// Node is the node it is bound to ("" before scheduling).
+	Node string
+	// Host: a restore host (WarmRestoreHostLabel); its Ready means its host container runs.
+	Host bool
 }
 
 // WarmPodOf reads a pod for the pool's decisions.
 func WarmPodOf(p *corev1.Pod) WarmPod {
-	return WarmPod{Name: p.Name, Hash: p.Labels[nnv1.WarmPoolTemplateHashLabel], Ready: podReady(p),
+	w := WarmPod{Name: p.Name, Hash: p.Labels[nnv1.WarmPoolTemplateHashLabel], Ready: podReady(p),
 		Terminating: !p.DeletionTimestamp.IsZero(),
 		Done:        p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
-		Created:     p.CreationTimestamp.Time}
+		Created:     p.CreationTimestamp.Time, Node: p.Spec.NodeName, Host: IsRestoreHost(p)}
+	if w.Host {
+		// A host is not Ready before a restore (its readiness probe is the agent's); it is
+		// ready to be claimed once its host container runs.
+		w.Ready = hostRunning(p)
+	}
+	return w
 }
 
 // PoolPlan is what PlanWarmPool asks: create Create new warm pods, delete Retire.
@@ -105,12 +115,12 @@ func PlanWarmPool(pods []WarmPod, pending, size int, hash string) PoolPlan {
 	return plan
 }
 
-// ClaimCandidates orders the warm pods a session may claim: Ready, not terminating or finished,
+// ClaimCandidates orders the warm pods a new session may claim: not restore hosts, Ready, not terminating or finished,
 // of the current hash; the oldest first (they have been ready longest), then by name.
 func ClaimCandidates(pods []WarmPod, hash string) []string {
 	var ok []WarmPod
 	for _, p := range pods {
-		if p.Ready && !p.Terminating && !p.Done && p.Hash == hash {
+		if p.Ready && !p.Host && !p.Terminating && !p.Done && p.Hash == hash {
 			ok = append(ok, p)
 		}
 	}
@@ -134,6 +144,12 @@ func CanClaim(s *nnv1.AgentSession, class *nnv1.AgentClass) (bool, string) {
 	if WarmPoolSize(class) == 0 {
 		return false, "no warm pool"
 	}
+	return fitsWarmPods(s, class)
+}
+
+// fitsWarmPods reports whether a session's pod would be rendered as the class's warm pods are
+// (the template's RuntimeClass, the default workspace limit, no node to avoid), and if not, why.
+func fitsWarmPods(s *nnv1.AgentSession, class *nnv1.AgentClass) (bool, string) {
 	if s.Spec.RuntimeClassName != nil {
 		rc, err := RuntimeClassFor(s, class)
 		var tmpl *string
@@ -186,6 +202,7 @@ func claimedPod(pod *corev1.Pod, s *nnv1.AgentSession) *corev1.Pod {
 	p := pod.DeepCopy()
 	delete(p.Labels, nnv1.WarmPoolLabel)
 	delete(p.Labels, nnv1.WarmPoolTemplateHashLabel)
+	delete(p.Labels, nnv1.WarmRestoreHostLabel)
 	p.Labels[nnv1.SessionLabel] = s.Name
 	p.OwnerReferences = []metav1.OwnerReference{sessionOwner(s)}
 	return p

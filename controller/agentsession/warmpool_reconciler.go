@@ -45,6 +45,12 @@ type WarmPoolReconciler struct {
 	NetworkPolicy *networkingv1.NetworkPolicySpec
 	Scheme        *runtime.Scheme
 	Recorder      record.EventRecorder
+	// RestoreHostImage is the image of a restore host's host container (the session
+	// reconciler's); without it the class's warm restore hosts are not kept.
+	RestoreHostImage string
+	// hostClaims: when a resume last claimed a restore host of each class (the session
+	// reconciler's); replacements wait HostRefillDelay after it.
+	hostClaims *hostClaims
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 
@@ -70,42 +76,34 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	size, hash := WarmPoolSize(&class), TemplateHash(&class)
 	var list corev1.PodList
 	if err := r.reader().List(ctx, &list, client.InNamespace(class.Namespace), client.MatchingLabels{nnv1.WarmPoolLabel: class.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list warm pods: %w", err)
 	}
-	var pods []WarmPod
-	byName := map[string]*corev1.Pod{}
+	var agents, hosts []*corev1.Pod
 	for i := range list.Items {
 		p := &list.Items[i]
 		if ref := metav1.GetControllerOf(p); ref == nil || ref.UID != class.UID {
 			continue // claimed (or not ours)
 		}
-		pods = append(pods, WarmPodOf(p))
-		byName[p.Name] = p
-	}
-	plan := PlanWarmPool(pods, r.pendingCount(req.NamespacedName, byName), size, hash)
-	for _, name := range plan.Retire {
-		p := byName[name]
-		// Only the version read: a pod claimed since is not deleted.
-		switch err := r.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion}); {
-		case apierrors.IsConflict(err):
-			continue // changed since read, perhaps claimed: its ServiceAccount stays too
-		case err != nil && !apierrors.IsNotFound(err):
-			return ctrl.Result{}, fmt.Errorf("retire warm pod %s: %w", name, err)
+		if IsRestoreHost(p) {
+			hosts = append(hosts, p)
+		} else {
+			agents = append(agents, p)
 		}
-		// Its own ServiceAccount (same name, the class's until a claim) goes with it.
-		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Spec.ServiceAccountName}}
-		if err := r.Client.Delete(ctx, sa); err != nil && !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("retire serviceaccount %s: %w", sa.Name, err)
-		}
-		logger.V(2).Info("Retired warm session pod", "pod", name)
 	}
-	var err error
-	if plan.Create > 0 {
-		err = r.fill(ctx, &class, hash, plan.Create)
+	size, hash := WarmPoolSize(&class), TemplateHash(&class)
+	_, err := r.keep(ctx, &class, agents, size, hash, false)
+	nHosts := WarmRestoreHosts(&class)
+	if nHosts > 0 && r.RestoreHostImage == "" {
+		logger.Info("No restore host image (--session-restore-host-image): keeping no warm restore hosts")
+		nHosts = 0
 	}
+	wait, herr := r.keep(ctx, &class, hosts, nHosts, RestoreHostHash(&class, r.RestoreHostImage), true)
+	if err == nil {
+		err = herr
+	}
+	size += nHosts
 	if cerr := r.setCondition(ctx, &class, size, err); cerr != nil {
 		logger.Error(cerr, "Writing the class's warm pool condition")
 	}
@@ -113,10 +111,60 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if errors.As(err, &bad) {
 		return ctrl.Result{}, nil // the class must change; its update requeues it
 	}
-	if err == nil && len(r.pendingNames(req.NamespacedName)) > 0 {
+	if err == nil && wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	if err == nil && (len(r.pendingNames(req.NamespacedName)) > 0 || len(r.pendingNames(hostsKey(req.NamespacedName))) > 0) {
 		return ctrl.Result{RequeueAfter: pendingTTL}, nil
 	}
 	return ctrl.Result{}, err
+}
+
+// hostsKey is the key of a class's restore hosts in pending (its agent pods use the class's).
+func hostsKey(class types.NamespacedName) types.NamespacedName {
+	return types.NamespacedName{Namespace: class.Namespace, Name: class.Name + "/restore-hosts"}
+}
+
+// keep sizes one kind of a class's warm pods, those of pods: agent pods, or restore hosts (of
+// RestoreHostImage), size of them of hash. Retirements carry the read version, so a pod claimed
+// since is not deleted. Missing restore hosts are created only HostRefillDelay after the class's
+// last host claim; until then keep returns how long is left.
+func (r *WarmPoolReconciler) keep(ctx context.Context, class *nnv1.AgentClass, pods []*corev1.Pod, size int, hash string, hosts bool) (time.Duration, error) {
+	key := types.NamespacedName{Namespace: class.Namespace, Name: class.Name}
+	if hosts {
+		key = hostsKey(key)
+	}
+	var warm []WarmPod
+	byName := map[string]*corev1.Pod{}
+	for _, p := range pods {
+		warm = append(warm, WarmPodOf(p))
+		byName[p.Name] = p
+	}
+	plan := PlanWarmPool(warm, r.pendingCount(key, byName), size, hash)
+	for _, name := range plan.Retire {
+		p := byName[name]
+		switch err := r.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion}); {
+		case apierrors.IsConflict(err):
+			continue // changed since read, perhaps claimed: its ServiceAccount stays too
+		case err != nil && !apierrors.IsNotFound(err):
+			return 0, fmt.Errorf("retire warm pod %s: %w", name, err)
+		}
+		// Its own ServiceAccount (same name, the class's until a claim) goes with it.
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Spec.ServiceAccountName}}
+		if err := r.Client.Delete(ctx, sa); err != nil && !apierrors.IsNotFound(err) {
+			return 0, fmt.Errorf("retire serviceaccount %s: %w", sa.Name, err)
+		}
+		klog.FromContext(ctx).V(2).Info("Retired warm session pod", "pod", name)
+	}
+	if plan.Create == 0 {
+		return 0, nil
+	}
+	if hosts {
+		if wait := RefillWait(r.hostClaims.at(types.NamespacedName{Namespace: class.Namespace, Name: class.Name}), r.now(), HostRefillDelay); wait > 0 {
+			return wait, nil
+		}
+	}
+	return 0, r.fill(ctx, class, key, hash, hosts, plan.Create)
 }
 
 // badInputError is an error of the class's spec, not of the cluster: retrying does not help.
@@ -128,8 +176,14 @@ func (e *badInputError) Unwrap() error { return e.err }
 // fill creates n warm pods (after the pool's NetworkPolicy), each after its own ServiceAccount
 // of the same name; both are the class's until a claim moves the ServiceAccount to the session,
 // and a retirement deletes both.
-func (r *WarmPoolReconciler) fill(ctx context.Context, class *nnv1.AgentClass, hash string, n int) error {
-	probe, err := BuildWarmPod(class, warmPodPrefix(class.Name)+"x", hash)
+func (r *WarmPoolReconciler) fill(ctx context.Context, class *nnv1.AgentClass, key types.NamespacedName, hash string, hosts bool, n int) error {
+	build := func(name string) (*corev1.Pod, error) {
+		if hosts {
+			return BuildWarmRestoreHost(class, name, hash, r.RestoreHostImage)
+		}
+		return BuildWarmPod(class, name, hash)
+	}
+	probe, err := build(warmPodPrefix(class.Name) + "x")
 	if err != nil {
 		return &badInputError{warmPoolError(err)}
 	}
@@ -154,7 +208,7 @@ func (r *WarmPoolReconciler) fill(ctx context.Context, class *nnv1.AgentClass, h
 	}
 	for range n {
 		name := warmPodPrefix(class.Name) + utilrand.String(5)
-		pod, err := BuildWarmPod(class, name, hash)
+		pod, err := build(name)
 		if err != nil {
 			return &badInputError{warmPoolError(err)}
 		}
@@ -165,7 +219,7 @@ func (r *WarmPoolReconciler) fill(ctx context.Context, class *nnv1.AgentClass, h
 		if err := r.create(ctx, class, pod); err != nil {
 			return err
 		}
-		r.expect(types.NamespacedName{Namespace: class.Namespace, Name: class.Name}, name)
+		r.expect(key, name)
 	}
 	return nil
 }
@@ -198,7 +252,7 @@ func (r *WarmPoolReconciler) setCondition(ctx context.Context, class *nnv1.Agent
 		}
 	case err == nil:
 		changed = meta.SetStatusCondition(&class.Status.Conditions, metav1.Condition{Type: ConditionSessionWarmPool, Status: metav1.ConditionTrue,
-			Reason: "Kept", Message: fmt.Sprintf("keeping %d warm session pods", size), ObservedGeneration: class.Generation})
+			Reason: "Kept", Message: fmt.Sprintf("keeping %d warm session pods and %d warm restore hosts", WarmPoolSize(class), size-WarmPoolSize(class)), ObservedGeneration: class.Generation})
 	default:
 		// The cluster refused (admission, quota): retried with backoff, and shown meanwhile.
 		changed = meta.SetStatusCondition(&class.Status.Conditions, metav1.Condition{Type: ConditionSessionWarmPool, Status: metav1.ConditionFalse,
@@ -249,6 +303,7 @@ func (r *WarmPoolReconciler) forget(class types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.pending, class)
+	delete(r.pending, hostsKey(class))
 }
 
 func (r *WarmPoolReconciler) reader() client.Reader {

@@ -38,7 +38,8 @@ func (r *Reconciler) setupWarmPool(mgr ctrl.Manager, namespace string) error {
 		return fmt.Errorf("warm pod cache: %w", err)
 	}
 	r.WarmPods = pods
-	wr := &WarmPoolReconciler{Client: r.Client, Pods: pods, APIReader: r.APIReader, NetworkPolicy: r.NetworkPolicy,
+	r.hostClaims = &hostClaims{}
+	wr := &WarmPoolReconciler{Client: r.Client, Pods: pods, APIReader: r.APIReader, NetworkPolicy: r.NetworkPolicy, RestoreHostImage: r.RestoreHostImage, hostClaims: r.hostClaims,
 		Scheme: r.Scheme, Recorder: mgr.GetEventRecorderFor("agentsession-warmpool")}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("agentsession-warmpool").

@@ -137,6 +137,9 @@ func TestSessionControllerWritesPolicy(t *testing.T) {
 	s1demo := map[string]any{"neuronetes.io/session": "s1", "neuronetes.io/agentclass": "demo"}
 	warmGood := pod(warmName, warmName, warm, owner("AgentClass", "demo"))
 	claimed := pod(warmName, warmName, s1demo, owner("AgentSession", "s1"))
+	// A warm restore host (spec.sessions.warmRestoreHosts): a warm pod with one more label.
+	const hostName = "warmpool-demo-hosts"
+	hostGood := pod(hostName, hostName, map[string]any{"neuronetes.io/session-warm-pool": "demo", "neuronetes.io/agentclass": "demo", "neuronetes.io/session-warm-restore-host": "true"}, owner("AgentClass", "demo"))
 	warmSA := sa(warmName, map[string]any{"neuronetes.io/session-warm-pool": "demo"}, false, owner("AgentClass", "demo"))
 	adopted := sa(warmName, s1, false, owner("AgentSession", "s1"))
 	warmNP := func(name string, selector map[string]any) map[string]any {
@@ -228,6 +231,9 @@ func TestSessionControllerWritesPolicy(t *testing.T) {
 		{"a session pod as another class's warm ServiceAccount", "CREATE", "pods", "team-a", pod("s1-2", "warmpool-web-abcde", s1demo, owner("AgentSession", "s1")), nil, false},
 		{"a session pod as a warm ServiceAccount without its class label", "CREATE", "pods", "team-a", pod("s1-2", warmName, s1, owner("AgentSession", "s1")), nil, false},
 		{"a session pod named neither for the session nor its ServiceAccount", "CREATE", "pods", "team-a", pod("web", warmName, s1demo, owner("AgentSession", "s1")), nil, false},
+		{"a warm restore host", "CREATE", "pods", "team-a", hostGood, nil, true},
+		{"the claim of a warm restore host by a resume", "UPDATE", "pods", "team-a", pod(hostName, hostName, s1demo, owner("AgentSession", "s1")), hostGood, true},
+		{"a warm restore host claimed for another class's session", "UPDATE", "pods", "team-a", pod(hostName, hostName, map[string]any{"neuronetes.io/session": "s1", "neuronetes.io/agentclass": "web"}, owner("AgentSession", "s1")), hostGood, false},
 		{"a warm ServiceAccount", "CREATE", "serviceaccounts", "team-a", warmSA, nil, true},
 		{"a warm ServiceAccount with a token", "CREATE", "serviceaccounts", "team-a", sa(warmName, warm, true, owner("AgentClass", "demo")), nil, false},
 		{"a warm ServiceAccount of another class's name", "CREATE", "serviceaccounts", "team-a", sa("warmpool-web-abcde", warm, false, owner("AgentClass", "demo")), nil, false},

@@ -8,11 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/gateway/sessionroute"
 )
 
 func sessionPod(name, session string, owner types.UID, ready bool) *corev1.Pod {
@@ -98,5 +100,43 @@ func TestSessionActivity(t *testing.T) {
 	}
 	if err := (&SessionActivity{Client: c}).RecordActivity(context.Background(), "a", "missing", at); err == nil {
 		t.Fatal("patching a missing session succeeded")
+	}
+}
+
+// TestNotifySession: an AgentSession's event wakes that session's held requests, a session pod's
+// event those of the session its label names, a tombstone the same; an unlabelled pod wakes none.
+func TestNotifySession(t *testing.T) {
+	ch := &sessionroute.Changes{}
+	wake, cancel := ch.Subscribe("a", "s")
+	defer cancel()
+	woken := func() bool {
+		select {
+		case <-wake:
+			return true
+		default:
+			return false
+		}
+	}
+	pod := func(labels map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "p", Labels: labels}}
+	}
+	for _, tc := range []struct {
+		name string
+		obj  any
+		want bool
+	}{
+		{"the session", &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "s"}}, true},
+		{"another namespace's session of that name", &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "s"}}, false},
+		{"its pod", pod(map[string]string{v1alpha1.SessionLabel: "s"}), true},
+		{"another session's pod", pod(map[string]string{v1alpha1.SessionLabel: "t"}), false},
+		{"an unlabelled pod", pod(nil), false},
+		{"its deleted pod's tombstone", toolscache.DeletedFinalStateUnknown{Key: "a/p", Obj: pod(map[string]string{v1alpha1.SessionLabel: "s"})}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			notifySession(ch, tc.obj)
+			if got := woken(); got != tc.want {
+				t.Fatalf("woken %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -62,7 +62,9 @@ type Config struct {
 	// ActivityInterval is the least time between two activity writes of one session by this
 	// replica while it runs (default 10 s).
 	ActivityInterval time.Duration
-	// Poll is how often a held request reads its session again (default 100 ms).
+	// Poll is how often a held request reads its session again without an event: default
+	// 100 ms without Router.Changes; with it, events wake held requests and Poll (default
+	// 5 s) is only a safety net.
 	Poll time.Duration
 }
 
@@ -72,8 +74,12 @@ type Router struct {
 	Activity Recorder
 	Cfg      Config
 	Metrics  *Metrics
-	// Now is the clock (default time.Now).
-	Now func() time.Time
+	// Changes, when set, wakes held requests on the informers' events of their session
+	// (gateway/kube.NotifySessionChanges); without it they poll every Cfg.Poll.
+	Changes *Changes
+	// Now is the clock (default time.Now); After starts the hold's timeout (default time.After).
+	Now   func() time.Time
+	After func(time.Duration) <-chan time.Time
 
 	held atomic.Int64
 	mu   sync.Mutex
@@ -114,6 +120,9 @@ func (r *Router) cfg() Config {
 	}
 	if c.Poll <= 0 {
 		c.Poll = 100 * time.Millisecond
+		if r.Changes != nil {
+			c.Poll = 5 * time.Second
+		}
 	}
 	return c
 }
@@ -159,37 +168,58 @@ func (r *Router) Await(ctx context.Context, namespace, name string) (route.Endpo
 	return r.hold(ctx, c, namespace, name, v)
 }
 
-// hold polls the session until it serves, it disappears, the timeout passes or ctx ends.
+// hold waits until the session serves, it disappears, the timeout passes or ctx ends. It reads
+// the session again on each of its changes (Changes) and every Poll.
 func (r *Router) hold(ctx context.Context, c Config, namespace, name string, v View) (route.Endpoint, *openai.Error) {
 	start := r.now()
 	klog.FromContext(ctx).V(2).Info("Holding request for session", "session", namespace+"/"+name, "phase", v.Phase)
-	timeout := time.NewTimer(c.Timeout)
-	defer timeout.Stop()
+	after := r.After
+	if after == nil {
+		after = time.After
+	}
+	timeout := after(c.Timeout)
 	tick := time.NewTicker(c.Poll)
 	defer tick.Stop()
+	var wake <-chan struct{}
+	check := func() (route.Endpoint, *openai.Error, bool) {
+		v = r.Lookup.Session(namespace, name)
+		if !v.Found {
+			r.Metrics.wait("gone", r.now().Sub(start))
+			return route.Endpoint{}, NotFound(name), true
+		}
+		r.touch(ctx, c, namespace, name, v)
+		if v.Serving() {
+			r.Metrics.wait("served", r.now().Sub(start))
+			return v.Endpoint, nil, true
+		}
+		return route.Endpoint{}, nil, false
+	}
+	if r.Changes != nil {
+		ch, cancel := r.Changes.Subscribe(namespace, name)
+		defer cancel()
+		wake = ch
+		// A change between Await's read and the subscription has no event left to wake us.
+		if ep, err, done := check(); done {
+			return ep, err
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			r.Metrics.wait("cancelled", r.now().Sub(start))
 			return route.Endpoint{}, openai.NewError(StatusClientClosed, "cancelled", "client_closed", "", "client closed the request")
-		case <-timeout.C:
+		case <-timeout:
 			waited := r.now().Sub(start)
 			r.Metrics.wait("timeout", waited)
 			e := openai.NewError(http.StatusGatewayTimeout, "timeout", "session_resume_timeout", "session",
 				"session %s is still %s after waiting %s for it to serve", name, phaseOf(v), c.Timeout)
 			e.RetryAfter = time.Second
 			return route.Endpoint{}, e
+		case <-wake:
 		case <-tick.C:
 		}
-		v = r.Lookup.Session(namespace, name)
-		if !v.Found {
-			r.Metrics.wait("gone", r.now().Sub(start))
-			return route.Endpoint{}, NotFound(name)
-		}
-		r.touch(ctx, c, namespace, name, v)
-		if v.Serving() {
-			r.Metrics.wait("served", r.now().Sub(start))
-			return v.Endpoint, nil
+		if ep, err, done := check(); done {
+			return ep, err
 		}
 	}
 }

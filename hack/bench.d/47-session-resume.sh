@@ -9,7 +9,9 @@
 # The verdict is the last line: exit 0 when met, 1 when missed, 2 when it could not be measured
 # (no local cluster: `make cluster-up` first). Not part of `make e2e`.
 # Env: NEURONETES_BENCH_ROUNDS (default 3), NEURONETES_BENCH_LAZY (0: eager CRIU restores; default
-# lazy pages), NEURONETES_BENCH_LOG (a file that gets the test's whole output).
+# lazy pages), NEURONETES_BENCH_WARM_HOSTS (0: no warm restore host, every resume creates its host
+# pod; default: the class keeps one, which each resume must claim), NEURONETES_BENCH_LOG (a file
+# that gets the test's whole output).
 set -euo pipefail
 if [ ! -s .local/kubeconfig ]; then
 	echo "47-session-resume verdict: NOT MEASURED: the local cluster is not running (no .local/kubeconfig; make cluster-up)"
