@@ -8,7 +8,6 @@ package agentsession
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"sort"
 	"sync"
 	"time"
 
@@ -94,21 +93,7 @@ func RestoreHostCandidates(pods []WarmPod, hash, preferNode string) []string {
 			ok = append(ok, p)
 		}
 	}
-	sort.SliceStable(ok, func(i, j int) bool {
-		ai, aj := preferNode != "" && ok[i].Node == preferNode, preferNode != "" && ok[j].Node == preferNode
-		if ai != aj {
-			return ai
-		}
-		if !ok[i].Created.Equal(ok[j].Created) {
-			return ok[i].Created.Before(ok[j].Created)
-		}
-		return ok[i].Name < ok[j].Name
-	})
-	names := make([]string, len(ok))
-	for i, p := range ok {
-		names[i] = p.Name
-	}
-	return names
+	return orderedNames(ok, preferNode)
 }
 
 // HostRefillDelay is how long after a resume claimed one of a class's restore hosts the class's

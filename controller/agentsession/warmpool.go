@@ -124,14 +124,24 @@ func ClaimCandidates(pods []WarmPod, hash string) []string {
 			ok = append(ok, p)
 		}
 	}
-	sort.SliceStable(ok, func(i, j int) bool {
-		if !ok[i].Created.Equal(ok[j].Created) {
-			return ok[i].Created.Before(ok[j].Created)
+	return orderedNames(ok, "")
+}
+
+// orderedNames returns the names of pods: those on preferNode first ("" prefers none), then the
+// oldest, then by name.
+func orderedNames(pods []WarmPod, preferNode string) []string {
+	sort.SliceStable(pods, func(i, j int) bool {
+		ai, aj := preferNode != "" && pods[i].Node == preferNode, preferNode != "" && pods[j].Node == preferNode
+		if ai != aj {
+			return ai
 		}
-		return ok[i].Name < ok[j].Name
+		if !pods[i].Created.Equal(pods[j].Created) {
+			return pods[i].Created.Before(pods[j].Created)
+		}
+		return pods[i].Name < pods[j].Name
 	})
-	names := make([]string, len(ok))
-	for i, p := range ok {
+	names := make([]string, len(pods))
+	for i, p := range pods {
 		names[i] = p.Name
 	}
 	return names
