@@ -139,10 +139,11 @@ build_netpol() {
 # build_scheduler builds neuronetes-scheduler (hack/tools/scheduler: kube-scheduler $K8S_VERSION with
 # NeuroNetes' Score plugins) into .local/tools/neuronetes-scheduler-<version>-<hash>/: the hash
 # covers the command and the main module's packages it compiles in (scheduler/scoring,
-# controller/cost, api/v1alpha1), so a change to them is a new build. Version-stamped as build_k8s.
+# controller/cost, api/v1alpha1, gateway/poolview: `go list -deps` in hack/tools/scheduler lists
+# them), so a change to them is a new build. Version-stamped as build_k8s.
 build_scheduler() {
 	local src
-	src=$(cd "$root" && ls hack/tools/scheduler/*.go scheduler/scoring/*.go controller/cost/*.go api/v1alpha1/*.go |
+	src=$(cd "$root" && ls hack/tools/scheduler/*.go scheduler/scoring/*.go controller/cost/*.go api/v1alpha1/*.go gateway/poolview/*.go |
 		grep -v '_test\.go$' | xargs cat hack/tools/scheduler/go.mod hack/tools/scheduler/go.sum go.mod | sha256sum | cut -c1-12)
 	local dir="$tools/neuronetes-scheduler-$K8S_VERSION-$src"
 	have "$dir" neuronetes-scheduler || lock neuronetes-scheduler
