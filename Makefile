@@ -42,9 +42,10 @@ tools: ## Build the pinned cluster binaries, helm and controller-gen into .local
 test-deps: deps ## Run every hack/test-deps.d script (CRIU, minio, ...).
 	@for f in hack/test-deps.d/*.sh; do [ -e "$$f" ] || continue; echo "== $$f"; bash "$$f"; done
 
-lint: ## gofmt, go vet, and generated protobuf code up to date.
+lint: ## gofmt, go vet (the nested tool modules too), and generated protobuf code up to date.
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	for d in $(TOOL_TEST_DIRS); do (cd "$$d" && $(GO) vet ./...) || exit 1; done
 	bash hack/gen-proto.sh --check
 
 unit: ## Unit tests (no cluster), the nested tool modules' too; ends with the skipped tests by reason (hack/testsummary). The bind-fetch benchmark and the scoring simulation run in make bench.
