@@ -289,6 +289,10 @@ func TestWaitCountsFromPrefillHistogram(t *testing.T) {
 	obs := c.Observe(t0.Add(10*time.Second), map[string]PodSample{"a": second}, nil)
 	got := WaitCounts(obs.FirstTokens, obs.Prefills, 4*time.Second)
 	want := scalepolicy.TTFTCounts{Total: 10, WithinSLO: 7, WithinMargin: 4, PrefillKnown: true, PrefillWithinSLO: 8, PrefillWithinMargin: 8}
+	if got.TTFTs == nil || got.Prefills == nil {
+		t.Fatalf("got %+v: the TTFT and prefill histograms are not carried", got)
+	}
+	got.TTFTs, got.Prefills = nil, nil
 	if got != want {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}

@@ -98,6 +98,57 @@ type TTFTCounts struct {
 	// PrefillWithinSLO - WithinSLO are the requests that missed the SLO only
 	// because they waited.
 	PrefillWithinSLO, PrefillWithinMargin float64
+	// TTFTs and Prefills, when set, are the same first tokens' TTFTs and
+	// prefill times as cumulative histograms, so that the margin can be
+	// counted at another threshold than AdaptiveMarginRatio x the SLO: the
+	// one the learned capacity model sizes the pool for (marginThreshold).
+	TTFTs, Prefills *Cumulative
+}
+
+// Cumulative is a cumulative histogram in seconds: Counts[i] observations at
+// or below Bounds[i] (increasing; the last may be +Inf). Exact histograms
+// hold every observation as a bound and count in steps; others are
+// interpolated within their buckets (CountAtOrBelow).
+type Cumulative struct {
+	Bounds, Counts []float64
+	Exact          bool
+}
+
+// AtOrBelow counts the observations at or below x.
+func (h *Cumulative) AtOrBelow(x float64) float64 {
+	if !h.Exact {
+		return CountAtOrBelow(h.Bounds, h.Counts, x)
+	}
+	i := sort.Search(len(h.Bounds), func(i int) bool { return h.Bounds[i] > x+1e-9 })
+	if i == 0 {
+		return 0
+	}
+	return h.Counts[i-1]
+}
+
+// withMargin recounts the margin at threshold seconds, and the first tokens
+// that could meet it, where the histograms are known; otherwise c is returned
+// unchanged.
+func (c TTFTCounts) withMargin(threshold float64) TTFTCounts {
+	if c.TTFTs == nil || threshold <= 0 {
+		return c
+	}
+	c.WithinMargin = c.TTFTs.AtOrBelow(threshold)
+	if c.PrefillKnown && c.Prefills != nil {
+		c.PrefillWithinMargin = c.Prefills.AtOrBelow(threshold)
+	}
+	return c
+}
+
+// withMarginFeasible recounts the first tokens that could meet the margin as
+// those prefilled within prefill seconds, where the prefill histogram is
+// known; otherwise c is returned unchanged.
+func (c TTFTCounts) withMarginFeasible(prefill float64) TTFTCounts {
+	if !c.PrefillKnown || c.Prefills == nil || prefill <= 0 {
+		return c
+	}
+	c.PrefillWithinMargin = c.Prefills.AtOrBelow(prefill)
+	return c
 }
 
 // waitCounts returns, for the SLO and for the margin, the first tokens that
@@ -136,6 +187,9 @@ type AdaptiveState struct {
 	Last      time.Time `json:"last,omitzero"`
 	LastRaise time.Time `json:"lastRaise,omitzero"`
 	LastMiss  time.Time `json:"lastMiss,omitzero"`
+	// LastMemoryMiss is the last decision that saw a miss or no margin at
+	// the capacity model's slack: the memory shrinks a period after it.
+	LastMemoryMiss time.Time `json:"lastMemoryMiss,omitzero"`
 	// Bins are the history, oldest first.
 	Bins []AdaptiveBin `json:"bins,omitempty"`
 	// Scale and Memory (above) are the robust sizing's choice once the log
@@ -172,6 +226,10 @@ type AdaptiveBin struct {
 	// prefill fits it); WithinMargin those that met it.
 	Total        float64 `json:"total"`
 	WithinMargin float64 `json:"margin"`
+	// LooseTotal and LooseWithin are the same at the capacity model's slack
+	// (marginThreshold): the memory's margin.
+	LooseTotal  float64 `json:"looseTotal,omitempty"`
+	LooseWithin float64 `json:"looseMargin,omitempty"`
 	// Work is the need integrated over the decision intervals that ended in
 	// the bin (need-seconds), and Span their length (s): Work/Span is the
 	// bin's mean need, the demand log the robust sizing replays.
@@ -271,13 +329,54 @@ func (a *adapter) provisionAt(t time.Time) float64 {
 	return v
 }
 
+// marginThreshold is the TTFT (seconds) of a request at the capacity model's
+// prefill quantile that waited its allowance: SLO - the allowance (0 without
+// the capacity model: the margin as counted by the caller).
+func (a *adapter) marginThreshold() float64 {
+	if a.capacity == nil {
+		return 0
+	}
+	return (a.capacity.slo - a.capacity.Allowance()).Seconds()
+}
+
+// marginPrefill is the prefill (seconds) within which a first token could
+// meet the margin (AdaptiveMarginRatio x the SLO) with the wait the learned
+// capacity model sizes the pool for: the margin less its allowance. A first
+// token prefilled within it that misses the margin waited beyond what the
+// pool was sized for; one with a longer prefill may miss it within the
+// allowance (0: AdaptiveMarginRatio x the SLO, as counted by the caller).
+func (a *adapter) marginPrefill() float64 {
+	if a.capacity == nil {
+		return 0
+	}
+	return AdaptiveMarginRatio*a.capacity.slo.Seconds() - a.capacity.Allowance().Seconds()
+}
+
+// exercised reports whether the load of the last adaptPeriod came within one
+// raise (e^adaptGain) of the peak the memory holds: only then does a margin
+// kept say that a shorter memory would have been enough. A margin kept at a
+// load well below the remembered peak (a dip, a quiet end of a burst) says
+// nothing about the peak's return.
+func (a *adapter) exercised(now time.Time) bool {
+	held := a.peak(now.Add(-a.st.Memory), now)
+	return a.peak(now.Add(-adaptPeriod), now)*math.Exp(adaptGain) >= held
+}
+
 // margin reports whether the first tokens of the last adaptPeriod stayed within
 // the budget at the tightened threshold (true without data).
-func (a *adapter) margin(now time.Time) bool {
+func (a *adapter) margin(now time.Time) bool { return a.marginOf(now, false) }
+
+// marginOf is margin, at the capacity model's slack when loose.
+func (a *adapter) marginOf(now time.Time, loose bool) bool {
 	from := binIndex(now.Add(-adaptPeriod))
 	var total, within float64
 	for _, b := range a.st.Bins {
 		if b.Index >= from {
+			if loose && a.capacity != nil {
+				total += b.LooseTotal
+				within += b.LooseWithin
+				continue
+			}
 			total += b.Total
 			within += b.WithinMargin
 		}
@@ -318,6 +417,10 @@ func (a *adapter) decide(in Input, need, logged, backlog float64, ok bool) float
 	}
 	b.Settled = b.Settled && ready >= in.CurrentReplicas
 	a.observeStart(now, ready, in.CurrentReplicas)
+	loose := in.TTFT.withMargin(a.marginThreshold())
+	_, _, lFeasible, lMisses := loose.waitCounts()
+	b.LooseTotal += lFeasible
+	b.LooseWithin += lFeasible - lMisses
 	feasible, misses, mFeasible, mMisses := in.TTFT.waitCounts()
 	b.SLOTotal += feasible
 	b.SLOMisses += misses
@@ -374,8 +477,17 @@ func (a *adapter) learn(now time.Time, dt float64, c TTFTCounts) {
 		} else {
 			st.Headroom *= shrink
 		}
-		if st.Scale == 0 && now.Sub(st.LastMiss) > adaptPeriod {
+	}
+	if miss > 0 || !a.marginOf(now, true) {
+		st.LastMemoryMiss = now
+	} else if st.Scale == 0 && now.Sub(st.LastMemoryMiss) > adaptPeriod {
+		shrink := math.Exp(-dt * a.evidence(total, dt) / shrinkTau.Seconds())
+		if a.exercised(now) {
 			st.Memory = time.Duration(float64(st.Memory) * shrink)
+		} else if st.Memory < initialMemory {
+			// Kept at a load far below the peak held, the margin says
+			// nothing of that peak's return: the memory relaxes back.
+			st.Memory = min(initialMemory, time.Duration(float64(st.Memory)/shrink))
 		}
 	}
 	if st.Balance < 0 && unit > 0 && now.Sub(st.LastRaise) >= settleTime {

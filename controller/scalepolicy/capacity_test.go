@@ -236,3 +236,87 @@ func TestAdaptiveCapacitySnapshotRestore(t *testing.T) {
 		t.Fatalf("a fresh autoscaler decided as the original (%d): the scenario does not exercise the model", df.Desired)
 	}
 }
+
+func TestAdaptiveMarginIsTheCapacityModelsSlack(t *testing.T) {
+	// SLO 2 s, prefills of 0.25 s: the capacity model sizes waits of up to
+	// half the slack after the prefill quantile (0.85 s), so a first token
+	// of 1.1 s (0.25 s of prefill + 0.85 s of wait) is what the pool was
+	// sized for, though beyond half the SLO (1 s). The margin is judged at
+	// the sizing's slack: such first tokens keep it and the headroom and
+	// memory shrink; first tokens of 1.5 s (waits beyond the allowance) do
+	// not.
+	tests := []struct {
+		name   string
+		ttft   float64
+		shrink bool
+	}{
+		{"waits within the capacity model's allowance", 1.1, true},
+		{"waits beyond it", 1.5, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := adaptivePolicy()
+			p.SLO.Adaptive.Capacity = true
+			a, err := New(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bounds := []float64{0.5, 1, tc.ttft, 2, math.Inf(1)}
+			cum := []float64{0, 0, 10, 10, 10}
+			pb, pc := prefillHist(10, 0.25)
+			cur := int32(4)
+			for i := range 480 { // 40 minutes of steady load
+				in := capacityInput(i, cur, 1600, 400)
+				in.TTFT = HistogramTTFTCounts(bounds, cum, 10, p.SLO.TTFT).WithPrefill(pb, pc, p.SLO.TTFT)
+				cur = a.Decide(in).Desired
+			}
+			st := a.Snapshot().Adaptive
+			if shrunk := st.Memory < 15*time.Minute; shrunk != tc.shrink {
+				t.Fatalf("memory %v: shrunk %v, want %v", st.Memory, shrunk, tc.shrink)
+			}
+		})
+	}
+}
+
+func TestAdaptiveMemoryShrinksOnlyOnExercisedLoad(t *testing.T) {
+	// Ten minutes at 1,600 prompt tokens/s (4 replicas' need), then 30
+	// minutes at a lower load, every first token within the margin. A margin
+	// kept near the remembered peak says a shorter memory would have done; a
+	// margin kept far below it (a dip, the quiet after a burst) says nothing
+	// about the peak's return, so the memory must not shrink then (before:
+	// it shrank on any kept margin and dropped the peak as the load left).
+	tests := []struct {
+		name    string
+		offered float64
+		shrink  bool
+	}{
+		{"load near the remembered peak", 1400, true},
+		{"load far below the remembered peak", 200, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := adaptivePolicy()
+			p.SLO.Adaptive.Capacity = true
+			a, err := New(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur := int32(4)
+			var mid time.Duration
+			for i := range 480 {
+				offered := 1600.0
+				if i >= 120 {
+					offered = tc.offered
+				}
+				cur = a.Decide(capacityInput(i, cur, offered, 400)).Desired
+				if i == 240 { // the peak has left the last 10 minutes
+					mid = a.Snapshot().Adaptive.Memory
+				}
+			}
+			end := a.Snapshot().Adaptive.Memory
+			if shrunk := end < mid; shrunk != tc.shrink {
+				t.Fatalf("memory %v ten minutes into the lower load, %v at the end: shrunk %v, want %v", mid, end, shrunk, tc.shrink)
+			}
+		})
+	}
+}

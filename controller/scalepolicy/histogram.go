@@ -39,7 +39,8 @@ func HistogramTTFTCounts(bounds, cumulative []float64, total float64, slo time.D
 		return TTFTCounts{}
 	}
 	return TTFTCounts{Total: total, WithinSLO: CountAtOrBelow(bounds, cumulative, slo.Seconds()),
-		WithinMargin: CountAtOrBelow(bounds, cumulative, AdaptiveMarginRatio*slo.Seconds())}
+		WithinMargin: CountAtOrBelow(bounds, cumulative, AdaptiveMarginRatio*slo.Seconds()),
+		TTFTs:        &Cumulative{Bounds: bounds, Counts: cumulative}}
 }
 
 // WithPrefill adds to c the counts of a cumulative prefill-time histogram in
@@ -54,5 +55,6 @@ func (c TTFTCounts) WithPrefill(bounds, cumulative []float64, slo time.Duration)
 	c.PrefillKnown = true
 	c.PrefillWithinSLO = CountAtOrBelow(bounds, cumulative, slo.Seconds())
 	c.PrefillWithinMargin = CountAtOrBelow(bounds, cumulative, AdaptiveMarginRatio*slo.Seconds())
+	c.Prefills = &Cumulative{Bounds: bounds, Counts: cumulative}
 	return c
 }

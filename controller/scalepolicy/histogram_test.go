@@ -36,6 +36,10 @@ func TestHistogramTTFTCounts(t *testing.T) {
 	got := HistogramTTFTCounts(bounds, cum, 80, 1500*time.Millisecond)
 	// SLO 1.5 s: half of the (1, 2] bucket; margin 0.75 s: half of (0.5, 1].
 	want := TTFTCounts{Total: 80, WithinSLO: 30 + 20, WithinMargin: 10 + 10}
+	if got.TTFTs == nil || got.TTFTs.AtOrBelow(1.5) != 50 {
+		t.Errorf("HistogramTTFTCounts carries TTFTs %+v, want the histogram (50 at or below 1.5 s)", got.TTFTs)
+	}
+	got.TTFTs = nil
 	if got != want {
 		t.Errorf("HistogramTTFTCounts = %+v, want %+v", got, want)
 	}

@@ -161,6 +161,8 @@ func (v View) TTFTCounts(w float64) scalepolicy.TTFTCounts {
 			out.PrefillWithinMargin++
 		}
 	}
+	out.TTFTs = exactCumulative(es, func(e ttftEvent) float64 { return e.ttft })
+	out.Prefills = exactCumulative(es, func(e ttftEvent) float64 { return e.prefill })
 	return out
 }
 
@@ -320,4 +322,19 @@ func (o *Oracle) Decide(v View) int {
 		return o.curve[len(o.curve)-1]
 	}
 	return o.curve[i]
+}
+
+// exactCumulative holds every value of es as a bound of an exact cumulative
+// histogram, so the adaptive policy can count its margin at any threshold.
+func exactCumulative(es []ttftEvent, f func(ttftEvent) float64) *scalepolicy.Cumulative {
+	vs := make([]float64, len(es))
+	for i, e := range es {
+		vs[i] = f(e)
+	}
+	sort.Float64s(vs)
+	counts := make([]float64, len(vs))
+	for i := range counts {
+		counts[i] = float64(i + 1)
+	}
+	return &scalepolicy.Cumulative{Bounds: vs, Counts: counts, Exact: true}
 }
