@@ -52,6 +52,15 @@ const eventBufferBytes = 32 << 10
 // the following call. io.EOF ends a stream cleanly only after [DONE]; before, it is
 // io.ErrUnexpectedEOF.
 func (e *EventReader) Next() ([]byte, error) {
+	if e.r.Buffered() == 0 {
+		// Wait for the backend's next write (one read: a token event usually arrives whole).
+		if _, err := e.r.Peek(1); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, io.EOF
+			}
+			return nil, fmt.Errorf("read backend stream: %w", err)
+		}
+	}
 	if v, ok := e.buffered(); ok {
 		e.event(v)
 		return v, nil
