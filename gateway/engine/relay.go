@@ -129,11 +129,10 @@ func (r *request) relayStream(ctx context.Context, x *proxy.Exchange) error {
 // sink can hold events, this one is held and leaves with the next (as a byte-copying proxy
 // forwards what one read returned in one write).
 func (r *request) relay(x *proxy.Exchange, data []byte) error {
-	eb, ok := r.sink.(EventBuffer)
-	if !ok || !r.started || !x.Stream.HasEvent() {
+	if r.eb == nil || !r.started || !x.Stream.HasEvent() {
 		return r.send(data)
 	}
-	if err := eb.BufferEvent(data); err != nil {
+	if err := r.eb.BufferEvent(data); err != nil {
 		return clientGone(err)
 	}
 	r.held = true
@@ -143,7 +142,7 @@ func (r *request) relay(x *proxy.Exchange, data []byte) error {
 // flushHeld sends the events the sink holds.
 func (r *request) flushHeld() error {
 	r.held = false
-	if err := r.sink.(EventBuffer).Flush(); err != nil {
+	if err := r.eb.Flush(); err != nil {
 		return clientGone(err)
 	}
 	return nil
