@@ -26,6 +26,7 @@ type request struct {
 	in     Inbound
 	sink   Sink
 	eb     EventBuffer // sink, when it can hold events (looked up once per request)
+	fw     FrameWriter // sink, when it takes framed events
 	start  time.Time
 	meta   Meta
 	tenant *access.Tenant
@@ -61,6 +62,7 @@ type request struct {
 func (e *Engine) Handle(ctx context.Context, in Inbound, sink Sink) {
 	r := &request{e: e, in: in, sink: sink, start: e.now(), meta: Meta{RequestID: e.newID(), Gateway: e.Replica}}
 	r.eb, _ = sink.(EventBuffer)
+	r.fw, _ = sink.(FrameWriter)
 	logger := klog.FromContext(ctx).WithValues("requestID", r.meta.RequestID)
 	ctx = klog.NewContext(ctx, logger)
 	if err := r.run(ctx); err != nil {

@@ -132,6 +132,24 @@ func (s *httpSink) BufferEvent(data []byte) error {
 	return err
 }
 
+// EventFrame sends one event given as its SSE frame (engine.FrameWriter).
+func (s *httpSink) EventFrame(frame []byte) error {
+	if s.wf != nil {
+		return s.wf.WriteFlush(frame)
+	}
+	if _, err := s.w.Write(frame); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// BufferEventFrame writes one event given as its SSE frame without sending it
+// (engine.FrameWriter).
+func (s *httpSink) BufferEventFrame(frame []byte) error {
+	_, err := s.w.Write(frame)
+	return err
+}
+
 // Flush sends the buffered events (engine.EventBuffer).
 func (s *httpSink) Flush() error { return s.rc.Flush() }
 

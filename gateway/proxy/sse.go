@@ -27,7 +27,8 @@ type EventReader struct {
 	onEvent func()
 	buf     []byte
 	long    []byte
-	done    bool // the last event returned was [DONE]
+	done    bool   // the last event returned was [DONE]
+	frame   []byte // the last event's "data: ...\n\n" bytes, when buffered returned it
 
 	// The idle clock of an Upstream's stream, kept here rather than in the Exchange so that an
 	// event touches only the reader's memory: last is the monotonic time since origin of the
@@ -52,6 +53,7 @@ const eventBufferBytes = 32 << 10
 // the following call. io.EOF ends a stream cleanly only after [DONE]; before, it is
 // io.ErrUnexpectedEOF.
 func (e *EventReader) Next() ([]byte, error) {
+	e.frame = nil
 	if e.r.Buffered() == 0 {
 		// Wait for the backend's next write (one read: a token event usually arrives whole).
 		if _, err := e.r.Peek(1); err != nil {
@@ -166,12 +168,18 @@ func (e *EventReader) buffered() ([]byte, bool) {
 	v := b[len(dataField):nl]
 	if len(v) > 0 && v[0] == ' ' {
 		v = v[1:]
+		e.frame = b[: nl+2 : nl+2]
 	}
 	_, _ = e.r.Discard(nl + 2) // buffered: cannot fail
 	return v[:len(v):len(v)], true
 }
 
 var dataField = []byte("data:")
+
+// Frame returns the last event as the backend wrote it, "data: ", its data and "\n\n", when
+// Next returned it from the reader's buffer and it had that form (one space after "data:");
+// nil otherwise. Valid until the next call to Next.
+func (e *EventReader) Frame() []byte { return e.frame }
 
 // event records an event's completion: [DONE], the idle clock, the callbacks.
 func (e *EventReader) event(data []byte) {

@@ -86,6 +86,7 @@ func TestEventReaderBuffered(t *testing.T) {
 		"data: one\n\n\n\ndata: two\n\ndata: last without blank line\n",
 		"id: 1\n\ndata: only\n\nretry: 5\n\n",
 	}
+	frames := 0
 	read := func(r io.Reader) []string {
 		var got []string
 		e := NewEventReader(r, nil)
@@ -95,6 +96,12 @@ func TestEventReaderBuffered(t *testing.T) {
 				return append(got, "err: "+err.Error())
 			}
 			got = append(got, string(ev))
+			if f := e.Frame(); f != nil {
+				frames++
+				if string(f) != "data: "+string(ev)+"\n\n" {
+					t.Errorf("frame %q of event %q", f, ev)
+				}
+			}
 		}
 	}
 	for _, s := range streams {
@@ -102,6 +109,9 @@ func TestEventReaderBuffered(t *testing.T) {
 		if !slices.Equal(whole, bytewise) {
 			t.Errorf("%q:\n whole    %q\n bytewise %q", s, whole, bytewise)
 		}
+	}
+	if frames == 0 {
+		t.Error("no event had its frame")
 	}
 	// The first event fills the buffer (line by line); the second comes from the buffer.
 	e := NewEventReader(strings.NewReader("data: a\n\ndata: b\n\ndata: c\n\n"), nil)
