@@ -144,6 +144,18 @@ type EventBuffer interface {
 	Flush() error
 }
 
+// FrameWriter is an EventBuffer whose events can be given whole: an SSE frame, "data: ", the
+// event's data and "\n\n", as the model server wrote it. The relay gives a chunk it forwards
+// unchanged this way when the reader has its frame (proxy.EventReader.Frame), so the sink need
+// not frame it again.
+type FrameWriter interface {
+	EventBuffer
+	// EventFrame sends one framed event (as Event).
+	EventFrame(frame []byte) error
+	// BufferEventFrame takes one framed event without sending it (as BufferEvent).
+	BufferEventFrame(frame []byte) error
+}
+
 // Config are the engine's settings.
 type Config struct {
 	// MaxResponseBytes bounds a non-streamed backend response (default 16 MiB).

@@ -25,6 +25,8 @@ type request struct {
 	e      *Engine
 	in     Inbound
 	sink   Sink
+	eb     EventBuffer // sink, when it can hold events (looked up once per request)
+	fw     FrameWriter // sink, when it takes framed events
 	start  time.Time
 	meta   Meta
 	tenant *access.Tenant
@@ -59,6 +61,8 @@ type request struct {
 // Handle runs one request and writes its response to sink.
 func (e *Engine) Handle(ctx context.Context, in Inbound, sink Sink) {
 	r := &request{e: e, in: in, sink: sink, start: e.now(), meta: Meta{RequestID: e.newID(), Gateway: e.Replica}}
+	r.eb, _ = sink.(EventBuffer)
+	r.fw, _ = sink.(FrameWriter)
 	logger := klog.FromContext(ctx).WithValues("requestID", r.meta.RequestID)
 	ctx = klog.NewContext(ctx, logger)
 	if err := r.run(ctx); err != nil {

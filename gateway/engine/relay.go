@@ -86,7 +86,7 @@ func (r *request) relayStream(ctx context.Context, x *proxy.Exchange) error {
 					r.usage.chunks++
 					r.markFirstToken()
 				}
-				if err := r.relay(x, data); err != nil {
+				if err := r.relay(x, data, x.Stream.Frame()); err != nil {
 					return err
 				}
 				continue
@@ -119,7 +119,7 @@ func (r *request) relayStream(ctx context.Context, x *proxy.Exchange) error {
 				usageSent = true
 			}
 		}
-		if err := r.relay(x, data); err != nil {
+		if err := r.relay(x, data, nil); err != nil {
 			return err
 		}
 	}
@@ -127,13 +127,29 @@ func (r *request) relayStream(ctx context.Context, x *proxy.Exchange) error {
 
 // relay writes one backend event. When the backend's next event is already buffered and the
 // sink can hold events, this one is held and leaves with the next (as a byte-copying proxy
-// forwards what one read returned in one write).
-func (r *request) relay(x *proxy.Exchange, data []byte) error {
-	eb, ok := r.sink.(EventBuffer)
-	if !ok || !r.started || !x.Stream.HasEvent() {
+// forwards what one read returned in one write). frame, when not nil, is data's SSE frame as the
+// backend sent it, given whole to a FrameWriter sink.
+func (r *request) relay(x *proxy.Exchange, data, frame []byte) error {
+	if frame == nil || r.fw == nil || !r.started {
+		frame = nil
+	}
+	if r.eb == nil || !r.started || !x.Stream.HasEvent() {
+		if frame != nil {
+			r.held = false
+			if err := r.fw.EventFrame(frame); err != nil {
+				return clientGone(err)
+			}
+			return nil
+		}
 		return r.send(data)
 	}
-	if err := eb.BufferEvent(data); err != nil {
+	var err error
+	if frame != nil {
+		err = r.fw.BufferEventFrame(frame)
+	} else {
+		err = r.eb.BufferEvent(data)
+	}
+	if err != nil {
 		return clientGone(err)
 	}
 	r.held = true
@@ -143,7 +159,7 @@ func (r *request) relay(x *proxy.Exchange, data []byte) error {
 // flushHeld sends the events the sink holds.
 func (r *request) flushHeld() error {
 	r.held = false
-	if err := r.sink.(EventBuffer).Flush(); err != nil {
+	if err := r.eb.Flush(); err != nil {
 		return clientGone(err)
 	}
 	return nil

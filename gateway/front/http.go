@@ -53,7 +53,7 @@ func (s *Server) completions(route openai.Route) http.HandlerFunc {
 		}
 		s.Engine.Handle(r.Context(), engine.Inbound{Route: route, Header: r.Header, Body: body, Protocol: "http", Tenant: t,
 			Session: r.PathValue("session")},
-			&httpSink{w: w, rc: http.NewResponseController(w)})
+			newHTTPSink(w))
 	}
 }
 
@@ -85,7 +85,14 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 type httpSink struct {
 	w   http.ResponseWriter
 	rc  *http.ResponseController
+	wf  serving.WriteFlusher // w's, when it is one (the API server's writers are)
 	buf []byte
+}
+
+// newHTTPSink returns the sink of w, its WriteFlusher looked up once per response.
+func newHTTPSink(w http.ResponseWriter) *httpSink {
+	wf, _ := w.(serving.WriteFlusher)
+	return &httpSink{w: w, rc: http.NewResponseController(w), wf: wf}
 }
 
 var (
@@ -108,8 +115,8 @@ func (s *httpSink) Start(m engine.Meta) error {
 
 func (s *httpSink) Event(data []byte) error {
 	s.buf = append(append(append(s.buf[:0], sseData...), data...), sseEnd...)
-	if wf, ok := s.w.(serving.WriteFlusher); ok {
-		return wf.WriteFlush(s.buf) // the stall deadline armed once per event
+	if s.wf != nil {
+		return s.wf.WriteFlush(s.buf) // the stall deadline armed once per event
 	}
 	if _, err := s.w.Write(s.buf); err != nil {
 		return err
@@ -122,6 +129,24 @@ func (s *httpSink) Event(data []byte) error {
 func (s *httpSink) BufferEvent(data []byte) error {
 	s.buf = append(append(append(s.buf[:0], sseData...), data...), sseEnd...)
 	_, err := s.w.Write(s.buf)
+	return err
+}
+
+// EventFrame sends one event given as its SSE frame (engine.FrameWriter).
+func (s *httpSink) EventFrame(frame []byte) error {
+	if s.wf != nil {
+		return s.wf.WriteFlush(frame)
+	}
+	if _, err := s.w.Write(frame); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// BufferEventFrame writes one event given as its SSE frame without sending it
+// (engine.FrameWriter).
+func (s *httpSink) BufferEventFrame(frame []byte) error {
+	_, err := s.w.Write(frame)
 	return err
 }
 

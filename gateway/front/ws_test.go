@@ -161,7 +161,7 @@ func TestAPIServerPolicy(t *testing.T) {
 		if _, ok := w.(serving.WriteFlusher); !ok {
 			t.Error("the API server's response writer is no serving.WriteFlusher")
 		}
-		sink := &httpSink{w: w, rc: http.NewResponseController(w)}
+		sink := newHTTPSink(w)
 		for i := range 20 {
 			if err := sink.Event(fmt.Appendf(nil, `{"i":%d}`, i)); err != nil {
 				t.Errorf("event %d: %v", i, err)

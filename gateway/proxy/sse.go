@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
+	"time"
 )
 
 // MaxEventBytes bounds one server-sent event; a larger one fails the stream.
@@ -25,18 +27,46 @@ type EventReader struct {
 	onEvent func()
 	buf     []byte
 	long    []byte
-	done    bool // the last event returned was [DONE]
+	done    bool   // the last event returned was [DONE]
+	frame   []byte // the last event's "data: ...\n\n" bytes, when buffered returned it
+
+	// The idle clock of an Upstream's stream, kept here rather than in the Exchange so that an
+	// event touches only the reader's memory: last is the monotonic time since origin of the
+	// latest event (0 before the first), read by the exchange's timer; onFirst runs at the
+	// first event only.
+	timed   bool
+	seen    bool
+	origin  time.Time
+	last    atomic.Int64
+	onFirst func()
 }
 
 // NewEventReader reads events from r; onEvent (optional) is called as each event completes.
 func NewEventReader(r io.Reader, onEvent func()) *EventReader {
-	return &EventReader{r: bufio.NewReaderSize(r, 32<<10), onEvent: onEvent}
+	return &EventReader{r: bufio.NewReaderSize(r, eventBufferBytes), onEvent: onEvent}
 }
+
+// eventBufferBytes is the size of an EventReader's buffer.
+const eventBufferBytes = 32 << 10
 
 // Next returns the data of the next event (its "data:" lines joined by newlines), valid until
 // the following call. io.EOF ends a stream cleanly only after [DONE]; before, it is
 // io.ErrUnexpectedEOF.
 func (e *EventReader) Next() ([]byte, error) {
+	e.frame = nil
+	if e.r.Buffered() == 0 {
+		// Wait for the backend's next write (one read: a token event usually arrives whole).
+		if _, err := e.r.Peek(1); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, io.EOF
+			}
+			return nil, fmt.Errorf("read backend stream: %w", err)
+		}
+	}
+	if v, ok := e.buffered(); ok {
+		e.event(v)
+		return v, nil
+	}
 	e.buf = e.buf[:0]
 	has := false
 	for {
@@ -51,7 +81,7 @@ func (e *EventReader) Next() ([]byte, error) {
 		if eof && len(line) == 0 {
 			if has {
 				// A last event without its blank line.
-				e.event()
+				e.event(e.buf)
 				return e.buf, nil
 			}
 			return nil, io.EOF
@@ -59,7 +89,7 @@ func (e *EventReader) Next() ([]byte, error) {
 		line = trimEOL(line)
 		if len(line) == 0 {
 			if has {
-				e.event()
+				e.event(e.buf)
 				return e.buf, nil
 			}
 			continue
@@ -117,8 +147,50 @@ func (e *EventReader) readLine() ([]byte, error) {
 	return e.long, err
 }
 
-func (e *EventReader) event() {
-	e.done = bytes.Equal(e.buf, Done)
+// buffered returns the data of the next event without copying it when the event is one
+// "data:" line ending in LF and a blank line, all in the reader's buffer (a model server's
+// token chunk): what the line-by-line path would return, as a slice of the buffer that stays
+// valid until the next read. Anything else (comments, other fields, several data lines, CR
+// line ends, a partly read event) is left to that path.
+func (e *EventReader) buffered() ([]byte, bool) {
+	n := e.r.Buffered()
+	if n < len("data:\n\n") {
+		return nil, false
+	}
+	b, _ := e.r.Peek(n) // never reads: n bytes are buffered
+	if !bytes.HasPrefix(b, dataField) {
+		return nil, false
+	}
+	nl := bytes.IndexByte(b, '\n')
+	if nl < 0 || nl+1 >= len(b) || b[nl+1] != '\n' || b[nl-1] == '\r' {
+		return nil, false
+	}
+	v := b[len(dataField):nl]
+	if len(v) > 0 && v[0] == ' ' {
+		v = v[1:]
+		e.frame = b[: nl+2 : nl+2]
+	}
+	_, _ = e.r.Discard(nl + 2) // buffered: cannot fail
+	return v[:len(v):len(v)], true
+}
+
+var dataField = []byte("data:")
+
+// Frame returns the last event as the backend wrote it, "data: ", its data and "\n\n", when
+// Next returned it from the reader's buffer and it had that form (one space after "data:");
+// nil otherwise. Valid until the next call to Next.
+func (e *EventReader) Frame() []byte { return e.frame }
+
+// event records an event's completion: [DONE], the idle clock, the callbacks.
+func (e *EventReader) event(data []byte) {
+	e.done = bytes.Equal(data, Done)
+	if e.timed {
+		e.last.Store(max(int64(time.Since(e.origin)), 1))
+		if !e.seen {
+			e.seen = true
+			e.onFirst()
+		}
+	}
 	if e.onEvent != nil {
 		e.onEvent()
 	}

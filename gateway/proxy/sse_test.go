@@ -3,8 +3,10 @@ package proxy
 import (
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func TestEventReader(t *testing.T) {
@@ -68,5 +70,56 @@ func TestHasEvent(t *testing.T) {
 		if got := e.HasEvent(); got != tc.want {
 			t.Errorf("%q: HasEvent after the first event = %v, want %v", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestEventReaderBuffered checks that events read from the reader's buffer without a copy (one
+// data line and a blank line, wholly buffered) are what the line-by-line path returns: the same
+// streams read whole and one byte per read (which leaves no whole event buffered) give the same
+// events, and a returned event's slice cannot be appended into the bytes that follow it.
+func TestEventReaderBuffered(t *testing.T) {
+	streams := []string{
+		"data: {\"a\":1}\n\ndata:{\"b\":2}\n\ndata: [DONE]\n\n",
+		"data:\n\ndata: \n\ndata:  two spaces\n\n",
+		"data: crlf\r\n\r\ndata: lf\n\ndata: cr in line\r\n\ndata: x\n\n",
+		": c\ndata: after comment\n\nevent: e\ndata: after field\n\ndata: a\ndata: b\n\n",
+		"data: one\n\n\n\ndata: two\n\ndata: last without blank line\n",
+		"id: 1\n\ndata: only\n\nretry: 5\n\n",
+	}
+	frames := 0
+	read := func(r io.Reader) []string {
+		var got []string
+		e := NewEventReader(r, nil)
+		for {
+			ev, err := e.Next()
+			if err != nil {
+				return append(got, "err: "+err.Error())
+			}
+			got = append(got, string(ev))
+			if f := e.Frame(); f != nil {
+				frames++
+				if string(f) != "data: "+string(ev)+"\n\n" {
+					t.Errorf("frame %q of event %q", f, ev)
+				}
+			}
+		}
+	}
+	for _, s := range streams {
+		whole, bytewise := read(strings.NewReader(s)), read(iotest.OneByteReader(strings.NewReader(s)))
+		if !slices.Equal(whole, bytewise) {
+			t.Errorf("%q:\n whole    %q\n bytewise %q", s, whole, bytewise)
+		}
+	}
+	if frames == 0 {
+		t.Error("no event had its frame")
+	}
+	// The first event fills the buffer (line by line); the second comes from the buffer.
+	e := NewEventReader(strings.NewReader("data: a\n\ndata: b\n\ndata: c\n\n"), nil)
+	for _, want := range []string{"a", "b", "c"} {
+		ev, err := e.Next()
+		if err != nil || string(ev) != want {
+			t.Fatalf("event %q %v after an append to the one before, want %q", ev, err, want)
+		}
+		_ = append(ev, "XXXXXXXXXXXX"...)
 	}
 }

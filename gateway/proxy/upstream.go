@@ -5,6 +5,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -98,13 +99,12 @@ type Exchange struct {
 	timer  *time.Timer
 	cause  atomic.Pointer[error]
 	idle   time.Duration
-	events bool
-	// origin and last time the events for the idle timeout: last is the monotonic time since
-	// origin of the latest event (0 before the first). An event stores it; the timer, when it
-	// fires, re-arms itself for what is left of the idle timeout (one clock read per event
-	// instead of a timer update).
+	// origin and clock time the events for the idle timeout: clock, a stream's reader, holds the
+	// monotonic time since origin of the latest event (0 before the first). An event stores it;
+	// the timer, when it fires, re-arms itself for what is left of the idle timeout (one clock
+	// read per event instead of a timer update). Nil for a whole response.
 	origin time.Time
-	last   atomic.Int64
+	clock  *EventReader
 }
 
 // StatusError is a non-2xx backend answer. Body holds up to 64 KiB of it.
@@ -151,6 +151,9 @@ func (u *Upstream) Send(ctx context.Context, addr, path string, body []byte, h h
 		first, cause = u.timeouts.Response, ErrResponseTimeout
 	}
 	x.cause.Store(&cause)
+	if stream {
+		x.clock = &EventReader{timed: true, origin: x.origin, onFirst: x.firstEvent}
+	}
 	x.timer = time.AfterFunc(first, x.expire)
 	req, err := http.NewRequestWithContext(cctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
 	if err != nil {
@@ -183,33 +186,39 @@ func (u *Upstream) Send(ctx context.Context, addr, path string, body []byte, h h
 	}
 	x.Resp = resp
 	if stream {
-		x.Stream = NewEventReader(resp.Body, x.onEvent)
+		x.clock.r = bufio.NewReaderSize(resp.Body, eventBufferBytes)
+		x.Stream = x.clock
 	}
 	return x, nil
 }
 
-// onEvent records each event's time for the idle timeout; the first switches the timer from
-// the first-token timeout to the idle timeout (called by the reader's goroutine only).
-func (x *Exchange) onEvent() {
-	x.last.Store(max(int64(time.Since(x.origin)), 1))
-	if !x.events {
-		x.events = true
-		idle := ErrIdleTimeout
-		x.cause.Store(&idle)
-		x.timer.Reset(x.idle)
-	}
+// firstEvent switches the timer from the first-token timeout to the idle timeout (called by
+// the stream's reader at its first event, after it stored the event's time).
+func (x *Exchange) firstEvent() {
+	idle := ErrIdleTimeout
+	x.cause.Store(&idle)
+	x.timer.Reset(x.idle)
 }
 
 // expire runs when the timer fires: after an event within the idle timeout it re-arms the
 // timer for the rest of it, else it ends the exchange with the timeout's cause.
 func (x *Exchange) expire() {
-	if l := x.last.Load(); l > 0 {
+	if l := x.lastEvent(); l > 0 {
 		if rest := time.Duration(l) + x.idle - time.Since(x.origin); rest > 0 {
 			x.timer.Reset(rest)
 			return
 		}
 	}
 	x.cancel(*x.cause.Load())
+}
+
+// lastEvent is the monotonic time since origin of the stream's latest event, 0 before the
+// first (and for a whole response).
+func (x *Exchange) lastEvent() int64 {
+	if x.clock == nil {
+		return 0
+	}
+	return x.clock.last.Load()
 }
 
 // Err maps a read error to its cause: a timeout of the gateway's rather than the transport's
