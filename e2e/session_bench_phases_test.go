@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/neuronetes/neuronetes/checkpoint/container"
 )
 
 // phase is one step of a resume: from the first stamp containing from to the first containing to.
@@ -32,7 +34,7 @@ type phase struct {
 // "" as to is the first token. A claimed host was created and started before the request, so
 // its pod phases are not seen; "Resuming -> restore picked up" is then the host's share.
 func resumePhases(name, pod string) []phase {
-	return []phase{
+	return append([]phase{
 		{name: "gateway holds, writes activity", from: "", to: "session " + name + " activity"},
 		{name: "controller sees activity, creates/claims host + Restore", from: "session " + name + " activity", to: "session " + name + " Resuming"},
 		{name: "pod created -> scheduled", from: "pod " + pod + " created", to: "pod " + pod + " PodScheduled"},
@@ -44,6 +46,23 @@ func resumePhases(name, pod string) []phase {
 		{name: "restore call -> CRIU restore done (incl. fetch wait)", from: "restore into " + pod + " starts", to: "CRIU restore into " + pod + " done"},
 		{name: "restore done -> session Running (pod Ready)", from: "CRIU restore into " + pod + " done", to: "session " + name + " Running"},
 		{name: "session Running -> first token (gateway wake, turn)", from: "session " + name + " Running", to: ""},
+	}, restoreStepPhases(pod)...)
+}
+
+// restoreStepPhases split "restore call -> CRIU restore done" into the container engine's
+// restore steps (container.WithRestoreSteps); listed after resumePhases' own, whose indices
+// reportBreakdown uses. The lazy-pages daemon's step is not seen in an eager restore (its
+// container create then counts from "prepared").
+func restoreStepPhases(pod string) []phase {
+	step := func(st container.RestoreStep) string { return restoreStepStamp(st, pod) }
+	return []phase{
+		{name: "  restore: staged (fetch, prefetch wait or cache open)", from: "restore into " + pod + " starts", to: step(container.StepStaged)},
+		{name: "  restore: host spec, mapped files, workspace", from: step(container.StepStaged), to: step(container.StepPrepared)},
+		{name: "  restore: lazy-pages daemon start", from: step(container.StepPrepared), to: step(container.StepLazyDaemon)},
+		{name: "  restore: containerd container + rootfs snapshot", from: step(container.StepLazyDaemon), to: step(container.StepContainer)},
+		{name: "  restore: CRIU restore (containerd task create)", from: step(container.StepContainer), to: step(container.StepCRIURestore)},
+		{name: "  restore: task start (the process runs)", from: step(container.StepCRIURestore), to: step(container.StepResumed)},
+		{name: "  restore: returned to the node agent", from: step(container.StepResumed), to: "CRIU restore into " + pod + " done"},
 	}
 }
 
@@ -190,6 +209,13 @@ func reportBreakdown(cold, resume time.Duration, rounds [][]phase, fl floors, la
 	}
 	fmt.Printf("session bench missing: restore done -> session Running %.3fs, session Running -> first token %.3fs\n", med[ps[9].name].Seconds(), med[ps[10].name].Seconds())
 	fmt.Printf("session bench missing: from the restore call to the restored agent (CRIU restore%s) %.3fs\n", map[bool]string{true: " with lazy pages", false: ", every page copied"}[lazy], restore.Seconds())
+	var split []string
+	for _, p := range restoreStepPhases("") {
+		if d, ok := med[p.name]; ok {
+			split = append(split, fmt.Sprintf("%s %.3fs", strings.TrimPrefix(p.name, "  restore: "), d.Seconds()))
+		}
+	}
+	fmt.Printf("session bench missing: that restore's steps (medians): %s\n", strings.Join(split, "; "))
 	if fetch > 0 {
 		fmt.Printf("session bench missing: the whole image is fetched and verified before CRIU runs (%.3fs, overlapped with the pod start); its floor here is max(disk read %.3fs, sha256 %.3fs) unless only the pages the first token touches are fetched: a page server that fetches and verifies chunks on demand is not built\n",
 			fetch.Seconds(), fl.diskRead.Seconds(), fl.sha256.Seconds())

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/checkpoint/container"
 	"github.com/neuronetes/neuronetes/checkpoint/store"
 	"github.com/neuronetes/neuronetes/nodeagent/snapshot"
 )
@@ -82,6 +83,7 @@ type timedEngine struct {
 // Restore implements snapshot.Engine.
 func (e *timedEngine) Restore(ctx context.Context, c snapshot.Container, k store.Key, id string, p store.ProgressFunc) error {
 	e.s.add("node agent: restore into " + c.Pod + " starts (host container runs; fetch, or wait for the prefetch)")
+	ctx = container.WithRestoreSteps(ctx, func(st container.RestoreStep) { e.s.add(restoreStepStamp(st, c.Pod)) })
 	err := e.Engine.Restore(ctx, c, k, id, func(pr store.Progress) {
 		if pr.Done == pr.Total {
 			e.s.add(fmt.Sprintf("node agent: store fetch of %d MiB done into %s; CRIU restore starts", pr.Total>>20, c.Pod))
@@ -92,6 +94,11 @@ func (e *timedEngine) Restore(ctx context.Context, c snapshot.Container, k store
 	})
 	e.s.add(fmt.Sprintf("node agent: CRIU restore into %s done (err %v)", c.Pod, err))
 	return err
+}
+
+// restoreStepStamp is the stamp of the container engine's restore step st into pod.
+func restoreStepStamp(st container.RestoreStep, pod string) string {
+	return fmt.Sprintf("node agent: restore step %s into %s", st, pod)
 }
 
 // Prefetch implements snapshot.Prefetcher: the fetch of a resume's checkpoint while its host pod

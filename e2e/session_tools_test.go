@@ -90,8 +90,20 @@ func sessionEgressPolicy(hostIP string, toolPort, redisPort int) *networkingv1.N
 // still holds the three answers (same SHA-256), finds the journal (three lines, then the fourth
 // appended through the file it kept open), and calls the tool again as the session (the proxy's
 // audit names both pods). From the restored pod, a server in another namespace, which the test
-// itself reaches, is refused three times in a row.
-func TestAgentSessionToolsWorkspace(t *testing.T) {
+// itself reaches, and an unlabelled pod of the session's own namespace are refused three times
+// in a row.
+func TestAgentSessionToolsWorkspace(t *testing.T) { runSessionToolsWorkspace(t, false) }
+
+// TestAgentSessionToolsWarmRestoreHost is TestAgentSessionToolsWorkspace with the class keeping
+// one warm restore host and the session the default workspace limit: the fourth turn resumes the
+// session into the claimed host (checkWarmHostClaimed), where the restored process keeps its
+// memory and journal and calls the tool through the proxy as the session, while its dials to a
+// pod of another namespace and to an unlabelled pod of its own namespace are refused.
+func TestAgentSessionToolsWarmRestoreHost(t *testing.T) { runSessionToolsWorkspace(t, true) }
+
+// runSessionToolsWorkspace is the tool-using session's test; warmHost: the class keeps a warm
+// restore host and the resume must claim it.
+func runSessionToolsWorkspace(t *testing.T, warmHost bool) {
 	e := requireEnv(t)
 	sock := filepath.Join(e.Root, ".local", "containerd", "containerd.sock")
 	if _, err := os.Stat(sock); err != nil {
@@ -115,7 +127,10 @@ func TestAgentSessionToolsWorkspace(t *testing.T) {
 	applyAPIKeyTenant(t, e, ns, gatewayAPIKey)
 	// A server in another namespace, which the session's policy must keep its pods from.
 	outside := e.Namespace(t, "sess-tools-out")
-	e.Apply(t, outside, netcheckServer("listener", "", e.Image(t, "netcheck", "./e2e/cmd/netcheck"), ":8080", false))
+	netcheckImg := e.Image(t, "netcheck", "./e2e/cmd/netcheck")
+	e.Apply(t, outside, netcheckServer("listener", "", netcheckImg, ":8080", false))
+	// And an ordinary pod of the session's own namespace, which no session policy selects.
+	e.Apply(t, ns, netcheckServer("peer", "", netcheckImg, ":8080", false))
 	g := startGateway(t, e, ns, "--agent-sessions", "--session-resume-timeout=2m")
 	redis := bridgeRedis(t)
 
@@ -154,6 +169,9 @@ spec:
 				SecurityContext: &corev1.SecurityContext{RunAsUser: &root},
 				Env:             []corev1.EnvVar{{Name: "GODEBUG", Value: "multipathtcp=0"}}}},
 		}}}}
+	if warmHost {
+		class.Spec.Sessions = &v1alpha1.SessionsConfig{WarmRestoreHosts: 1}
+	}
 	c := crClient(t, e.Config)
 	if err := c.Create(ctx, class); err != nil {
 		t.Fatal(err)
@@ -228,6 +246,10 @@ spec:
 	}
 
 	idle, limit := 20*time.Second, resource.MustParse("64Mi")
+	if warmHost {
+		// A session with another limit than the default gets a host pod of its own.
+		limit = agentsession.DefaultWorkspaceSizeLimit.DeepCopy()
+	}
 	if err := c.Create(ctx, &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w"},
 		Spec: v1alpha1.AgentSessionSpec{ClassRef: v1alpha1.LocalObjectReference{Name: "tools"},
 			IdleTimeout: &metav1.Duration{Duration: idle}, WorkspaceSizeLimit: &limit}}); err != nil {
@@ -261,6 +283,15 @@ spec:
 		t.Fatalf("checkpoint %s holds no workspace archive: %+v", m.ID, m.Files)
 	}
 
+	if warmHost {
+		Eventually(t, 2*time.Minute, "a running warm restore host in "+ns, func() (bool, error) {
+			var l corev1.PodList
+			if err := c.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{v1alpha1.WarmPoolLabel: "tools", v1alpha1.WarmRestoreHostLabel: "true"}); err != nil {
+				return false, err
+			}
+			return len(l.Items) == 1 && l.Items[0].Status.Phase == corev1.PodRunning, fmt.Errorf("%d hosts", len(l.Items))
+		})
+	}
 	r := g.sessionChat(t, gatewayAPIKey, "w", "turn 4: what did the tool say before?")
 	if r.status != http.StatusOK || !strings.Contains(r.content, "turn 4; I remember 4 tool answers") {
 		t.Fatalf("turn 4 through the gateway after the suspension: %d %s", r.status, r.body)
@@ -271,6 +302,9 @@ spec:
 		t.Fatalf("after turn 4: phase %s pod %q (first %q), served by %q", s.Status.Phase, second, first, r.header.Get("X-Neuronetes-Pod"))
 	}
 	t.Logf("resumed into %s through the gateway: first token after %s", second, r.ttft.Round(time.Millisecond))
+	if warmHost {
+		checkWarmHostClaimed(ctx, t, c, s)
+	}
 	ip2 := podIP(second)
 	var after sessionAgentState
 	if err := sessionAgentGet(ip2, "/state", &after); err != nil {
@@ -310,9 +344,12 @@ spec:
 		t.Fatal(err)
 	}
 	listener := net.JoinHostPort(e.WaitPodRunning(t, outside, "listener", 2*time.Minute).Status.PodIP, "8080")
-	if conn, err := net.DialTimeout("tcp", listener, 5*time.Second); err != nil {
-		t.Fatalf("the listener %s does not accept the test's own connection: %v", listener, err)
-	} else {
+	peer := net.JoinHostPort(e.WaitPodRunning(t, ns, "peer", 2*time.Minute).Status.PodIP, "8080")
+	for _, target := range []string{listener, peer} {
+		conn, err := net.DialTimeout("tcp", target, 5*time.Second)
+		if err != nil {
+			t.Fatalf("the listener %s does not accept the test's own connection: %v", target, err)
+		}
 		conn.Close()
 	}
 	dialFrom := func(target string) string {
@@ -331,15 +368,25 @@ spec:
 			t.Errorf("the session pod cannot reach %s: %s", ok, msg)
 		}
 	}
-	refusals := 0
-	Eventually(t, time.Minute, listener+" refused 3 times in a row from the resumed session's pod", func() (bool, error) {
-		if msg := dialFrom(listener); msg == "" {
-			refusals = 0
-			return false, fmt.Errorf("connected: the session policy lets the session's pod reach %s", listener)
-		}
-		refusals++
-		return refusals >= 3, nil
-	})
+	for _, target := range []string{listener, peer} {
+		refusals := 0
+		Eventually(t, time.Minute, target+" refused 3 times in a row from the resumed session's pod", func() (bool, error) {
+			if msg := dialFrom(target); msg == "" {
+				refusals = 0
+				return false, fmt.Errorf("connected: the session policy lets the session's pod %s reach %s", second, target)
+			}
+			refusals++
+			return refusals >= 3, nil
+		})
+	}
+	// The allowed egress still works after the refusals: the tool proxy answers the restored
+	// process's next turn.
+	if r := g.sessionChat(t, gatewayAPIKey, "w", "turn 5: one more look-up"); r.status != http.StatusOK || !strings.Contains(r.content, "turn 5; I remember 5 tool answers") {
+		t.Fatalf("turn 5 through the gateway after the refused dials: %d %s", r.status, r.body)
+	}
+	if n := calls.Load(); n != 5 {
+		t.Fatalf("the tool was called %d times, want 5", n)
+	}
 }
 
 // logSessionObjects logs a namespace's AgentCheckpoints and events (a failed test's context).

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -224,9 +225,14 @@ func TestContainerCheckpointRestoreIntoHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, err := e.Restore(ctx, "nn-ckpt-host", testKey("agent"), "ck1", RestoreOptions{})
+	var steps []RestoreStep
+	name, err := e.Restore(WithRestoreSteps(ctx, func(s RestoreStep) { steps = append(steps, s) }), "nn-ckpt-host", testKey("agent"), "ck1", RestoreOptions{})
 	if err != nil {
 		t.Fatalf("Restore: %v", err)
+	}
+	// An eager restore starts no lazy-pages daemon.
+	if want := []RestoreStep{StepStaged, StepPrepared, StepContainer, StepCRIURestore, StepResumed}; !slices.Equal(steps, want) {
+		t.Errorf("restore steps %q, want %q", steps, want)
 	}
 	task, after := verifyRestored(t, ctx, e, name, dir)
 	if after.Digest != before.Digest || after.Counter < dumped.Counter {

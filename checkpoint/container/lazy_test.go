@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,11 +21,16 @@ import (
 func TestContainerLazyRestore(t *testing.T) {
 	ctx, e, dir, before, dumped := lazySetup(t, "nn-lazy")
 	start := time.Now()
-	name, err := e.Restore(ctx, "nn-lazy-host", testKey("agent"), "ck1", RestoreOptions{LazyPages: true})
+	var steps []RestoreStep
+	sctx := WithRestoreSteps(ctx, func(s RestoreStep) { steps = append(steps, s) })
+	name, err := e.Restore(sctx, "nn-lazy-host", testKey("agent"), "ck1", RestoreOptions{LazyPages: true})
 	if err != nil {
 		t.Fatalf("lazy Restore: %v", err)
 	}
 	restored := time.Since(start)
+	if want := []RestoreStep{StepStaged, StepPrepared, StepLazyDaemon, StepContainer, StepCRIURestore, StepResumed}; !slices.Equal(steps, want) {
+		t.Errorf("lazy restore steps %q, want %q", steps, want)
+	}
 	if _, running := e.lazy.Load(name); !running {
 		t.Log("the lazy-pages daemon was done before Restore returned")
 	}

@@ -57,6 +57,7 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 	if err != nil {
 		return "", err
 	}
+	restoreStep(ctx, StepStaged)
 	var lazy *lazyRestore
 	defer func() {
 		if lazy == nil { // a running lazy restore cleans up once its pages are served
@@ -96,6 +97,7 @@ func (e *Engine) Restore(ctx context.Context, hostID string, k store.Key, ckID s
 			return "", fmt.Errorf("checkpoint %s/%s: %w", k, ckID, err)
 		}
 	}
+	restoreStep(ctx, StepPrepared)
 	fetched := time.Now()
 	labels := map[string]string{LabelRestoredFrom: k.String() + "/" + ckID, LabelHost: hostID}
 	wantLazy := o.LazyPages || e.LazyPages
@@ -183,6 +185,7 @@ func (e *Engine) restoreTask(ctx context.Context, spec *specs.Spec, meta Meta, l
 		if lz, err = e.startLazy(spec, name, imgRoot, work); err != nil {
 			return nil, nil, err
 		}
+		restoreStep(ctx, StepLazyDaemon)
 	}
 	fail := func(cause error) (containerd.Task, *lazyRestore, error) {
 		if lz != nil {
@@ -214,6 +217,7 @@ func (e *Engine) restoreTask(ctx context.Context, spec *specs.Spec, meta Meta, l
 	if err != nil {
 		return fail(fmt.Errorf("create restored container %s: %w", name, err))
 	}
+	restoreStep(ctx, StepContainer)
 	cleanup := func(cause error) (containerd.Task, *lazyRestore, error) {
 		return fail(errors.Join(cause, e.Remove(ctx, name)))
 	}
@@ -225,6 +229,7 @@ func (e *Engine) restoreTask(ctx context.Context, spec *specs.Spec, meta Meta, l
 	if err != nil {
 		return cleanup(fmt.Errorf("create restore task: %w%s", err, criuLog(work, "restore.log")))
 	}
+	restoreStep(ctx, StepCRIURestore)
 	if err := task.Start(ctx); err != nil {
 		return cleanup(fmt.Errorf("restore task: %w%s", err, criuLog(work, "restore.log")))
 	}
@@ -232,6 +237,7 @@ func (e *Engine) restoreTask(ctx context.Context, spec *specs.Spec, meta Meta, l
 		lz.release = release
 		e.started(ctx, name, lz)
 	}
+	restoreStep(ctx, StepResumed)
 	return task, lz, nil
 }
 
