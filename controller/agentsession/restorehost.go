@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
@@ -58,17 +57,11 @@ func hostRunning(p *corev1.Pod) bool {
 // and startup probes dropped) with the class's defaults, labelled as a warm pod (WarmPoolLabel,
 // the hash) and WarmRestoreHostLabel, running as its own ServiceAccount name.
 func BuildWarmRestoreHost(class *nnv1.AgentClass, name, hash, image string) (*corev1.Pod, error) {
-	s := &nnv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: class.Namespace}}
-	pod, err := BuildPod(s, class, 0, image)
+	pod, err := buildWarm(class, name, hash, image)
 	if err != nil {
 		return nil, err
 	}
-	pod.Name = name
-	delete(pod.Labels, nnv1.SessionLabel)
-	pod.Labels[nnv1.WarmPoolLabel] = class.Name
-	pod.Labels[nnv1.WarmPoolTemplateHashLabel] = hash
 	pod.Labels[nnv1.WarmRestoreHostLabel] = "true"
-	pod.Spec.ServiceAccountName = name
 	return pod, nil
 }
 

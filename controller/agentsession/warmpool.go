@@ -183,8 +183,15 @@ func fitsWarmPods(s *nnv1.AgentSession, class *nnv1.AgentClass) (bool, string) {
 // first pod with the class's defaults: labelled WarmPoolLabel=<class> and the template hash
 // instead of SessionLabel, running as its own ServiceAccount name.
 func BuildWarmPod(class *nnv1.AgentClass, name, hash string) (*corev1.Pod, error) {
+	return buildWarm(class, name, hash, "")
+}
+
+// buildWarm renders an unclaimed warm pod of class named name by BuildPod (image "" for a
+// session's first pod, else a resume's host pod running image): labelled WarmPoolLabel=<class>
+// and the template hash instead of SessionLabel, running as its own ServiceAccount name.
+func buildWarm(class *nnv1.AgentClass, name, hash, image string) (*corev1.Pod, error) {
 	s := &nnv1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: class.Namespace}}
-	pod, err := BuildPod(s, class, 0, "")
+	pod, err := BuildPod(s, class, 0, image)
 	if err != nil {
 		return nil, err
 	}
