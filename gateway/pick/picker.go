@@ -260,8 +260,7 @@ func (p *Picker) candidates(pool *route.Pool, in Input) ([]candidate, int) {
 			continue
 		}
 		reqs, tokens, _ := p.Load.Pod(pool.Ref, e.Pod)
-		srv, hasSrv := p.Metrics.Get(e.MetricsURL)
-		noCache := p.Metrics.NoPrefixCaching(e.MetricsURL)
+		srv, hasSrv, noCache := p.Metrics.Lookup(e.MetricsURL)
 		if noCache {
 			// What the approximate index remembers sending the pod is not in its cache.
 			delete(matched, e.Pod)

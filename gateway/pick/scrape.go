@@ -93,20 +93,28 @@ func (s *Scraper) interval() time.Duration {
 
 // Get returns the fresh metrics of the endpoint at url.
 func (s *Scraper) Get(url string) (ServerMetrics, bool) {
+	m, fresh, _ := s.Lookup(url)
+	return m, fresh
+}
+
+// Lookup returns, under one read of the table, the fresh metrics of the endpoint at url (false
+// when none are fresh) and whether it ever said it does not cache prefixes (NoPrefixCaching).
+func (s *Scraper) Lookup(url string) (m ServerMetrics, fresh, noCache bool) {
 	if s == nil || url == "" {
-		return ServerMetrics{}, false
+		return ServerMetrics{}, false, false
 	}
 	s.mu.RLock()
 	m, ok := s.m[url]
+	noCache = s.noCache[url]
 	s.mu.RUnlock()
 	stale := s.StaleAfter
 	if stale <= 0 {
 		stale = 3 * s.interval()
 	}
 	if !ok || s.now().Sub(m.At) > stale {
-		return ServerMetrics{}, false
+		return ServerMetrics{}, false, noCache
 	}
-	return m, true
+	return m, true, noCache
 }
 
 // Set stores a sample (for tests and for callers that scrape themselves).
@@ -127,12 +135,8 @@ func (s *Scraper) Set(url string, m ServerMetrics) {
 // enable_prefix_caching="False"): what the approximate index remembers sending it is then not
 // in its cache.
 func (s *Scraper) NoPrefixCaching(url string) bool {
-	if s == nil || url == "" {
-		return false
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.noCache[url]
+	_, _, noCache := s.Lookup(url)
+	return noCache
 }
 
 // Run scrapes until ctx ends.
