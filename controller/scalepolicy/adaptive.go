@@ -628,3 +628,13 @@ func (a *Autoscaler) Learned() (headroom float64, memory time.Duration, ok bool)
 	}
 	return a.adapt.headroom(), a.adapt.st.Memory, true
 }
+
+// RememberedPeak is the peak need the adaptive policy's memory holds at now
+// (recurringPeak: the headroom multiplies it); ok is false for a policy
+// without adaptation.
+func (a *Autoscaler) RememberedPeak(now time.Time) (peak float64, ok bool) {
+	if a.adapt == nil {
+		return 0, false
+	}
+	return a.adapt.recurringPeak(now), true
+}
