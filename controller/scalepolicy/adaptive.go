@@ -303,6 +303,45 @@ func (a *adapter) peak(from, to time.Time) float64 {
 	return p
 }
 
+// recurringPeak is the peak the memory holds at now: the highest need of
+// the bins within the memory whose level is known to come back. A bin
+// younger than adaptPeriod always counts; an older one counts only when the
+// history (all of it, not only the memory) holds another bin at least
+// 1/e^adaptGain of its need (within one raise) more than startupLag away
+// from it: a level the load has left and come back to. A peak seen once
+// (one burst beyond every other) is held for adaptPeriod, the time scale
+// over which the misses would have shown it was needed, and not for the
+// whole memory; a level seen again, however far apart, is held for the
+// whole memory.
+func (a *adapter) recurringPeak(now time.Time) float64 {
+	lo, hi := binIndex(now.Add(-a.st.Memory)), binIndex(now)
+	young := binIndex(now.Add(-adaptPeriod))
+	sep := int64(startupLag / adaptBin)
+	bs := a.st.Bins
+	p := 0.0
+	for _, b := range bs {
+		if b.Index < lo || b.Index > hi || b.Need <= p {
+			continue
+		}
+		if b.Index >= young || a.recurs(b, sep) {
+			p = b.Need
+		}
+	}
+	return p
+}
+
+// recurs reports whether another bin of the history, more than sep bins away
+// from b, reached at least b's need / e^adaptGain.
+func (a *adapter) recurs(b AdaptiveBin, sep int64) bool {
+	level := b.Need * math.Exp(-adaptGain)
+	for _, o := range a.st.Bins {
+		if (o.Index > b.Index+sep || o.Index < b.Index-sep) && o.Need >= level {
+			return true
+		}
+	}
+	return false
+}
+
 // at returns the bin of t, if it is in the history.
 func (a *adapter) at(t time.Time) (AdaptiveBin, bool) {
 	i := binIndex(t)
@@ -433,7 +472,7 @@ func (a *adapter) decide(in Input, need, logged, backlog float64, ok bool) float
 	// Never below the demand measured now plus its backlog: a pool short of
 	// its current demand queues without bound, whatever the SLO allows. The
 	// backlog is not remembered: once drained, it needs no capacity.
-	peak := a.peak(now.Add(-st.Memory), now)
+	peak := a.recurringPeak(now)
 	if st.Scale > 0 {
 		peak = a.meanPeak(now.Add(-st.Memory), now)
 	}
@@ -588,4 +627,14 @@ func (a *Autoscaler) Learned() (headroom float64, memory time.Duration, ok bool)
 		return 0, 0, false
 	}
 	return a.adapt.headroom(), a.adapt.st.Memory, true
+}
+
+// RememberedPeak is the peak need the adaptive policy's memory holds at now
+// (recurringPeak: the headroom multiplies it); ok is false for a policy
+// without adaptation.
+func (a *Autoscaler) RememberedPeak(now time.Time) (peak float64, ok bool) {
+	if a.adapt == nil {
+		return 0, false
+	}
+	return a.adapt.recurringPeak(now), true
 }

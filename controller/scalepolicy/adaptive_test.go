@@ -476,3 +476,47 @@ func TestAdaptiveRaisesWhenARememberedLoadReturns(t *testing.T) {
 		t.Fatalf("misses of a load returning to the remembered peak: headroom %.3f -> %.3f, want a raise", before, after)
 	}
 }
+
+func TestAdaptiveHoldsARecurringPeakForTheMemory(t *testing.T) {
+	// A need of 2 for the last hour of 10 s bins, with bursts (bins ago:
+	// need); the memory is 20 minutes and the headroom 1, so the pool holds
+	// the peak the memory keeps. A burst older than adaptPeriod (60 bins)
+	// counts only when its level (within e^adaptGain) came back more than
+	// startupLag (6 bins) away from it, anywhere in the history.
+	tests := []struct {
+		name   string
+		bursts map[int]float64
+		want   int32
+	}{
+		{"no burst", nil, 2},
+		{"a burst seen once, 12 minutes ago", map[int]float64{72: 10}, 2},
+		{"a burst seen once, 5 minutes ago", map[int]float64{30: 10}, 10},
+		{"a burst whose level came back 18 minutes ago", map[int]float64{72: 10, 108: 8}, 10},
+		{"a burst whose level came back before the memory", map[int]float64{72: 10, 210: 9}, 10},
+		{"a burst whose level came back within a cold start is one burst", map[int]float64{72: 10, 75: 9}, 2},
+		{"a lesser burst whose level came back is held", map[int]float64{72: 10, 84: 6, 180: 5}, 6},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := New(adaptivePolicy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := t0.Add(2 * time.Hour)
+			for i := 360; i > 0; i-- {
+				b := a.adapt.bin(now.Add(-time.Duration(i) * adaptBin))
+				b.Need, b.Provision = 2, 2
+				if v, ok := tc.bursts[i]; ok {
+					b.Need = v
+				}
+			}
+			a.adapt.st.Last, a.adapt.st.Rate = now.Add(-5*time.Second), 4
+			d := a.Decide(Input{Now: now, CurrentReplicas: 2, QueueLag: -1,
+				Metrics: map[MetricType]MetricValue{TokensPerSecond: {Value: 100, Valid: true}},
+				TTFT:    TTFTCounts{Total: 20, WithinSLO: 20, WithinMargin: 20}})
+			if d.Desired != tc.want {
+				t.Fatalf("desired %d, want %d: %s", d.Desired, tc.want, d.Message)
+			}
+		})
+	}
+}

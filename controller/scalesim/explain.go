@@ -44,13 +44,11 @@ func (e *explainer) Decide(v View) int {
 		return n
 	}
 	now := epoch.Add(time.Duration(v.Now() * float64(time.Second)))
-	lo, hi := now.Add(-st.Memory).UnixNano()/int64(10*time.Second), now.UnixNano()/int64(10*time.Second)
-	peak, target, recent := 0.0, 0.0, 0.0
+	hi := now.UnixNano() / int64(10*time.Second)
+	peak, _ := e.Decider.a.RememberedPeak(now)
+	target, recent := 0.0, 0.0
 	rlo := now.Add(-time.Minute).UnixNano() / int64(10*time.Second)
 	for _, b := range st.Bins {
-		if b.Index >= lo && b.Index <= hi {
-			peak = math.Max(peak, b.Need)
-		}
 		if b.Index >= rlo && b.Index <= hi && b.Span > 0 {
 			recent = math.Max(recent, b.Work/b.Span)
 		}
