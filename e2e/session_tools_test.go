@@ -105,17 +105,7 @@ func TestAgentSessionToolsWarmRestoreHost(t *testing.T) { runSessionToolsWorkspa
 // restore host and the resume must claim it.
 func runSessionToolsWorkspace(t *testing.T, warmHost bool) {
 	e := requireEnv(t)
-	sock := filepath.Join(e.Root, ".local", "containerd", "containerd.sock")
-	if _, err := os.Stat(sock); err != nil {
-		testreq.Tool(t, "containerd", "socket %s: %v", sock, err)
-	}
-	criuPath, err := criu.Locate()
-	if err != nil {
-		testreq.Tool(t, "criu", "not found (hack/test-deps.d/30-criu.sh builds it): %v", err)
-	}
-	if err := criu.Check(context.Background(), criuPath); err != nil {
-		testreq.Tool(t, "criu", "criu check fails here: %v", err)
-	}
+	sock := requireSessionCRIU(t, e)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	ctrlInstallCRDs(t, e)
@@ -205,16 +195,7 @@ spec:
 	mctx, mcancel := context.WithCancel(ctx)
 	defer mcancel()
 	go func() { _ = mgr.Start(mctx) }()
-	t.Cleanup(func() {
-		var pods corev1.PodList
-		if err := c.List(context.Background(), &pods, client.InNamespace(ns)); err == nil {
-			for _, p := range pods.Items {
-				if len(p.Status.ContainerStatuses) > 0 {
-					removeRestored(t, engine.C, p.Status.ContainerStatuses[0].ContainerID)
-				}
-			}
-		}
-	})
+	t.Cleanup(func() { removeRestoredIn(t, c, engine, ns) })
 	t.Cleanup(func() {
 		if t.Failed() {
 			logSessionObjects(t, c, ns)
@@ -386,6 +367,58 @@ spec:
 	}
 	if n := calls.Load(); n != 5 {
 		t.Fatalf("the tool was called %d times, want 5", n)
+	}
+}
+
+// requireSessionCRIU skips unless the local cluster's containerd socket and a working CRIU are
+// there (what the in-process node agent's checkpointing needs), and returns the socket's path.
+func requireSessionCRIU(t *testing.T, e *Env) string {
+	t.Helper()
+	sock := filepath.Join(e.Root, ".local", "containerd", "containerd.sock")
+	if _, err := os.Stat(sock); err != nil {
+		testreq.Tool(t, "containerd", "socket %s: %v", sock, err)
+	}
+	criuPath, err := criu.Locate()
+	if err != nil {
+		testreq.Tool(t, "criu", "not found (hack/test-deps.d/30-criu.sh builds it): %v", err)
+	}
+	if err := criu.Check(context.Background(), criuPath); err != nil {
+		testreq.Tool(t, "criu", "criu check fails here: %v", err)
+	}
+	return sock
+}
+
+// startSessionNodeAgent runs the node agent's checkpointing (the AgentCheckpoint reconciler with
+// a containerd engine, a store in a temporary directory) in-process until the test ends.
+func startSessionNodeAgent(ctx context.Context, t *testing.T, e *Env, sock string) *snapshot.ContainerdEngine {
+	t.Helper()
+	mgr, err := ctrl.NewManager(e.Config, snapshotManagerOptions(ctrlScheme(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := snapshot.NewEngine(ctx, snapshot.Config{ContainerdSocket: sock, StoreDir: t.TempDir(), WorkDir: t.TempDir(), SigningKeyFile: writeSigningKey(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snapshot.Setup(mgr, snapshot.Options{NodeName: e.NodeName, Engine: engine}); err != nil {
+		t.Fatal(err)
+	}
+	mctx, mcancel := context.WithCancel(ctx)
+	t.Cleanup(mcancel)
+	go func() { _ = mgr.Start(mctx) }()
+	return engine
+}
+
+// removeRestoredIn removes the containers the node agent restored into the pods of ns (call it
+// before the pods go).
+func removeRestoredIn(t *testing.T, c client.Client, engine *snapshot.ContainerdEngine, ns string) {
+	var pods corev1.PodList
+	if err := c.List(context.Background(), &pods, client.InNamespace(ns)); err == nil {
+		for _, p := range pods.Items {
+			if len(p.Status.ContainerStatuses) > 0 {
+				removeRestored(t, engine.C, p.Status.ContainerStatuses[0].ContainerID)
+			}
+		}
 	}
 }
 

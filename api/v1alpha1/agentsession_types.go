@@ -81,10 +81,18 @@ type AgentSessionStatus struct {
 	// <session>-<pods+1>.
 	// +optional
 	Pods int32 `json:"pods,omitempty"`
-	// ServiceAccountName is the session's own ServiceAccount when it is not session-<name>: the
-	// one created with the warm pod the session claimed, which the session now owns.
+	// ServiceAccountName is the ServiceAccount the session's pods run as now, which the session
+	// owns: session-<name>, created with its first pod, or the one created with the warm pod or
+	// warm restore host the session last claimed. Empty before the session's first pod (and on
+	// sessions whose status predates the field being set for session-<name>).
 	// +optional
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// RetiredServiceAccountNames are the session's ServiceAccounts it no longer runs as: the one
+	// it ran as before a claim moved it to another (serviceAccountName). The controller deletes
+	// each once none of the session's pods runs as it, and then drops it from this list.
+	// +listType=set
+	// +optional
+	RetiredServiceAccountNames []string `json:"retiredServiceAccountNames,omitempty"`
 	// LastActivity is the last activity the controller saw.
 	// +optional
 	LastActivity *metav1.Time `json:"lastActivity,omitempty"`

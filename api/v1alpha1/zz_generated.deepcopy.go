@@ -700,6 +700,11 @@ func (in *AgentSessionStatus) DeepCopyInto(out *AgentSessionStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.RetiredServiceAccountNames != nil {
+		in, out := &in.RetiredServiceAccountNames, &out.RetiredServiceAccountNames
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.LastActivity != nil {
 		in, out := &in.LastActivity, &out.LastActivity
 		*out = (*in).DeepCopy()

@@ -28,6 +28,11 @@ func (r *Reconciler) warmPoolStep(ctx context.Context, s *nnv1.AgentSession, d *
 	if err := r.ensureServiceAccount(ctx, s); err != nil {
 		return false, err
 	}
+	// After the adoption: the ServiceAccount the session runs as now is its own before an
+	// earlier one goes.
+	if err := r.retireServiceAccounts(ctx, s); err != nil {
+		return false, err
+	}
 	if d.Action == CreatePod && d.Phase == nnv1.SessionResuming {
 		// A resume into a running warm restore host; the phase stays Resuming until the
 		// restored process serves.
@@ -75,9 +80,10 @@ func (r *Reconciler) claim(ctx context.Context, s *nnv1.AgentSession, now time.T
 	}
 	{
 		t := metav1.NewTime(now)
+		// A session whose pod was lost without a checkpoint retires the ServiceAccount it ran as.
+		useServiceAccount(s, p.Spec.ServiceAccountName)
 		s.Status.Pods++
 		s.Status.PodName, s.Status.NodeName = p.Name, p.Spec.NodeName
-		s.Status.ServiceAccountName = p.Spec.ServiceAccountName
 		s.Status.LastActivity, s.Status.DrainedNode = &t, ""
 		logger.Info("Claimed a warm pod", "pod", p.Name, "serviceAccount", p.Spec.ServiceAccountName)
 		// The ServiceAccount stays the class's until the next reconcile adopts it
@@ -141,8 +147,8 @@ func (r *Reconciler) listWarm(ctx context.Context, class *nnv1.AgentClass, hosts
 // ensureServiceAccount adopts the session's claimed ServiceAccount once per session and
 // controller run: every reconcile after the claim calls it, the first one patches.
 func (r *Reconciler) ensureServiceAccount(ctx context.Context, s *nnv1.AgentSession) error {
-	if s.Status.ServiceAccountName == "" {
-		return nil
+	if s.Status.ServiceAccountName == "" || s.Status.ServiceAccountName == ServiceAccountName(s.Name) {
+		return nil // none yet, or session-<s>, created owned by the session
 	}
 	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 	want := string(s.UID) + "/" + s.Status.ServiceAccountName
@@ -162,7 +168,7 @@ func (r *Reconciler) ensureServiceAccount(ctx context.Context, s *nnv1.AgentSess
 // patch, no read; repeating it changes nothing. Nothing to do for a session that claimed none.
 func (r *Reconciler) adoptServiceAccount(ctx context.Context, s *nnv1.AgentSession) error {
 	name := s.Status.ServiceAccountName
-	if name == "" {
+	if name == "" || name == ServiceAccountName(s.Name) {
 		return nil
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{

@@ -326,9 +326,9 @@ func (r *Reconciler) createPod(ctx context.Context, s *nnv1.AgentSession, resume
 			return err
 		}
 	}
-	if s.Status.ServiceAccountName != "" {
+	if sa := s.Status.ServiceAccountName; sa != "" && sa != ServiceAccountName(s.Name) {
 		// The ServiceAccount of the warm pod the session claimed is its own (adoptServiceAccount).
-		pod.Spec.ServiceAccountName = s.Status.ServiceAccountName
+		pod.Spec.ServiceAccountName = sa
 	} else {
 		f := false
 		sa := &corev1.ServiceAccount{
@@ -338,6 +338,7 @@ func (r *Reconciler) createPod(ctx context.Context, s *nnv1.AgentSession, resume
 		if err := r.create(ctx, s, sa); err != nil {
 			return err
 		}
+		s.Status.ServiceAccountName = sa.Name
 	}
 	if r.NetworkPolicy != nil {
 		// Before the pod, so that it never runs unconfined.

@@ -45,9 +45,11 @@ func (r *Reconciler) claimRestoreHost(ctx context.Context, s *nnv1.AgentSession)
 		return false, err
 	}
 	r.hostClaims.record(types.NamespacedName{Namespace: class.Namespace, Name: class.Name}, r.now())
+	// The ServiceAccount it ran as until now is retired: retireServiceAccounts deletes it once
+	// the host's is adopted and no pod of the session runs as it.
+	useServiceAccount(s, p.Spec.ServiceAccountName)
 	s.Status.Pods++
 	s.Status.PodName = p.Name
-	s.Status.ServiceAccountName = p.Spec.ServiceAccountName
 	logger.Info("Claimed a warm restore host", "pod", p.Name, "node", p.Spec.NodeName, "checkpointNode", node, "serviceAccount", p.Spec.ServiceAccountName)
 	r.event(s, corev1.EventTypeNormal, ClaimHostReason, fmt.Sprintf("resuming into warm restore host %s on %s", p.Name, p.Spec.NodeName))
 	rs, err := NewRestore(s, p.Name, s.Status.Pods)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
@@ -184,6 +185,16 @@ func TestResumeIntoWarmRestoreHost(t *testing.T) {
 	}
 	h.ready("s1-1")
 	got := h.step(nnv1.SessionRunning)
+	if got.Status.ServiceAccountName != "session-s1" {
+		t.Fatalf("status.serviceAccountName %q, want session-s1 (the fresh session's own)", got.Status.ServiceAccountName)
+	}
+	// s1-1 lingers after its deletion (a finalizer, as a kubelet still stopping it would).
+	var p1 corev1.Pod
+	_ = h.c.Get(ctx, types.NamespacedName{Namespace: "a", Name: "s1-1"}, &p1)
+	p1.Finalizers = []string{"test/lingers"}
+	if err := h.c.Update(ctx, &p1); err != nil {
+		t.Fatal(err)
+	}
 	got.Spec.Suspend = true
 	if err := h.c.Update(ctx, got); err != nil {
 		t.Fatal(err)
@@ -237,11 +248,32 @@ func TestResumeIntoWarmRestoreHost(t *testing.T) {
 	if ev := drain(rec); !strings.Contains(ev, ClaimHostReason+" resuming into warm restore host "+host+" on n2") {
 		t.Fatalf("events %q, want %s", ev, ClaimHostReason)
 	}
-	h.step(nnv1.SessionResuming) // adopts the host's ServiceAccount
+	if got.Status.RetiredServiceAccountNames == nil || got.Status.RetiredServiceAccountNames[0] != "session-s1" || len(got.Status.RetiredServiceAccountNames) != 1 {
+		t.Fatalf("retired serviceaccounts %v after the claim, want [session-s1]", got.Status.RetiredServiceAccountNames)
+	}
+	got = h.step(nnv1.SessionResuming) // adopts the host's ServiceAccount
 	var sa corev1.ServiceAccount
 	_ = h.c.Get(ctx, types.NamespacedName{Namespace: "a", Name: host}, &sa)
 	if ref := metav1.GetControllerOf(&sa); ref == nil || ref.UID != "s1-uid" || sa.Labels[nnv1.SessionLabel] != "s1" {
 		t.Fatalf("host serviceaccount owners %+v labels %v, want the session's", sa.OwnerReferences, sa.Labels)
+	}
+	// The old ServiceAccount stays while the terminating s1-1 still runs as it ...
+	if !h.serviceAccountExists("session-s1") || len(got.Status.RetiredServiceAccountNames) != 1 {
+		t.Fatalf("session-s1 deleted (or dropped: %v) while pod s1-1 still runs as it", got.Status.RetiredServiceAccountNames)
+	}
+	// ... and goes, with its entry, once no pod of the session runs as it.
+	_ = h.c.Get(ctx, types.NamespacedName{Namespace: "a", Name: "s1-1"}, &p1)
+	p1.Finalizers = nil
+	if err := h.c.Update(ctx, &p1); err != nil {
+		t.Fatal(err)
+	}
+	got = h.step(nnv1.SessionResuming)
+	if h.serviceAccountExists("session-s1") || len(got.Status.RetiredServiceAccountNames) != 0 || got.Status.ServiceAccountName != host {
+		t.Fatalf("after s1-1 went: session-s1 exists %v, retired %v, serviceAccountName %q; want it deleted, none retired, %s",
+			h.serviceAccountExists("session-s1"), got.Status.RetiredServiceAccountNames, got.Status.ServiceAccountName, host)
+	}
+	if !h.serviceAccountExists(host) {
+		t.Fatalf("the host's ServiceAccount %s, which the session runs as, was deleted", host)
 	}
 	h.finish("s1-2-resume", nnv1.AgentCheckpointSucceeded)
 	h.ready(host)
@@ -281,6 +313,71 @@ func TestResumeIntoWarmRestoreHost(t *testing.T) {
 	_ = h.c.Get(ctx, types.NamespacedName{Namespace: "a", Name: "s1-3"}, &p3)
 	if p3.Spec.ServiceAccountName != host {
 		t.Fatalf("s1-3 runs as %q, want the session's %s", p3.Spec.ServiceAccountName, host)
+	}
+	// A resume into a pod of its own keeps the ServiceAccount: nothing retired, nothing deleted.
+	got = h.step(nnv1.SessionResuming)
+	if !h.serviceAccountExists(host) || len(got.Status.RetiredServiceAccountNames) != 0 || got.Status.ServiceAccountName != host {
+		t.Fatalf("after the resume into s1-3: %s exists %v, retired %v, serviceAccountName %q", host, h.serviceAccountExists(host), got.Status.RetiredServiceAccountNames, got.Status.ServiceAccountName)
+	}
+}
+
+func (h *harness) serviceAccountExists(name string) bool {
+	h.t.Helper()
+	var sa corev1.ServiceAccount
+	err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "a", Name: name}, &sa)
+	if err != nil && !apierrors.IsNotFound(err) {
+		h.t.Fatal(err)
+	}
+	return err == nil
+}
+
+// TestRetirableServiceAccounts: a retired ServiceAccount is deleted only when it is not the
+// session's current one and no pod of the session runs as it.
+func TestRetirableServiceAccounts(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		retired, pods []string
+		current       string
+		del, keep     []string
+	}{
+		{"none retired", nil, []string{"warmpool-demo-a"}, "warmpool-demo-a", nil, nil},
+		{"unused: deleted", []string{"session-s1"}, []string{"warmpool-demo-a"}, "warmpool-demo-a", []string{"session-s1"}, nil},
+		{"a terminating pod still runs as it", []string{"session-s1"}, []string{"session-s1", "warmpool-demo-a"}, "warmpool-demo-a", nil, []string{"session-s1"}},
+		{"the current one is never deleted", []string{"warmpool-demo-a", "session-s1"}, nil, "warmpool-demo-a", []string{"session-s1"}, []string{"warmpool-demo-a"}},
+		{"several, one in use", []string{"session-s1", "warmpool-demo-a"}, []string{"warmpool-demo-a"}, "warmpool-demo-b", []string{"session-s1"}, []string{"warmpool-demo-a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			del, keep := RetirableServiceAccounts(tc.retired, tc.current, tc.pods)
+			if !reflect.DeepEqual(del, tc.del) || !reflect.DeepEqual(keep, tc.keep) {
+				t.Fatalf("RetirableServiceAccounts = %v, %v; want %v, %v", del, keep, tc.del, tc.keep)
+			}
+		})
+	}
+}
+
+// TestUseServiceAccount: a claim retires the ServiceAccount the session ran as (session-<s> for a
+// session with pods but none recorded), once; a fresh session retires none.
+func TestUseServiceAccount(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		status  nnv1.AgentSessionStatus
+		use     string
+		retired []string
+	}{
+		{"fresh session", nnv1.AgentSessionStatus{}, "warmpool-demo-a", nil},
+		{"pods without a recorded account: session-<s>", nnv1.AgentSessionStatus{Pods: 1}, "warmpool-demo-a", []string{"session-s1"}},
+		{"recorded session-<s>", nnv1.AgentSessionStatus{Pods: 1, ServiceAccountName: "session-s1"}, "warmpool-demo-a", []string{"session-s1"}},
+		{"an earlier host's", nnv1.AgentSessionStatus{Pods: 3, ServiceAccountName: "warmpool-demo-a", RetiredServiceAccountNames: []string{"session-s1"}}, "warmpool-demo-b", []string{"session-s1", "warmpool-demo-a"}},
+		{"the same one again", nnv1.AgentSessionStatus{Pods: 2, ServiceAccountName: "warmpool-demo-a"}, "warmpool-demo-a", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := testSession(nil, "")
+			s.Status = tc.status
+			useServiceAccount(s, tc.use)
+			if s.Status.ServiceAccountName != tc.use || !reflect.DeepEqual(s.Status.RetiredServiceAccountNames, tc.retired) {
+				t.Fatalf("status %q retired %v, want %q retired %v", s.Status.ServiceAccountName, s.Status.RetiredServiceAccountNames, tc.use, tc.retired)
+			}
+		})
 	}
 }
 

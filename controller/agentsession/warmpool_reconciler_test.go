@@ -379,3 +379,31 @@ func TestClaimNotRepeatedOnStaleSession(t *testing.T) {
 		t.Fatalf("status %+v, want still in %s", got.Status, claimed.Status.PodName)
 	}
 }
+
+// TestReclaimRetiresLostPodsServiceAccount: a session that claimed a warm pod and lost it without
+// a checkpoint claims a second warm pod and runs as its ServiceAccount; the first pod's, which the
+// session owned, is deleted by the next reconcile, and the second is kept.
+func TestReclaimRetiresLostPodsServiceAccount(t *testing.T) {
+	s := newSession(0)
+	s.UID = "s1-uid"
+	h, w := warmHarness(t, pooledClass(2), s)
+	ctx := context.Background()
+	fillPool(t, w)
+	for _, p := range warmPods(t, h.c) {
+		h.ready(p.Name)
+	}
+	first := h.step(nnv1.SessionRunning).Status.PodName
+	h.step(nnv1.SessionRunning) // adopts the first pod's ServiceAccount
+	if err := h.c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: first}}); err != nil {
+		t.Fatal(err)
+	}
+	got := h.step(nnv1.SessionRunning) // lost without a checkpoint: claims the other warm pod
+	second := got.Status.PodName
+	if second == first || got.Status.ServiceAccountName != second || len(got.Status.RetiredServiceAccountNames) != 1 || got.Status.RetiredServiceAccountNames[0] != first {
+		t.Fatalf("after the re-claim: pod %s as %q, retired %v; want the other warm pod, %s retired", second, got.Status.ServiceAccountName, got.Status.RetiredServiceAccountNames, first)
+	}
+	got = h.step(nnv1.SessionRunning)
+	if h.serviceAccountExists(first) || !h.serviceAccountExists(second) || len(got.Status.RetiredServiceAccountNames) != 0 {
+		t.Fatalf("%s exists %v, %s exists %v, retired %v; want the first deleted, the second kept", first, h.serviceAccountExists(first), second, h.serviceAccountExists(second), got.Status.RetiredServiceAccountNames)
+	}
+}

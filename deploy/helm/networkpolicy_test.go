@@ -38,6 +38,11 @@ func peerComponents(rule any, key string) []string {
 		case get(p, "ipBlock") != nil:
 			out = append(out, fmt.Sprint(get(p, "ipBlock", "cidr")))
 		case get(p, "podSelector", "matchExpressions") != nil:
+			exprs, _ := get(p, "podSelector", "matchExpressions").([]any)
+			if len(exprs) == 1 && get(exprs[0], "key") == "neuronetes.io/session" {
+				out = append(out, "*/sessions")
+				break
+			}
 			out = append(out, "*/agents")
 		case get(p, "podSelector") == nil:
 			out = append(out, ns+"/*")
@@ -60,6 +65,36 @@ func ruleFor(np object, port any) any {
 		}
 	}
 	return nil
+}
+
+// TestChartNetworkPolicyAdmitsSessions: the tool proxy's port and the bundled Redis admit pool
+// agents and, with controller.agentSessions.enabled, AgentSession pods (whose own policy sends to
+// both); without sessions, only pool agents.
+func TestChartNetworkPolicyAdmitsSessions(t *testing.T) {
+	const rel = "neuronetes-system"
+	for _, tc := range []struct {
+		name   string
+		set    []string
+		agents []string
+	}{
+		{"without sessions", nil, []string{"*/agents"}},
+		{"with sessions", []string{`controller.agentSessions.enabled=true`}, []string{"*/agents", "*/sessions"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := render(t, nil, append(tc.set, `dispatcher={"enabled":true}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			nps := policies(objs)
+			if got := peerComponents(ruleFor(nps[rel+"/nn-neuronetes-dispatcher"], "tools"), "from"); !slices.Equal(got, tc.agents) {
+				t.Errorf("the tool proxy's port admits %v, want %v", got, tc.agents)
+			}
+			want := append([]string{rel + "/gateway", rel + "/dispatcher", rel + "/controller"}, tc.agents...)
+			if got := peerComponents(ruleFor(nps[rel+"/nn-neuronetes-redis"], 6379), "from"); !slices.Equal(got, want) {
+				t.Errorf("redis admits %v, want %v", got, want)
+			}
+		})
+	}
 }
 
 // TestChartNetworkPolicies: admin and metrics ports admit only the controller and the monitoring
