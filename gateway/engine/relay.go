@@ -3,10 +3,12 @@ package engine
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"net/http"
 
 	"github.com/neuronetes/neuronetes/gateway/openai"
@@ -299,74 +301,118 @@ type chunkScan struct {
 	token bool
 }
 
-// scanKey is a key scanChunk looks for, after its opening quote.
-type scanKey struct {
-	key   []byte
-	empty byte // the byte after key that marks an empty value; 0: decode on any occurrence
+// SWAR constants: one bit (the high one) per byte of a little-endian 64-bit word.
+const (
+	swarLow7 = 0x7f7f7f7f7f7f7f7f
+	swarHigh = 0x8080808080808080
+	swarQuot = 0x2222222222222222 // '"' in every byte
+	swarColn = 0x3a3a3a3a3a3a3a3a // ':' in every byte
+)
+
+// swarEq sets the high bit of each byte of w that equals the byte of pat (exact: no carry
+// crosses bytes).
+func swarEq(w, pat uint64) uint64 {
+	y := w ^ pat
+	return ^(((y & swarLow7) + swarLow7) | y) & swarHigh
 }
 
-// scanKeys, indexed by a bit of scanChunk's seen mask.
-var scanKeys = [...]scanKey{
-	{[]byte(`usage":`), 0},
-	{[]byte(`error":`), 0},
-	{[]byte(`content":"`), '"'},
-	{[]byte(`text":"`), '"'},
-	{[]byte(`tool_calls":[`), ']'},
-	{[]byte(`reasoning_content":"`), '"'},
-	{[]byte(`reasoning":"`), '"'},
-}
+// Token keys, indexed by a bit of scanChunk's seen mask: each counts at its first occurrence.
+const (
+	keyContent = iota
+	keyText
+	keyToolCalls
+	keyReasoningContent
+	keyReasoning
+)
 
-// scanChunk walks a chunk's quotes once and reports what the relay needs to know of it. Each
-// key counts at its first occurrence only (as bytes.Index would find it). Keys inside string
-// values are escaped (\"content\"), so they cannot match.
+// scanChunk reports what the relay needs to know of a chunk: whether it has a "usage" or
+// "error" key, and whether the first "content", "text", "reasoning_content" or "reasoning" key
+// with a string value has a non-empty one, or the first "tool_calls" key with an array value a
+// non-empty one. Every key ends in `":`, so it finds those pairs eight bytes at a time and
+// looks back at the key before each. Keys inside string values are escaped (\"content\"), so
+// they cannot match; the answers are those of bytes.Index on `"content":"` and the others
+// (TestScanChunkMatchesReference, FuzzScanChunk).
 func scanChunk(data []byte) chunkScan {
 	var s chunkScan
 	var seen uint8
-	for i := 1; i < len(data); i++ {
-		if data[i-1] != '"' {
-			continue
+	i := 0
+	for ; i+8 <= len(data); i += 7 { // a pair starts at byte 0..6 of each word
+		w := binary.LittleEndian.Uint64(data[i:])
+		m := swarEq(w, swarQuot) & (swarEq(w, swarColn) >> 8)
+		for m != 0 {
+			scanKeyEnd(data, i+bits.TrailingZeros64(m)/8, &s, &seen)
+			m &= m - 1
 		}
-		var cand []int8
-		switch data[i] {
-		case 'u':
-			cand = candU
-		case 'e':
-			cand = candE
-		case 'c':
-			cand = candC
-		case 't':
-			cand = candT
-		case 'r':
-			cand = candR
-		default:
-			continue
-		}
-		for _, k := range cand {
-			bit := uint8(1) << k
-			sk := &scanKeys[k]
-			if seen&bit != 0 || !bytes.HasPrefix(data[i:], sk.key) {
-				continue
-			}
-			seen |= bit
-			if sk.empty == 0 {
-				s.decode = true
-			} else if e := i + len(sk.key); e < len(data) && data[e] != sk.empty {
-				s.token = true
-			}
-			break
+	}
+	for ; i+1 < len(data); i++ {
+		if data[i] == '"' && data[i+1] == ':' {
+			scanKeyEnd(data, i, &s, &seen)
 		}
 	}
 	return s
 }
 
-// The scanKeys indexes by the key's first byte.
-var (
-	candU = []int8{0}
-	candE = []int8{1}
-	candC = []int8{2}
-	candT = []int8{3, 4}
-	candR = []int8{5, 6}
-)
+// scanKeyEnd looks at the key whose closing quote is data[q] (data[q+1] is ':').
+func scanKeyEnd(data []byte, q int, s *chunkScan, seen *uint8) {
+	if q < 5 {
+		return
+	}
+	var k int
+	open := byte('"') // the value's first byte
+	switch key := data[:q]; key[q-1] {
+	case 'e':
+		if hasKey(key, "usage") {
+			s.decode = true
+		}
+		return
+	case 'r':
+		if hasKey(key, "error") {
+			s.decode = true
+		}
+		return
+	case 't':
+		switch {
+		case hasKey(key, "reasoning_content"):
+			k = keyReasoningContent
+		case hasKey(key, "content"):
+			k = keyContent
+		case hasKey(key, "text"):
+			k = keyText
+		default:
+			return
+		}
+	case 's':
+		if !hasKey(key, "tool_calls") {
+			return
+		}
+		k, open = keyToolCalls, '['
+	case 'g':
+		if !hasKey(key, "reasoning") {
+			return
+		}
+		k = keyReasoning
+	default:
+		return
+	}
+	bit := uint8(1) << k
+	if *seen&bit != 0 || q+2 >= len(data) || data[q+2] != open {
+		return
+	}
+	*seen |= bit
+	closing := byte('"')
+	if open == '[' {
+		closing = ']'
+	}
+	if e := q + 3; e < len(data) && data[e] != closing {
+		s.token = true
+	}
+}
+
+// hasKey reports whether key ends in a quote and name.
+func hasKey(key []byte, name string) bool {
+	n := len(key) - len(name)
+	return n >= 1 && key[n-1] == '"' && string(key[n:]) == name
+}
 
 // carriesToken reports whether a chunk's JSON has a non-empty content, text or reasoning string,
 // or a non-empty tool_calls array ("finish_reason":"tool_calls" names no call).
