@@ -3,12 +3,10 @@ package engine
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
 	"net/http"
 
 	"github.com/neuronetes/neuronetes/gateway/openai"
@@ -301,21 +299,6 @@ type chunkScan struct {
 	token bool
 }
 
-// SWAR constants: one bit (the high one) per byte of a little-endian 64-bit word.
-const (
-	swarLow7 = 0x7f7f7f7f7f7f7f7f
-	swarHigh = 0x8080808080808080
-	swarQuot = 0x2222222222222222 // '"' in every byte
-	swarColn = 0x3a3a3a3a3a3a3a3a // ':' in every byte
-)
-
-// swarEq sets the high bit of each byte of w that equals the byte of pat (exact: no carry
-// crosses bytes).
-func swarEq(w, pat uint64) uint64 {
-	y := w ^ pat
-	return ^(((y & swarLow7) + swarLow7) | y) & swarHigh
-}
-
 // Token keys, indexed by a bit of scanChunk's seen mask: each counts at its first occurrence.
 const (
 	keyContent = iota
@@ -328,28 +311,26 @@ const (
 // scanChunk reports what the relay needs to know of a chunk: whether it has a "usage" or
 // "error" key, and whether the first "content", "text", "reasoning_content" or "reasoning" key
 // with a string value has a non-empty one, or the first "tool_calls" key with an array value a
-// non-empty one. Every key ends in `":`, so it finds those pairs eight bytes at a time and
-// looks back at the key before each. Keys inside string values are escaped (\"content\"), so
+// non-empty one. Every key ends in `":`, so it looks for colons and, after a quote, at the key
+// before it. Keys inside string values are escaped (\"content\"), so
 // they cannot match; the answers are those of bytes.Index on `"content":"` and the others
 // (TestScanChunkMatchesReference, FuzzScanChunk).
 func scanChunk(data []byte) chunkScan {
 	var s chunkScan
 	var seen uint8
-	i := 0
-	for ; i+8 <= len(data); i += 7 { // a pair starts at byte 0..6 of each word
-		w := binary.LittleEndian.Uint64(data[i:])
-		m := swarEq(w, swarQuot) & (swarEq(w, swarColn) >> 8)
-		for m != 0 {
-			scanKeyEnd(data, i+bits.TrailingZeros64(m)/8, &s, &seen)
-			m &= m - 1
+	for i := 0; ; i++ {
+		j := bytes.IndexByte(data[i:], ':') // colons are few in a chunk: IndexByte skips the rest in vector steps
+		if j < 0 {
+			return s
+		}
+		if i += j; i < 6 || data[i-1] != '"' {
+			continue
+		}
+		switch data[i-2] { // the last letters of the keys scanKeyEnd knows
+		case 'e', 'r', 't', 's', 'g':
+			scanKeyEnd(data, i-1, &s, &seen)
 		}
 	}
-	for ; i+1 < len(data); i++ {
-		if data[i] == '"' && data[i+1] == ':' {
-			scanKeyEnd(data, i, &s, &seen)
-		}
-	}
-	return s
 }
 
 // scanKeyEnd looks at the key whose closing quote is data[q] (data[q+1] is ':').
