@@ -76,6 +76,11 @@ func (c *routingConfig) validate() error {
 
 func (o *options) runOverhead(ctx context.Context) (verdict, error) {
 	cfg := o.overhead
+	if o.instr.runs > 0 { // fail before the process-CPU windows, not after them
+		if err := callgrindTools(); err != nil {
+			return verdict{}, err
+		}
+	}
 	agents, err := startAgents(ctx, o.agentBin, o.logDir, "overhead", o.pods, agentFlags{
 		slots: cfg.streams, prefillRate: 1e9, decodeRate: cfg.decodeRate, kvTokens: 1 << 22, blockSize: 16})
 	if err != nil {
