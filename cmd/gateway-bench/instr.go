@@ -76,7 +76,12 @@ func perChunk(short, long instrCount, chunks int) (float64, map[string]float64) 
 	return float64(long.total-short.total) / float64(chunks), fns
 }
 
-var cgName = regexp.MustCompile(`^\((\d+)\)(?: (.*))?$`)
+var (
+	cgName = regexp.MustCompile(`^\((\d+)\)(?: (.*))?$`)
+	// cgRecursion is callgrind's mark of a function's deeper recursion level (f'2); goroutine
+	// switches on one thread look like recursion to it, so the levels are summed under f.
+	cgRecursion = regexp.MustCompile(`'\d+$`)
+)
 
 // parseCallgrind reads a callgrind dump (one event, Ir) and returns its self cost by function.
 // A cost line right after a calls= line is the call's inclusive cost and is not a self cost.
@@ -118,7 +123,7 @@ func parseCallgrind(r io.Reader) (instrCount, error) {
 			if err != nil {
 				return c, fmt.Errorf("callgrind cost line %q: %w", line, err)
 			}
-			c.fns[fn] += v
+			c.fns[cgRecursion.ReplaceAllString(fn, "")] += v
 			c.total += v
 		}
 	}

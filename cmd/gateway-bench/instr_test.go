@@ -12,7 +12,7 @@ const cgDump = `version: 1
 creator: callgrind-3.19.0
 positions: line
 events: Ir
-summary: 1110
+summary: 1115
 fl=(1) /src/a.go
 fn=(1) main.relay
 10 100
@@ -26,8 +26,10 @@ fn=(2)
 fn=(3) main.scan
 -5 10
 * 250
+fn=(4) main.scan'2
++1 5
 
-totals: 1110
+totals: 1115
 `
 
 func TestParseCallgrind(t *testing.T) {
@@ -35,8 +37,8 @@ func TestParseCallgrind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int64{"main.relay": 150, "runtime.netpoll": 700, "main.scan": 260}
-	if c.total != 1110 || len(c.fns) != len(want) {
+	want := map[string]int64{"main.relay": 150, "runtime.netpoll": 700, "main.scan": 265}
+	if c.total != 1115 || len(c.fns) != len(want) {
 		t.Fatalf("total %d, functions %v", c.total, c.fns)
 	}
 	for f, v := range want {
