@@ -188,9 +188,10 @@ func (s *Scraper) scrapeAll(ctx context.Context) {
 	s.mu.Unlock()
 }
 
-// scrapeClient is the default scrape client. It asks for an uncompressed answer: a few hundred
-// bytes of metrics are cheaper to send than to gzip at the pod and gunzip here (a fresh
-// decompressor per scrape cost the gateway about 5.8 million instructions, most of a scrape).
+// scrapeClient is the default scrape client. It asks for an uncompressed answer: the few
+// metrics asked for are cheaper to send than to gzip at the pod and gunzip here (a gzip reader
+// per scrape was about 150,000 of the gateway's 1.17 million instructions per scrape of a demo
+// agent; parsing the text is most of the rest).
 var scrapeClient = &http.Client{Timeout: time.Second, Transport: func() http.RoundTripper {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DisableCompression = true
