@@ -76,7 +76,7 @@ bench-autoscale: ## The autoscaler's trace-driven comparison; TRACE=<file>[,<fil
 bench-scale: tools deps ## The scheduler scale benchmark, the gang benchmark and the scoring benchmark (neuronetes-scheduler vs the default scheduler) with kwok GPU nodes.
 	@rc=0; bash hack/bench.d/60-scale.sh || rc=1; bash hack/bench.d/62-gangs.sh || rc=1; bash hack/bench.d/64-scoring.sh || rc=1; exit $$rc
 
-bench-gateway: ## The gateway's overhead and routing-quality benchmarks against demo agents.
+bench-gateway: deps ## The gateway's overhead and routing-quality benchmarks against demo agents.
 	bash hack/bench.d/70-gateway.sh
 
 cluster-up: deps ## Start the local real cluster (idempotent).

@@ -12,6 +12,7 @@ need=(
 	"redis-server:redis-server"
 	"fio:fio"
 	"conntrack:conntrack"
+	"valgrind:valgrind" # the gateway bench's instruction counts (callgrind, callgrind_control)
 	"nft:nftables"
 	"mount.nfs:nfs-common"
 )

@@ -55,13 +55,14 @@ type options struct {
 	pods                  int
 	loadFactor            float64 // -only model: the picker's load factor (< 0: the gateway's default)
 	overhead              overheadConfig
+	instr                 instrConfig
 	routing               routingConfig
 }
 
 func parseOptions(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("gateway-bench", flag.ContinueOnError)
-	fs.StringVar(&o.only, "only", "", "run only overhead, routing, or model (the routing targets judged on the gateway's picker run in the model alone: no process, deterministic)")
+	fs.StringVar(&o.only, "only", "", "run only overhead, instructions (the overhead's instruction count alone), routing, or model (the routing targets judged on the gateway's picker run in the model alone: no process, deterministic)")
 	fs.Float64Var(&o.loadFactor, "model-load-factor", -1, "-only model: the picker's load factor (negative: the gateway's default)")
 	fs.StringVar(&o.agentBin, "agent-bin", "", "demo-agent binary (required)")
 	fs.StringVar(&o.gatewayBin, "gateway-bin", "", "gateway binary; without it the gateway column is missing and the verdict fails")
@@ -76,6 +77,12 @@ func parseOptions(args []string) (*options, error) {
 	fs.Float64Var(&o.overhead.decodeRate, "decode-rate", 50, "overhead: tokens per second per stream")
 	fs.DurationVar(&o.overhead.window, "window", 5*time.Second, "overhead: measured time per column per round")
 	fs.IntVar(&o.overhead.rounds, "rounds", 5, "overhead: interleaved rounds (the CPU ratio is the median of the rounds)")
+	fs.IntVar(&o.instr.runs, "instr-runs", 2, "overhead: runs of the instruction count (valgrind callgrind) that judges the gateway's CPU per chunk; 0: judged on process CPU time instead")
+	fs.IntVar(&o.instr.requests, "instr-requests", 10, "instruction count: requests per phase through each proxy")
+	fs.IntVar(&o.instr.short, "instr-short", 20, "instruction count: tokens per request in the short phase")
+	fs.IntVar(&o.instr.long, "instr-long", 220, "instruction count: tokens per request in the long phase")
+	fs.Float64Var(&o.instr.rate, "instr-rate", 200, "instruction count: the agent's tokens per second per stream")
+	fs.DurationVar(&o.instr.phase, "instr-phase", 0, "instruction count: each phase's wall time (0: the long phase's streaming time x1.5 + 3s)")
 	o.routing.bindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -83,8 +90,12 @@ func parseOptions(args []string) (*options, error) {
 	switch {
 	case o.agentBin == "" && o.only != "model":
 		return nil, errors.New("-agent-bin is required")
-	case o.only != "" && o.only != "overhead" && o.only != "routing" && o.only != "model":
-		return nil, fmt.Errorf("-only %q is not overhead, routing or model", o.only)
+	case o.only != "" && o.only != "overhead" && o.only != "instructions" && o.only != "routing" && o.only != "model":
+		return nil, fmt.Errorf("-only %q is not overhead, instructions, routing or model", o.only)
+	case o.instr.runs < 0 || o.instr.requests < 1 || o.instr.short < 1 || o.instr.long <= o.instr.short || !(o.instr.rate > 0):
+		return nil, errors.New("-instr-runs must be >= 0, -instr-requests and -instr-short positive, -instr-long above -instr-short, -instr-rate positive")
+	case o.only == "instructions" && o.instr.runs < 1:
+		return nil, errors.New("-only instructions needs -instr-runs >= 1")
 	case o.pods < 1:
 		return nil, fmt.Errorf("-pods must be at least 1, got %d", o.pods)
 	case o.overhead.streams < 1 || o.overhead.tokens < 1 || o.overhead.rounds < 1 || !(o.overhead.decodeRate > 0):
@@ -127,6 +138,20 @@ func run(args []string) (bool, error) {
 		}
 		verdicts = append(verdicts, v.text)
 		pass = pass && v.ok
+	}
+	if o.only == "instructions" {
+		v, err := o.runInstructions(ctx, os.Stdout)
+		if err != nil {
+			return false, fmt.Errorf("instructions: %w", err)
+		}
+		ok := v.ratio <= 1.0
+		text := fmt.Sprintf("overhead CPU %s: gateway instructions per chunk %.3fx ReverseProxy's (largest of %d runs; target <= 1.0)",
+			map[bool]string{true: "met", false: "MISSED"}[ok], v.ratio, len(v.runs))
+		if !ok {
+			text += " (" + instrWhy(v.runs[0]) + ")"
+		}
+		verdicts = append(verdicts, text)
+		pass = pass && ok
 	}
 	if o.only == "" || o.only == "routing" {
 		v, err := o.runRouting(ctx)

@@ -160,6 +160,8 @@ type overheadVerdict struct {
 	floorRatio         float64 // the TCP relay's CPU per chunk / ReverseProxy's, sequential windows
 	addedP50, floorP50 float64 // ms over direct: gateway, TCP relay
 	addedP99, ratio    float64 // ms over direct; throughput x direct (context)
+	instrRatio         float64 // gateway's instructions per chunk / ReverseProxy's (largest of the runs; judged when counted)
+	instrJudged        bool    // the CPU target was judged on instructions, not process CPU time
 	load               float64 // 1-minute load average after the runs
 	p99Judged          bool
 	ok, present        bool
@@ -177,16 +179,22 @@ func pairedRatio(a, b *overheadStats) float64 {
 }
 
 // judgeOverhead checks the targets; cols are direct, the TCP relay, ReverseProxy and the gateway,
-// pair ReverseProxy and the gateway run at once.
-func judgeOverhead(stats, pair []*overheadStats, load float64) overheadVerdict {
+// pair ReverseProxy and the gateway run at once. The CPU target is judged on instr, the
+// instructions per chunk ratio, when it was counted (not NaN), else on the pair windows' process
+// CPU time.
+func judgeOverhead(stats, pair []*overheadStats, load, instr float64) overheadVerdict {
 	direct, floor, rp, gw := stats[0], stats[1], stats[2], stats[3]
 	d50, d99 := quantile(direct.ttfts, 0.5), quantile(direct.ttfts, 0.99)
 	v := overheadVerdict{present: true, load: load,
 		cpuRatio: pairedRatio(pair[1], pair[0]), seqRatio: pairedRatio(gw, rp), floorRatio: pairedRatio(floor, rp),
 		addedP50: quantile(gw.ttfts, 0.5) - d50, floorP50: quantile(floor.ttfts, 0.5) - d50,
 		addedP99: quantile(gw.ttfts, 0.99) - d99, ratio: gw.throughput() / direct.throughput(),
-		p99Judged: load < 1}
-	v.ok = gw.errors == 0 && pair[1].errors == 0 && v.cpuRatio <= 1.0 && v.addedP50 <= v.floorP50+2 && (!v.p99Judged || v.addedP99 <= 2)
+		p99Judged: load < 1, instrRatio: instr, instrJudged: !math.IsNaN(instr)}
+	cpu := v.cpuRatio
+	if v.instrJudged {
+		cpu = instr
+	}
+	v.ok = gw.errors == 0 && pair[1].errors == 0 && cpu <= 1.0 && v.addedP50 <= v.floorP50+2 && (!v.p99Judged || v.addedP99 <= 2)
 	return v
 }
 

@@ -39,6 +39,11 @@ func freeAddr() (string, error) {
 
 // start runs bin with args, its output in logDir/name.log.
 func start(name, logDir, addr, bin string, args ...string) (*proc, error) {
+	return startEnv(name, logDir, addr, nil, bin, args...)
+}
+
+// startEnv is start with env added to the bench's own environment.
+func startEnv(name, logDir, addr string, env []string, bin string, args ...string) (*proc, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -46,6 +51,9 @@ func start(name, logDir, addr, bin string, args ...string) (*proc, error) {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()

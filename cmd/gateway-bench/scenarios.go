@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,6 +76,11 @@ func (c *routingConfig) validate() error {
 
 func (o *options) runOverhead(ctx context.Context) (verdict, error) {
 	cfg := o.overhead
+	if o.instr.runs > 0 { // fail before the process-CPU windows, not after them
+		if err := callgrindTools(); err != nil {
+			return verdict{}, err
+		}
+	}
 	agents, err := startAgents(ctx, o.agentBin, o.logDir, "overhead", o.pods, agentFlags{
 		slots: cfg.streams, prefillRate: 1e9, decodeRate: cfg.decodeRate, kvTokens: 1 << 22, blockSize: 16})
 	if err != nil {
@@ -106,11 +112,24 @@ func (o *options) runOverhead(ctx context.Context) (verdict, error) {
 	if gwErr != nil {
 		return verdict{text: "overhead: gateway absent (" + gwErr.Error() + ")"}, nil
 	}
-	v := judgeOverhead(stats, pair, load0)
+	instr := math.NaN()
+	var iv instrVerdict
+	if o.instr.runs > 0 {
+		var err error
+		if iv, err = o.runInstructions(ctx, os.Stdout); err != nil {
+			return verdict{}, fmt.Errorf("instruction count: %w", err)
+		}
+		instr = iv.ratio
+	}
+	v := judgeOverhead(stats, pair, load0, instr)
 	fmt.Printf("floor: a no-op TCP relay process costs %.3fx ReverseProxy's CPU per chunk (median of the rounds) and adds %+.2f ms to TTFT p50\n",
 		v.floorRatio, v.floorP50)
-	fmt.Printf("CPU per chunk, gateway over ReverseProxy: %.3fx with both at once (pair windows, by round %s vs %s µs/chunk; judged), %.3fx in the sequential windows (context)\n",
-		v.cpuRatio, fmtRounds(pair[1].roundCPU), fmtRounds(pair[0].roundCPU), v.seqRatio)
+	judged := "judged"
+	if v.instrJudged {
+		judged = fmt.Sprintf("context at load average %.2f-%s; the instructions judge", load0, loadAvg())
+	}
+	fmt.Printf("CPU per chunk, gateway over ReverseProxy: %.3fx with both at once (pair windows, by round %s vs %s µs/chunk; %s), %.3fx in the sequential windows (context)\n",
+		v.cpuRatio, fmtRounds(pair[1].roundCPU), fmtRounds(pair[0].roundCPU), judged, v.seqRatio)
 	fmt.Printf("  per chunk in the pair windows: gateway %s; ReverseProxy %s\n",
 		pair[1].counters.perChunk(pair[1].chunks), pair[0].counters.perChunk(pair[0].chunks))
 	p99 := fmt.Sprintf("p99 %+.2f ms not judged: load average %.2f at the start >= 1", v.addedP99, load0)
@@ -121,9 +140,17 @@ func (o *options) runOverhead(ctx context.Context) (verdict, error) {
 	if !v.ok {
 		status = "MISSED"
 	}
-	text := fmt.Sprintf("overhead %s: gateway CPU per chunk %.3fx ReverseProxy's with both at once (target <= 1.0; sequential %.3fx; the TCP relay floor %.3fx), adds %+.2f ms TTFT p50 (target <= the TCP relay's %+.2f + 2), %s; throughput %.3fx direct",
-		status, v.cpuRatio, v.seqRatio, v.floorRatio, v.addedP50, v.floorP50, p99, v.ratio)
-	if v.cpuRatio > 1 {
+	cpu := fmt.Sprintf("gateway CPU per chunk %.3fx ReverseProxy's with both at once (target <= 1.0; sequential %.3fx; the TCP relay floor %.3fx)",
+		v.cpuRatio, v.seqRatio, v.floorRatio)
+	if v.instrJudged {
+		cpu = fmt.Sprintf("gateway instructions per chunk %.3fx ReverseProxy's (largest of %d callgrind runs; target <= 1.0; process CPU time %.3fx with both at once at load average %.2f, context)",
+			v.instrRatio, len(iv.runs), v.cpuRatio, load0)
+	}
+	text := fmt.Sprintf("overhead %s: %s, adds %+.2f ms TTFT p50 (target <= the TCP relay's %+.2f + 2), %s; throughput %.3fx direct",
+		status, cpu, v.addedP50, v.floorP50, p99, v.ratio)
+	if v.instrJudged && v.instrRatio > 1 {
+		text += " (instructions: " + instrWhy(iv.runs[0]) + ")"
+	} else if !v.instrJudged && v.cpuRatio > 1 {
 		text += " (CPU: " + cpuWhy(pair[1], pair[0]) + ")"
 	}
 	return verdict{ok: v.ok, text: text}, nil

@@ -299,74 +299,101 @@ type chunkScan struct {
 	token bool
 }
 
-// scanKey is a key scanChunk looks for, after its opening quote.
-type scanKey struct {
-	key   []byte
-	empty byte // the byte after key that marks an empty value; 0: decode on any occurrence
-}
+// Token keys, indexed by a bit of scanChunk's seen mask: each counts at its first occurrence.
+const (
+	keyContent = iota
+	keyText
+	keyToolCalls
+	keyReasoningContent
+	keyReasoning
+)
 
-// scanKeys, indexed by a bit of scanChunk's seen mask.
-var scanKeys = [...]scanKey{
-	{[]byte(`usage":`), 0},
-	{[]byte(`error":`), 0},
-	{[]byte(`content":"`), '"'},
-	{[]byte(`text":"`), '"'},
-	{[]byte(`tool_calls":[`), ']'},
-	{[]byte(`reasoning_content":"`), '"'},
-	{[]byte(`reasoning":"`), '"'},
-}
-
-// scanChunk walks a chunk's quotes once and reports what the relay needs to know of it. Each
-// key counts at its first occurrence only (as bytes.Index would find it). Keys inside string
-// values are escaped (\"content\"), so they cannot match.
+// scanChunk reports what the relay needs to know of a chunk: whether it has a "usage" or
+// "error" key, and whether the first "content", "text", "reasoning_content" or "reasoning" key
+// with a string value has a non-empty one, or the first "tool_calls" key with an array value a
+// non-empty one. Every key ends in `":`, so it looks for colons and, after a quote, at the key
+// before it. Keys inside string values are escaped (\"content\"), so
+// they cannot match; the answers are those of bytes.Index on `"content":"` and the others
+// (TestScanChunkMatchesReference, FuzzScanChunk).
 func scanChunk(data []byte) chunkScan {
 	var s chunkScan
 	var seen uint8
-	for i := 1; i < len(data); i++ {
-		if data[i-1] != '"' {
+	for i := 0; ; i++ {
+		j := bytes.IndexByte(data[i:], ':') // colons are few in a chunk: IndexByte skips the rest in vector steps
+		if j < 0 {
+			return s
+		}
+		if i += j; i < 6 || data[i-1] != '"' {
 			continue
 		}
-		var cand []int8
-		switch data[i] {
-		case 'u':
-			cand = candU
-		case 'e':
-			cand = candE
-		case 'c':
-			cand = candC
-		case 't':
-			cand = candT
-		case 'r':
-			cand = candR
-		default:
-			continue
-		}
-		for _, k := range cand {
-			bit := uint8(1) << k
-			sk := &scanKeys[k]
-			if seen&bit != 0 || !bytes.HasPrefix(data[i:], sk.key) {
-				continue
-			}
-			seen |= bit
-			if sk.empty == 0 {
-				s.decode = true
-			} else if e := i + len(sk.key); e < len(data) && data[e] != sk.empty {
-				s.token = true
-			}
-			break
+		switch data[i-2] { // the last letters of the keys scanKeyEnd knows
+		case 'e', 'r', 't', 's', 'g':
+			scanKeyEnd(data, i-1, &s, &seen)
 		}
 	}
-	return s
 }
 
-// The scanKeys indexes by the key's first byte.
-var (
-	candU = []int8{0}
-	candE = []int8{1}
-	candC = []int8{2}
-	candT = []int8{3, 4}
-	candR = []int8{5, 6}
-)
+// scanKeyEnd looks at the key whose closing quote is data[q] (data[q+1] is ':').
+func scanKeyEnd(data []byte, q int, s *chunkScan, seen *uint8) {
+	if q < 5 {
+		return
+	}
+	var k int
+	open := byte('"') // the value's first byte
+	switch key := data[:q]; key[q-1] {
+	case 'e':
+		if hasKey(key, "usage") {
+			s.decode = true
+		}
+		return
+	case 'r':
+		if hasKey(key, "error") {
+			s.decode = true
+		}
+		return
+	case 't':
+		switch {
+		case hasKey(key, "reasoning_content"):
+			k = keyReasoningContent
+		case hasKey(key, "content"):
+			k = keyContent
+		case hasKey(key, "text"):
+			k = keyText
+		default:
+			return
+		}
+	case 's':
+		if !hasKey(key, "tool_calls") {
+			return
+		}
+		k, open = keyToolCalls, '['
+	case 'g':
+		if !hasKey(key, "reasoning") {
+			return
+		}
+		k = keyReasoning
+	default:
+		return
+	}
+	bit := uint8(1) << k
+	if *seen&bit != 0 || q+2 >= len(data) || data[q+2] != open {
+		return
+	}
+	*seen |= bit
+	closing := byte('"')
+	if open == '[' {
+		closing = ']'
+	}
+	if e := q + 3; e < len(data) && data[e] != closing {
+		s.token = true
+	}
+}
+
+// hasKey reports whether key ends in a quote and name.
+func hasKey(key []byte, name string) bool {
+	n := len(key) - len(name)
+	return n >= 1 && key[n-1] == '"' && string(key[n:]) == name
+}
 
 // carriesToken reports whether a chunk's JSON has a non-empty content, text or reasoning string,
 // or a non-empty tool_calls array ("finish_reason":"tool_calls" names no call).

@@ -40,12 +40,31 @@ var scanCases = []string{
 	``,
 	`""""`,
 	`{"usage":`,
+	`{"choices":[{"delta":{"content":null,"reasoning_content":"x"}}],"content":"y"}`,
+	`{"choices":[{"delta":{"reasoning_content":"x"}}]}`,
+	`{"choices":[{"delta":{"x_content":"y","text_":"z","\"content":"q"}}]}`,
+	`{"a":"\"usage\":1","tool_calls":[]}`,
 }
 
 func TestScanChunkMatchesReference(t *testing.T) {
 	for _, c := range scanCases {
 		if got, want := scanChunk([]byte(c)), refScan([]byte(c)); got != want {
 			t.Errorf("scanChunk(%s) = %+v, want %+v", c, got, want)
+		}
+	}
+}
+
+// TestScanChunkAlignments shifts every case by 0-16 bytes and cuts it at every length, so each
+// key end falls at every position of scanChunk's eight-byte words and in its byte-wise tail.
+func TestScanChunkAlignments(t *testing.T) {
+	for _, c := range scanCases {
+		for pad := 0; pad <= 16; pad++ {
+			full := append(bytes.Repeat([]byte(" "), pad), c...)
+			for n := 0; n <= len(full); n++ {
+				if got, want := scanChunk(full[:n]), refScan(full[:n]); got != want {
+					t.Fatalf("scanChunk(%q) = %+v, want %+v", full[:n], got, want)
+				}
+			}
 		}
 	}
 }

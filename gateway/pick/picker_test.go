@@ -245,9 +245,9 @@ func TestPickPrefillCost(t *testing.T) {
 
 // The scraper asks only for the metrics it reads and keeps fresh samples per endpoint.
 func TestScraperScrapesTable(t *testing.T) {
-	var query string
+	var query, encoding string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		query = r.URL.RawQuery
+		query, encoding = r.URL.RawQuery, r.Header.Get("Accept-Encoding")
 		fmt.Fprintln(w, "vllm:num_requests_waiting 2\nvllm:num_requests_running 3\nvllm:kv_cache_usage_perc 0.5\n"+
 			`vllm:cache_config_info{block_size="16",enable_prefix_caching="False"} 1`)
 	}))
@@ -261,6 +261,9 @@ func TestScraperScrapesTable(t *testing.T) {
 	}
 	if !strings.Contains(query, "name[]=vllm:num_requests_waiting") || strings.Count(query, "name[]=") != 8 {
 		t.Fatalf("query %q", query)
+	}
+	if strings.Contains(encoding, "gzip") { // compressing a few hundred bytes costs more than it saves
+		t.Fatalf("scrape asked for Accept-Encoding %q", encoding)
 	}
 	if !m.HasCacheConfig || m.PrefixCaching || !sc.NoPrefixCaching(srv.URL+"/metrics") {
 		t.Fatalf("cache config %+v, no prefix caching %v", m, sc.NoPrefixCaching(srv.URL+"/metrics"))

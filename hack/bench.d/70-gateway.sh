@@ -7,10 +7,18 @@
 #    robin, and through cmd/gateway in its static-backends mode, in interleaved rounds: added TTFT
 #    p50/p99, chunk throughput and each proxy process's CPU per chunk. Each round ends with a pair
 #    window: ReverseProxy and the gateway at once, 100 streams each, so both meet the same load.
-#    Targets: the gateway's CPU per chunk <= 1.0x ReverseProxy's (median of the pair windows'
-#    ratios; the per-chunk user and system CPU, reads, writes and context switches of both are
-#    printed), added TTFT p50 <= the TCP relay's + 2 ms, added p99 <= 2 ms only when the load
-#    average is under 1.
+#    Then the instruction count that judges the CPU target, which machine load cannot move:
+#    ReverseProxy and the gateway each run under valgrind's callgrind (GODEBUG=asyncpreemptoff=1
+#    GOGC=off GOMAXPROCS=1) and stream 10 requests of 20, then of 220 tokens from one agent, both
+#    at once, each phase padded to the same wall time; the instructions between the phases over
+#    the chunks between are each one's user-space instructions per chunk (per-request and
+#    timer-driven work cancel). Two runs, each printed with the load average, the larger ratio
+#    judged; the difference is printed by function (callgrind self cost).
+#    Targets: the gateway's instructions per chunk <= 1.0x ReverseProxy's (the process CPU time
+#    per chunk in the pair windows, with user and system CPU, reads, writes and context
+#    switches, is printed as context; -instr-runs 0 judges on it instead), added TTFT p50 <= the
+#    TCP relay's + 2 ms, added p99 <= 2 ms only when the load average is under 1. valgrind is
+#    required (hack/install-deps.sh installs it; the bench fails naming it when it is missing).
 #  - routing quality: the Mooncake conversation trace replayed (time-compressed) through the
 #    gateway (subscribed to the agents' KV events) and through round-robin, least-request and
 #    random proxies to 4 fresh demo agents: mean/p99 TTFT and prefix-cache hit rate, measured and
@@ -26,7 +34,8 @@
 # NN_BENCH_ONLY=model runs no process: the gateway's own picker (gateway/pick) on the model's clock
 # in the same windows, judged against the same targets, with its late decisions sorted by cause;
 # deterministic, under a minute (what the picker's rule costs, without the machine's timing).
-# Knobs: NN_BENCH_ONLY (overhead|routing|model), NN_BENCH_TRACE (the trace file), NN_BENCH_HELDOUT (a
+# NN_BENCH_ONLY=instructions runs the instruction count alone (about 2 minutes).
+# Knobs: NN_BENCH_ONLY (overhead|instructions|routing|model), NN_BENCH_TRACE (the trace file), NN_BENCH_HELDOUT (a
 # second trace whose first window is judged too, default the Mooncake synthetic trace; "" none), NN_BENCH_ARGS (more
 # gateway-bench flags, e.g. "-trace-window 10m -rounds 1" or "-routing-policies=gateway" to replay
 # only the gateway and least-request; see `gateway-bench -h`).
