@@ -104,10 +104,12 @@ type cluster struct {
 	ttfts    []ttftEvent
 	met, all int
 	missed   int // evaluated requests that missed the SLO so far
-	served   int // evaluated requests that got their first token so far
-	repSec   float64
-	warmSec  float64
-	changes  []change
+	// missedReqs are those of them that got a first token, in the order of it.
+	missedReqs []MissedRequest
+	served     int // evaluated requests that got their first token so far
+	repSec     float64
+	warmSec    float64
+	changes    []change
 }
 
 // ttftEvent is one first token: when it came, the request's raw TTFT, and
@@ -313,6 +315,7 @@ func (c *cluster) work(r *replica, end, dt float64) {
 					c.met++
 				} else {
 					c.missed++
+					c.missedReqs = append(c.missedReqs, MissedRequest{Arrival: p.arrival, TTFT: ttft, Prefill: float64(p.in) / c.m.PrefillTPS})
 				}
 			}
 			if p.out > 1 {

@@ -126,5 +126,40 @@ func Explain(w io.Writer, tr Trace, m Model, c Config, ref Result, initial, ever
 		}
 	}
 	fmt.Fprintln(w)
+	writeMissed(w, tr.Name, nn, m.SLO)
 	return by
+}
+
+// explainMissedMax bounds the missed requests Explain lists one by one.
+const explainMissedMax = 30
+
+// writeMissed writes NeuroNetes' missed requests by the wait the SLO left
+// them (the SLO less their own prefill): a request whose prefill alone takes
+// most of the SLO misses on any queue at all, which no capacity decided a
+// cold start earlier answers.
+func writeMissed(w io.Writer, name string, r Result, slo time.Duration) {
+	unserved := r.Requests - r.WithinSLO - len(r.Missed)
+	fmt.Fprintf(w, "explain %s: %d missed requests, %d with a first token", name, r.Requests-r.WithinSLO, len(r.Missed))
+	if len(r.Missed) == 0 {
+		fmt.Fprintf(w, ", %d without\n", unserved)
+		return
+	}
+	lo, hi := math.Inf(1), 0.0
+	for _, x := range r.Missed {
+		lo, hi = math.Min(lo, x.Prefill), math.Max(hi, x.Prefill)
+	}
+	fmt.Fprintf(w, ", %d without; their own prefill %.1f-%.1f s (%.0f-%.0f%% of the SLO: the wait they could afford %.1f-%.1f s)",
+		unserved, lo, hi, 100*lo/slo.Seconds(), 100*hi/slo.Seconds(), slo.Seconds()-hi, slo.Seconds()-lo)
+	for i, x := range r.Missed {
+		if i == explainMissedMax {
+			fmt.Fprintf(w, "; ... %d more", len(r.Missed)-i)
+			break
+		}
+		sep := ", "
+		if i == 0 {
+			sep = ": "
+		}
+		fmt.Fprintf(w, "%sarrival %.0f s TTFT %.1f s prefill %.1f s", sep, x.Arrival, x.TTFT, x.Prefill)
+	}
+	fmt.Fprintln(w)
 }

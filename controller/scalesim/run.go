@@ -47,6 +47,17 @@ type Result struct {
 	P95TTFT float64
 	// Series is the plot data.
 	Series []Point
+	// Missed are the evaluated requests that got a first token after the
+	// SLO, in the order of their first tokens (those never served are
+	// Requests - WithinSLO - len(Missed)).
+	Missed []MissedRequest
+}
+
+// MissedRequest is one request that missed the SLO: when it arrived, its
+// raw TTFT and its own prefill time (its unloaded TTFT), in seconds. The SLO
+// less its prefill is the wait it could afford.
+type MissedRequest struct {
+	Arrival, TTFT, Prefill float64
 }
 
 // Attainment is the fraction of requests within the SLO.
@@ -119,6 +130,7 @@ func Run(tr Trace, m Model, p Policy, initial int) Result {
 		ReplicaSeconds: costAtEnd, WarmSeconds: warmAtEnd, ScaleOps: len(c.changes), Series: series}
 	res.Flaps = flaps(c.changes)
 	res.P95TTFT = evaluatedP95(c.ttfts)
+	res.Missed = c.missedReqs
 	return res
 }
 
