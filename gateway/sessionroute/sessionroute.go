@@ -78,8 +78,8 @@ type Router struct {
 	// Creator creates the sessions of pools through sessions (AwaitPool; nil: none is
 	// created and such a request gets 404).
 	Creator Creator
-	Cfg      Config
-	Metrics  *Metrics
+	Cfg     Config
+	Metrics *Metrics
 	// Changes, when set, wakes held requests on the informers' events of their session
 	// (gateway/kube.NotifySessionChanges); without it they poll every Cfg.Poll.
 	Changes *Changes
