@@ -19,7 +19,9 @@ import (
 // activity); the admission policy <release>-gateway-session-activity admits only the activity
 // annotation. As the gateway, setting a tenant session's spec.suspend, or another annotation, is
 // refused and the session stays as it was; deleting it is forbidden; the activity annotation
-// itself is admitted.
+// itself is admitted. RBAC also lets the gateway create AgentSessions (a pool conversation's);
+// a session of any other shape (no pool label and owner, or one that asks for its own
+// RuntimeClass or to start suspended) is refused and does not exist afterwards.
 func attackGatewayChangesSession(t *testing.T, e *Env, ns, gatewayUser string) {
 	t.Helper()
 	ctx := context.Background()
@@ -47,6 +49,33 @@ func attackGatewayChangesSession(t *testing.T, e *Env, ns, gatewayUser string) {
 	}
 	if got.Spec.Suspend || len(got.Annotations) != 0 {
 		t.Fatalf("victim session changed by the gateway: suspend %v, annotations %v", got.Spec.Suspend, got.Annotations)
+	}
+	yes := true
+	rogue := func(name string, pooled bool, mut func(*v1alpha1.AgentSession)) *v1alpha1.AgentSession {
+		s := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: v1alpha1.AgentSessionSpec{ClassRef: v1alpha1.LocalObjectReference{Name: "nn-e2e-absent"}, IdleTimeout: &metav1.Duration{Duration: time.Hour}}}
+		if pooled {
+			s.Labels = map[string]string{v1alpha1.PoolSessionLabel: "nn-e2e-pool"}
+			s.OwnerReferences = []metav1.OwnerReference{{APIVersion: "neuronetes.io/v1alpha1", Kind: "AgentPool", Name: "nn-e2e-pool", UID: "0a0a0a0a-0000-0000-0000-000000000000", Controller: &yes}}
+		}
+		if mut != nil {
+			mut(s)
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		s    *v1alpha1.AgentSession
+		want string
+	}{
+		{rogue("nn-e2e-rogue-session", false, nil), "may create only an AgentSession labelled"},
+		{rogue(v1alpha1.PoolSessionName("nn-e2e-pool", "k"), true, func(s *v1alpha1.AgentSession) { s.Spec.RuntimeClassName = ptr("runc") }), "no spec.suspend or spec.runtimeClassName"},
+		{rogue(v1alpha1.PoolSessionName("nn-e2e-pool", "k"), true, func(s *v1alpha1.AgentSession) { s.Spec.Suspend = true }), "no spec.suspend or spec.runtimeClassName"},
+		{rogue("nn-e2e-victim-0123456789abcdef", true, nil), "must be named"},
+	} {
+		wantRefused(t, gw.Create(ctx, tc.s), tc.want)
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(tc.s), &v1alpha1.AgentSession{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("session %s created by the gateway: %v", tc.s.Name, err)
+		}
 	}
 	at := time.Now().UTC().Format(time.RFC3339Nano)
 	if err := patch(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.SessionLastActivityAnnotation, at)); err != nil {
