@@ -270,9 +270,10 @@ func TestAgentPoolThroughSessions(t *testing.T) {
 	// A's conversation 1 again: held, resumed in a new pod, the state intact.
 	r := turn(gatewayAPIKey, "conv-1", "turn 3 of conversation 1: what was the number?")
 	t.Logf("conversation 1 resumed through the gateway: first token after %s, served by %s", r.ttft.Round(time.Millisecond), r.header.Get("X-Neuronetes-Pod"))
+	name1 := s1.Name
 	s1 = sessionOfPod(nsA, r.header.Get("X-Neuronetes-Pod"))
-	if s1.Name != before[s1.Name].Name || s1.Status.PodName == pod1 || s1.Status.Phase != v1alpha1.SessionRunning {
-		t.Fatalf("conversation 1 served by session %s pod %s phase %s; want its session resumed in a new pod", s1.Name, s1.Status.PodName, s1.Status.Phase)
+	if s1.Name != name1 || s1.Status.PodName == pod1 || s1.Status.Phase != v1alpha1.SessionRunning {
+		t.Fatalf("conversation 1 served by session %s pod %s phase %s; want its session %s resumed in a new pod", s1.Name, s1.Status.PodName, s1.Status.Phase, name1)
 	}
 	after, err := demoCounters(podIP(nsA, s1.Status.PodName))
 	if err != nil {
