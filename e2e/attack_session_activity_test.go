@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/gateway/sessionroute"
 )
 
 // attackGatewayChangesSession: RBAC lets the gateway patch AgentSessions (to record their
@@ -77,6 +78,17 @@ func attackGatewayChangesSession(t *testing.T, e *Env, ns, gatewayUser string) {
 			t.Fatalf("session %s created by the gateway: %v", tc.s.Name, err)
 		}
 	}
+	// The shape the gateway builds for a pool's conversation is admitted (the controller then
+	// refuses it a pod: its pool does not exist).
+	ok, err := sessionroute.PoolSession(ns, v1alpha1.PoolSessionName("nn-e2e-pool", "k2"), sessionroute.PoolOwner{Pool: "nn-e2e-pool",
+		UID: "0a0a0a0a-0000-0000-0000-000000000000", Class: "nn-e2e-absent", IdleTimeout: time.Hour, WorkspaceSizeLimit: "64Mi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Create(ctx, ok); err != nil {
+		t.Fatalf("the gateway's create of a pool conversation's session was refused: %v", err)
+	}
+	_ = admin.Delete(ctx, ok)
 	at := time.Now().UTC().Format(time.RFC3339Nano)
 	if err := patch(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.SessionLastActivityAnnotation, at)); err != nil {
 		t.Fatalf("the gateway's activity write was refused: %v", err)
