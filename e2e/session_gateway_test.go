@@ -47,6 +47,12 @@ func (g *gwProc) sessionChat(t *testing.T, key, session, content string) session
 	req, _ := http.NewRequest(http.MethodPost, "http://"+g.api+"/v1/sessions/"+session+"/chat/completions", bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+key)
+	return readSessionReply(t, req)
+}
+
+// readSessionReply sends req and reads its streamed (or error) answer.
+func readSessionReply(t *testing.T, req *http.Request) sessionReply {
+	t.Helper()
 	start := time.Now()
 	resp, err := (&http.Client{Timeout: 3 * time.Minute}).Do(req)
 	if err != nil {

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -9,6 +10,7 @@ import (
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",message="spec.minReplicas must be less than or equal to spec.maxReplicas",fieldPath=".minReplicas"
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || !has(self.maxReplicas) || self.replicas <= self.maxReplicas",message="spec.replicas must be less than or equal to spec.maxReplicas",fieldPath=".replicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.sessions) || !has(self.autoscaling)",message="spec.sessions and spec.autoscaling exclude each other: a pool through sessions holds a pod per running conversation, not replicas an autoscaler sizes",fieldPath=".sessions"
 type AgentPoolSpec struct {
 	// AgentClassRef names the AgentClass whose template the pods use. When omitted, the AgentClass
 	// with the pool's own name is used.
@@ -52,6 +54,27 @@ type AgentPoolSpec struct {
 	// Autoscaling configures the autoscaler and the warm pool's use.
 	// +optional
 	Autoscaling *AutoscalingSpec `json:"autoscaling,omitempty"`
+
+	// Sessions, when set, serves each conversation of the pool (the gateway's tenant-scoped
+	// session key) by an AgentSession of the pool's class, created by the gateway on the
+	// conversation's first request and suspended after IdleTimeout; the pool itself then keeps
+	// no pods (docs/sessions.md, "An AgentPool through sessions"). Excludes spec.autoscaling.
+	// +optional
+	Sessions *PoolSessionsSpec `json:"sessions,omitempty"`
+}
+
+// PoolSessionsSpec is what the AgentSessions of a pool through sessions get.
+type PoolSessionsSpec struct {
+	// IdleTimeout is each session's spec.idleTimeout: it is suspended after this long without
+	// a request.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="spec.sessions.idleTimeout must be at least 1s"
+	IdleTimeout metav1.Duration `json:"idleTimeout"`
+
+	// WorkspaceSizeLimit is each session's spec.workspaceSizeLimit (default: the session's
+	// default, 1Gi).
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="spec.sessions.workspaceSizeLimit must be positive"
+	// +optional
+	WorkspaceSizeLimit *resource.Quantity `json:"workspaceSizeLimit,omitempty"`
 }
 
 // AgentPoolStatus is observed state plus the autoscaler's last decision.

@@ -205,7 +205,7 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	rec := &agentpool.Reconciler{Metrics: agentpool.NewMetrics(crmetrics.Registry), Prices: prices, InterruptionTaints: taints,
-		RestoreHostImage: o.sessionRestoreHostImage}
+		RestoreHostImage: o.sessionRestoreHostImage, Sessions: o.agentSessions}
 	// Warm-pool restores need the AgentCheckpoint CRD; without it the pools work as before.
 	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: nnv1.GroupVersion.Group, Kind: "AgentCheckpoint"}, nnv1.GroupVersion.Version); err == nil {
 		rec.Checkpoints = true

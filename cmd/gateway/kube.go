@@ -115,6 +115,7 @@ func startSessionRoutes(ctx context.Context, g *gw, cfg *rest.Config) (func(), e
 		Changes:  changes,
 		Lookup:   &kube.SessionLookup{Reader: sc, Log: logger},
 		Activity: &kube.SessionActivity{Client: direct},
+		Creator:  &kube.SessionCreator{Client: direct},
 		Cfg: sessionroute.Config{Timeout: g.o.sessionResumeTimeout, MaxHeld: g.o.sessionMaxHeld,
 			ActivityInterval: g.o.sessionActivity},
 		Metrics: sessionroute.NewMetrics(g.reg),

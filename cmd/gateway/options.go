@@ -115,7 +115,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.queue, "max-queue", def.MaxQueue, "default bound of queued requests per pool")
 	fs.DurationVar(&o.queueTimeout, "queue-timeout", def.QueueTimeout, "default longest queue wait")
 
-	fs.BoolVar(&o.agentSessions, "agent-sessions", false, "Kubernetes mode: serve POST /v1/sessions/<name>/chat/completions and /completions, routing to the caller's namespace's AgentSession <name>, recording its activity (annotation session.neuronetes.io/last-activity; needs get, list, watch and patch of agentsessions) and holding requests while it resumes")
+	fs.BoolVar(&o.agentSessions, "agent-sessions", false, "Kubernetes mode: serve POST /v1/sessions/<name>/chat/completions and /completions, routing to the caller's namespace's AgentSession <name>, recording its activity (annotation session.neuronetes.io/last-activity; needs get, list, watch and patch of agentsessions) and holding requests while it resumes; and route each conversation of an AgentPool with spec.sessions to an AgentSession of its own, created on its first request (needs create of agentsessions)")
 	fs.DurationVar(&o.sessionResumeTimeout, "session-resume-timeout", 60*time.Second, "with --agent-sessions: longest a request waits for its session to start or resume (then 504 session_resume_timeout)")
 	fs.IntVar(&o.sessionMaxHeld, "session-max-held", 1000, "with --agent-sessions: requests this replica holds at once for sessions to resume (beyond: 503 session_hold_full)")
 	fs.DurationVar(&o.sessionActivity, "session-activity-interval", 10*time.Second, "with --agent-sessions: least time between two activity writes of one running session by this replica")

@@ -55,6 +55,9 @@ type Reconciler struct {
 	// Prices quotes the cluster's nodes for optimization.spotMaxPrice (nil: no node is known to be
 	// under the cap, so a capped pool prefers no spot node).
 	Prices SpotQuoter
+	// Sessions is set when the AgentSession controller runs (--agent-sessions): a pool with
+	// spec.sessions then reports its sessions, and AgentSessions are watched (sessions.go).
+	Sessions bool
 
 	mu sync.Mutex
 	// expected holds, per pool, the names of pods this process created that the cache has not
@@ -190,6 +193,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		byName[p.Name] = p
 		used[p.Name] = true
+	}
+	if pool.Spec.Sessions != nil {
+		return r.reconcileSessions(ctx, orig, &pool, byName, build.drainGrace)
 	}
 	if class.Spec.Gang != nil {
 		return r.reconcileGang(ctx, orig, &pool, size, build, byName)

@@ -46,6 +46,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return out
 		}))
 	}
+	if r.Sessions {
+		// A pool through sessions reports its sessions' phases (sessions.go).
+		b = b.Watches(&nnv1.AgentSession{}, handler.EnqueueRequestsFromMapFunc(poolOfSession))
+	}
 	// A node's interruption taint reaches the pools with pods on it (onInterruption).
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podNodeNameField, func(o client.Object) []string {
 		if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" && p.Labels[nnv1.PoolLabel] != "" {

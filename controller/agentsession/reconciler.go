@@ -92,6 +92,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if stale, err := r.stale(ctx, &s); err != nil || stale {
 			return ctrl.Result{RequeueAfter: staleRequeue}, err
 		}
+		// A pool's conversation session gets a pod only as its pool dictates.
+		if msg, err := r.poolRefusal(ctx, &s); err != nil || msg != "" {
+			return r.refuse(ctx, &s, msg, err)
+		}
 	}
 	orig := s.DeepCopy()
 	if !obs.LastActivity.IsZero() && (s.Status.LastActivity == nil || obs.LastActivity.After(s.Status.LastActivity.Time)) {
@@ -128,6 +132,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("patch agentsession status: %w", err)
 	}
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+}
+
+// poolRecheck is how soon a refused pool's session is checked again (its pool may be fixed).
+const poolRecheck = 30 * time.Second
+
+// refuse records a pool's session refused (PoolRefusal): condition Ready=False and a Warning
+// event, both naming the field; no pod is created.
+func (r *Reconciler) refuse(ctx context.Context, s *nnv1.AgentSession, msg string, err error) (ctrl.Result, error) {
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	orig := s.DeepCopy()
+	r.condition(s, false, PoolMismatchReason, msg)
+	if c := meta.FindStatusCondition(orig.Status.Conditions, ConditionReady); c == nil || c.Message != msg {
+		r.event(s, corev1.EventTypeWarning, PoolMismatchReason, msg)
+	}
+	if err := r.Client.Status().Patch(ctx, s, client.MergeFrom(orig)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("patch agentsession status: %w", err)
+	}
+	return ctrl.Result{RequeueAfter: poolRecheck}, nil
 }
 
 // observe reads what Decide needs.

@@ -214,7 +214,9 @@ func (l *Loop) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 		}
 		return ctrl.Result{}, fmt.Errorf("get pool: %w", err)
 	}
-	if pool.Spec.Autoscaling == nil || !pool.DeletionTimestamp.IsZero() {
+	// A pool through sessions (spec.sessions, which the CRD lets no autoscaled pool have) is
+	// sized by its sessions, never by the autoscaler.
+	if pool.Spec.Autoscaling == nil || pool.Spec.Sessions != nil || !pool.DeletionTimestamp.IsZero() {
 		l.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}

@@ -377,3 +377,21 @@ func TestSeenCompare(t *testing.T) {
 		t.Errorf("first evaluation: %+v", tr)
 	}
 }
+
+// TestLoopSkipsPoolThroughSessions: a pool with spec.sessions (which the CRD refuses together
+// with spec.autoscaling; an older CRD may not) is never scaled: no write, no event, no requeue.
+func TestLoopSkipsPoolThroughSessions(t *testing.T) {
+	pool := &v1alpha1.AgentPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns"},
+		Spec: v1alpha1.AgentPoolSpec{Replicas: i32p(1), MinReplicas: i32p(3),
+			Sessions:    &v1alpha1.PoolSessionsSpec{IdleTimeout: metav1.Duration{Duration: time.Minute}},
+			Autoscaling: &v1alpha1.AutoscalingSpec{Metrics: []v1alpha1.MetricSpec{{Type: v1alpha1.MetricQueueDepth, Target: "5"}}}}}
+	c, w, rec := newEnv(t, pool)
+	l := &Loop{Client: c, Writer: w, Recorder: rec, Metrics: NewMetrics(nil)}
+	res, err := l.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pool"}})
+	if err != nil || res.RequeueAfter != 0 {
+		t.Fatalf("reconcile %v %v", res, err)
+	}
+	if len(w.writes) != 0 || events(rec) != "" {
+		t.Fatalf("pool through sessions scaled: writes %v", w.writes)
+	}
+}

@@ -109,6 +109,9 @@ func (r *request) run(ctx context.Context) *openai.Error {
 	if aerr := r.priority(); aerr != nil {
 		return aerr
 	}
+	if r.pool.Sessions != nil {
+		return r.runPoolSession(ctx)
+	}
 	return r.serve(ctx)
 }
 

@@ -2,7 +2,10 @@ package engine
 
 import (
 	"context"
+	"net/http"
+	"strings"
 
+	"github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/gateway/openai"
 	"github.com/neuronetes/neuronetes/gateway/route"
 	"github.com/neuronetes/neuronetes/gateway/sessionroute"
@@ -12,6 +15,9 @@ import (
 // while the session starts or resumes (gateway/sessionroute.Router).
 type SessionRouter interface {
 	Await(ctx context.Context, namespace, name string) (route.Endpoint, *openai.Error)
+	// AwaitPool is Await for the session of a pool's conversation (AgentPool spec.sessions),
+	// which it creates when there is none.
+	AwaitPool(ctx context.Context, namespace, name string, o sessionroute.PoolOwner) (route.Endpoint, *openai.Error)
 }
 
 // SessionPoolName is the pool name of session routes in metrics, headers and load accounting:
@@ -53,12 +59,14 @@ func (r *request) runSession(ctx context.Context) *openai.Error {
 	if aerr := r.priority(); aerr != nil {
 		return aerr
 	}
-	return r.serveSession(ctx, name)
+	return r.serveSession(ctx, func(ctx context.Context) (route.Endpoint, *openai.Error) {
+		return e.AgentSessions.Await(ctx, r.tenant.Namespace, name)
+	})
 }
 
 // serveSession applies the tenant's quota, waits for the session to serve and dispatches to its
 // pod. A held request counts against the tenant's concurrency quota while it waits.
-func (r *request) serveSession(ctx context.Context, name string) *openai.Error {
+func (r *request) serveSession(ctx context.Context, await func(context.Context) (route.Endpoint, *openai.Error)) *openai.Error {
 	e := r.e
 	if e.Quota != nil {
 		g, qerr := e.Quota.Admit(ctx, r.tenant.Key(), r.pool.Ref.String(), r.tenant.QuotaFor(r.pool.Ref.Name), r.promptTokens+r.body.CompletionBudget())
@@ -67,10 +75,42 @@ func (r *request) serveSession(ctx context.Context, name string) *openai.Error {
 		}
 		defer func() { g.Settle(ctx, r.billed()) }()
 	}
-	ep, aerr := e.AgentSessions.Await(ctx, r.tenant.Namespace, name)
+	ep, aerr := await(ctx)
 	if aerr != nil {
 		return aerr
 	}
 	r.pool.Endpoints = []route.Endpoint{ep}
 	return r.dispatch(ctx)
+}
+
+// runPoolSession serves a request to a pool through sessions (route.Pool.Sessions, AgentPool
+// spec.sessions), after the pool's selection, stages and priority: the conversation's
+// tenant-scoped session key names its AgentSession (v1alpha1.PoolSessionName) in the pool's
+// namespace, which is created on the conversation's first request and then awaited like a
+// session route's. A request without a session key is refused with 400 naming the key sources.
+// No pin is kept: the session has one pod.
+func (r *request) runPoolSession(ctx context.Context) *openai.Error {
+	e, pool := r.e, r.pool
+	if r.keyHash == "" {
+		srcs := make([]string, len(pool.Policy.SessionKeys))
+		for i, s := range pool.Policy.SessionKeys {
+			srcs[i] = s.String()
+		}
+		e.Metrics.Rejected.WithLabelValues("no_session_key").Inc()
+		return openai.NewError(http.StatusBadRequest, "invalid_request_error", "session_key_required", "conversation_id",
+			"pool %s serves each conversation by its own session (spec.sessions): the request names no conversation; send one of %s",
+			pool.Ref.Name, strings.Join(srcs, ", "))
+	}
+	if e.AgentSessions == nil {
+		return sessionroute.NotFound(pool.Ref.Name)
+	}
+	name := v1alpha1.PoolSessionName(pool.Ref.Name, r.keyHash)
+	owner := sessionroute.PoolOwner{Pool: pool.Ref.Name, UID: pool.Sessions.UID, Class: pool.AgentClass,
+		IdleTimeout: pool.Sessions.IdleTimeout, WorkspaceSizeLimit: pool.Sessions.WorkspaceSizeLimit}
+	// A copy: the snapshot's pool is shared by every request; this one routes to one pod.
+	cp := *pool
+	r.pool, r.keyHash, r.session = &cp, "", true
+	return r.serveSession(ctx, func(ctx context.Context) (route.Endpoint, *openai.Error) {
+		return e.AgentSessions.AwaitPool(ctx, pool.Ref.Namespace, name, owner)
+	})
 }

@@ -39,6 +39,10 @@ func (a *askedSessions) Await(_ context.Context, ns, name string) (route.Endpoin
 	return route.Endpoint{}, sessionroute.NotFound(name)
 }
 
+func (a *askedSessions) AwaitPool(ctx context.Context, ns, name string, _ sessionroute.PoolOwner) (route.Endpoint, *openai.Error) {
+	return a.Await(ctx, ns, name)
+}
+
 // TestSessionPaths: POST /v1/sessions/<name>/chat/completions and /completions reach the session
 // router with the caller's namespace and the path's name; other methods and deeper paths are not
 // session routes.

@@ -74,7 +74,7 @@ func BuildTable(o Objects, def route.Policy) (*route.Snapshot, []error) {
 		pol, perrs := policyFor(def, policies[target{p.Namespace, "AgentClass", className}], policies[target{p.Namespace, "AgentPool", p.Name}])
 		errs = append(errs, perrs...)
 		pools = append(pools, &route.Pool{Ref: ref, AgentClass: className, Model: model, Endpoints: eps[ref], Policy: pol,
-			Fallback: fallbackOf(p)})
+			Fallback: fallbackOf(p), Sessions: sessionsOf(p)})
 	}
 	return route.NewSnapshot(pools), errs
 }
@@ -192,4 +192,17 @@ func fallbackOf(p *v1alpha1.AgentPool) *route.Fallback {
 	}
 	return &route.Fallback{Pool: route.PoolRef{Namespace: p.Namespace, Name: c.Fallback.PoolRef.Name},
 		AllSessions: c.Fallback.Scope == v1alpha1.FallbackAllSessions, Reason: c.Fallback.Reason}
+}
+
+// sessionsOf is the pool's spec.sessions as the gateway creates sessions (nil without).
+func sessionsOf(p *v1alpha1.AgentPool) *route.PoolSessions {
+	ss := p.Spec.Sessions
+	if ss == nil {
+		return nil
+	}
+	out := &route.PoolSessions{UID: string(p.UID), IdleTimeout: ss.IdleTimeout.Duration}
+	if ss.WorkspaceSizeLimit != nil {
+		out.WorkspaceSizeLimit = ss.WorkspaceSizeLimit.String()
+	}
+	return out
 }

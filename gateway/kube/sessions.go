@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -69,7 +71,10 @@ func (l *SessionLookup) Session(namespace, name string) sessionroute.View {
 }
 
 func (l *SessionLookup) view(ctx context.Context, s *v1alpha1.AgentSession) sessionroute.View {
-	v := sessionroute.View{Found: true, Phase: s.Status.Phase}
+	v := sessionroute.View{Found: true, Phase: s.Status.Phase, Pool: s.Labels[v1alpha1.PoolSessionLabel]}
+	if o := metav1.GetControllerOf(s); o != nil && o.Kind == "AgentPool" && strings.HasPrefix(o.APIVersion, v1alpha1.GroupVersion.Group+"/") {
+		v.PoolUID = string(o.UID)
+	}
 	if s.Status.TransitionTime != nil {
 		v.PhaseSince = s.Status.TransitionTime.Time
 	}
@@ -135,6 +140,21 @@ func (a *SessionActivity) RecordActivity(ctx context.Context, namespace, name st
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.SessionLastActivityAnnotation, at.UTC().Format(time.RFC3339Nano))
 	if err := a.Client.Patch(ctx, s, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return fmt.Errorf("patch activity of AgentSession %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
+// SessionCreator creates the AgentSessions of pools' conversations (sessionroute.PoolSession;
+// the chart's admission policy <release>-gateway-session-activity admits no other create from
+// the gateway).
+type SessionCreator struct {
+	Client client.Client
+}
+
+// CreateSession creates s; an existing one is not an error.
+func (c *SessionCreator) CreateSession(ctx context.Context, s *v1alpha1.AgentSession) error {
+	if err := c.Client.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create AgentSession %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	return nil
 }

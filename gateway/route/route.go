@@ -151,6 +151,20 @@ type Pool struct {
 	Policy Policy
 	// Fallback, when set, sends the pool's conversations to another pool (cost control).
 	Fallback *Fallback
+	// Sessions, when set, serves each conversation by an AgentSession of its own (AgentPool
+	// spec.sessions) instead of the pool's endpoints.
+	Sessions *PoolSessions
+}
+
+// PoolSessions is a pool through sessions (AgentPool spec.sessions), as the gateway creates its
+// conversations' AgentSessions.
+type PoolSessions struct {
+	// UID is the AgentPool's UID (the sessions' controlling owner).
+	UID string
+	// IdleTimeout is each session's idle timeout.
+	IdleTimeout time.Duration
+	// WorkspaceSizeLimit is each session's workspace limit, a quantity ("" for the default).
+	WorkspaceSizeLimit string
 }
 
 // Endpoint returns the endpoint of pod, if routable.

@@ -18,6 +18,9 @@ type Metrics struct {
 	Wait *prometheus.HistogramVec
 	// Activity counts activity writes by result (ok, error).
 	Activity *prometheus.CounterVec
+	// Created counts the sessions of pools' conversations this replica created, by result
+	// (ok, error).
+	Created *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them with reg.
@@ -30,8 +33,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: WaitBuckets}, []string{"result"}),
 		Activity: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "neuronetes_gateway_session_activity_writes_total",
 			Help: "Writes of an AgentSession's activity annotation by this replica, by result (ok, error)."}, []string{"result"}),
+		Created: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "neuronetes_gateway_pool_sessions_created_total",
+			Help: "AgentSessions this replica created for the conversations of AgentPools with spec.sessions, by result (ok, error)."}, []string{"result"}),
 	}
-	reg.MustRegister(m.Held, m.Wait, m.Activity)
+	reg.MustRegister(m.Held, m.Wait, m.Activity, m.Created)
 	return m
 }
 
@@ -50,5 +55,11 @@ func (m *Metrics) wait(result string, d time.Duration) {
 func (m *Metrics) activity(result string) {
 	if m != nil {
 		m.Activity.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *Metrics) created(result string) {
+	if m != nil {
+		m.Created.WithLabelValues(result).Inc()
 	}
 }

@@ -33,6 +33,9 @@ type View struct {
 	// Endpoint is the session's current pod when it is routable (Ready, with an IP, owned by
 	// the session); Addr is empty otherwise.
 	Endpoint route.Endpoint
+	// Pool is the session's label v1alpha1.PoolSessionLabel and PoolUID the UID of its
+	// controlling AgentPool owner ("" for none): a pool's conversation session (AwaitPool).
+	Pool, PoolUID string
 }
 
 // Serving reports whether a request can go to the session's pod now.
@@ -72,8 +75,11 @@ type Config struct {
 type Router struct {
 	Lookup   Lookup
 	Activity Recorder
-	Cfg      Config
-	Metrics  *Metrics
+	// Creator creates the sessions of pools through sessions (AwaitPool; nil: none is
+	// created and such a request gets 404).
+	Creator Creator
+	Cfg     Config
+	Metrics *Metrics
 	// Changes, when set, wakes held requests on the informers' events of their session
 	// (gateway/kube.NotifySessionChanges); without it they poll every Cfg.Poll.
 	Changes *Changes
@@ -145,12 +151,20 @@ func (r *Router) Await(ctx context.Context, namespace, name string) (route.Endpo
 	if namespace == "" || len(validation.IsDNS1123Subdomain(name)) > 0 {
 		return route.Endpoint{}, NotFound(name)
 	}
-	c := r.cfg()
 	v := r.Lookup.Session(namespace, name)
 	if !v.Found {
 		return route.Endpoint{}, NotFound(name)
 	}
-	r.touch(ctx, c, namespace, name, v)
+	return r.await(ctx, namespace, name, v, false)
+}
+
+// await is Await after the first lookup v. created: the router has just created the session,
+// so until the hold's timeout "not found" means that the cache has not shown it yet.
+func (r *Router) await(ctx context.Context, namespace, name string, v View, created bool) (route.Endpoint, *openai.Error) {
+	c := r.cfg()
+	if v.Found {
+		r.touch(ctx, c, namespace, name, v)
+	}
 	if v.Serving() {
 		return v.Endpoint, nil
 	}
@@ -165,12 +179,12 @@ func (r *Router) Await(ctx context.Context, namespace, name string) (route.Endpo
 	defer r.held.Add(-1)
 	r.Metrics.holding(1)
 	defer r.Metrics.holding(-1)
-	return r.hold(ctx, c, namespace, name, v)
+	return r.hold(ctx, c, namespace, name, v, created)
 }
 
 // hold waits until the session serves, it disappears, the timeout passes or ctx ends. It reads
 // the session again on each of its changes (Changes) and every Poll.
-func (r *Router) hold(ctx context.Context, c Config, namespace, name string, v View) (route.Endpoint, *openai.Error) {
+func (r *Router) hold(ctx context.Context, c Config, namespace, name string, v View, created bool) (route.Endpoint, *openai.Error) {
 	start := r.now()
 	klog.FromContext(ctx).V(2).Info("Holding request for session", "session", namespace+"/"+name, "phase", v.Phase)
 	after := r.After
@@ -183,6 +197,9 @@ func (r *Router) hold(ctx context.Context, c Config, namespace, name string, v V
 	var wake <-chan struct{}
 	check := func() (route.Endpoint, *openai.Error, bool) {
 		v = r.Lookup.Session(namespace, name)
+		if !v.Found && created {
+			return route.Endpoint{}, nil, false
+		}
 		if !v.Found {
 			r.Metrics.wait("gone", r.now().Sub(start))
 			return route.Endpoint{}, NotFound(name), true

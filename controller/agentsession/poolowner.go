@@ -1,0 +1,96 @@
+package agentsession
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+)
+
+// PoolMismatchReason is the condition and event reason of a pool's session refused against its
+// pool (PoolRefusal).
+const PoolMismatchReason = "PoolMismatch"
+
+// poolSession reports whether s claims to serve a pool's conversation: it has the label
+// PoolSessionLabel or an AgentPool owner.
+func poolSession(s *nnv1.AgentSession) bool {
+	if _, ok := s.Labels[nnv1.PoolSessionLabel]; ok {
+		return true
+	}
+	for _, o := range s.OwnerReferences {
+		if o.Kind == "AgentPool" {
+			return true
+		}
+	}
+	return false
+}
+
+// PoolRefusal is why a pool's session (poolSession) may not have a pod, naming the field, or ""
+// when it may: its controlling owner must be the AgentPool its label names (and exists, with
+// that UID), the pool must have spec.sessions and the session the pool's class, an idle timeout
+// and workspace limit not above the pool's, and no RuntimeClass of its own. pool is nil when the
+// pool does not exist. A session that serves no pool is never refused.
+func PoolRefusal(s *nnv1.AgentSession, pool *nnv1.AgentPool) string {
+	if !poolSession(s) {
+		return ""
+	}
+	name := s.Labels[nnv1.PoolSessionLabel]
+	o := metav1.GetControllerOf(s)
+	if o == nil || o.Kind != "AgentPool" || !strings.HasPrefix(o.APIVersion, nnv1.GroupVersion.Group+"/") || o.Name != name || name == "" {
+		return fmt.Sprintf("metadata.ownerReferences: a pool's session must be controlled by the AgentPool its label %s names", nnv1.PoolSessionLabel)
+	}
+	if pool == nil || pool.UID != o.UID {
+		return fmt.Sprintf("metadata.ownerReferences: AgentPool %s does not exist (or is not this session's owner)", name)
+	}
+	ss := pool.Spec.Sessions
+	if ss == nil {
+		return fmt.Sprintf("spec.sessions: AgentPool %s has no spec.sessions, so it has no sessions", name)
+	}
+	class := pool.Name
+	if pool.Spec.AgentClassRef != nil {
+		class = pool.Spec.AgentClassRef.Name
+	}
+	if s.Spec.ClassRef.Name != class {
+		return fmt.Sprintf("spec.classRef: %q is not the class of AgentPool %s (%q)", s.Spec.ClassRef.Name, name, class)
+	}
+	if s.Spec.IdleTimeout == nil || s.Spec.IdleTimeout.Duration > ss.IdleTimeout.Duration {
+		return fmt.Sprintf("spec.idleTimeout: a session of AgentPool %s must be suspended within the pool's spec.sessions.idleTimeout %s", name, ss.IdleTimeout.Duration)
+	}
+	limit, poolLimit := DefaultWorkspaceSizeLimit, DefaultWorkspaceSizeLimit
+	if s.Spec.WorkspaceSizeLimit != nil {
+		limit = *s.Spec.WorkspaceSizeLimit
+	}
+	if ss.WorkspaceSizeLimit != nil {
+		poolLimit = *ss.WorkspaceSizeLimit
+	}
+	if limit.Cmp(poolLimit) > 0 {
+		return fmt.Sprintf("spec.workspaceSizeLimit: %s is over AgentPool %s's spec.sessions.workspaceSizeLimit %s", limit.String(), name, poolLimit.String())
+	}
+	if s.Spec.RuntimeClassName != nil {
+		return fmt.Sprintf("spec.runtimeClassName: a session of AgentPool %s runs the class template's RuntimeClass", name)
+	}
+	return ""
+}
+
+// poolRefusal reads the pool of a pool's session and returns PoolRefusal.
+func (r *Reconciler) poolRefusal(ctx context.Context, s *nnv1.AgentSession) (string, error) {
+	if !poolSession(s) {
+		return "", nil
+	}
+	var pool *nnv1.AgentPool
+	if name := s.Labels[nnv1.PoolSessionLabel]; name != "" {
+		p := &nnv1.AgentPool{}
+		switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, p); {
+		case err == nil:
+			pool = p
+		case !apierrors.IsNotFound(err):
+			return "", fmt.Errorf("get agentpool %s: %w", name, err)
+		}
+	}
+	return PoolRefusal(s, pool), nil
+}

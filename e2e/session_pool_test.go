@@ -1,0 +1,296 @@
+package e2e
+
+// An AgentPool through sessions (spec.sessions): the gateway creates an AgentSession per
+// conversation, the session controller suspends and resumes them, the pool controller keeps no
+// pods of its own and reports the sessions.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/checkpoint/criu"
+	"github.com/neuronetes/neuronetes/controller/agentpool"
+	"github.com/neuronetes/neuronetes/controller/agentsession"
+	"github.com/neuronetes/neuronetes/e2e/cluster"
+	"github.com/neuronetes/neuronetes/internal/testreq"
+	"github.com/neuronetes/neuronetes/nodeagent/snapshot"
+)
+
+// poolChat streams one chat turn of conversation conv (header X-Conversation-Id) to the pools
+// serving model, through the gateway, as the tenant of key. It reuses sessionChat's parsing by
+// sending to the pool route instead of a named session.
+func (g *gwProc) poolChat(t *testing.T, key, model, conv, content string) sessionReply {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"model": model, "stream": true, "max_tokens": 16,
+		"stream_options": map[string]any{"include_usage": true},
+		"messages":       []map[string]string{{"role": "user", "content": content}}})
+	req, _ := http.NewRequest(http.MethodPost, "http://"+g.api+"/v1/chat/completions", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	if conv != "" {
+		req.Header.Set("X-Conversation-Id", conv)
+	}
+	return readSessionReply(t, req)
+}
+
+// TestAgentPoolThroughSessions: pool "chat" (spec.sessions, idle timeout 30 s) in tenant A's
+// namespace and one in tenant B's. Two conversations of A through the gateway get two
+// AgentSessions of the pool (labelled and controlled by it, the pool's class), two pods, and the
+// pool's status counts them; a request without a conversation gets 400. With no activity both
+// are suspended: no session pod is left, the pool holds no pod and reports replicas 0. Tenant B
+// sending conversation 1's id gets a session of its own in its namespace, and A's sessions stay
+// Suspended with the same checkpoints and activity. A's next turn of conversation 1 resumes its
+// session in a new pod whose counters continue the suspended ones (checksum), and conversation 2
+// stays Suspended.
+func TestAgentPoolThroughSessions(t *testing.T) {
+	e := requireEnv(t)
+	sock := filepath.Join(e.Root, ".local", "containerd", "containerd.sock")
+	if _, err := os.Stat(sock); err != nil {
+		testreq.Tool(t, "containerd", "socket %s: %v", sock, err)
+	}
+	criuPath, err := criu.Locate()
+	if err != nil {
+		testreq.Tool(t, "criu", "not found (hack/test-deps.d/30-criu.sh builds it): %v", err)
+	}
+	if err := criu.Check(context.Background(), criuPath); err != nil {
+		testreq.Tool(t, "criu", "criu check fails here: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	ctrlInstallCRDs(t, e)
+	for _, crd := range []string{"agentcheckpoints", "agentsessions", "agentclasses", "agentpools", "tenants"} {
+		e.Kubectl(t, "wait", "--for=condition=Established", "crd/"+crd+".neuronetes.io", "--timeout=60s")
+	}
+	img := e.Image(t, "demo-agent", "./cmd/demo-agent")
+	why := "CRIU on the development VM needs the checkpointed agent to run as root (docs/checkpoint.md)"
+	nsA := e.NamespaceWithPodSecurity(t, "spool-a", "baseline", why)
+	nsB := e.NamespaceWithPodSecurity(t, "spool-b", "baseline", why)
+	sessionTenants(t, e, nsA, nsB)
+	c := crClient(t, e.Config)
+	idle := 30 * time.Second
+	for _, ns := range []string{nsA, nsB} {
+		if err := c.Create(ctx, sessionClass(ns, img, e.NodeName)); err != nil {
+			t.Fatal(err)
+		}
+		pool := &v1alpha1.AgentPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chat"},
+			Spec: v1alpha1.AgentPoolSpec{AgentClassRef: &v1alpha1.LocalObjectReference{Name: "demo"},
+				Sessions: &v1alpha1.PoolSessionsSpec{IdleTimeout: metav1.Duration{Duration: idle}}}}
+		if err := c.Create(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := startGateway(t, e, nsA+","+nsB, "--agent-sessions", "--session-resume-timeout=2m")
+
+	scheme := ctrlScheme(t)
+	mgr, err := ctrl.NewManager(e.Config, snapshotManagerOptions(scheme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := snapshot.NewEngine(ctx, snapshot.Config{ContainerdSocket: sock, StoreDir: t.TempDir(), WorkDir: t.TempDir(), SigningKeyFile: writeSigningKey(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snapshot.Setup(mgr, snapshot.Options{NodeName: e.NodeName, Engine: engine}); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&agentsession.Reconciler{RestoreHostImage: cluster.PauseImage}).SetupWithManager(mgr, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&agentpool.Reconciler{Sessions: true}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	mctx, mcancel := context.WithCancel(ctx)
+	defer mcancel()
+	go func() { _ = mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		for _, ns := range []string{nsA, nsB} {
+			var pods corev1.PodList
+			if err := c.List(context.Background(), &pods, client.InNamespace(ns)); err == nil {
+				for _, p := range pods.Items {
+					if len(p.Status.ContainerStatuses) > 0 {
+						removeRestored(t, engine.C, p.Status.ContainerStatuses[0].ContainerID)
+					}
+				}
+			}
+			if !t.Failed() {
+				continue
+			}
+			var evs corev1.EventList
+			if err := c.List(context.Background(), &evs, client.InNamespace(ns)); err == nil {
+				for _, ev := range evs.Items {
+					t.Logf("event %s/%s %s %s: %s", ns, ev.InvolvedObject.Name, ev.Type, ev.Reason, ev.Message)
+				}
+			}
+		}
+	})
+
+	sessionsOf := func(ns string) []v1alpha1.AgentSession {
+		t.Helper()
+		var l v1alpha1.AgentSessionList
+		if err := c.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{v1alpha1.PoolSessionLabel: "chat"}); err != nil {
+			t.Fatal(err)
+		}
+		return l.Items
+	}
+	sessionOfPod := func(ns, pod string) *v1alpha1.AgentSession {
+		t.Helper()
+		for _, s := range sessionsOf(ns) {
+			if s.Status.PodName == pod {
+				return &s
+			}
+		}
+		t.Fatalf("no session of pool chat in %s runs pod %q", ns, pod)
+		return nil
+	}
+	podIP := func(ns, name string) string {
+		t.Helper()
+		var p corev1.Pod
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p.Status.PodIP
+	}
+	poolStatus := func(ns string) v1alpha1.AgentPoolStatus {
+		var p v1alpha1.AgentPool
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "chat"}, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p.Status
+	}
+	turn := func(key, conv, content string) sessionReply {
+		t.Helper()
+		r := g.poolChat(t, key, "demo", conv, content)
+		// A new session's pod is Ready once it runs (the class has no readiness probe), which
+		// may be before the demo agent listens: the first turn is sent again then.
+		for deadline := time.Now().Add(30 * time.Second); r.status >= 500 && r.status != http.StatusGatewayTimeout && time.Now().Before(deadline); {
+			t.Logf("%s: %d %s; sending again", content, r.status, r.body)
+			time.Sleep(time.Second)
+			r = g.poolChat(t, key, "demo", conv, content)
+		}
+		if r.status != http.StatusOK || r.content == "" || r.header.Get("X-Neuronetes-Pod") == "" {
+			t.Fatalf("%s through the gateway: %d from pod %q: %s", content, r.status, r.header.Get("X-Neuronetes-Pod"), r.body)
+		}
+		return r
+	}
+
+	// No conversation: 400, nothing created.
+	if r := g.poolChat(t, gatewayAPIKey, "demo", "", "who am I?"); r.status != http.StatusBadRequest || !bytes.Contains([]byte(r.body), []byte("session_key_required")) {
+		t.Fatalf("request without a conversation: %d %s, want 400 session_key_required", r.status, r.body)
+	}
+	if n := len(sessionsOf(nsA)); n != 0 {
+		t.Fatalf("%d sessions after a request without a conversation", n)
+	}
+	// Two conversations, each created and started by its first turn (held while Pending).
+	r1 := turn(gatewayAPIKey, "conv-1", "turn 1 of conversation 1: remember 42")
+	t.Logf("conversation 1's first turn (session created and started): first token after %s", r1.ttft.Round(time.Millisecond))
+	r2 := turn(gatewayAPIKey, "conv-2", "turn 1 of conversation 2")
+	r1b := turn(gatewayAPIKey, "conv-1", "turn 2 of conversation 1")
+	pod1, pod2 := r1.header.Get("X-Neuronetes-Pod"), r2.header.Get("X-Neuronetes-Pod")
+	if pod1 == pod2 || r1b.header.Get("X-Neuronetes-Pod") != pod1 {
+		t.Fatalf("pods: conversation 1 %q then %q, conversation 2 %q; want one pod per conversation", pod1, r1b.header.Get("X-Neuronetes-Pod"), pod2)
+	}
+	s1, s2 := sessionOfPod(nsA, pod1), sessionOfPod(nsA, pod2)
+	if ss := sessionsOf(nsA); len(ss) != 2 {
+		t.Fatalf("%d sessions of pool chat, want 2", len(ss))
+	}
+	for _, s := range []*v1alpha1.AgentSession{s1, s2} {
+		o := metav1.GetControllerOf(s)
+		if o == nil || o.Kind != "AgentPool" || o.Name != "chat" || s.Spec.ClassRef.Name != "demo" || s.Spec.IdleTimeout == nil || s.Spec.IdleTimeout.Duration != idle || len(s.Name) > 50 {
+			t.Fatalf("session %s: owner %+v spec %+v", s.Name, o, s.Spec)
+		}
+	}
+	t.Logf("conversation 1 -> session %s, conversation 2 -> session %s", s1.Name, s2.Name)
+	Eventually(t, 30*time.Second, "pool status counts 2 running sessions", func() (bool, error) {
+		st := poolStatus(nsA)
+		return st.Replicas == 2 && st.ReadyReplicas == 2, fmt.Errorf("status replicas %d ready %d", st.Replicas, st.ReadyReplicas)
+	})
+	served, err := demoCounters(podIP(nsA, pod1))
+	if err != nil || served["vllm:generation_tokens_total"] == 0 {
+		t.Fatalf("conversation 1's state %v (%v)", served, err)
+	}
+	sum := stateSum(served)
+
+	// No activity: both suspended, no pod left, the pool at 0.
+	start := time.Now()
+	Eventually(t, idle+3*time.Minute, "both sessions Suspended", func() (bool, error) {
+		n := 0
+		for _, s := range sessionsOf(nsA) {
+			if s.Status.Phase == v1alpha1.SessionSuspended && s.Status.LastCheckpoint != "" {
+				n++
+			}
+		}
+		return n == 2, fmt.Errorf("%d suspended", n)
+	})
+	t.Logf("both sessions suspended %s after the last turn", time.Since(start).Round(time.Second))
+	Eventually(t, time.Minute, "no session pod left and the pool at 0", func() (bool, error) {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace(nsA)); err != nil {
+			return false, err
+		}
+		st := poolStatus(nsA)
+		return len(pods.Items) == 0 && st.Replicas == 0 && st.ReadyReplicas == 0,
+			fmt.Errorf("%d pods in %s, pool status replicas %d ready %d", len(pods.Items), nsA, st.Replicas, st.ReadyReplicas)
+	})
+	before := map[string]v1alpha1.AgentSession{}
+	for _, s := range sessionsOf(nsA) {
+		before[s.Name] = s
+	}
+
+	// Tenant B sends conversation 1's id: a session of its own, in its namespace.
+	rb := turn(sessionTenantKeyB, "conv-1", "tenant B: conversation 1")
+	sb := sessionOfPod(nsB, rb.header.Get("X-Neuronetes-Pod"))
+	if _, clash := before[sb.Name]; clash {
+		t.Fatalf("tenant B's conversation 1 has tenant A's session name %s", sb.Name)
+	}
+	time.Sleep(3 * time.Second)
+	for _, s := range sessionsOf(nsA) {
+		b := before[s.Name]
+		if s.Status.Phase != v1alpha1.SessionSuspended || s.Status.LastCheckpoint != b.Status.LastCheckpoint ||
+			s.Annotations[v1alpha1.SessionLastActivityAnnotation] != b.Annotations[v1alpha1.SessionLastActivityAnnotation] {
+			t.Fatalf("A's session %s after tenant B's turn: phase %s checkpoint %s activity %q (was %s %s %q)", s.Name, s.Status.Phase,
+				s.Status.LastCheckpoint, s.Annotations[v1alpha1.SessionLastActivityAnnotation], b.Status.Phase, b.Status.LastCheckpoint,
+				b.Annotations[v1alpha1.SessionLastActivityAnnotation])
+		}
+	}
+
+	// A's conversation 1 again: held, resumed in a new pod, the state intact.
+	r := turn(gatewayAPIKey, "conv-1", "turn 3 of conversation 1: what was the number?")
+	t.Logf("conversation 1 resumed through the gateway: first token after %s, served by %s", r.ttft.Round(time.Millisecond), r.header.Get("X-Neuronetes-Pod"))
+	name1 := s1.Name
+	s1 = sessionOfPod(nsA, r.header.Get("X-Neuronetes-Pod"))
+	if s1.Name != name1 || s1.Status.PodName == pod1 || s1.Status.Phase != v1alpha1.SessionRunning {
+		t.Fatalf("conversation 1 served by session %s pod %s phase %s; want its session %s resumed in a new pod", s1.Name, s1.Status.PodName, s1.Status.Phase, name1)
+	}
+	after, err := demoCounters(podIP(nsA, s1.Status.PodName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := map[string]float64{"vllm:prompt_tokens_total": after["vllm:prompt_tokens_total"] - r.prompt,
+		"vllm:generation_tokens_total": after["vllm:generation_tokens_total"] - r.completion}
+	if got := stateSum(restored); got != sum {
+		t.Fatalf("restored state %v less this turn's usage is %v (sum %s), want %v (sum %s)", after, restored, got, served, sum)
+	}
+	var s2now v1alpha1.AgentSession
+	if err := c.Get(ctx, types.NamespacedName{Namespace: nsA, Name: s2.Name}, &s2now); err != nil || s2now.Status.Phase != v1alpha1.SessionSuspended {
+		t.Fatalf("conversation 2's session %s: %s (%v), want still Suspended", s2.Name, s2now.Status.Phase, err)
+	}
+	Eventually(t, 30*time.Second, "pool status counts 1 running session", func() (bool, error) {
+		st := poolStatus(nsA)
+		return st.Replicas == 1 && st.ReadyReplicas == 1, fmt.Errorf("status replicas %d ready %d", st.Replicas, st.ReadyReplicas)
+	})
+	t.Logf("state sum %s before the suspension and after the resume", sum)
+}
