@@ -47,10 +47,11 @@ func (g *gwProc) poolChat(t *testing.T, key, model, conv, content string) sessio
 	return readSessionReply(t, req)
 }
 
-// TestAgentPoolThroughSessions: pool "chat" (spec.sessions, idle timeout 30 s) in tenant A's
-// namespace and one in tenant B's. Two conversations of A through the gateway get two
+// TestAgentPoolThroughSessions: pool "chat" (spec.sessions, idle timeout 30 s, maxReplicas 2) in
+// tenant A's namespace and one in tenant B's. Two conversations of A through the gateway get two
 // AgentSessions of the pool (labelled and controlled by it, the pool's class), two pods, and the
-// pool's status counts them; a request without a conversation gets 400. With no activity both
+// pool's status counts them; a third conversation then gets 429 (the pool at spec.maxReplicas)
+// and no session; a request without a conversation gets 400. With no activity both
 // are suspended: no session pod is left, the pool holds no pod and reports replicas 0. Tenant B
 // sending conversation 1's id gets a session of its own in its namespace, and A's sessions stay
 // Suspended with the same checkpoints and activity. A's next turn of conversation 1 resumes its
@@ -82,12 +83,13 @@ func TestAgentPoolThroughSessions(t *testing.T) {
 	sessionTenants(t, e, nsA, nsB)
 	c := crClient(t, e.Config)
 	idle := 30 * time.Second
+	maxSessions := int32(2) // spec.maxReplicas: the pool's sessions holding a pod
 	for _, ns := range []string{nsA, nsB} {
 		if err := c.Create(ctx, sessionClass(ns, img, e.NodeName)); err != nil {
 			t.Fatal(err)
 		}
 		pool := &v1alpha1.AgentPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chat"},
-			Spec: v1alpha1.AgentPoolSpec{AgentClassRef: &v1alpha1.LocalObjectReference{Name: "demo"},
+			Spec: v1alpha1.AgentPoolSpec{AgentClassRef: &v1alpha1.LocalObjectReference{Name: "demo"}, MaxReplicas: &maxSessions,
 				Sessions: &v1alpha1.PoolSessionsSpec{IdleTimeout: metav1.Duration{Duration: idle}}}}
 		if err := c.Create(ctx, pool); err != nil {
 			t.Fatal(err)
@@ -218,6 +220,14 @@ func TestAgentPoolThroughSessions(t *testing.T) {
 		st := poolStatus(nsA)
 		return st.Replicas == 2 && st.ReadyReplicas == 2, fmt.Errorf("status replicas %d ready %d", st.Replicas, st.ReadyReplicas)
 	})
+	// A third conversation while two sessions run: the pool is at spec.maxReplicas, 429 and
+	// nothing created.
+	if r := g.poolChat(t, gatewayAPIKey, "demo", "conv-3", "a third conversation"); r.status != http.StatusTooManyRequests || !bytes.Contains([]byte(r.body), []byte("pool_sessions_full")) {
+		t.Fatalf("a third conversation at spec.maxReplicas 2: %d %s, want 429 pool_sessions_full", r.status, r.body)
+	}
+	if n := len(sessionsOf(nsA)); n != 2 {
+		t.Fatalf("%d sessions of pool chat after the refused third conversation, want 2", n)
+	}
 	served, err := demoCounters(podIP(nsA, pod1))
 	if err != nil || served["vllm:generation_tokens_total"] == 0 {
 		t.Fatalf("conversation 1's state %v (%v)", served, err)

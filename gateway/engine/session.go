@@ -106,7 +106,7 @@ func (r *request) runPoolSession(ctx context.Context) *openai.Error {
 	}
 	name := v1alpha1.PoolSessionName(pool.Ref.Name, r.keyHash)
 	owner := sessionroute.PoolOwner{Pool: pool.Ref.Name, UID: pool.Sessions.UID, Class: pool.AgentClass,
-		IdleTimeout: pool.Sessions.IdleTimeout, WorkspaceSizeLimit: pool.Sessions.WorkspaceSizeLimit}
+		IdleTimeout: pool.Sessions.IdleTimeout, WorkspaceSizeLimit: pool.Sessions.WorkspaceSizeLimit, MaxActive: pool.Sessions.MaxActive}
 	// A copy: the snapshot's pool is shared by every request; this one routes to one pod.
 	cp := *pool
 	r.pool, r.keyHash, r.session = &cp, "", true

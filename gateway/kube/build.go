@@ -200,7 +200,8 @@ func sessionsOf(p *v1alpha1.AgentPool) *route.PoolSessions {
 	if ss == nil {
 		return nil
 	}
-	out := &route.PoolSessions{UID: string(p.UID), IdleTimeout: ss.IdleTimeout.Duration}
+	_, hi := p.Spec.ReplicaBounds()
+	out := &route.PoolSessions{UID: string(p.UID), IdleTimeout: ss.IdleTimeout.Duration, MaxActive: int(hi)}
 	if ss.WorkspaceSizeLimit != nil {
 		out.WorkspaceSizeLimit = ss.WorkspaceSizeLimit.String()
 	}

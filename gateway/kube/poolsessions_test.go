@@ -63,7 +63,49 @@ func TestSessionsOf(t *testing.T) {
 		t.Fatal("a pool without spec.sessions routes through sessions")
 	}
 	p.Spec.Sessions = &v1alpha1.PoolSessionsSpec{IdleTimeout: metav1.Duration{Duration: time.Minute}, WorkspaceSizeLimit: &q}
-	if got := sessionsOf(p); got == nil || got.UID != "u" || got.IdleTimeout != time.Minute || got.WorkspaceSizeLimit != "64Mi" {
-		t.Fatalf("sessionsOf = %+v", got)
+	if got := sessionsOf(p); got == nil || got.UID != "u" || got.IdleTimeout != time.Minute || got.WorkspaceSizeLimit != "64Mi" || got.MaxActive != 10 {
+		t.Fatalf("sessionsOf = %+v (MaxActive: spec.maxReplicas' default 10)", got)
+	}
+	three := int32(3)
+	p.Spec.MaxReplicas = &three
+	if got := sessionsOf(p); got.MaxActive != 3 {
+		t.Fatalf("MaxActive %d, want spec.maxReplicas 3", got.MaxActive)
+	}
+}
+
+// TestPoolActive: the pool's sessions that are not Suspended, counted only when the pool named
+// by the label controls them; other pools' and other namespaces' sessions do not count.
+func TestPoolActive(t *testing.T) {
+	s, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	sess := func(ns, name, pool, owner string, phase v1alpha1.AgentSessionPhase) *v1alpha1.AgentSession {
+		x := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			Labels:          map[string]string{v1alpha1.PoolSessionLabel: pool},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "neuronetes.io/v1alpha1", Kind: "AgentPool", Name: owner, UID: "u", Controller: &yes}}}}
+		x.Status.Phase = phase
+		return x
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
+		sess("a", "chat-1", "chat", "chat", v1alpha1.SessionRunning),
+		sess("a", "chat-2", "chat", "chat", v1alpha1.SessionPending),
+		sess("a", "chat-3", "chat", "chat", v1alpha1.SessionResuming),
+		sess("a", "chat-4", "chat", "chat", v1alpha1.SessionSuspended),
+		sess("a", "chat-5", "chat", "chat", ""),                       // just created: will take a pod
+		sess("a", "chat-6", "chat", "other", v1alpha1.SessionRunning), // labelled, not controlled by chat
+		sess("a", "other-1", "other", "other", v1alpha1.SessionRunning),
+		sess("b", "chat-1", "chat", "chat", v1alpha1.SessionRunning),
+	).Build()
+	l := &SessionLookup{Reader: c, Log: klog.Background()}
+	if n := l.PoolActive("a", "chat"); n != 4 {
+		t.Errorf("PoolActive(a, chat) = %d, want 4", n)
+	}
+	if n := l.PoolActive("b", "chat"); n != 1 {
+		t.Errorf("PoolActive(b, chat) = %d, want 1", n)
+	}
+	if n := l.PoolActive("c", "chat"); n != 0 {
+		t.Errorf("PoolActive(c, chat) = %d, want 0", n)
 	}
 }

@@ -70,6 +70,30 @@ func (l *SessionLookup) Session(namespace, name string) sessionroute.View {
 	return l.view(ctx, &s)
 }
 
+// PoolActive counts the AgentSessions of pool in namespace (label v1alpha1.PoolSessionLabel,
+// controlled by an AgentPool) whose phase is not Suspended: those holding or about to hold a
+// pod. A read error counts as the pool full (logged), so the bound fails closed.
+func (l *SessionLookup) PoolActive(namespace, pool string) int {
+	var list v1alpha1.AgentSessionList
+	err := l.Reader.List(context.Background(), &list, client.InNamespace(namespace),
+		client.MatchingLabels{v1alpha1.PoolSessionLabel: pool})
+	if err != nil {
+		l.Log.Error(err, "Listing a pool's sessions failed", "agentPool", namespace+"/"+pool)
+		return int(^uint(0) >> 1)
+	}
+	n := 0
+	for i := range list.Items {
+		s := &list.Items[i]
+		if o := metav1.GetControllerOf(s); o == nil || o.Kind != "AgentPool" || o.Name != pool {
+			continue
+		}
+		if s.Status.Phase != v1alpha1.SessionSuspended {
+			n++
+		}
+	}
+	return n
+}
+
 func (l *SessionLookup) view(ctx context.Context, s *v1alpha1.AgentSession) sessionroute.View {
 	v := sessionroute.View{Found: true, Phase: s.Status.Phase, Pool: s.Labels[v1alpha1.PoolSessionLabel]}
 	if o := metav1.GetControllerOf(s); o != nil && o.Kind == "AgentPool" && strings.HasPrefix(o.APIVersion, v1alpha1.GroupVersion.Group+"/") {

@@ -165,6 +165,9 @@ type PoolSessions struct {
 	IdleTimeout time.Duration
 	// WorkspaceSizeLimit is each session's workspace limit, a quantity ("" for the default).
 	WorkspaceSizeLimit string
+	// MaxActive bounds the pool's sessions that hold a pod (the pool's spec.maxReplicas, its
+	// default included); zero: unbounded.
+	MaxActive int
 }
 
 // Endpoint returns the endpoint of pod, if routable.

@@ -14,6 +14,8 @@ type settable struct {
 	v  View
 }
 
+func (s *settable) PoolActive(string, string) int { return 0 }
+
 func (s *settable) Session(string, string) View {
 	s.mu.Lock()
 	defer s.mu.Unlock()

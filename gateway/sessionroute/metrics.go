@@ -14,12 +14,12 @@ type Metrics struct {
 	// Held is the number of requests held now for a session to serve.
 	Held prometheus.Gauge
 	// Wait is how long held requests waited, by result (served, timeout, gone, cancelled,
-	// refused).
+	// refused, pool_full).
 	Wait *prometheus.HistogramVec
 	// Activity counts activity writes by result (ok, error).
 	Activity *prometheus.CounterVec
 	// Created counts the sessions of pools' conversations this replica created, by result
-	// (ok, error).
+	// (ok, error, full: refused at the pool's spec.maxReplicas).
 	Created *prometheus.CounterVec
 }
 
@@ -29,12 +29,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "neuronetes_gateway_session_held_requests",
 			Help: "Requests held by this gateway replica until their AgentSession serves (it is starting, suspending, suspended or resuming)."}),
 		Wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "neuronetes_gateway_session_resume_wait_seconds",
-			Help:    "How long a request for an AgentSession that was not serving was held, by result: served (forwarded to the resumed pod), timeout, gone (the session was deleted), cancelled (the client left), refused (too many held; 0 s).",
+			Help:    "How long a request for an AgentSession that was not serving was held, by result: served (forwarded to the resumed pod), timeout, gone (the session was deleted), cancelled (the client left), refused (too many held; 0 s), pool_full (a Suspended session of a pool through sessions not woken: the pool's sessions holding a pod are at its spec.maxReplicas; 0 s).",
 			Buckets: WaitBuckets}, []string{"result"}),
 		Activity: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "neuronetes_gateway_session_activity_writes_total",
 			Help: "Writes of an AgentSession's activity annotation by this replica, by result (ok, error)."}, []string{"result"}),
 		Created: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "neuronetes_gateway_pool_sessions_created_total",
-			Help: "AgentSessions this replica created for the conversations of AgentPools with spec.sessions, by result (ok, error)."}, []string{"result"}),
+			Help: "AgentSessions this replica created for the conversations of AgentPools with spec.sessions, by result (ok, error, full: refused, the pool's sessions holding a pod being at its spec.maxReplicas)."}, []string{"result"}),
 	}
 	reg.MustRegister(m.Held, m.Wait, m.Activity, m.Created)
 	return m

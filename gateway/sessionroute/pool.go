@@ -27,6 +27,10 @@ type PoolOwner struct {
 	// spec.sessions.
 	IdleTimeout        time.Duration
 	WorkspaceSizeLimit string
+	// MaxActive bounds the pool's sessions that hold a pod (PoolActive; the pool's
+	// spec.maxReplicas): a new conversation, or the resume of a Suspended one, beyond it gets
+	// 429. Zero: unbounded.
+	MaxActive int
 }
 
 // Creator creates AgentSessions (gateway/kube.SessionCreator).
@@ -78,6 +82,12 @@ func (r *Router) AwaitPool(ctx context.Context, namespace, name string, o PoolOw
 		return route.Endpoint{}, NotFound(name)
 	}
 	v := r.Lookup.Session(namespace, name)
+	if v.Found && (v.Pool != o.Pool || v.PoolUID != o.UID) {
+		return route.Endpoint{}, Conflict(name)
+	}
+	if aerr := r.admitPod(namespace, name, v, o); aerr != nil {
+		return route.Endpoint{}, aerr
+	}
 	created := !v.Found
 	if created {
 		s, err := PoolSession(namespace, name, o)
@@ -91,8 +101,30 @@ func (r *Router) AwaitPool(ctx context.Context, namespace, name string, o PoolOw
 				"creating the session of this conversation failed")
 		}
 		r.Metrics.created("ok")
-	} else if v.Pool != o.Pool || v.PoolUID != o.UID {
-		return route.Endpoint{}, Conflict(name)
 	}
 	return r.await(ctx, namespace, name, v, created)
+}
+
+// admitPod refuses, with 429 naming spec.maxReplicas, a request whose session would take a pod
+// (a new conversation, or a Suspended session that the request would wake) while the pool's
+// sessions holding one are at o.MaxActive. The session is neither created nor woken, so a
+// Suspended one keeps its checkpoint. The count is this replica's cache: replicas racing on
+// the last slot may each admit one.
+func (r *Router) admitPod(namespace, name string, v View, o PoolOwner) *openai.Error {
+	if o.MaxActive <= 0 || (v.Found && v.Phase != v1alpha1.SessionSuspended) {
+		return nil
+	}
+	n := r.Lookup.PoolActive(namespace, o.Pool)
+	if n < o.MaxActive {
+		return nil
+	}
+	if v.Found {
+		r.Metrics.wait("pool_full", 0)
+	} else {
+		r.Metrics.created("full")
+	}
+	e := openai.NewError(http.StatusTooManyRequests, "rate_limit_exceeded", "pool_sessions_full", "session",
+		"pool %s runs %d sessions, its spec.maxReplicas; session %s waits for one of them to suspend: retry later", o.Pool, n, name)
+	e.RetryAfter = 5 * time.Second
+	return e
 }

@@ -33,16 +33,27 @@ func TestAwaitPool(t *testing.T) {
 	mine.Pool, mine.PoolUID = "chat", "u1"
 	theirs := running
 	theirs.Pool, theirs.PoolUID = "chat", "u2"
+	asleep := View{Found: true, Phase: v1alpha1.SessionSuspended, PhaseSince: t0, Activity: t0, Pool: "chat", PoolUID: "u1"}
 	for _, tc := range []struct {
 		name       string
 		views      []View
 		noCreator  bool
 		createErr  error
 		timeout    time.Duration
+		maxActive  int // owner.MaxActive
+		active     int // the pool's sessions holding a pod
 		wantStatus int
 		wantCode   string
 		wantMade   int
+		wantWoken  bool // an activity write for the session
 	}{
+		{name: "pool at maxReplicas: a new conversation 429, nothing created", views: []View{{}}, maxActive: 2, active: 2,
+			wantStatus: 429, wantCode: "pool_sessions_full"},
+		{name: "pool under maxReplicas: created", views: []View{{}, mine}, maxActive: 2, active: 1, wantMade: 1, wantWoken: true},
+		{name: "pool at maxReplicas: a suspended session 429, not woken", views: []View{asleep}, maxActive: 2, active: 2,
+			wantStatus: 429, wantCode: "pool_sessions_full"},
+		{name: "pool at maxReplicas: a running session served", views: []View{mine}, maxActive: 1, active: 1, wantWoken: true},
+		{name: "no bound: created beyond any count", views: []View{{}, mine}, active: 50, wantMade: 1, wantWoken: true},
 		{name: "created, not in the cache yet, then running", views: []View{{}, {}, {}, mine}, wantMade: 1},
 		{name: "exists: not created again", views: []View{mine}},
 		{name: "created but never shown: 504", views: []View{{}}, timeout: 30 * time.Millisecond, wantMade: 1,
@@ -52,10 +63,13 @@ func TestAwaitPool(t *testing.T) {
 		{name: "no creator: 404", views: []View{{}}, noCreator: true, wantStatus: 404, wantCode: "session_not_found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lk := &fakeLookup{views: map[string][]View{"a/chat-x": tc.views}}
+			lk := &fakeLookup{views: map[string][]View{"a/chat-x": tc.views}, active: map[string]int{"a/chat": tc.active}}
 			cr := &fakeCreator{err: tc.createErr}
 			reg := prometheus.NewRegistry()
-			r := &Router{Lookup: lk, Activity: &fakeRecorder{}, Creator: cr, Metrics: NewMetrics(reg),
+			rec := &fakeRecorder{}
+			owner := owner
+			owner.MaxActive = tc.maxActive
+			r := &Router{Lookup: lk, Activity: rec, Creator: cr, Metrics: NewMetrics(reg),
 				Cfg: Config{Timeout: tc.timeout, Poll: time.Millisecond}}
 			if tc.noCreator {
 				r.Creator = nil
@@ -73,6 +87,9 @@ func TestAwaitPool(t *testing.T) {
 			}
 			if len(cr.made) != tc.wantMade {
 				t.Fatalf("created %d, want %d", len(cr.made), tc.wantMade)
+			}
+			if tc.maxActive > 0 && (len(rec.wrote) > 0) != tc.wantWoken {
+				t.Errorf("activity writes %v, want woken %v", rec.wrote, tc.wantWoken)
 			}
 			if tc.wantMade > 0 && tc.createErr == nil {
 				if n := testutil.ToFloat64(r.Metrics.Created.WithLabelValues("ok")); n != 1 {

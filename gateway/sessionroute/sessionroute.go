@@ -47,6 +47,9 @@ func (v View) Serving() bool {
 type Lookup interface {
 	// Session returns the session namespace/name; Found is false when there is none.
 	Session(namespace, name string) View
+	// PoolActive counts the sessions of pool (label v1alpha1.PoolSessionLabel, controlled by an
+	// AgentPool) in namespace that hold or will hold a pod: every phase but Suspended.
+	PoolActive(namespace, pool string) int
 }
 
 // Recorder writes a session's activity (gateway/kube.SessionActivity).

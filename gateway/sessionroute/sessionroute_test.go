@@ -21,6 +21,14 @@ type fakeLookup struct {
 	mu    sync.Mutex
 	views map[string][]View
 	calls map[string]int
+	// active is PoolActive's answer by "namespace/pool".
+	active map[string]int
+}
+
+func (f *fakeLookup) PoolActive(ns, pool string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.active[ns+"/"+pool]
 }
 
 func (f *fakeLookup) Session(ns, name string) View {
