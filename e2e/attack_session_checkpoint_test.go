@@ -41,3 +41,41 @@ func attackControllerDeletesForeignCheckpoint(t *testing.T, e *Env, ns, controll
 		}
 	}
 }
+
+// attackControllerDeletesForeignSession: RBAC lets the controller delete any AgentSession (the
+// AgentPool controller deletes a pool's suspended sessions past spec.sessions.retention); the
+// admission policy <release>-controller-session-deletes admits only a session an AgentPool
+// controls. As the controller, a tenant's own session, and one merely labelled with a pool, are
+// refused and stay unchanged.
+func attackControllerDeletesForeignSession(t *testing.T, e *Env, ns, controllerUser string) {
+	t.Helper()
+	ctx := context.Background()
+	admin := crClient(t, e.Config)
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: controllerUser}
+	ctl := crClient(t, cfg)
+	for _, s := range []*v1alpha1.AgentSession{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nn-e2e-victim-session"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nn-e2e-labelled-session", Labels: map[string]string{v1alpha1.PoolSessionLabel: "chat"}}},
+	} {
+		// Suspended by request from the start: the session controller, if it runs, makes no pod.
+		s.Spec = v1alpha1.AgentSessionSpec{ClassRef: v1alpha1.LocalObjectReference{Name: "nn-e2e-absent-class"}, Suspend: true}
+		if err := admin.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("create %s: %v", s.Name, err)
+		}
+		t.Cleanup(func() { _ = admin.Delete(context.Background(), s) })
+		var before v1alpha1.AgentSession
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(s), &before); err != nil {
+			t.Fatal(err)
+		}
+		err := ctl.Delete(ctx, &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.Name}})
+		wantRefused(t, err, "may delete only the AgentSessions of an AgentPool through sessions")
+		var after v1alpha1.AgentSession
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(s), &after); err != nil {
+			t.Fatalf("%s after the controller's delete: %v", s.Name, err)
+		}
+		if after.UID != before.UID || !after.DeletionTimestamp.IsZero() || after.Spec.ClassRef != before.Spec.ClassRef {
+			t.Fatalf("%s changed by the controller's refused delete: %+v", s.Name, after.ObjectMeta)
+		}
+	}
+}

@@ -282,6 +282,9 @@ func deployAdmissionPolicies(t *testing.T, e *Env, r *deployRelease) {
 	t.Run("ControllerDeletesForeignCheckpoint", func(t *testing.T) {
 		attackControllerDeletesForeignCheckpoint(t, e, r.exampleNS, accounts["controller"])
 	})
+	t.Run("ControllerDeletesForeignSession", func(t *testing.T) {
+		attackControllerDeletesForeignSession(t, e, r.exampleNS, accounts["controller"])
+	})
 	t.Run("GatewayChangesSession", func(t *testing.T) {
 		attackGatewayChangesSession(t, e, r.exampleNS, accounts["gateway"])
 	})

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -56,7 +57,8 @@ func (g *gwProc) poolChat(t *testing.T, key, model, conv, content string) sessio
 // sending conversation 1's id gets a session of its own in its namespace, and A's sessions stay
 // Suspended with the same checkpoints and activity. A's next turn of conversation 1 resumes its
 // session in a new pod whose counters continue the suspended ones (checksum), and conversation 2
-// stays Suspended.
+// stays Suspended until tenant A's spec.sessions.retention (1 min) deletes it with its
+// checkpoints, while conversation 1's running session and tenant B's stay.
 func TestAgentPoolThroughSessions(t *testing.T) {
 	e := requireEnv(t)
 	sock := filepath.Join(e.Root, ".local", "containerd", "containerd.sock")
@@ -83,7 +85,8 @@ func TestAgentPoolThroughSessions(t *testing.T) {
 	sessionTenants(t, e, nsA, nsB)
 	c := crClient(t, e.Config)
 	idle := 30 * time.Second
-	maxSessions := int32(2) // spec.maxReplicas: the pool's sessions holding a pod
+	maxSessions := int32(2)  // spec.maxReplicas: the pool's sessions holding a pod
+	retention := time.Minute // tenant A's spec.sessions.retention
 	for _, ns := range []string{nsA, nsB} {
 		if err := c.Create(ctx, sessionClass(ns, img, e.NodeName)); err != nil {
 			t.Fatal(err)
@@ -91,6 +94,9 @@ func TestAgentPoolThroughSessions(t *testing.T) {
 		pool := &v1alpha1.AgentPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chat"},
 			Spec: v1alpha1.AgentPoolSpec{AgentClassRef: &v1alpha1.LocalObjectReference{Name: "demo"}, MaxReplicas: &maxSessions,
 				Sessions: &v1alpha1.PoolSessionsSpec{IdleTimeout: metav1.Duration{Duration: idle}}}}
+		if ns == nsA {
+			pool.Spec.Sessions.Retention = &metav1.Duration{Duration: retention}
+		}
 		if err := c.Create(ctx, pool); err != nil {
 			t.Fatal(err)
 		}
@@ -303,4 +309,30 @@ func TestAgentPoolThroughSessions(t *testing.T) {
 		return st.Replicas == 1 && st.ReadyReplicas == 1, fmt.Errorf("status replicas %d ready %d", st.Replicas, st.ReadyReplicas)
 	})
 	t.Logf("state sum %s before the suspension and after the resume", sum)
+
+	// Retention: conversation 2's session, Suspended for tenant A's retention since its last
+	// activity, is deleted with its checkpoints; conversation 1's (Running) and tenant B's pool
+	// (no retention) keep theirs.
+	suspendedAt := s2now.Status.TransitionTime.Time
+	Eventually(t, time.Until(suspendedAt.Add(retention))+time.Minute, "conversation 2's session deleted past retention", func() (bool, error) {
+		err := c.Get(ctx, types.NamespacedName{Namespace: nsA, Name: s2.Name}, &v1alpha1.AgentSession{})
+		return apierrors.IsNotFound(err), fmt.Errorf("session %s: %v", s2.Name, err)
+	})
+	if gone := time.Since(suspendedAt); gone < retention {
+		t.Fatalf("conversation 2's session deleted %s after its suspension, before the retention %s", gone, retention)
+	}
+	t.Logf("conversation 2's session deleted %s after its suspension (retention %s)", time.Since(suspendedAt).Round(time.Second), retention)
+	Eventually(t, time.Minute, "conversation 2's checkpoints deleted with its session", func() (bool, error) {
+		var cks v1alpha1.AgentCheckpointList
+		if err := c.List(ctx, &cks, client.InNamespace(nsA), client.MatchingLabels{v1alpha1.SessionLabel: s2.Name}); err != nil {
+			return false, err
+		}
+		return len(cks.Items) == 0, fmt.Errorf("%d checkpoints of %s left", len(cks.Items), s2.Name)
+	})
+	if err := c.Get(ctx, types.NamespacedName{Namespace: nsA, Name: s1.Name}, &v1alpha1.AgentSession{}); err != nil {
+		t.Fatalf("conversation 1's running session after conversation 2's retention: %v", err)
+	}
+	if n := len(sessionsOf(nsB)); n != 1 {
+		t.Fatalf("tenant B's pool (no retention) has %d sessions, want 1", n)
+	}
 }

@@ -75,6 +75,14 @@ type PoolSessionsSpec struct {
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="spec.sessions.workspaceSizeLimit must be positive"
 	// +optional
 	WorkspaceSizeLimit *resource.Quantity `json:"workspaceSizeLimit,omitempty"`
+
+	// Retention, when set, deletes a session of the pool that has stayed Suspended this long
+	// since its last activity (with its pods, ServiceAccount and AgentCheckpoints, as any deleted
+	// session): the conversation's next request starts a new session. Unset: suspended sessions
+	// are kept until deleted.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="spec.sessions.retention must be at least 1s"
+	// +optional
+	Retention *metav1.Duration `json:"retention,omitempty"`
 }
 
 // AgentPoolStatus is observed state plus the autoscaler's last decision.

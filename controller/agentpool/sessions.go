@@ -3,6 +3,7 @@ package agentpool
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,12 +80,22 @@ func (r *Reconciler) reconcileSessions(ctx context.Context, orig, pool *nnv1.Age
 		}
 	}
 	var c sessionCounts
+	var res ctrl.Result
 	if r.Sessions {
 		var ss nnv1.AgentSessionList
 		if err := r.Client.List(ctx, &ss, client.InNamespace(pool.Namespace), client.MatchingLabels{nnv1.PoolSessionLabel: pool.Name}); err != nil {
 			return ctrl.Result{}, fmt.Errorf("list agentsessions: %w", err)
 		}
 		c = countSessions(pool, ss.Items)
+		expired, next := expiredSessions(pool, ss.Items, r.now())
+		for _, s := range expired {
+			klog.FromContext(ctx).Info("Deleting a suspended session past the pool's spec.sessions.retention", "agentSession", s.Name)
+			uid := s.UID
+			if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("delete agentsession %s past retention: %w", s.Name, err)
+			}
+		}
+		res.RequeueAfter = next
 	}
 	r.sessionStatus(pool, c)
 	if !r.Sessions {
@@ -94,7 +105,50 @@ func (r *Reconciler) reconcileSessions(ctx context.Context, orig, pool *nnv1.Age
 	if err := r.Client.Status().Patch(ctx, pool, client.MergeFrom(orig)); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("patch agentpool status: %w", err)
 	}
-	return ctrl.Result{}, nil
+	return res, nil
+}
+
+// expiredSessions returns the sessions of pool (controlled by it, not being deleted) that have
+// been Suspended for spec.sessions.retention since their last activity (sessionIdleSince), and
+// how long until the next of the others expires (0: none will). Without retention: none.
+func expiredSessions(pool *nnv1.AgentPool, ss []nnv1.AgentSession, now time.Time) ([]*nnv1.AgentSession, time.Duration) {
+	if pool.Spec.Sessions == nil || pool.Spec.Sessions.Retention == nil {
+		return nil, 0
+	}
+	keep := pool.Spec.Sessions.Retention.Duration
+	var out []*nnv1.AgentSession
+	var next time.Duration
+	for i := range ss {
+		s := &ss[i]
+		if !metav1.IsControlledBy(s, pool) || !s.DeletionTimestamp.IsZero() || s.Status.Phase != nnv1.SessionSuspended {
+			continue
+		}
+		left := sessionIdleSince(s).Add(keep).Sub(now)
+		if left <= 0 {
+			out = append(out, s)
+			continue
+		}
+		if next == 0 || left < next {
+			next = left
+		}
+	}
+	return out, next
+}
+
+// sessionIdleSince is the latest of a Suspended session's suspension (status.transitionTime),
+// status.lastActivity and its activity annotation: a request that is waking it counts.
+func sessionIdleSince(s *nnv1.AgentSession) time.Time {
+	var t time.Time
+	if s.Status.TransitionTime != nil {
+		t = s.Status.TransitionTime.Time
+	}
+	if s.Status.LastActivity != nil && s.Status.LastActivity.After(t) {
+		t = s.Status.LastActivity.Time
+	}
+	if a, err := time.Parse(time.RFC3339Nano, s.Annotations[nnv1.SessionLastActivityAnnotation]); err == nil && a.After(t) {
+		t = a
+	}
+	return t
 }
 
 // poolOfSession enqueues the pool a session's label names.

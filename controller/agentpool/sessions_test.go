@@ -88,3 +88,81 @@ func TestReconcilePoolThroughSessions(t *testing.T) {
 		})
 	}
 }
+
+// TestExpiredSessions: with spec.sessions.retention, a session of the pool Suspended for the
+// retention since its last activity (the later of its suspension, status.lastActivity and the
+// activity annotation) expires; a running one, a younger one, one woken by a request, another
+// pool's and one being deleted do not; the next expiry is reported. Without retention: none.
+func TestExpiredSessions(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	ago := func(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(-d)); return &t }
+	suspended := func(name string, since time.Duration) *nnv1.AgentSession {
+		s := poolSession(name, nnv1.SessionSuspended, "", "pool-uid")
+		s.Status.TransitionTime = ago(since)
+		s.Status.LastActivity = ago(since + time.Minute)
+		return s
+	}
+	old := suspended("old", 2*time.Hour)
+	young := suspended("young", 50*time.Minute)
+	woken := suspended("woken", 2*time.Hour)
+	woken.Annotations = map[string]string{nnv1.SessionLastActivityAnnotation: now.Add(-time.Second).Format(time.RFC3339Nano)}
+	running := poolSession("running", nnv1.SessionRunning, "running-1", "pool-uid")
+	running.Status.TransitionTime = ago(3 * time.Hour)
+	foreign := suspended("foreign", 2*time.Hour)
+	foreign.OwnerReferences[0].UID = "other-uid"
+	going := suspended("going", 2*time.Hour)
+	going.DeletionTimestamp = ago(time.Second)
+	all := []nnv1.AgentSession{*old, *young, *woken, *running, *foreign, *going}
+
+	pool := testPool(0)
+	pool.Spec.Sessions = &nnv1.PoolSessionsSpec{IdleTimeout: metav1.Duration{Duration: time.Minute}}
+	if got, next := expiredSessions(pool, all, now); len(got) != 0 || next != 0 {
+		t.Fatalf("without retention: expired %d, next %s", len(got), next)
+	}
+	pool.Spec.Sessions.Retention = &metav1.Duration{Duration: time.Hour}
+	got, next := expiredSessions(pool, all, now)
+	if len(got) != 1 || got[0].Name != "old" {
+		names := []string{}
+		for _, s := range got {
+			names = append(names, s.Name)
+		}
+		t.Fatalf("expired %v, want [old]", names)
+	}
+	if next != 10*time.Minute {
+		t.Fatalf("next expiry in %s, want 10m (young)", next)
+	}
+}
+
+// TestReconcileDeletesSessionsPastRetention: the pool controller deletes its sessions past
+// spec.sessions.retention and requeues for the next; a Running one stays.
+func TestReconcileDeletesSessionsPastRetention(t *testing.T) {
+	pool := testPool(0)
+	pool.Spec.Autoscaling = nil
+	pool.Spec.Sessions = &nnv1.PoolSessionsSpec{IdleTimeout: metav1.Duration{Duration: time.Minute}, Retention: &metav1.Duration{Duration: time.Hour}}
+	old := poolSession("old", nnv1.SessionSuspended, "", "pool-uid")
+	young := poolSession("young", nnv1.SessionSuspended, "", "pool-uid")
+	running := poolSession("running", nnv1.SessionRunning, "running-1", "pool-uid")
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // the harness's clock
+	oldAt, youngAt := metav1.NewTime(now.Add(-2*time.Hour)), metav1.NewTime(now.Add(-30*time.Minute))
+	old.Status.TransitionTime, young.Status.TransitionTime, running.Status.TransitionTime = &oldAt, &youngAt, &oldAt
+	h := newHarness(t, testClass(nil), pool, old, young, running)
+	h.r.Sessions = true
+	if !h.now.Equal(now) {
+		t.Fatalf("the harness's clock is %s", h.now)
+	}
+	res := h.reconcile()
+	var ss nnv1.AgentSessionList
+	if err := h.c.List(context.Background(), &ss, client.InNamespace("ns")); err != nil {
+		t.Fatal(err)
+	}
+	left := map[string]bool{}
+	for _, s := range ss.Items {
+		left[s.Name] = true
+	}
+	if left["old"] || !left["young"] || !left["running"] {
+		t.Fatalf("sessions left %v, want young and running", left)
+	}
+	if res.RequeueAfter != 30*time.Minute {
+		t.Fatalf("requeue after %s, want 30m (young's expiry)", res.RequeueAfter)
+	}
+}

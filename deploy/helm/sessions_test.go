@@ -388,3 +388,60 @@ func TestSessionCheckpointDeletesPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionDeletesPolicy: with sessions on, the controller may delete only an AgentSession of
+// an AgentPool through sessions (labelled session.neuronetes.io/pool=<p>, controlled by AgentPool
+// <p>: spec.sessions.retention), not a tenant's own session, one labelled for another pool, one
+// whose AgentPool owner is not its controller, nor one in a system namespace.
+func TestSessionDeletesPolicy(t *testing.T) {
+	off, err := render(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if find(off, "ValidatingAdmissionPolicy", "nn-neuronetes-controller-session-deletes") != nil {
+		t.Fatal("the session-deletes policy is rendered with sessions off")
+	}
+	objs, err := render(t, nil, []string{`controller={"agentSessions":{"enabled":true}}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if find(objs, "ValidatingAdmissionPolicyBinding", "nn-neuronetes-controller-session-deletes") == nil {
+		t.Fatal("the session-deletes policy has no binding")
+	}
+	p := renderedPolicy(t, objs, "nn-neuronetes-controller-session-deletes")
+	sess := func(pool string, owner map[string]any) map[string]any {
+		meta := map[string]any{"name": "chat-0123456789abcdef", "namespace": "team-a"}
+		if pool != "" {
+			meta["labels"] = map[string]any{"session.neuronetes.io/pool": pool}
+		}
+		if owner != nil {
+			meta["ownerReferences"] = []any{owner}
+		}
+		return map[string]any{"metadata": meta, "spec": map[string]any{"classRef": map[string]any{"name": "demo"}}}
+	}
+	owner := func(kind, apiVersion, name string, controller bool) map[string]any {
+		return map[string]any{"kind": kind, "apiVersion": apiVersion, "name": name, "uid": "u", "controller": controller}
+	}
+	chat := owner("AgentPool", "neuronetes.io/v1alpha1", "chat", true)
+	for _, tc := range []struct {
+		name, ns string
+		old      map[string]any
+		want     bool
+	}{
+		{"a pool's session", "team-a", sess("chat", chat), true},
+		{"a tenant's own session", "team-a", sess("", nil), false},
+		{"labelled, no owner", "team-a", sess("chat", nil), false},
+		{"labelled for another pool", "team-a", sess("other", chat), false},
+		{"the pool an owner, not the controller", "team-a", sess("chat", owner("AgentPool", "neuronetes.io/v1alpha1", "chat", false)), false},
+		{"an AgentPool of another group", "team-a", sess("chat", owner("AgentPool", "evil.io/v1", "chat", true)), false},
+		{"a pool's session in kube-system", "kube-system", sess("chat", chat), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := map[string]any{"operation": "DELETE", "namespace": tc.ns, "name": "chat-0123456789abcdef", "resource": map[string]any{"resource": "agentsessions"}}
+			ok, msg := admitsRequest(t, p, req, nil, tc.old)
+			if ok != tc.want {
+				t.Fatalf("admitted %v (%s), want %v", ok, msg, tc.want)
+			}
+		})
+	}
+}
