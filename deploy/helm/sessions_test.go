@@ -60,13 +60,15 @@ func TestChartAgentSessions(t *testing.T) {
 			{"serviceaccounts", "patch"}, {"serviceaccounts", "delete"},
 			// The session's PodDisruptionBudget: created only (the garbage collector deletes it).
 			{"poddisruptionbudgets", "create"},
+			// A pool's sessions past spec.sessions.retention (confined by controller-session-deletes).
+			{"agentsessions", "delete"},
 		} {
 			if got := rulesGrant(role, g.resource, g.verb); got != tc.want {
 				t.Errorf("%s: %s %s granted %v, want %v", tc.name, g.verb, g.resource, got, tc.want)
 			}
 		}
 		for _, g := range []struct{ resource, verb string }{
-			{"agentsessions", "update"}, {"agentsessions", "delete"}, {"serviceaccounts", "get"}, {"serviceaccounts", "update"},
+			{"agentsessions", "update"}, {"agentsessions", "create"}, {"serviceaccounts", "get"}, {"serviceaccounts", "update"},
 			{"serviceaccounts", "list"}, {"runtimeclasses", "list"},
 			{"poddisruptionbudgets", "get"}, {"poddisruptionbudgets", "list"}, {"poddisruptionbudgets", "update"}, {"poddisruptionbudgets", "patch"}, {"poddisruptionbudgets", "delete"},
 		} {
