@@ -116,6 +116,9 @@ func startSessionRoutes(ctx context.Context, g *gw, cfg *rest.Config) (func(), e
 		Lookup:   &kube.SessionLookup{Reader: sc, Log: logger},
 		Activity: &kube.SessionActivity{Client: direct},
 		Creator:  &kube.SessionCreator{Client: direct},
+		// A held request goes to the new pod once it accepts a connection (a template without a
+		// readiness probe is Ready before the agent listens).
+		Probe: sessionroute.ProbeDial,
 		Cfg: sessionroute.Config{Timeout: g.o.sessionResumeTimeout, MaxHeld: g.o.sessionMaxHeld,
 			ActivityInterval: g.o.sessionActivity},
 		Metrics: sessionroute.NewMetrics(g.reg),

@@ -7,6 +7,7 @@ package sessionroute
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -89,6 +90,13 @@ type Router struct {
 	// Now is the clock (default time.Now); After starts the hold's timeout (default time.After).
 	Now   func() time.Time
 	After func(time.Duration) <-chan time.Time
+	// Probe, when set, is tried on a held request's session pod once the session serves: a
+	// Ready pod whose template has no readiness probe may not listen yet, so the request waits
+	// (bounded by the hold's timeout, retried every ProbeInterval) until Probe succeeds instead of
+	// failing with 502 (ProbeDial). A request for a session already serving is not probed.
+	Probe func(ctx context.Context, addr string) error
+	// ProbeInterval is the wait between two failed probes (default 50 ms).
+	ProbeInterval time.Duration
 
 	held atomic.Int64
 	mu   sync.Mutex
@@ -198,6 +206,12 @@ func (r *Router) hold(ctx context.Context, c Config, namespace, name string, v V
 	tick := time.NewTicker(c.Poll)
 	defer tick.Stop()
 	var wake <-chan struct{}
+	var probing *time.Ticker // set once a serving session's pod refused a probe
+	defer func() {
+		if probing != nil {
+			probing.Stop()
+		}
+	}()
 	check := func() (route.Endpoint, *openai.Error, bool) {
 		v = r.Lookup.Session(namespace, name)
 		if !v.Found && created {
@@ -209,6 +223,13 @@ func (r *Router) hold(ctx context.Context, c Config, namespace, name string, v V
 		}
 		r.touch(ctx, c, namespace, name, v)
 		if v.Serving() {
+			if r.Probe != nil {
+				if err := r.Probe(ctx, v.Endpoint.Addr); err != nil {
+					klog.FromContext(ctx).V(4).Info("Session pod not listening yet", "session", namespace+"/"+name, "addr", v.Endpoint.Addr, "err", err)
+					probing = r.probeTick(probing)
+					return route.Endpoint{}, nil, false
+				}
+			}
 			r.Metrics.wait("served", r.now().Sub(start))
 			return v.Endpoint, nil, true
 		}
@@ -237,11 +258,44 @@ func (r *Router) hold(ctx context.Context, c Config, namespace, name string, v V
 			return route.Endpoint{}, e
 		case <-wake:
 		case <-tick.C:
+		case <-probeC(probing):
 		}
 		if ep, err, done := check(); done {
 			return ep, err
 		}
 	}
+}
+
+// probeTick returns t, or a new ticker of ProbeInterval when t is nil.
+func (r *Router) probeTick(t *time.Ticker) *time.Ticker {
+	if t != nil {
+		return t
+	}
+	d := r.ProbeInterval
+	if d <= 0 {
+		d = 50 * time.Millisecond
+	}
+	return time.NewTicker(d)
+}
+
+// probeC is t's channel, or nil (never ready) without a ticker.
+func probeC(t *time.Ticker) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
+}
+
+// ProbeDial is a Probe that opens a TCP connection to addr within one second and closes it at
+// once (the gateway closes first, so no connection of the agent's is left open for a later
+// CRIU checkpoint).
+func ProbeDial(ctx context.Context, addr string) error {
+	d := net.Dialer{Timeout: time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }
 
 func phaseOf(v View) string {
