@@ -146,8 +146,11 @@ func (o *options) runOverhead(ctx context.Context) (verdict, error) {
 		cpu = fmt.Sprintf("gateway instructions per chunk %.3fx ReverseProxy's (largest of %d callgrind runs; target <= 1.0; process CPU time %.3fx with both at once at load average %.2f, context)",
 			v.instrRatio, len(iv.runs), v.cpuRatio, load0)
 	}
-	text := fmt.Sprintf("overhead %s: %s, adds %+.2f ms TTFT p50 (target <= the TCP relay's %+.2f + 2), %s; throughput %.3fx direct",
-		status, cpu, v.addedP50, v.floorP50, p99, v.ratio)
+	text := fmt.Sprintf("overhead %s: %s, %s, %s; throughput %.3fx direct", status, cpu, v.ttftText(), p99, v.ratio)
+	if len(iv.runs) > 0 {
+		r := iv.runs[0]
+		text += fmt.Sprintf(" (per request, context: gateway %.0f vs ReverseProxy %.0f instructions, run 1)", r.gwReq, r.rpReq)
+	}
 	if v.instrJudged && v.instrRatio > 1 {
 		text += " (instructions: " + instrWhy(iv.runs[0]) + ")"
 	} else if !v.instrJudged && v.cpuRatio > 1 {
