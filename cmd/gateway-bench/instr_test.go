@@ -130,3 +130,11 @@ func TestTTFTTextFloor(t *testing.T) {
 		}
 	}
 }
+
+// The gateway's TTFTs by pod print each pod's count and p50, pods in name order.
+func TestFmtByPod(t *testing.T) {
+	got := fmtByPod(map[string][]float64{"b": {4, 2, 3}, "a": {1}})
+	if want := "a 1 1.00; b 3 3.00"; got != want {
+		t.Fatalf("fmtByPod = %q, want %q", got, want)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +41,9 @@ type overheadStats struct {
 	// against ReverseProxy's of the same round, so a load change between rounds cancels.
 	roundCPU []float64
 	counters procCounters // the proxy process's, summed over the measured windows
+	// byPod is the TTFTs (ms) by the pod the gateway named (X-Neuronetes-Pod); empty for the
+	// other columns.
+	byPod map[string][]float64
 }
 
 func (s *overheadStats) throughput() float64 { return float64(s.chunks) / s.elapsed.Seconds() }
@@ -79,6 +83,12 @@ func runWindow(ctx context.Context, cols []column, cfg overheadConfig, window ti
 					}
 				} else {
 					st.ttfts = append(st.ttfts, ms(r.ttft))
+					if r.pod != "" {
+						if st.byPod == nil {
+							st.byPod = map[string][]float64{}
+						}
+						st.byPod[r.pod] = append(st.byPod[r.pod], ms(r.ttft))
+					}
 				}
 				st.chunks += r.chunks
 				mu.Unlock()
@@ -228,7 +238,24 @@ func printOverhead(w io.Writer, cols []column, stats []*overheadStats) {
 		if s.firstErr != nil {
 			fmt.Fprintf(w, "    first error: %v\n", s.firstErr)
 		}
+		if len(s.byPod) > 0 {
+			fmt.Fprintf(w, "    by pod (requests, TTFT p50 ms): %s\n", fmtByPod(s.byPod))
+		}
 	}
+}
+
+// fmtByPod is each pod's request count and TTFT p50, pods in name order.
+func fmtByPod(m map[string][]float64) string {
+	pods := make([]string, 0, len(m))
+	for p := range m {
+		pods = append(pods, p)
+	}
+	sort.Strings(pods)
+	parts := make([]string, len(pods))
+	for i, p := range pods {
+		parts[i] = fmt.Sprintf("%s %d %.2f", p, len(m[p]), quantile(m[p], 0.5))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func fmtRounds(xs []float64) string {

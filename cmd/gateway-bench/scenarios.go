@@ -132,6 +132,8 @@ func (o *options) runOverhead(ctx context.Context) (verdict, error) {
 		v.cpuRatio, fmtRounds(pair[1].roundCPU), fmtRounds(pair[0].roundCPU), judged, v.seqRatio)
 	fmt.Printf("  per chunk in the pair windows: gateway %s; ReverseProxy %s\n",
 		pair[1].counters.perChunk(pair[1].chunks), pair[0].counters.perChunk(pair[0].chunks))
+	fmt.Printf("TTFT p50 in the pair windows (both at once, the same load; context): gateway %.2f ms, ReverseProxy %.2f ms (%+.2f)\n",
+		quantile(pair[1].ttfts, 0.5), quantile(pair[0].ttfts, 0.5), quantile(pair[1].ttfts, 0.5)-quantile(pair[0].ttfts, 0.5))
 	p99 := fmt.Sprintf("p99 %+.2f ms not judged: load average %.2f at the start >= 1", v.addedP99, load0)
 	if v.p99Judged {
 		p99 = fmt.Sprintf("p99 %+.2f ms (target <= 2, load average %.2f)", v.addedP99, load0)
