@@ -41,8 +41,8 @@ type overheadStats struct {
 	// against ReverseProxy's of the same round, so a load change between rounds cancels.
 	roundCPU []float64
 	counters procCounters // the proxy process's, summed over the measured windows
-	// byPod is the TTFTs (ms) by the pod the gateway named (X-Neuronetes-Pod); empty for the
-	// other columns.
+	// byPod is the TTFTs (ms) by the pod the response named (X-Neuronetes-Pod: the gateway and
+	// the bench's HTTP proxies set it); empty for a column whose responses name none.
 	byPod map[string][]float64
 }
 
