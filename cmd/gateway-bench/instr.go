@@ -57,6 +57,10 @@ type instrRun struct {
 	gwFns, rpFns map[string]float64
 	chunks       int // chunks per process between the two phases
 	load         string
+	// gwReq and rpReq are each process's instructions per request (perRequest), in total and by
+	// function: context for the added TTFT, not judged.
+	gwReq, rpReq       float64
+	gwReqFns, rpReqFns map[string]float64
 }
 
 func (r instrRun) ratio() float64 { return r.gw / r.rp }
@@ -74,6 +78,27 @@ func perChunk(short, long instrCount, chunks int) (float64, map[string]float64) 
 		fns[f] /= float64(chunks)
 	}
 	return float64(long.total-short.total) / float64(chunks), fns
+}
+
+// perRequest is what a request costs beyond its chunks: the short phase less its chunks at the
+// per-chunk cost (chunkTotal, chunkFns) and less an idle phase of the same wall time (the
+// timer-driven work), over the requests; in total and by function.
+func perRequest(idle, short instrCount, chunkTotal float64, chunkFns map[string]float64, chunks, requests int) (float64, map[string]float64) {
+	fns := map[string]float64{}
+	for f, v := range short.fns {
+		fns[f] += float64(v)
+	}
+	for f, v := range idle.fns {
+		fns[f] -= float64(v)
+	}
+	for f, v := range chunkFns {
+		fns[f] -= v * float64(chunks)
+	}
+	for f := range fns {
+		fns[f] /= float64(requests)
+	}
+	total := float64(short.total-idle.total) - chunkTotal*float64(chunks)
+	return total / float64(requests), fns
 }
 
 var (
@@ -237,6 +262,16 @@ func (o *options) instrRunOnce(ctx context.Context, run int, agent string) (inst
 			return instrRun{}, err
 		}
 	}
+	// An idle phase of the same wall time first: the timer-driven work, for the cost per request.
+	if _, err := instrPhase(ctx, urls, 0, c.short, c.phaseTime()); err != nil {
+		return instrRun{}, err
+	}
+	var idle [2]instrCount
+	for i, p := range procs {
+		if idle[i], err = p.dump("idle"); err != nil {
+			return instrRun{}, err
+		}
+	}
 	var counts [2][2]instrCount // phase, process
 	var chunks [2][2]int
 	for ph, tokens := range []int{c.short, c.long} {
@@ -257,6 +292,8 @@ func (o *options) instrRunOnce(ctx context.Context, run int, agent string) (inst
 	}
 	r.rp, r.rpFns = perChunk(counts[0][0], counts[1][0], r.chunks)
 	r.gw, r.gwFns = perChunk(counts[0][1], counts[1][1], r.chunks)
+	r.rpReq, r.rpReqFns = perRequest(idle[0], counts[0][0], r.rp, r.rpFns, chunks[0][0], c.requests)
+	r.gwReq, r.gwReqFns = perRequest(idle[1], counts[0][1], r.gw, r.gwFns, chunks[0][1], c.requests)
 	return r, nil
 }
 
@@ -381,6 +418,7 @@ func (o *options) runInstructions(ctx context.Context, w io.Writer) (instrVerdic
 		}
 		fmt.Fprintf(w, "  run %d: gateway %.0f, ReverseProxy %.0f instructions per chunk (%d chunks each): %.3fx  load %s\n",
 			run, r.gw, r.rp, r.chunks, r.ratio(), r.load)
+		fmt.Fprintf(w, "  run %d per request (context): gateway %.0f, ReverseProxy %.0f instructions (%+.0f)\n", run, r.gwReq, r.rpReq, r.gwReq-r.rpReq)
 		v.runs = append(v.runs, r)
 		v.ratio = max(v.ratio, r.ratio())
 	}
@@ -392,6 +430,7 @@ func (o *options) runInstructions(ctx context.Context, w io.Writer) (instrVerdic
 		fmt.Fprintf(w, "  runs agree within %.2f%% (ratios %.3fx-%.3fx); judged: the largest\n", 100*(hi-lo)/lo, lo, hi)
 	}
 	printInstrDiff(w, v.runs[0])
+	printReqDiff(w, v.runs[0])
 	return v, nil
 }
 
@@ -433,4 +472,27 @@ func instrWhy(r instrRun) string {
 	}
 	return fmt.Sprintf("the gateway runs %+.0f instructions per chunk more than ReverseProxy; largest excess by function: %s",
 		r.gw-r.rp, strings.Join(parts, ", "))
+}
+
+// printReqDiff writes what the gateway's instructions per request are made of against
+// ReverseProxy's, by function (self instructions; context for the added TTFT, not judged).
+func printReqDiff(w io.Writer, r instrRun) {
+	const minDiff, maxRows = 2000, 30
+	fmt.Fprintf(w, "  run 1 per request = (short phase - its chunks x per chunk - an idle phase as long) / requests: gateway %.0f, ReverseProxy %.0f (%+.0f)\n",
+		r.gwReq, r.rpReq, r.gwReq-r.rpReq)
+	fmt.Fprintf(w, "  run 1 by function, self instructions per request, gateway - ReverseProxy (|difference| >= %d, the largest %d):\n", minDiff, maxRows)
+	rows := instrDiff(instrRun{gwFns: r.gwReqFns, rpFns: r.rpReqFns}, minDiff)
+	rest := rows[len(rows)-1]
+	rows = rows[:len(rows)-1]
+	sort.SliceStable(rows, func(i, j int) bool { return abs(rows[i].gw-rows[i].rp) > abs(rows[j].gw-rows[j].rp) })
+	for i, row := range rows {
+		if i == maxRows {
+			break
+		}
+		fmt.Fprintf(w, "    %+9.0f  %9.0f %9.0f  %s\n", row.gw-row.rp, row.gw, row.rp, row.fn)
+	}
+	if len(rows) > maxRows {
+		fmt.Fprintf(w, "    (%d more functions differing by %d or more)\n", len(rows)-maxRows, minDiff)
+	}
+	fmt.Fprintf(w, "    %+9.0f  %9.0f %9.0f  %s\n", rest.gw-rest.rp, rest.gw, rest.rp, rest.fn)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -93,5 +94,47 @@ func TestJudgeOverheadInstructions(t *testing.T) {
 		if v.ok != c.ok || v.instrJudged != c.judged {
 			t.Errorf("instr %v: ok %v judged %v, want %v %v", c.instr, v.ok, v.instrJudged, c.ok, c.judged)
 		}
+	}
+}
+
+// The cost per request leaves out the chunks (at the per-chunk cost) and the idle phase's
+// timer-driven work: a variant that forgets either gets other numbers.
+func TestPerRequest(t *testing.T) {
+	idle := instrCount{total: 100, fns: map[string]int64{"sysmon": 100}}
+	short := instrCount{total: 1300, fns: map[string]int64{"sysmon": 100, "relay": 400, "parse": 800}}
+	total, fns := perRequest(idle, short, 2, map[string]float64{"relay": 2}, 200, 4)
+	if total != 200 || fns["parse"] != 200 || fns["relay"] != 0 || fns["sysmon"] != 0 {
+		t.Fatalf("per request %v %v, want 200 with parse 200, relay 0, sysmon 0", total, fns)
+	}
+}
+
+// The TTFT p50 part of the verdict prints ReverseProxy's added p50 beside the gateway's, and
+// says so when ReverseProxy itself misses the relay + 2 ms target.
+func TestTTFTTextFloor(t *testing.T) {
+	st := func(ttft float64) *overheadStats {
+		return &overheadStats{ttfts: []float64{ttft}, chunks: 100, elapsed: 1, roundCPU: []float64{10}}
+	}
+	cases := []struct {
+		rp          float64
+		floorMissed bool
+	}{{15, true}, {12, false}}
+	for _, c := range cases {
+		// direct 10 ms, relay 11 (+1), ReverseProxy c.rp, gateway 20 (+10)
+		v := judgeOverhead([]*overheadStats{st(10), st(11), st(c.rp), st(20)}, []*overheadStats{st(10), st(10)}, 5, 0.9)
+		text := v.ttftText()
+		if want := fmt.Sprintf("ReverseProxy adds %+.2f", c.rp-10); !strings.Contains(text, want) || !strings.Contains(text, "adds +10.00 ms") {
+			t.Errorf("rp %v: %q lacks %q or the gateway's +10.00", c.rp, text, want)
+		}
+		if got := strings.Contains(text, "ReverseProxy misses the TTFT target too, by 2.00 ms"); got != c.floorMissed {
+			t.Errorf("rp %v: floor named %v, want %v: %q", c.rp, got, c.floorMissed, text)
+		}
+	}
+}
+
+// The gateway's TTFTs by pod print each pod's count and p50, pods in name order.
+func TestFmtByPod(t *testing.T) {
+	got := fmtByPod(map[string][]float64{"b": {4, 2, 3}, "a": {1}})
+	if want := "a 1 1.00; b 3 3.00"; got != want {
+		t.Fatalf("fmtByPod = %q, want %q", got, want)
 	}
 }

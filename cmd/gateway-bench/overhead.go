@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +41,9 @@ type overheadStats struct {
 	// against ReverseProxy's of the same round, so a load change between rounds cancels.
 	roundCPU []float64
 	counters procCounters // the proxy process's, summed over the measured windows
+	// byPod is the TTFTs (ms) by the pod the response named (X-Neuronetes-Pod: the gateway and
+	// the bench's HTTP proxies set it); empty for a column whose responses name none.
+	byPod map[string][]float64
 }
 
 func (s *overheadStats) throughput() float64 { return float64(s.chunks) / s.elapsed.Seconds() }
@@ -79,6 +83,12 @@ func runWindow(ctx context.Context, cols []column, cfg overheadConfig, window ti
 					}
 				} else {
 					st.ttfts = append(st.ttfts, ms(r.ttft))
+					if r.pod != "" {
+						if st.byPod == nil {
+							st.byPod = map[string][]float64{}
+						}
+						st.byPod[r.pod] = append(st.byPod[r.pod], ms(r.ttft))
+					}
 				}
 				st.chunks += r.chunks
 				mu.Unlock()
@@ -159,6 +169,7 @@ type overheadVerdict struct {
 	seqRatio           float64 // the same from the sequential windows (context: load moves between them)
 	floorRatio         float64 // the TCP relay's CPU per chunk / ReverseProxy's, sequential windows
 	addedP50, floorP50 float64 // ms over direct: gateway, TCP relay
+	rpP50              float64 // ms over direct: ReverseProxy (context: the floor an HTTP proxy reaches)
 	addedP99, ratio    float64 // ms over direct; throughput x direct (context)
 	instrRatio         float64 // gateway's instructions per chunk / ReverseProxy's (largest of the runs; judged when counted)
 	instrJudged        bool    // the CPU target was judged on instructions, not process CPU time
@@ -187,7 +198,7 @@ func judgeOverhead(stats, pair []*overheadStats, load, instr float64) overheadVe
 	d50, d99 := quantile(direct.ttfts, 0.5), quantile(direct.ttfts, 0.99)
 	v := overheadVerdict{present: true, load: load,
 		cpuRatio: pairedRatio(pair[1], pair[0]), seqRatio: pairedRatio(gw, rp), floorRatio: pairedRatio(floor, rp),
-		addedP50: quantile(gw.ttfts, 0.5) - d50, floorP50: quantile(floor.ttfts, 0.5) - d50,
+		addedP50: quantile(gw.ttfts, 0.5) - d50, floorP50: quantile(floor.ttfts, 0.5) - d50, rpP50: quantile(rp.ttfts, 0.5) - d50,
 		addedP99: quantile(gw.ttfts, 0.99) - d99, ratio: gw.throughput() / direct.throughput(),
 		p99Judged: load < 1, instrRatio: instr, instrJudged: !math.IsNaN(instr)}
 	cpu := v.cpuRatio
@@ -196,6 +207,18 @@ func judgeOverhead(stats, pair []*overheadStats, load, instr float64) overheadVe
 	}
 	v.ok = gw.errors == 0 && pair[1].errors == 0 && cpu <= 1.0 && v.addedP50 <= v.floorP50+2 && (!v.p99Judged || v.addedP99 <= 2)
 	return v
+}
+
+// ttftText is the TTFT p50 part of the verdict: the gateway's added p50 against the target, with
+// ReverseProxy's beside it, and, when ReverseProxy misses the target too, that it does.
+func (v overheadVerdict) ttftText() string {
+	t := fmt.Sprintf("adds %+.2f ms TTFT p50 (target <= the TCP relay's %+.2f + 2; ReverseProxy adds %+.2f, the gateway %+.2f over it)",
+		v.addedP50, v.floorP50, v.rpP50, v.addedP50-v.rpP50)
+	if v.rpP50 > v.floorP50+2 {
+		t += fmt.Sprintf(" [ReverseProxy misses the TTFT target too, by %.2f ms: the relay + 2 ms is below what an HTTP proxy process reaches in this run]",
+			v.rpP50-v.floorP50-2)
+	}
+	return t
 }
 
 // printOverhead writes the table, one column per row.
@@ -215,7 +238,24 @@ func printOverhead(w io.Writer, cols []column, stats []*overheadStats) {
 		if s.firstErr != nil {
 			fmt.Fprintf(w, "    first error: %v\n", s.firstErr)
 		}
+		if len(s.byPod) > 0 {
+			fmt.Fprintf(w, "    by pod (requests, TTFT p50 ms): %s\n", fmtByPod(s.byPod))
+		}
 	}
+}
+
+// fmtByPod is each pod's request count and TTFT p50, pods in name order.
+func fmtByPod(m map[string][]float64) string {
+	pods := make([]string, 0, len(m))
+	for p := range m {
+		pods = append(pods, p)
+	}
+	sort.Strings(pods)
+	parts := make([]string, len(pods))
+	for i, p := range pods {
+		parts[i] = fmt.Sprintf("%s %d %.2f", p, len(m[p]), quantile(m[p], 0.5))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func fmtRounds(xs []float64) string {

@@ -13,7 +13,11 @@
 #    at once, each phase padded to the same wall time; the instructions between the phases over
 #    the chunks between are each one's user-space instructions per chunk (per-request and
 #    timer-driven work cancel). Two runs, each printed with the load average, the larger ratio
-#    judged; the difference is printed by function (callgrind self cost).
+#    judged; the difference is printed by function (callgrind self cost). An idle phase of the
+#    same wall time comes first, so each one's instructions per request are printed too (short
+#    phase less its chunks and the idle phase, by function; context, not judged), and the
+#    verdict prints ReverseProxy's added TTFT p50 beside the gateway's, naming it when
+#    ReverseProxy misses relay + 2 ms too.
 #    Targets: the gateway's instructions per chunk <= 1.0x ReverseProxy's (the process CPU time
 #    per chunk in the pair windows, with user and system CPU, reads, writes and context
 #    switches, is printed as context; -instr-runs 0 judges on it instead), added TTFT p50 <= the
