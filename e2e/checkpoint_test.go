@@ -20,8 +20,6 @@ import (
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/checkpoint/container"
-	"github.com/neuronetes/neuronetes/checkpoint/criu"
-	"github.com/neuronetes/neuronetes/internal/testreq"
 	"github.com/neuronetes/neuronetes/nodeagent/snapshot"
 )
 
@@ -133,17 +131,7 @@ func (devNull) Write(b []byte) (int, error) { return len(b), nil }
 // counters of the conversation and keeps serving at the warm pod's IP.
 func TestCheckpointDemoAgentRestoreIntoWarmPod(t *testing.T) {
 	e := requireEnv(t)
-	sock := filepath.Join(e.Root, ".local", "containerd", "containerd.sock")
-	if _, err := os.Stat(sock); err != nil {
-		testreq.Tool(t, "containerd", "socket %s: %v", sock, err)
-	}
-	criuPath, err := criu.Locate()
-	if err != nil {
-		testreq.Tool(t, "criu", "not found (hack/test-deps.d/30-criu.sh builds it): %v", err)
-	}
-	if err := criu.Check(context.Background(), criuPath); err != nil {
-		testreq.Tool(t, "criu", "criu check fails here: %v", err)
-	}
+	sock := requireContainerCRIU(t, e)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	e.Kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(e.Root, "deploy", "crds", "neuronetes.io_agentcheckpoints.yaml"))

@@ -83,7 +83,7 @@ func sessionAgentTurn(ip, text string) (string, error) {
 // an unlabelled pod of its own namespace are refused three times in a row while the tool proxy
 // connects and answers a fourth turn.
 func deploySessionWarmRestoreHost(t *testing.T, e *Env, r *deployRelease) {
-	sock := requireSessionCRIU(t, e)
+	sock := requireContainerCRIU(t, e)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	ns := r.exampleNS
@@ -139,14 +139,6 @@ func deploySessionWarmRestoreHost(t *testing.T, e *Env, r *deployRelease) {
 		})
 		return s
 	}
-	podIP := func(name string) string {
-		t.Helper()
-		var p corev1.Pod
-		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &p); err != nil {
-			t.Fatal(err)
-		}
-		return p.Status.PodIP
-	}
 	suspend := func(on bool) {
 		t.Helper()
 		patch := fmt.Sprintf(`{"spec":{"suspend":%v}}`, on)
@@ -160,7 +152,7 @@ func deploySessionWarmRestoreHost(t *testing.T, e *Env, r *deployRelease) {
 	if first != "np-host-s-1" || oldSA != "session-np-host-s" {
 		t.Fatalf("fresh session in pod %q as %q, want np-host-s-1 as session-np-host-s", first, oldSA)
 	}
-	ip := podIP(first)
+	ip := podIPOf(t, c, ns, first)
 	Eventually(t, 30*time.Second, "session agent of "+first+" answers /readyz", func() (bool, error) { return agentReady(ip) })
 	for i := 1; i <= 3; i++ {
 		out, err := sessionAgentTurn(ip, fmt.Sprintf("turn %d", i))
@@ -200,7 +192,7 @@ func deploySessionWarmRestoreHost(t *testing.T, e *Env, r *deployRelease) {
 		t.Fatalf("the ServiceAccount the session runs as now, %s: %v", s.Status.ServiceAccountName, err)
 	}
 
-	ip2 := podIP(host)
+	ip2 := podIPOf(t, c, ns, host)
 	var after sessionAgentState
 	if err := sessionAgentGet(ip2, "/state", &after); err != nil {
 		t.Fatal(err)

@@ -28,10 +28,8 @@ import (
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/checkpoint/container"
-	"github.com/neuronetes/neuronetes/checkpoint/criu"
 	"github.com/neuronetes/neuronetes/controller/agentsession"
 	"github.com/neuronetes/neuronetes/e2e/cluster"
-	"github.com/neuronetes/neuronetes/internal/testreq"
 	"github.com/neuronetes/neuronetes/nodeagent/snapshot"
 )
 
@@ -100,17 +98,7 @@ type sessionBench struct {
 // newSessionBench sets a session benchmark up; everything ends with the test.
 func newSessionBench(t *testing.T, timeout time.Duration, stateBytes int64, idle time.Duration) *sessionBench {
 	e := requireEnv(t)
-	sock := filepath.Join(e.Root, ".local", "containerd", "containerd.sock")
-	if _, err := os.Stat(sock); err != nil {
-		testreq.Tool(t, "containerd", "socket %s: %v", sock, err)
-	}
-	criuPath, err := criu.Locate()
-	if err != nil {
-		testreq.Tool(t, "criu", "not found (hack/test-deps.d/30-criu.sh builds it): %v", err)
-	}
-	if err := criu.Check(context.Background(), criuPath); err != nil {
-		testreq.Tool(t, "criu", "criu check fails here: %v", err)
-	}
+	sock := requireContainerCRIU(t, e)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
 	ctrlInstallCRDs(t, e)

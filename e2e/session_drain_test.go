@@ -7,8 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,10 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
-	"github.com/neuronetes/neuronetes/checkpoint/criu"
 	"github.com/neuronetes/neuronetes/controller/agentsession"
 	"github.com/neuronetes/neuronetes/e2e/cluster"
-	"github.com/neuronetes/neuronetes/internal/testreq"
 )
 
 // cordonNode sets (or clears) spec.unschedulable, as kubectl cordon (uncordon) does.
@@ -49,16 +45,7 @@ func cordonNode(t *testing.T, e *Env, name string, on bool) {
 // without PodLost or CheckpointFailed events. The taints and cordons go at cleanup.
 func TestAgentSessionDrainResumesElsewhere(t *testing.T) {
 	e := requireEnv(t)
-	if _, err := os.Stat(filepath.Join(e.Root, ".local", "containerd", "containerd.sock")); err != nil {
-		testreq.Tool(t, "containerd", "socket: %v", err)
-	}
-	criuPath, err := criu.Locate()
-	if err != nil {
-		testreq.Tool(t, "criu", "not found (hack/test-deps.d/30-criu.sh builds it): %v", err)
-	}
-	if err := criu.Check(context.Background(), criuPath); err != nil {
-		testreq.Tool(t, "criu", "criu check fails here: %v", err)
-	}
+	requireContainerCRIU(t, e)
 	ctrlInstallCRDs(t, e)
 	for _, crd := range []string{"agentcheckpoints", "agentsessions", "agentclasses"} {
 		e.Kubectl(t, "wait", "--for=condition=Established", "crd/"+crd+".neuronetes.io", "--timeout=60s")

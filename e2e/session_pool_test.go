@@ -10,8 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -23,12 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
-	"github.com/neuronetes/neuronetes/checkpoint/criu"
 	"github.com/neuronetes/neuronetes/controller/agentpool"
 	"github.com/neuronetes/neuronetes/controller/agentsession"
 	"github.com/neuronetes/neuronetes/e2e/cluster"
-	"github.com/neuronetes/neuronetes/internal/testreq"
-	"github.com/neuronetes/neuronetes/nodeagent/snapshot"
 )
 
 // poolChat streams one chat turn of conversation conv (header X-Conversation-Id) to the pools
@@ -61,17 +56,7 @@ func (g *gwProc) poolChat(t *testing.T, key, model, conv, content string) sessio
 // checkpoints, while conversation 1's running session and tenant B's stay.
 func TestAgentPoolThroughSessions(t *testing.T) {
 	e := requireEnv(t)
-	sock := filepath.Join(e.Root, ".local", "containerd", "containerd.sock")
-	if _, err := os.Stat(sock); err != nil {
-		testreq.Tool(t, "containerd", "socket %s: %v", sock, err)
-	}
-	criuPath, err := criu.Locate()
-	if err != nil {
-		testreq.Tool(t, "criu", "not found (hack/test-deps.d/30-criu.sh builds it): %v", err)
-	}
-	if err := criu.Check(context.Background(), criuPath); err != nil {
-		testreq.Tool(t, "criu", "criu check fails here: %v", err)
-	}
+	sock := requireContainerCRIU(t, e)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	ctrlInstallCRDs(t, e)
@@ -103,16 +88,9 @@ func TestAgentPoolThroughSessions(t *testing.T) {
 	}
 	g := startGateway(t, e, nsA+","+nsB, "--agent-sessions", "--session-resume-timeout=2m")
 
-	scheme := ctrlScheme(t)
-	mgr, err := ctrl.NewManager(e.Config, snapshotManagerOptions(scheme))
+	engine := startSessionNodeAgent(ctx, t, e, sock)
+	mgr, err := ctrl.NewManager(e.Config, snapshotManagerOptions(ctrlScheme(t)))
 	if err != nil {
-		t.Fatal(err)
-	}
-	engine, err := snapshot.NewEngine(ctx, snapshot.Config{ContainerdSocket: sock, StoreDir: t.TempDir(), WorkDir: t.TempDir(), SigningKeyFile: writeSigningKey(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := snapshot.Setup(mgr, snapshot.Options{NodeName: e.NodeName, Engine: engine}); err != nil {
 		t.Fatal(err)
 	}
 	if err := (&agentsession.Reconciler{RestoreHostImage: cluster.PauseImage}).SetupWithManager(mgr, ""); err != nil {
@@ -126,22 +104,9 @@ func TestAgentPoolThroughSessions(t *testing.T) {
 	go func() { _ = mgr.Start(mctx) }()
 	t.Cleanup(func() {
 		for _, ns := range []string{nsA, nsB} {
-			var pods corev1.PodList
-			if err := c.List(context.Background(), &pods, client.InNamespace(ns)); err == nil {
-				for _, p := range pods.Items {
-					if len(p.Status.ContainerStatuses) > 0 {
-						removeRestored(t, engine.C, p.Status.ContainerStatuses[0].ContainerID)
-					}
-				}
-			}
-			if !t.Failed() {
-				continue
-			}
-			var evs corev1.EventList
-			if err := c.List(context.Background(), &evs, client.InNamespace(ns)); err == nil {
-				for _, ev := range evs.Items {
-					t.Logf("event %s/%s %s %s: %s", ns, ev.InvolvedObject.Name, ev.Type, ev.Reason, ev.Message)
-				}
+			removeRestoredIn(t, c, engine, ns)
+			if t.Failed() {
+				logSessionObjects(t, c, ns)
 			}
 		}
 	})
@@ -163,14 +128,6 @@ func TestAgentPoolThroughSessions(t *testing.T) {
 		}
 		t.Fatalf("no session of pool chat in %s runs pod %q", ns, pod)
 		return nil
-	}
-	podIP := func(ns, name string) string {
-		t.Helper()
-		var p corev1.Pod
-		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &p); err != nil {
-			t.Fatal(err)
-		}
-		return p.Status.PodIP
 	}
 	poolStatus := func(ns string) v1alpha1.AgentPoolStatus {
 		var p v1alpha1.AgentPool
@@ -230,7 +187,7 @@ func TestAgentPoolThroughSessions(t *testing.T) {
 	if n := len(sessionsOf(nsA)); n != 2 {
 		t.Fatalf("%d sessions of pool chat after the refused third conversation, want 2", n)
 	}
-	served, err := demoCounters(podIP(nsA, pod1))
+	served, err := demoCounters(podIPOf(t, c, nsA, pod1))
 	if err != nil || served["vllm:generation_tokens_total"] == 0 {
 		t.Fatalf("conversation 1's state %v (%v)", served, err)
 	}
@@ -287,7 +244,7 @@ func TestAgentPoolThroughSessions(t *testing.T) {
 	if s1.Name != name1 || s1.Status.PodName == pod1 || s1.Status.Phase != v1alpha1.SessionRunning {
 		t.Fatalf("conversation 1 served by session %s pod %s phase %s; want its session %s resumed in a new pod", s1.Name, s1.Status.PodName, s1.Status.Phase, name1)
 	}
-	after, err := demoCounters(podIP(nsA, s1.Status.PodName))
+	after, err := demoCounters(podIPOf(t, c, nsA, s1.Status.PodName))
 	if err != nil {
 		t.Fatal(err)
 	}

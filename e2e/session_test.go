@@ -9,8 +9,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,10 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
-	"github.com/neuronetes/neuronetes/checkpoint/criu"
 	"github.com/neuronetes/neuronetes/controller/agentsession"
 	"github.com/neuronetes/neuronetes/e2e/cluster"
-	"github.com/neuronetes/neuronetes/internal/testreq"
 	"github.com/neuronetes/neuronetes/nodeagent/snapshot"
 )
 
@@ -63,17 +59,7 @@ func stateSum(c map[string]float64) string {
 // session resumes unaffected.
 func TestAgentSessionIdleSuspendResume(t *testing.T) {
 	e := requireEnv(t)
-	sock := filepath.Join(e.Root, ".local", "containerd", "containerd.sock")
-	if _, err := os.Stat(sock); err != nil {
-		testreq.Tool(t, "containerd", "socket %s: %v", sock, err)
-	}
-	criuPath, err := criu.Locate()
-	if err != nil {
-		testreq.Tool(t, "criu", "not found (hack/test-deps.d/30-criu.sh builds it): %v", err)
-	}
-	if err := criu.Check(context.Background(), criuPath); err != nil {
-		testreq.Tool(t, "criu", "criu check fails here: %v", err)
-	}
+	sock := requireContainerCRIU(t, e)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	// Every CRD: the gateway watches AgentPools, Tenants, RoutingPolicies and the rest.
@@ -180,14 +166,6 @@ func TestAgentSessionIdleSuspendResume(t *testing.T) {
 		})
 		return s
 	}
-	podIP := func(name string) string {
-		t.Helper()
-		var p corev1.Pod
-		if err := c.Get(ctx, types.NamespacedName{Namespace: nsA, Name: name}, &p); err != nil {
-			t.Fatal(err)
-		}
-		return p.Status.PodIP
-	}
 
 	idle := 45 * time.Second
 	s := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "s"},
@@ -197,7 +175,7 @@ func TestAgentSessionIdleSuspendResume(t *testing.T) {
 	}
 	s = waitPhase("s", v1alpha1.SessionRunning, 2*time.Minute)
 	first := s.Status.PodName
-	ip := podIP(first)
+	ip := podIPOf(t, c, nsA, first)
 	Eventually(t, 30*time.Second, "demo agent of "+first+" answers /readyz", func() (bool, error) { return agentReady(ip) })
 	for i := 0; i < 3; i++ {
 		r := g.sessionChat(t, gatewayAPIKey, "s", fmt.Sprintf("turn %d: remember the number 42", i))
@@ -288,7 +266,7 @@ func TestAgentSessionIdleSuspendResume(t *testing.T) {
 	if hs := warmHosts(nsB); len(hs) != 1 || hs[0].Name != hostB || hs[0].Labels[v1alpha1.SessionLabel] != "" {
 		t.Fatalf("tenant B's warm restore host %s changed by A's resume: %d hosts %v", hostB, len(hs), hs)
 	}
-	after, err := demoCounters(podIP(s.Status.PodName))
+	after, err := demoCounters(podIPOf(t, c, nsA, s.Status.PodName))
 	if err != nil {
 		t.Fatal(err)
 	}

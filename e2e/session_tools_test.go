@@ -105,7 +105,7 @@ func TestAgentSessionToolsWarmRestoreHost(t *testing.T) { runSessionToolsWorkspa
 // restore host and the resume must claim it.
 func runSessionToolsWorkspace(t *testing.T, warmHost bool) {
 	e := requireEnv(t)
-	sock := requireSessionCRIU(t, e)
+	sock := requireContainerCRIU(t, e)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	ctrlInstallCRDs(t, e)
@@ -217,14 +217,6 @@ spec:
 		})
 		return s
 	}
-	podIP := func(name string) string {
-		t.Helper()
-		var p corev1.Pod
-		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &p); err != nil {
-			t.Fatal(err)
-		}
-		return p.Status.PodIP
-	}
 
 	idle, limit := 20*time.Second, resource.MustParse("64Mi")
 	if warmHost {
@@ -237,7 +229,7 @@ spec:
 		t.Fatal(err)
 	}
 	first := waitPhase(v1alpha1.SessionRunning, 2*time.Minute).Status.PodName
-	ip := podIP(first)
+	ip := podIPOf(t, c, ns, first)
 	Eventually(t, 30*time.Second, "session agent of "+first+" answers /readyz", func() (bool, error) { return agentReady(ip) })
 	for i := 1; i <= 3; i++ {
 		r := g.sessionChat(t, gatewayAPIKey, "w", fmt.Sprintf("turn %d: look up the number", i))
@@ -286,7 +278,7 @@ spec:
 	if warmHost {
 		checkWarmHostClaimed(ctx, t, c, s)
 	}
-	ip2 := podIP(second)
+	ip2 := podIPOf(t, c, ns, second)
 	var after sessionAgentState
 	if err := sessionAgentGet(ip2, "/state", &after); err != nil {
 		t.Fatal(err)
@@ -370,9 +362,9 @@ spec:
 	}
 }
 
-// requireSessionCRIU skips unless the local cluster's containerd socket and a working CRIU are
+// requireContainerCRIU skips unless the local cluster's containerd socket and a working CRIU are
 // there (what the in-process node agent's checkpointing needs), and returns the socket's path.
-func requireSessionCRIU(t *testing.T, e *Env) string {
+func requireContainerCRIU(t *testing.T, e *Env) string {
 	t.Helper()
 	sock := filepath.Join(e.Root, ".local", "containerd", "containerd.sock")
 	if _, err := os.Stat(sock); err != nil {
@@ -420,6 +412,16 @@ func removeRestoredIn(t *testing.T, c client.Client, engine *snapshot.Containerd
 			}
 		}
 	}
+}
+
+// podIPOf returns the IP of pod ns/name.
+func podIPOf(t *testing.T, c client.Client, ns, name string) string {
+	t.Helper()
+	var p corev1.Pod
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p.Status.PodIP
 }
 
 // logSessionObjects logs a namespace's AgentCheckpoints and events (a failed test's context).
