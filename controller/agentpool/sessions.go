@@ -135,17 +135,14 @@ func expiredSessions(pool *nnv1.AgentPool, ss []nnv1.AgentSession, now time.Time
 	return out, next
 }
 
-// sessionIdleSince is the latest of a Suspended session's suspension (status.transitionTime),
-// status.lastActivity and its activity annotation: a request that is waking it counts.
+// sessionIdleSince is the later of a Suspended session's suspension (status.transitionTime) and
+// its activity (AgentSession.Activity): a request that is waking it counts.
 func sessionIdleSince(s *nnv1.AgentSession) time.Time {
 	var t time.Time
 	if s.Status.TransitionTime != nil {
 		t = s.Status.TransitionTime.Time
 	}
-	if s.Status.LastActivity != nil && s.Status.LastActivity.After(t) {
-		t = s.Status.LastActivity.Time
-	}
-	if a, err := time.Parse(time.RFC3339Nano, s.Annotations[nnv1.SessionLastActivityAnnotation]); err == nil && a.After(t) {
+	if a := s.Activity(); a.After(t) {
 		t = a
 	}
 	return t

@@ -161,14 +161,7 @@ func (r *Reconciler) observe(ctx context.Context, s *nnv1.AgentSession) (Observe
 	if s.Spec.IdleTimeout != nil {
 		o.IdleTimeout = s.Spec.IdleTimeout.Duration
 	}
-	if s.Status.LastActivity != nil {
-		o.LastActivity = s.Status.LastActivity.Time
-	}
-	if v, ok := s.Annotations[nnv1.SessionLastActivityAnnotation]; ok {
-		if t, err := time.Parse(time.RFC3339Nano, v); err == nil && t.After(o.LastActivity) {
-			o.LastActivity = t
-		}
-	}
+	o.LastActivity = s.Activity()
 	if s.Status.TransitionTime != nil {
 		o.PhaseSince = s.Status.TransitionTime.Time
 	}

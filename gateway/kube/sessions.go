@@ -102,14 +102,7 @@ func (l *SessionLookup) view(ctx context.Context, s *v1alpha1.AgentSession) sess
 	if s.Status.TransitionTime != nil {
 		v.PhaseSince = s.Status.TransitionTime.Time
 	}
-	if s.Status.LastActivity != nil {
-		v.Activity = s.Status.LastActivity.Time
-	}
-	if a, ok := s.Annotations[v1alpha1.SessionLastActivityAnnotation]; ok {
-		if t, err := time.Parse(time.RFC3339Nano, a); err == nil && t.After(v.Activity) {
-			v.Activity = t
-		}
-	}
+	v.Activity = s.Activity()
 	if s.Status.PodName == "" {
 		return v
 	}
