@@ -15,6 +15,7 @@ import (
 
 	v1alpha1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/internal/queuelag"
+	"github.com/neuronetes/neuronetes/internal/redisconn"
 )
 
 // The autoscaler reads the lag of every provider the dispatcher consumes (docs/dispatcher.md).
@@ -146,13 +147,11 @@ func (s *QueueLag) redisClient(url string) (*redis.Client, error) {
 	if c := s.redis[url]; c != nil {
 		return c, nil
 	}
-	o, err := redis.ParseURL(url)
+	o, err := redisconn.ParseURL("queueConfig.url", url)
 	if err != nil {
-		return nil, fmt.Errorf("queueConfig.url %q: %w", url, err)
+		return nil, err
 	}
-	if s.Dial != nil {
-		o.Dialer = s.Dial
-	}
+	redisconn.SetDialer(o, s.Dial)
 	c := redis.NewClient(o)
 	if s.redis == nil {
 		s.redis = map[string]*redis.Client{}

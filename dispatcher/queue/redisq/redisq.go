@@ -10,7 +10,6 @@ package redisq
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/neuronetes/neuronetes/dispatcher/queue"
 	"github.com/neuronetes/neuronetes/internal/queuelag"
+	"github.com/neuronetes/neuronetes/internal/redisconn"
 )
 
 // Provider connects to Redis servers; clients are shared per URL.
@@ -62,9 +62,9 @@ func (p *Provider) client(url string) (*redis.Client, error) {
 	if c := p.clients[url]; c != nil {
 		return c, nil
 	}
-	o, err := redis.ParseURL(url)
+	o, err := redisconn.ParseURL("queueConfig.url", url)
 	if err != nil {
-		return nil, fmt.Errorf("queueConfig.url %q: %w", url, err)
+		return nil, err
 	}
 	o.PoolSize = max(o.PoolSize, 64)
 	if isDefault && p.DefaultConn != nil {
@@ -72,9 +72,7 @@ func (p *Provider) client(url string) (*redis.Client, error) {
 			return nil, fmt.Errorf("default Redis of the dispatcher: %w", err)
 		}
 	}
-	if p.Dial != nil {
-		o.Dialer = tlsOver(p.Dial, o.TLSConfig)
-	}
+	redisconn.SetDialer(o, p.Dial)
 	c := redis.NewClient(o)
 	if p.clients == nil {
 		p.clients = map[string]*redis.Client{}
@@ -261,30 +259,4 @@ func (p *Provider) Lag(ctx context.Context, o queue.Options) (int64, error) {
 		return 0, err
 	}
 	return queuelag.Redis(ctx, c, o.Queue, o.Group)
-}
-
-// tlsOver returns dial with TLS on top when cfg is set: go-redis applies Options.TLSConfig only in
-// its own dialer, so a custom one (the egress policy's) must do the handshake itself.
-func tlsOver(dial func(ctx context.Context, network, addr string) (net.Conn, error), cfg *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	if cfg == nil {
-		return dial
-	}
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		raw, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		c := cfg.Clone()
-		if c.ServerName == "" {
-			if host, _, err := net.SplitHostPort(addr); err == nil {
-				c.ServerName = host
-			}
-		}
-		conn := tls.Client(raw, c)
-		if err := conn.HandshakeContext(ctx); err != nil {
-			_ = raw.Close()
-			return nil, fmt.Errorf("redis TLS handshake with %s: %w", addr, err)
-		}
-		return conn, nil
-	}
 }
