@@ -23,7 +23,7 @@ type sessions struct {
 	wrote []string
 }
 
-func (s *sessions) PoolActive(string, string) int { return 0 }
+func (s *sessions) PoolActive(string, string) ([]string, error) { return nil, nil }
 
 func (s *sessions) Session(ns, name string) sessionroute.View {
 	s.mu.Lock()

@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,13 +101,14 @@ func TestPoolActive(t *testing.T) {
 		sess("b", "chat-1", "chat", "chat", v1alpha1.SessionRunning),
 	).Build()
 	l := &SessionLookup{Reader: c, Log: klog.Background()}
-	if n := l.PoolActive("a", "chat"); n != 4 {
-		t.Errorf("PoolActive(a, chat) = %d, want 4", n)
-	}
-	if n := l.PoolActive("b", "chat"); n != 1 {
-		t.Errorf("PoolActive(b, chat) = %d, want 1", n)
-	}
-	if n := l.PoolActive("c", "chat"); n != 0 {
-		t.Errorf("PoolActive(c, chat) = %d, want 0", n)
+	for _, tc := range []struct {
+		ns   string
+		want string
+	}{{"a", "chat-1 chat-2 chat-3 chat-5"}, {"b", "chat-1"}, {"c", ""}} {
+		names, err := l.PoolActive(tc.ns, "chat")
+		sort.Strings(names)
+		if got := strings.Join(names, " "); err != nil || got != tc.want {
+			t.Errorf("PoolActive(%s, chat) = %q, %v; want %q", tc.ns, got, err, tc.want)
+		}
 	}
 }

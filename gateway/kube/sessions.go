@@ -70,28 +70,27 @@ func (l *SessionLookup) Session(namespace, name string) sessionroute.View {
 	return l.view(ctx, &s)
 }
 
-// PoolActive counts the AgentSessions of pool in namespace (label v1alpha1.PoolSessionLabel,
+// PoolActive names the AgentSessions of pool in namespace (label v1alpha1.PoolSessionLabel,
 // controlled by an AgentPool) whose phase is not Suspended: those holding or about to hold a
-// pod. A read error counts as the pool full (logged), so the bound fails closed.
-func (l *SessionLookup) PoolActive(namespace, pool string) int {
+// pod.
+func (l *SessionLookup) PoolActive(namespace, pool string) ([]string, error) {
 	var list v1alpha1.AgentSessionList
 	err := l.Reader.List(context.Background(), &list, client.InNamespace(namespace),
 		client.MatchingLabels{v1alpha1.PoolSessionLabel: pool})
 	if err != nil {
-		l.Log.Error(err, "Listing a pool's sessions failed", "agentPool", namespace+"/"+pool)
-		return int(^uint(0) >> 1)
+		return nil, fmt.Errorf("listing the sessions of pool %s/%s: %w", namespace, pool, err)
 	}
-	n := 0
+	var names []string
 	for i := range list.Items {
 		s := &list.Items[i]
 		if o := metav1.GetControllerOf(s); o == nil || o.Kind != "AgentPool" || o.Name != pool {
 			continue
 		}
 		if s.Status.Phase != v1alpha1.SessionSuspended {
-			n++
+			names = append(names, s.Name)
 		}
 	}
-	return n
+	return names, nil
 }
 
 func (l *SessionLookup) view(ctx context.Context, s *v1alpha1.AgentSession) sessionroute.View {

@@ -14,7 +14,7 @@ type settable struct {
 	v  View
 }
 
-func (s *settable) PoolActive(string, string) int { return 0 }
+func (s *settable) PoolActive(string, string) ([]string, error) { return nil, nil }
 
 func (s *settable) Session(string, string) View {
 	s.mu.Lock()

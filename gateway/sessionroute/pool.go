@@ -85,9 +85,11 @@ func (r *Router) AwaitPool(ctx context.Context, namespace, name string, o PoolOw
 	if v.Found && (v.Pool != o.Pool || v.PoolUID != o.UID) {
 		return route.Endpoint{}, Conflict(name)
 	}
-	if aerr := r.admitPod(namespace, name, v, o); aerr != nil {
+	release, aerr := r.admitPod(ctx, namespace, name, v, o)
+	if aerr != nil {
 		return route.Endpoint{}, aerr
 	}
+	defer release()
 	created := !v.Found
 	if created {
 		s, err := PoolSession(namespace, name, o)
@@ -108,15 +110,39 @@ func (r *Router) AwaitPool(ctx context.Context, namespace, name string, o PoolOw
 // admitPod refuses, with 429 naming spec.maxReplicas, a request whose session would take a pod
 // (a new conversation, or a Suspended session that the request would wake) while the pool's
 // sessions holding one are at o.MaxActive. The session is neither created nor woken, so a
-// Suspended one keeps its checkpoint. The count is this replica's cache: replicas racing on
-// the last slot may each admit one.
-func (r *Router) admitPod(namespace, name string, v View, o PoolOwner) *openai.Error {
+// Suspended one keeps its checkpoint. An admitted session counts against the bound until the
+// returned release is called (when its request is no longer held), as well as once the cache
+// shows it, and one session is counted once: so a burst of new conversations at one replica
+// gets no more pods than the bound, though the cache has not shown any of them yet. The cache
+// and this replica's admissions are all it counts: replicas racing on the last slot may each
+// admit one. A cache that cannot be read counts as the pool full.
+func (r *Router) admitPod(ctx context.Context, namespace, name string, v View, o PoolOwner) (func(), *openai.Error) {
 	if o.MaxActive <= 0 || (v.Found && v.Phase != v1alpha1.SessionSuspended) {
-		return nil
+		return func() {}, nil
 	}
-	n := r.Lookup.PoolActive(namespace, o.Pool)
-	if n < o.MaxActive {
-		return nil
+	key := namespace + "/" + o.Pool
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	names, err := r.Lookup.PoolActive(namespace, o.Pool)
+	counted := map[string]bool{}
+	for _, n := range names {
+		counted[n] = true
+	}
+	for n := range r.admitted[key] {
+		counted[n] = true
+	}
+	if err == nil && (counted[name] || len(counted) < o.MaxActive) {
+		if r.admitted == nil {
+			r.admitted = map[string]map[string]int{}
+		}
+		if r.admitted[key] == nil {
+			r.admitted[key] = map[string]int{}
+		}
+		r.admitted[key][name]++
+		return func() { r.release(key, name) }, nil
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Counting a pool's sessions failed: refusing as full", "agentPool", key)
 	}
 	if v.Found {
 		r.Metrics.wait("pool_full", 0)
@@ -124,7 +150,20 @@ func (r *Router) admitPod(namespace, name string, v View, o PoolOwner) *openai.E
 		r.Metrics.created("full")
 	}
 	e := openai.NewError(http.StatusTooManyRequests, "rate_limit_exceeded", "pool_sessions_full", "session",
-		"pool %s runs %d sessions, its spec.maxReplicas; session %s waits for one of them to suspend: retry later", o.Pool, n, name)
+		"pool %s runs %d sessions, its spec.maxReplicas; session %s waits for one of them to suspend: retry later", o.Pool, o.MaxActive, name)
 	e.RetryAfter = 5 * time.Second
-	return e
+	return nil, e
+}
+
+// release ends one held request's admission of session name of pool key (admitPod).
+func (r *Router) release(key, name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.admitted[key]
+	if m[name]--; m[name] <= 0 {
+		delete(m, name)
+	}
+	if len(m) == 0 {
+		delete(r.admitted, key)
+	}
 }

@@ -3,6 +3,7 @@ package sessionroute
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,5 +121,87 @@ func TestPoolSession(t *testing.T) {
 	}
 	if _, err := PoolSession("a", "x", PoolOwner{WorkspaceSizeLimit: "lots"}); err == nil {
 		t.Error("malformed workspace limit accepted")
+	}
+}
+
+// gatedCreator holds every CreateSession until gate is closed, counting the sessions made.
+type gatedCreator struct {
+	mu   sync.Mutex
+	made map[string]int
+	gate chan struct{}
+}
+
+func (g *gatedCreator) CreateSession(ctx context.Context, s *v1alpha1.AgentSession) error {
+	g.mu.Lock()
+	g.made[s.Name]++
+	g.mu.Unlock()
+	select {
+	case <-g.gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestAwaitPoolBoundsABurst: new conversations arriving at once, before the cache shows any
+// of their sessions, get no more sessions than spec.maxReplicas; a second request of a
+// conversation already admitted takes no second slot; a slot is free again once its request is
+// no longer held; a cache that cannot be read refuses as full.
+func TestAwaitPoolBoundsABurst(t *testing.T) {
+	owner := PoolOwner{Pool: "chat", UID: "u1", Class: "demo", IdleTimeout: time.Minute, MaxActive: 2}
+	lk := &fakeLookup{views: map[string][]View{}, active: map[string]int{}}
+	cr := &gatedCreator{made: map[string]int{}, gate: make(chan struct{})}
+	r := &Router{Lookup: lk, Activity: &fakeRecorder{}, Creator: cr, Metrics: NewMetrics(prometheus.NewRegistry()),
+		Cfg: Config{Timeout: 50 * time.Millisecond, Poll: time.Millisecond}}
+	convs := []string{"chat-a", "chat-a", "chat-b", "chat-c", "chat-d", "chat-e"}
+	codes := make([]string, len(convs))
+	var wg sync.WaitGroup
+	for i, name := range convs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := r.AwaitPool(context.Background(), "a", name, owner); err != nil && err.Body.Code != nil {
+				codes[i] = *err.Body.Code
+			}
+		}()
+	}
+	// Every request has either been refused or reached the creator (held at the gate).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		cr.mu.Lock()
+		reached := 0
+		for _, n := range cr.made {
+			reached += n
+		}
+		cr.mu.Unlock()
+		refused := testutil.ToFloat64(r.Metrics.Created.WithLabelValues("full"))
+		if reached+int(refused) == len(convs) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(cr.gate)
+	wg.Wait()
+	if len(cr.made) != owner.MaxActive {
+		t.Fatalf("sessions created for %v, want %d (spec.maxReplicas)", cr.made, owner.MaxActive)
+	}
+	full := 0
+	for _, c := range codes {
+		if c == "pool_sessions_full" {
+			full++
+		}
+	}
+	if want := len(convs) - owner.MaxActive - 1; full != want { // chat-a's second request takes no slot
+		t.Errorf("429 pool_sessions_full %d times (%v), want %d", full, codes, want)
+	}
+	// The held requests timed out (the cache never showed their sessions): their slots are free.
+	if _, err := r.AwaitPool(context.Background(), "a", "chat-f", owner); err == nil || *err.Body.Code != "session_resume_timeout" {
+		t.Errorf("after the burst: %+v, want a slot (then the hold's timeout)", err)
+	}
+	lk.mu.Lock()
+	lk.activeErr = errors.New("cache not synced")
+	lk.mu.Unlock()
+	if _, err := r.AwaitPool(context.Background(), "a", "chat-g", owner); err == nil || *err.Body.Code != "pool_sessions_full" {
+		t.Errorf("with the cache unreadable: %+v, want 429 pool_sessions_full", err)
 	}
 }

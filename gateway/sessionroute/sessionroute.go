@@ -48,9 +48,9 @@ func (v View) Serving() bool {
 type Lookup interface {
 	// Session returns the session namespace/name; Found is false when there is none.
 	Session(namespace, name string) View
-	// PoolActive counts the sessions of pool (label v1alpha1.PoolSessionLabel, controlled by an
+	// PoolActive names the sessions of pool (label v1alpha1.PoolSessionLabel, controlled by an
 	// AgentPool) in namespace that hold or will hold a pod: every phase but Suspended.
-	PoolActive(namespace, pool string) int
+	PoolActive(namespace, pool string) ([]string, error)
 }
 
 // Recorder writes a session's activity (gateway/kube.SessionActivity).
@@ -100,6 +100,9 @@ type Router struct {
 
 	held atomic.Int64
 	mu   sync.Mutex
+	// admitted: per "namespace/pool", the sessions this replica admitted to a pod (created or
+	// woken) whose requests are still held, with their number of held requests (admitPod).
+	admitted map[string]map[string]int
 	// writes is this replica's last activity write per session ("namespace/name").
 	writes map[string]write
 }

@@ -3,6 +3,7 @@ package sessionroute
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -21,14 +22,23 @@ type fakeLookup struct {
 	mu    sync.Mutex
 	views map[string][]View
 	calls map[string]int
-	// active is PoolActive's answer by "namespace/pool".
-	active map[string]int
+	// active is the number of sessions PoolActive names by "namespace/pool" (active-0, ...);
+	// activeErr, when set, is its error.
+	active    map[string]int
+	activeErr error
 }
 
-func (f *fakeLookup) PoolActive(ns, pool string) int {
+func (f *fakeLookup) PoolActive(ns, pool string) ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.active[ns+"/"+pool]
+	if f.activeErr != nil {
+		return nil, f.activeErr
+	}
+	var names []string
+	for i := range f.active[ns+"/"+pool] {
+		names = append(names, fmt.Sprintf("active-%d", i))
+	}
+	return names, nil
 }
 
 func (f *fakeLookup) Session(ns, name string) View {
