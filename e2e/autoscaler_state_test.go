@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -24,26 +21,8 @@ func TestAutoscalerStateSurvivesRestart(t *testing.T) {
 	e := requireEnv(t)
 	ctrlInstallCRDs(t, e)
 	ns := e.Namespace(t, "as-state")
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	defer s.Shutdown()
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	ctx := context.Background()
-	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "agent-tasks", Subjects: []string{"tasks"}, Retention: jetstream.WorkQueuePolicy})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, js, stream := taskQueue(t)
 	asArgs, _, _, _ := asControllerArgs(t, e, ns, s.ClientURL())
 	ctl := startController(t, e, ns, "neuronetes.local/sidecar:dev", "", append(asArgs, "--webhook=false")...)
 	// asLagYAML's pool with a 10-minute scale-down window and room above the lag's 3 replicas.

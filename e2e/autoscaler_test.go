@@ -293,26 +293,8 @@ func TestAutoscalerScalesPoolOnNATSLag(t *testing.T) {
 	e := requireEnv(t)
 	ctrlInstallCRDs(t, e)
 	ns := e.Namespace(t, "as-lag")
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	defer s.Shutdown()
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	ctx := context.Background()
-	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "agent-tasks", Subjects: []string{"tasks"}, Retention: jetstream.WorkQueuePolicy})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, js, stream := taskQueue(t)
 	// The ToolBinding names no URL: the controller's --nats-url is used. No pods are needed (the
 	// pool's class does not exist): the pool is scaled on lag alone.
 	asArgs, _, _, _ := asControllerArgs(t, e, ns, s.ClientURL())
@@ -334,4 +316,34 @@ func TestAutoscalerScalesPoolOnNATSLag(t *testing.T) {
 		return asReplicas(t, e, ns, "workers") == 1, fmt.Errorf("spec.replicas %d", asReplicas(t, e, ns, "workers"))
 	})
 	waitEvents(t, e, ns, "workers", 30*time.Second, "QueueLag")
+}
+
+// taskQueue starts a nats-server with JetStream on 127.0.0.1 (stopped when the test ends) and
+// creates the work-queue stream "agent-tasks" on subject "tasks" that asLagYAML's ToolBinding
+// reads.
+func taskQueue(t *testing.T) (*server.Server, jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "agent-tasks", Subjects: []string{"tasks"}, Retention: jetstream.WorkQueuePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, js, stream
 }
