@@ -9,7 +9,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,6 +45,38 @@ func (g *gwProc) poolChat(t *testing.T, key, model, conv, content string) sessio
 	return readSessionReply(t, req)
 }
 
+// poolBurst sends n streamed chat turns of new conversations <prefix>-0 ... at once, as the
+// tenant of key, and returns each one's HTTP status (0 when the request failed), reading each
+// answer to its end.
+func (g *gwProc) poolBurst(key, model, prefix string, n int) []int {
+	b, _ := json.Marshal(map[string]any{"model": model, "stream": true, "max_tokens": 4,
+		"messages": []map[string]string{{"role": "user", "content": "hello"}}})
+	out := make([]int, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest(http.MethodPost, "http://"+g.api+"/v1/chat/completions", bytes.NewReader(b))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("X-Conversation-Id", fmt.Sprintf("%s-%d", prefix, i))
+			<-start
+			resp, err := (&http.Client{Timeout: 3 * time.Minute}).Do(req)
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			_, _ = io.Copy(io.Discard, resp.Body)
+			out[i] = resp.StatusCode
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return out
+}
+
 // TestAgentPoolThroughSessions: pool "chat" (spec.sessions, idle timeout 30 s, maxReplicas 2) in
 // tenant A's namespace and one in tenant B's. Two conversations of A through the gateway get two
 // AgentSessions of the pool (labelled and controlled by it, the pool's class), two pods, and the
@@ -53,7 +87,9 @@ func (g *gwProc) poolChat(t *testing.T, key, model, conv, content string) sessio
 // Suspended with the same checkpoints and activity. A's next turn of conversation 1 resumes its
 // session in a new pod whose counters continue the suspended ones (checksum), and conversation 2
 // stays Suspended until tenant A's spec.sessions.retention (1 min) deletes it with its
-// checkpoints, while conversation 1's running session and tenant B's stay.
+// checkpoints, while conversation 1's running session and tenant B's stay. Tenant B's burst of
+// eight new conversations at once gets no more sessions than its pool's free slots (429 for the
+// rest), and A's sessions are unchanged by it.
 func TestAgentPoolThroughSessions(t *testing.T) {
 	e := requireEnv(t)
 	sock := requireContainerCRIU(t, e)
@@ -236,6 +272,40 @@ func TestAgentPoolThroughSessions(t *testing.T) {
 		}
 	}
 
+	// Tenant B's attack on its pool's bound: eight new conversations at once, before the
+	// gateway's cache shows any of their sessions. B's pool runs one session of two
+	// (spec.maxReplicas), so exactly one is admitted and the others get 429; A's sessions stay
+	// as they were.
+	activeB := 0
+	for _, s := range sessionsOf(nsB) {
+		if s.Status.Phase != v1alpha1.SessionSuspended {
+			activeB++
+		}
+	}
+	free := int(maxSessions) - activeB
+	statuses := g.poolBurst(sessionTenantKeyB, "demo", "burst", 8)
+	ok, full := 0, 0
+	for _, st := range statuses {
+		switch st {
+		case http.StatusOK:
+			ok++
+		case http.StatusTooManyRequests:
+			full++
+		}
+	}
+	sessionsB := len(sessionsOf(nsB))
+	if ok != free || full != 8-free || sessionsB != 1+free {
+		t.Fatalf("a burst of 8 new conversations at tenant B's pool (%d of %d holding a pod): statuses %v, %d sessions; want %d 200, %d 429, %d sessions",
+			activeB, maxSessions, statuses, sessionsB, free, 8-free, 1+free)
+	}
+	for _, s := range sessionsOf(nsA) {
+		if b := before[s.Name]; s.Status.Phase != v1alpha1.SessionSuspended || s.Status.LastCheckpoint != b.Status.LastCheckpoint {
+			t.Fatalf("A's session %s after tenant B's burst: phase %s checkpoint %s (was %s %s)", s.Name, s.Status.Phase, s.Status.LastCheckpoint,
+				b.Status.Phase, b.Status.LastCheckpoint)
+		}
+	}
+	t.Logf("tenant B's burst of 8 new conversations (%d of %d slots free): statuses %v, B's sessions %d", free, maxSessions, statuses, sessionsB)
+
 	// A's conversation 1 again: held, resumed in a new pod, the state intact.
 	r := turn(gatewayAPIKey, "conv-1", "turn 3 of conversation 1: what was the number?")
 	t.Logf("conversation 1 resumed through the gateway: first token after %s, served by %s", r.ttft.Round(time.Millisecond), r.header.Get("X-Neuronetes-Pod"))
@@ -285,7 +355,7 @@ func TestAgentPoolThroughSessions(t *testing.T) {
 	if err := c.Get(ctx, types.NamespacedName{Namespace: nsA, Name: s1.Name}, &v1alpha1.AgentSession{}); err != nil {
 		t.Fatalf("conversation 1's running session after conversation 2's retention: %v", err)
 	}
-	if n := len(sessionsOf(nsB)); n != 1 {
-		t.Fatalf("tenant B's pool (no retention) has %d sessions, want 1", n)
+	if n := len(sessionsOf(nsB)); n != sessionsB {
+		t.Fatalf("tenant B's pool (no retention) has %d sessions, want %d (conversation 1 and the burst's)", n, sessionsB)
 	}
 }
