@@ -287,6 +287,7 @@ func TestDeployLocal(t *testing.T) {
 	t.Run("AttackSessionEgress", func(t *testing.T) { deployAttackSessionEgress(t, e, r) })
 	t.Run("SessionWarmPool", func(t *testing.T) { deploySessionWarmPool(t, e, r) })
 	t.Run("SessionWarmRestoreHost", func(t *testing.T) { deploySessionWarmRestoreHost(t, e, r) })
+	t.Run("PoolThroughSessions", func(t *testing.T) { deployPoolThroughSessions(t, e, r) })
 	t.Run("OpenAISDK", func(t *testing.T) { deployOpenAISDK(t, e, r) })
 	t.Run("DashboardMetrics", func(t *testing.T) {
 		if !examplesOK {
