@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 )
@@ -77,10 +78,61 @@ func PoolRefusal(s *nnv1.AgentSession, pool *nnv1.AgentPool) string {
 	return ""
 }
 
-// poolRefusal reads the pool of a pool's session and returns PoolRefusal.
-func (r *Reconciler) poolRefusal(ctx context.Context, s *nnv1.AgentSession) (string, error) {
+// PoolFullReason is the condition and event reason of a pool's session kept without a pod
+// while its pool's sessions holding one are at spec.maxReplicas (PoolFull).
+const PoolFullReason = "PoolFull"
+
+// holdsPod reports whether s holds (or is being given) a pod: running, suspending or resuming,
+// or pending with a pod created.
+func holdsPod(s *nnv1.AgentSession) bool {
+	switch s.Status.Phase {
+	case nnv1.SessionRunning, nnv1.SessionSuspending, nnv1.SessionResuming:
+		return true
+	case "", nnv1.SessionPending:
+		return s.Status.PodName != ""
+	}
+	return false
+}
+
+// takesSlot reports whether a CreatePod decision d for s gives the session a pod it does not
+// hold yet (a first start, or a resume from Suspended), rather than replacing a lost one.
+func takesSlot(s *nnv1.AgentSession, d Decision) bool {
+	switch s.Status.Phase {
+	case "", nnv1.SessionPending:
+		return s.Status.PodName == ""
+	case nnv1.SessionSuspended:
+		return d.Phase == nnv1.SessionResuming
+	}
+	return false
+}
+
+// PoolFull is why a pool's session may not take a pod now, naming spec.maxReplicas, or "" when
+// it may: others are the pool's sessions, the bound its spec.maxReplicas (ReplicaBounds). Only
+// sessions the pool controls count, and s itself never does.
+func PoolFull(s *nnv1.AgentSession, pool *nnv1.AgentPool, others []nnv1.AgentSession) string {
+	_, limit := pool.Spec.ReplicaBounds()
+	n := 0
+	for i := range others {
+		o := &others[i]
+		if ref := metav1.GetControllerOf(o); o.Name == s.Name || ref == nil || ref.Kind != "AgentPool" || ref.UID != pool.UID || !holdsPod(o) {
+			continue
+		}
+		n++
+	}
+	if n < int(limit) {
+		return ""
+	}
+	return fmt.Sprintf("spec.maxReplicas: %d sessions of AgentPool %s hold a pod, its spec.maxReplicas; this one starts when one of them is suspended", n, pool.Name)
+}
+
+// poolRefusal reads the pool of a pool's session and returns PoolRefusal, with its reason; for
+// a decision that takes the pool a pod (takesSlot) it then returns PoolFull, counting the pool's
+// sessions as the API server has them. The count is exact across gateway replicas because this
+// controller reconciles one session at a time (controller-runtime's default) and records a
+// created pod in the session's status before the next reconcile.
+func (r *Reconciler) poolRefusal(ctx context.Context, s *nnv1.AgentSession, d Decision) (string, string, error) {
 	if !poolSession(s) {
-		return "", nil
+		return "", "", nil
 	}
 	var pool *nnv1.AgentPool
 	if name := s.Labels[nnv1.PoolSessionLabel]; name != "" {
@@ -89,8 +141,19 @@ func (r *Reconciler) poolRefusal(ctx context.Context, s *nnv1.AgentSession) (str
 		case err == nil:
 			pool = p
 		case !apierrors.IsNotFound(err):
-			return "", fmt.Errorf("get agentpool %s: %w", name, err)
+			return "", "", fmt.Errorf("get agentpool %s: %w", name, err)
 		}
 	}
-	return PoolRefusal(s, pool), nil
+	if msg := PoolRefusal(s, pool); msg != "" || !takesSlot(s, d) {
+		return msg, PoolMismatchReason, nil
+	}
+	rd := r.APIReader
+	if rd == nil {
+		rd = r.Client
+	}
+	var list nnv1.AgentSessionList
+	if err := rd.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{nnv1.PoolSessionLabel: pool.Name}); err != nil {
+		return "", "", fmt.Errorf("list the sessions of agentpool %s: %w", pool.Name, err)
+	}
+	return PoolFull(s, pool, list.Items), PoolFullReason, nil
 }

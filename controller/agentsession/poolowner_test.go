@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 )
@@ -132,5 +133,86 @@ func TestReconcilePoolSessionRefused(t *testing.T) {
 	h.step(nnv1.SessionPending)
 	if !h.podExists("s1-1") {
 		t.Fatal("no pod once the pool has spec.sessions")
+	}
+}
+
+// poolPeer is session name of pool chat in phase with pod ("" for none), controlled by the pool
+// of UID uid.
+func poolPeer(name string, phase nnv1.AgentSessionPhase, pod string, uid types.UID) *nnv1.AgentSession {
+	s := poolSessionOf()
+	s.Name = name
+	s.OwnerReferences[0].UID = uid
+	s.Status.Phase, s.Status.PodName = phase, pod
+	return s
+}
+
+// TestPoolFull: a pool's session may take a pod while fewer than spec.maxReplicas of the pool's
+// other sessions hold one; suspended sessions, pending ones without a pod, the session itself and
+// another pool's sessions do not count.
+func TestPoolFull(t *testing.T) {
+	one := int32(1)
+	pool := testPool(true)
+	pool.Spec.MaxReplicas = &one
+	self := poolSessionOf()
+	for _, tc := range []struct {
+		name   string
+		others []*nnv1.AgentSession
+		full   bool
+	}{
+		{"none", nil, false},
+		{"one running", []*nnv1.AgentSession{poolPeer("s0", nnv1.SessionRunning, "s0-1", "pool-uid")}, true},
+		{"one pending with its pod", []*nnv1.AgentSession{poolPeer("s0", nnv1.SessionPending, "s0-1", "pool-uid")}, true},
+		{"one resuming", []*nnv1.AgentSession{poolPeer("s0", nnv1.SessionResuming, "s0-2", "pool-uid")}, true},
+		{"one suspending", []*nnv1.AgentSession{poolPeer("s0", nnv1.SessionSuspending, "s0-1", "pool-uid")}, true},
+		{"suspended and pending without a pod", []*nnv1.AgentSession{poolPeer("s0", nnv1.SessionSuspended, "", "pool-uid"),
+			poolPeer("s2", nnv1.SessionPending, "", "pool-uid")}, false},
+		{"itself, running", []*nnv1.AgentSession{poolPeer("s1", nnv1.SessionRunning, "s1-1", "pool-uid")}, false},
+		{"another pool's of the same name", []*nnv1.AgentSession{poolPeer("s0", nnv1.SessionRunning, "s0-1", "other-uid")}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var others []nnv1.AgentSession
+			for _, o := range tc.others {
+				others = append(others, *o)
+			}
+			msg := PoolFull(self, pool, others)
+			if (msg != "") != tc.full || (tc.full && !strings.HasPrefix(msg, "spec.maxReplicas:")) {
+				t.Fatalf("PoolFull = %q, want full %v (naming spec.maxReplicas)", msg, tc.full)
+			}
+		})
+	}
+}
+
+// TestReconcilePoolSessionWaitsForASlot: with its pool at spec.maxReplicas (1, another session
+// running), a new pool session gets no pod, condition Ready=False reason PoolFull, and is
+// checked again soon; once the other is suspended, the next reconcile creates its pod. So two
+// gateway replicas that each admitted a conversation for the last slot start only one.
+func TestReconcilePoolSessionWaitsForASlot(t *testing.T) {
+	one := int32(1)
+	pool := testPool(true)
+	pool.Spec.MaxReplicas = &one
+	peer := poolPeer("s0", nnv1.SessionRunning, "s0-1", "pool-uid")
+	h := newHarness(t, testClass(nil), pool, peer, poolSessionOf())
+	res, err := h.reconcile()
+	if err != nil || res.RequeueAfter != poolFullRecheck {
+		t.Fatalf("reconcile: %v %+v", err, res)
+	}
+	c := meta.FindStatusCondition(h.session().Status.Conditions, ConditionReady)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != PoolFullReason || !strings.HasPrefix(c.Message, "spec.maxReplicas:") {
+		t.Fatalf("condition %+v", c)
+	}
+	if h.podExists("s1-1") || h.session().Status.Pods != 0 {
+		t.Fatal("a session beyond spec.maxReplicas got a pod")
+	}
+	var cur nnv1.AgentSession
+	if err := h.c.Get(t.Context(), types.NamespacedName{Namespace: "a", Name: "s0"}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Status.Phase, cur.Status.PodName = nnv1.SessionSuspended, ""
+	if err := h.c.Status().Update(t.Context(), &cur); err != nil {
+		t.Fatal(err)
+	}
+	h.step(nnv1.SessionPending)
+	if !h.podExists("s1-1") {
+		t.Fatal("no pod once the other session is suspended")
 	}
 }

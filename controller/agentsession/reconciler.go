@@ -93,8 +93,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{RequeueAfter: staleRequeue}, err
 		}
 		// A pool's conversation session gets a pod only as its pool dictates.
-		if msg, err := r.poolRefusal(ctx, &s); err != nil || msg != "" {
-			return r.refuse(ctx, &s, msg, err)
+		if msg, reason, err := r.poolRefusal(ctx, &s, d); err != nil || msg != "" {
+			return r.refuse(ctx, &s, reason, msg, err)
 		}
 	}
 	orig := s.DeepCopy()
@@ -134,22 +134,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 }
 
-// poolRecheck is how soon a refused pool's session is checked again (its pool may be fixed).
-const poolRecheck = 30 * time.Second
+// poolRecheck is how soon a refused pool's session is checked again (its pool may be fixed);
+// poolFullRecheck how soon one kept waiting by its full pool is (a request may be held for it).
+const (
+	poolRecheck     = 30 * time.Second
+	poolFullRecheck = 2 * time.Second
+)
 
-// refuse records a pool's session refused (PoolRefusal): condition Ready=False and a Warning
-// event, both naming the field; no pod is created.
-func (r *Reconciler) refuse(ctx context.Context, s *nnv1.AgentSession, msg string, err error) (ctrl.Result, error) {
+// refuse records a pool's session refused (PoolRefusal, PoolFull): condition Ready=False and a
+// Warning event with reason, both naming the field; no pod is created.
+func (r *Reconciler) refuse(ctx context.Context, s *nnv1.AgentSession, reason, msg string, err error) (ctrl.Result, error) {
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	orig := s.DeepCopy()
-	r.condition(s, false, PoolMismatchReason, msg)
+	r.condition(s, false, reason, msg)
 	if c := meta.FindStatusCondition(orig.Status.Conditions, ConditionReady); c == nil || c.Message != msg {
-		r.event(s, corev1.EventTypeWarning, PoolMismatchReason, msg)
+		r.event(s, corev1.EventTypeWarning, reason, msg)
 	}
 	if err := r.Client.Status().Patch(ctx, s, client.MergeFrom(orig)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("patch agentsession status: %w", err)
+	}
+	if reason == PoolFullReason {
+		return ctrl.Result{RequeueAfter: poolFullRecheck}, nil
 	}
 	return ctrl.Result{RequeueAfter: poolRecheck}, nil
 }
