@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -45,10 +46,10 @@ func (g *gwProc) poolChat(t *testing.T, key, model, conv, content string) sessio
 	return readSessionReply(t, req)
 }
 
-// poolBurst sends n streamed chat turns of new conversations <prefix>-0 ... at once, as the
-// tenant of key, and returns each one's HTTP status (0 when the request failed), reading each
-// answer to its end.
-func (g *gwProc) poolBurst(key, model, prefix string, n int) []int {
+// poolBurst sends n streamed chat turns of new conversations <prefix>-0 ... at once, the i-th to
+// gateway apis[i % len(apis)], as the tenant of key, and returns each one's HTTP status (0 when
+// the request failed, or was still unanswered after timeout), reading each answer to its end.
+func poolBurst(apis []string, key, model, prefix string, n int, timeout time.Duration) []int {
 	b, _ := json.Marshal(map[string]any{"model": model, "stream": true, "max_tokens": 4,
 		"messages": []map[string]string{{"role": "user", "content": "hello"}}})
 	out := make([]int, n)
@@ -58,18 +59,19 @@ func (g *gwProc) poolBurst(key, model, prefix string, n int) []int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequest(http.MethodPost, "http://"+g.api+"/v1/chat/completions", bytes.NewReader(b))
+			req, _ := http.NewRequest(http.MethodPost, "http://"+apis[i%len(apis)]+"/v1/chat/completions", bytes.NewReader(b))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Authorization", "Bearer "+key)
 			req.Header.Set("X-Conversation-Id", fmt.Sprintf("%s-%d", prefix, i))
 			<-start
-			resp, err := (&http.Client{Timeout: 3 * time.Minute}).Do(req)
+			resp, err := (&http.Client{Timeout: timeout}).Do(req)
 			if err != nil {
 				return
 			}
 			defer resp.Body.Close()
-			_, _ = io.Copy(io.Discard, resp.Body)
-			out[i] = resp.StatusCode
+			if _, err := io.Copy(io.Discard, resp.Body); err == nil {
+				out[i] = resp.StatusCode
+			}
 		}()
 	}
 	close(start)
@@ -88,8 +90,9 @@ func (g *gwProc) poolBurst(key, model, prefix string, n int) []int {
 // session in a new pod whose counters continue the suspended ones (checksum), and conversation 2
 // stays Suspended until tenant A's spec.sessions.retention (1 min) deletes it with its
 // checkpoints, while conversation 1's running session and tenant B's stay. Tenant B's burst of
-// eight new conversations at once gets no more sessions than its pool's free slots (429 for the
-// rest), and A's sessions are unchanged by it.
+// eight new conversations at once through two gateway replicas gets no more pods than its pool's
+// free slots (each replica answers 429 beyond them; a session the other replica also admitted
+// waits without a pod, PoolFull), and A's sessions are unchanged by it.
 func TestAgentPoolThroughSessions(t *testing.T) {
 	e := requireEnv(t)
 	sock := requireContainerCRIU(t, e)
@@ -272,10 +275,12 @@ func TestAgentPoolThroughSessions(t *testing.T) {
 		}
 	}
 
-	// Tenant B's attack on its pool's bound: eight new conversations at once, before the
-	// gateway's cache shows any of their sessions. B's pool runs one session of two
-	// (spec.maxReplicas), so exactly one is admitted and the others get 429; A's sessions stay
-	// as they were.
+	// Tenant B's attack on its pool's bound: eight new conversations at once, four to this
+	// gateway and four to a second replica, before either's cache shows any of their sessions.
+	// B's pool runs one session of two (spec.maxReplicas): each replica admits at most the free
+	// slot (429 for the rest), and of the sessions the two admit the session controller starts
+	// only as many as are free (the other waits, PoolFull, its request held until the client
+	// gives up); A's sessions stay as they were.
 	activeB := 0
 	for _, s := range sessionsOf(nsB) {
 		if s.Status.Phase != v1alpha1.SessionSuspended {
@@ -283,7 +288,8 @@ func TestAgentPoolThroughSessions(t *testing.T) {
 		}
 	}
 	free := int(maxSessions) - activeB
-	statuses := g.poolBurst(sessionTenantKeyB, "demo", "burst", 8)
+	g2 := startGateway(t, e, nsA+","+nsB, "--agent-sessions", "--session-resume-timeout=2m")
+	statuses := poolBurst([]string{g.api, g2.api}, sessionTenantKeyB, "demo", "burst", 8, 20*time.Second)
 	ok, full := 0, 0
 	for _, st := range statuses {
 		switch st {
@@ -294,9 +300,37 @@ func TestAgentPoolThroughSessions(t *testing.T) {
 		}
 	}
 	sessionsB := len(sessionsOf(nsB))
-	if ok != free || full != 8-free || sessionsB != 1+free {
-		t.Fatalf("a burst of 8 new conversations at tenant B's pool (%d of %d holding a pod): statuses %v, %d sessions; want %d 200, %d 429, %d sessions",
-			activeB, maxSessions, statuses, sessionsB, free, 8-free, 1+free)
+	if ok != free || full < 8-2*free || sessionsB > 1+2*free {
+		t.Fatalf("a burst of 8 new conversations at tenant B's pool through two gateways (%d of %d holding a pod): statuses %v, %d sessions; want %d 200, at least %d 429, at most %d sessions",
+			activeB, maxSessions, statuses, sessionsB, free, 8-2*free, 1+2*free)
+	}
+	var waiting []string
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		holding, pods := 0, 0
+		waiting = waiting[:0]
+		for _, s := range sessionsOf(nsB) {
+			switch {
+			case s.Status.Phase == v1alpha1.SessionRunning || s.Status.PodName != "":
+				holding++
+			case meta.FindStatusCondition(s.Status.Conditions, "Ready") != nil && meta.FindStatusCondition(s.Status.Conditions, "Ready").Reason == "PoolFull":
+				waiting = append(waiting, s.Name)
+			}
+		}
+		var pl corev1.PodList
+		if err := c.List(ctx, &pl, client.InNamespace(nsB)); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pl.Items {
+			if p.DeletionTimestamp == nil {
+				pods++
+			}
+		}
+		if holding > int(maxSessions) || pods > int(maxSessions) {
+			t.Fatalf("tenant B's pool: %d sessions hold a pod and %d pods run, over spec.maxReplicas %d", holding, pods, maxSessions)
+		}
+	}
+	if sessionsB-1-free != len(waiting) {
+		t.Fatalf("tenant B: %d sessions, %d free slots, sessions waiting with PoolFull %v; want every session admitted beyond the slots waiting", sessionsB, free, waiting)
 	}
 	for _, s := range sessionsOf(nsA) {
 		if b := before[s.Name]; s.Status.Phase != v1alpha1.SessionSuspended || s.Status.LastCheckpoint != b.Status.LastCheckpoint {
@@ -304,7 +338,8 @@ func TestAgentPoolThroughSessions(t *testing.T) {
 				b.Status.Phase, b.Status.LastCheckpoint)
 		}
 	}
-	t.Logf("tenant B's burst of 8 new conversations (%d of %d slots free): statuses %v, B's sessions %d", free, maxSessions, statuses, sessionsB)
+	t.Logf("tenant B's burst of 8 new conversations through two gateways (%d of %d slots free): statuses %v, B's sessions %d, waiting for a slot (PoolFull) %v",
+		free, maxSessions, statuses, sessionsB, waiting)
 
 	// A's conversation 1 again: held, resumed in a new pod, the state intact.
 	r := turn(gatewayAPIKey, "conv-1", "turn 3 of conversation 1: what was the number?")
