@@ -1,0 +1,137 @@
+package main
+
+import (
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/exp/trace"
+
+	"github.com/neuronetes/neuronetes/internal/exectrace"
+)
+
+func TestWaitKind(t *testing.T) {
+	for _, tc := range []struct{ reason, site, want string }{
+		{"network", "net.(*netFD).Read", waitNet},
+		{"select", "net/http.(*Transport).getConn", waitConn},
+		{"select", "net/http.(*persistConn).roundTrip", waitHeader},
+		{"chan receive", "net/http.(*persistConn).roundTrip", waitOther},
+		{"select", "net/http.(*persistConn).readLoop", waitOther},
+		{"sync", "net/http.(*Transport).getConn", waitOther},
+	} {
+		if got := waitKind(tc.reason, tc.site); got != tc.want {
+			t.Errorf("waitKind(%q, %q) = %q, want %q", tc.reason, tc.site, got, tc.want)
+		}
+	}
+	for start, want := range map[string]string{"net/http.(*conn).serve": roleHandler, "net/http.(*persistConn).readLoop": roleReader,
+		"net/http.(*persistConn).writeLoop": roleOther, "": roleOther} {
+		if got := roleOf(start); got != want {
+			t.Errorf("roleOf(%q) = %q, want %q", start, got, want)
+		}
+	}
+}
+
+// One request's goroutines, step by step: the waits land under their kind, the runnable time
+// after a wake under the wait it ended, and a preemption's runnable time under no wake.
+func TestWaitProfileStep(t *testing.T) {
+	const h, rd = 1, 2
+	type tr struct {
+		g        uint64
+		start    string
+		from, to trace.GoState
+		reason   string
+		site     string
+		atMs     float64
+	}
+	p := newWaitProfile()
+	for _, s := range []tr{
+		{h, "net/http.(*conn).serve", trace.GoNotExist, trace.GoRunnable, "", "", 0},
+		{h, "", trace.GoRunnable, trace.GoRunning, "", "", 1},
+		{h, "", trace.GoRunning, trace.GoWaiting, "select", "net/http.(*Transport).getConn", 2},
+		{rd, "net/http.(*persistConn).readLoop", trace.GoNotExist, trace.GoRunnable, "", "", 2},
+		{rd, "", trace.GoRunnable, trace.GoRunning, "", "", 2},
+		{rd, "", trace.GoRunning, trace.GoWaiting, "network", "net.(*netFD).Read", 3},
+		{h, "", trace.GoWaiting, trace.GoRunnable, "", "", 5},
+		{h, "", trace.GoRunnable, trace.GoRunning, "", "", 5.5},
+		{h, "", trace.GoRunning, trace.GoWaiting, "select", "net/http.(*persistConn).roundTrip", 6},
+		{h, "", trace.GoWaiting, trace.GoRunnable, "", "", 6.5}, // the request written
+		{h, "", trace.GoRunnable, trace.GoRunning, "", "", 6.5},
+		{h, "", trace.GoRunning, trace.GoWaiting, "select", "net/http.(*persistConn).roundTrip", 6.5},
+		{rd, "", trace.GoWaiting, trace.GoRunnable, "", "", 8},
+		{rd, "", trace.GoRunnable, trace.GoRunning, "", "", 9},
+		{h, "", trace.GoWaiting, trace.GoRunnable, "", "", 10},
+		{h, "", trace.GoRunnable, trace.GoRunning, "", "", 10.2},
+		{h, "", trace.GoRunning, trace.GoWaiting, "network", "net.(*netFD).Read", 11},
+		{h, "", trace.GoWaiting, trace.GoRunnable, "", "", 31},
+		{h, "", trace.GoRunnable, trace.GoRunning, "", "", 31.3},
+		{h, "", trace.GoRunning, trace.GoRunnable, "preempted", "", 32},
+		{h, "", trace.GoRunnable, trace.GoRunning, "", "", 34},
+	} {
+		p.step(s.g, s.start, s.from, s.to, s.reason, s.site, time.Duration(s.atMs*float64(time.Millisecond)))
+	}
+	near := func(name string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	near("requests", float64(p.requests()), 1)
+	near("connection wait", p.perRequest(roleHandler, waitConn), 3)
+	near("header wait", p.perRequest(roleHandler, waitHeader), 0.5+3.5)
+	near("handler network wait", p.perRequest(roleHandler, waitNet), 20)
+	near("reader runnable after network", p.schedQ(roleReader, waitNet, 0.5), 1)
+	near("handler runnable after network", p.schedQ(roleHandler, waitNet, 0.9), 0.3)
+	near("handler runnable after the header", p.schedQ(roleHandler, waitHeader, 1), 0.2)
+	near("all runnable", ms(p.runnable), 1+0.5+0.2+0.3+2+1)
+	if p.created[roleHandler] != 1 || p.created[roleReader] != 1 {
+		t.Errorf("created %v, want one handler and one reader", p.created)
+	}
+	if n := len(p.sched[[2]string{roleHandler, waitNet}]); n != 1 {
+		t.Errorf("%d runnable spells after a network wake, want 1 (a preemption is none)", n)
+	}
+}
+
+// A real trace of httputil.ReverseProxy serving a request: its handler's wait for the response
+// header is found, as long as the backend took to answer.
+func TestReadTraceWaits(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(20 * time.Millisecond)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer backend.Close()
+	u, _ := url.Parse(backend.URL)
+	front := httptest.NewServer(httputil.NewSingleHostReverseProxy(u))
+	defer front.Close()
+	path := filepath.Join(t.TempDir(), "rp.trace")
+	stop, err := exectrace.Start(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		resp, err := http.Get(front.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := readTraceFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.requests() != 3 {
+		t.Fatalf("%d backend requests traced, want 3 (waits %v)", p.requests(), p.waits)
+	}
+	if w := p.perRequest(roleHandler, waitHeader); w < 20 {
+		t.Errorf("header wait %.3f ms per request, want >= the backend's 20 ms", w)
+	}
+}
