@@ -174,6 +174,10 @@ func (o *options) runOverhead(ctx context.Context) (verdict, error) {
 		r := iv.runs[0]
 		text += fmt.Sprintf(" (per request, context: gateway %.0f vs ReverseProxy %.0f instructions, run 1)", r.gwReq, r.rpReq)
 	}
+	gp, go_ := joinedLoad(stats[3].spans)
+	rpp, rpo := joinedLoad(stats[2].spans)
+	text += fmt.Sprintf(" (pod load, sequential windows: a gateway request joins %.1f requests in flight on its pod, %.1f on each other pod; ReverseProxy %.1f and %.1f)",
+		gp, go_, rpp, rpo)
 	if traced != "" {
 		text += " (" + traced + ")"
 	}
