@@ -19,6 +19,7 @@ import (
 const (
 	roleHandler = "handler"        // net/http.(*conn).serve: reads the request, runs the proxy, writes the answer
 	roleReader  = "backend reader" // net/http.(*persistConn).readLoop: reads the backend's response header
+	roleDialer  = "dialer"         // net/http.(*Transport).startDialConnForLocked: one new backend connection
 	roleOther   = "other"
 )
 
@@ -27,6 +28,7 @@ const (
 	waitConn   = "backend connection" // select in net/http.(*Transport).getConn: no idle connection
 	waitHeader = "response header"    // select in net/http.(*persistConn).roundTrip: request sent, header not yet read
 	waitNet    = "network"
+	waitLock   = "lock" // sync.Mutex, RWMutex or WaitGroup held by another goroutine
 	waitOther  = "other"
 )
 
@@ -36,6 +38,8 @@ func roleOf(startFunc string) string {
 		return roleHandler
 	case "net/http.(*persistConn).readLoop":
 		return roleReader
+	case "net/http.(*Transport).startDialConnForLocked.func1":
+		return roleDialer
 	}
 	return roleOther
 }
@@ -45,6 +49,8 @@ func waitKind(reason, site string) string {
 	switch {
 	case reason == "network":
 		return waitNet
+	case reason == "sync":
+		return waitLock
 	case reason == "select" && site == "net/http.(*Transport).getConn":
 		return waitConn
 	case reason == "select" && site == "net/http.(*persistConn).roundTrip":
@@ -227,6 +233,11 @@ func printTraceWaits(w io.Writer, names []string, profs []*waitProfile) {
 	}{
 		{"backend requests traced", func(p *waitProfile) float64 { return float64(p.requests()) }, "%16.0f"},
 		{"handler waits for a backend connection, ms/request", func(p *waitProfile) float64 { return p.perRequest(roleHandler, waitConn) }, "%16.3f"},
+		{"handler waits on locks, ms/request", func(p *waitProfile) float64 { return p.perRequest(roleHandler, waitLock) }, "%16.3f"},
+		{"handler lock waits per 1000 requests", func(p *waitProfile) float64 {
+			return 1000 * float64(len(p.waits[[2]string{roleHandler, waitLock}])) / float64(max(p.requests(), 1))
+		}, "%16.1f"},
+		{"backend connections dialled", func(p *waitProfile) float64 { return float64(p.created[roleDialer]) }, "%16.0f"},
 		{"handler waits for the response header, ms/request", func(p *waitProfile) float64 { return p.perRequest(roleHandler, waitHeader) }, "%16.3f"},
 		{"  of which the backend reader is runnable, p50 ms", func(p *waitProfile) float64 { return p.schedQ(roleReader, waitNet, 0.5) }, "%16.3f"},
 		{"  of which the backend reader is runnable, p90 ms", func(p *waitProfile) float64 { return p.schedQ(roleReader, waitNet, 0.9) }, "%16.3f"},
@@ -253,8 +264,9 @@ func printTraceWaits(w io.Writer, names []string, profs []*waitProfile) {
 // traceWaitText is the verdict's context from the traces: the gateway's handler waits per
 // request against ReverseProxy's.
 func traceWaitText(rp, gw *waitProfile) string {
-	return fmt.Sprintf("execution traces, per backend request: the handler waits %.3f ms for a backend connection and %.3f ms for the response header (ReverseProxy %.3f and %.3f), its backend reader runnable p50 %.3f ms after the header arrives (ReverseProxy %.3f), all goroutines runnable %.3f ms (ReverseProxy %.3f)",
-		gw.perRequest(roleHandler, waitConn), gw.perRequest(roleHandler, waitHeader), rp.perRequest(roleHandler, waitConn), rp.perRequest(roleHandler, waitHeader),
+	return fmt.Sprintf("execution traces, per backend request: the handler waits %.3f ms for a backend connection (%d dialled), %.3f ms on locks and %.3f ms for the response header (ReverseProxy %.3f (%d dialled), %.3f and %.3f), its backend reader runnable p50 %.3f ms after the header arrives (ReverseProxy %.3f), all goroutines runnable %.3f ms (ReverseProxy %.3f)",
+		gw.perRequest(roleHandler, waitConn), gw.created[roleDialer], gw.perRequest(roleHandler, waitLock), gw.perRequest(roleHandler, waitHeader),
+		rp.perRequest(roleHandler, waitConn), rp.created[roleDialer], rp.perRequest(roleHandler, waitLock), rp.perRequest(roleHandler, waitHeader),
 		gw.schedQ(roleReader, waitNet, 0.5), rp.schedQ(roleReader, waitNet, 0.5),
 		ms(gw.runnable)/float64(max(gw.requests(), 1)), ms(rp.runnable)/float64(max(rp.requests(), 1)))
 }

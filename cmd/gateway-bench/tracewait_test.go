@@ -23,14 +23,15 @@ func TestWaitKind(t *testing.T) {
 		{"select", "net/http.(*persistConn).roundTrip", waitHeader},
 		{"chan receive", "net/http.(*persistConn).roundTrip", waitOther},
 		{"select", "net/http.(*persistConn).readLoop", waitOther},
-		{"sync", "net/http.(*Transport).getConn", waitOther},
+		{"sync", "github.com/neuronetes/neuronetes/gateway/pick.(*Lease).FirstToken", waitLock},
+		{"sync.(*Cond).Wait", "net/http.(*connReader).abortPendingRead", waitOther},
 	} {
 		if got := waitKind(tc.reason, tc.site); got != tc.want {
 			t.Errorf("waitKind(%q, %q) = %q, want %q", tc.reason, tc.site, got, tc.want)
 		}
 	}
 	for start, want := range map[string]string{"net/http.(*conn).serve": roleHandler, "net/http.(*persistConn).readLoop": roleReader,
-		"net/http.(*persistConn).writeLoop": roleOther, "": roleOther} {
+		"net/http.(*persistConn).writeLoop": roleOther, "": roleOther, "net/http.(*Transport).startDialConnForLocked.func1": roleDialer} {
 		if got := roleOf(start); got != want {
 			t.Errorf("roleOf(%q) = %q, want %q", start, got, want)
 		}
@@ -67,6 +68,9 @@ func TestWaitProfileStep(t *testing.T) {
 		{rd, "", trace.GoRunnable, trace.GoRunning, "", "", 9},
 		{h, "", trace.GoWaiting, trace.GoRunnable, "", "", 10},
 		{h, "", trace.GoRunnable, trace.GoRunning, "", "", 10.2},
+		{h, "", trace.GoRunning, trace.GoWaiting, "sync", "github.com/neuronetes/neuronetes/gateway/pick.(*Lease).FirstToken", 10.4},
+		{h, "", trace.GoWaiting, trace.GoRunnable, "", "", 10.6},
+		{h, "", trace.GoRunnable, trace.GoRunning, "", "", 10.6},
 		{h, "", trace.GoRunning, trace.GoWaiting, "network", "net.(*netFD).Read", 11},
 		{h, "", trace.GoWaiting, trace.GoRunnable, "", "", 31},
 		{h, "", trace.GoRunnable, trace.GoRunning, "", "", 31.3},
@@ -85,6 +89,7 @@ func TestWaitProfileStep(t *testing.T) {
 	near("connection wait", p.perRequest(roleHandler, waitConn), 3)
 	near("header wait", p.perRequest(roleHandler, waitHeader), 0.5+3.5)
 	near("handler network wait", p.perRequest(roleHandler, waitNet), 20)
+	near("lock wait", p.perRequest(roleHandler, waitLock), 0.2)
 	near("reader runnable after network", p.schedQ(roleReader, waitNet, 0.5), 1)
 	near("handler runnable after network", p.schedQ(roleHandler, waitNet, 0.9), 0.3)
 	near("handler runnable after the header", p.schedQ(roleHandler, waitHeader, 1), 0.2)
