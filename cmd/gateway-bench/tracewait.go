@@ -65,6 +65,7 @@ type waitProfile struct {
 	waits    map[[2]string][]time.Duration // {role, kind}: each wait's length
 	sched    map[[2]string][]time.Duration // {role, kind of the wait before}: runnable time before running
 	runnable time.Duration                 // all goroutines' runnable time
+	running  map[string]time.Duration      // running time (on a P), by role
 	// backendRequests counts the handlers' requests to a backend.
 	backendRequests int
 	gs              map[uint64]*goState // the builder's state
@@ -81,7 +82,7 @@ type goState struct {
 
 func newWaitProfile() *waitProfile {
 	return &waitProfile{created: map[string]int{}, waits: map[[2]string][]time.Duration{},
-		sched: map[[2]string][]time.Duration{}, gs: map[uint64]*goState{}}
+		sched: map[[2]string][]time.Duration{}, gs: map[uint64]*goState{}, running: map[string]time.Duration{}}
 }
 
 // step records goroutine g moving from one state to another at time at; startFunc names the
@@ -99,6 +100,8 @@ func (p *waitProfile) step(g uint64, startFunc string, from, to trace.GoState, r
 	switch s.state {
 	case trace.GoWaiting:
 		p.waits[[2]string{s.role, s.kind}] = append(p.waits[[2]string{s.role, s.kind}], d)
+	case trace.GoRunning:
+		p.running[s.role] += d
 	case trace.GoRunnable:
 		p.runnable += d
 		p.sched[[2]string{s.role, s.kind}] = append(p.sched[[2]string{s.role, s.kind}], d)
@@ -123,6 +126,15 @@ func (p *waitProfile) step(g uint64, startFunc string, from, to trace.GoState, r
 
 // requests is the backend requests the handlers sent.
 func (p *waitProfile) requests() int { return p.backendRequests }
+
+// allRunning is every goroutine's running time.
+func (p *waitProfile) allRunning() time.Duration {
+	var s time.Duration
+	for _, d := range p.running {
+		s += d
+	}
+	return s
+}
 
 // perRequest is the summed length of the role's waits of kind per backend request, in ms.
 func (p *waitProfile) perRequest(role, kind string) float64 {
@@ -243,6 +255,8 @@ func printTraceWaits(w io.Writer, names []string, profs []*waitProfile) {
 		{"  of which the backend reader is runnable, p90 ms", func(p *waitProfile) float64 { return p.schedQ(roleReader, waitNet, 0.9) }, "%16.3f"},
 		{"handler runnable after a network wake, p50 ms", func(p *waitProfile) float64 { return p.schedQ(roleHandler, waitNet, 0.5) }, "%16.3f"},
 		{"handler runnable after a network wake, p90 ms", func(p *waitProfile) float64 { return p.schedQ(roleHandler, waitNet, 0.9) }, "%16.3f"},
+		{"handler running (on a P), ms/request", func(p *waitProfile) float64 { return ms(p.running[roleHandler]) / float64(max(p.requests(), 1)) }, "%16.3f"},
+		{"all goroutines running, ms/request", func(p *waitProfile) float64 { return ms(p.allRunning()) / float64(max(p.requests(), 1)) }, "%16.3f"},
 		{"all goroutines runnable, ms/request", func(p *waitProfile) float64 { return ms(p.runnable) / float64(max(p.requests(), 1)) }, "%16.3f"},
 		{"goroutines started per request", func(p *waitProfile) float64 {
 			n := 0
@@ -264,11 +278,12 @@ func printTraceWaits(w io.Writer, names []string, profs []*waitProfile) {
 // traceWaitText is the verdict's context from the traces: the gateway's handler waits per
 // request against ReverseProxy's.
 func traceWaitText(rp, gw *waitProfile) string {
-	return fmt.Sprintf("execution traces, per backend request: the handler waits %.3f ms for a backend connection (%d dialled), %.3f ms on locks and %.3f ms for the response header (ReverseProxy %.3f (%d dialled), %.3f and %.3f), its backend reader runnable p50 %.3f ms after the header arrives (ReverseProxy %.3f), all goroutines runnable %.3f ms (ReverseProxy %.3f)",
+	return fmt.Sprintf("execution traces, per backend request: the handler waits %.3f ms for a backend connection (%d dialled), %.3f ms on locks and %.3f ms for the response header (ReverseProxy %.3f (%d dialled), %.3f and %.3f), its backend reader runnable p50 %.3f ms after the header arrives (ReverseProxy %.3f), all goroutines running %.3f ms and runnable %.3f ms (ReverseProxy %.3f and %.3f)",
 		gw.perRequest(roleHandler, waitConn), gw.created[roleDialer], gw.perRequest(roleHandler, waitLock), gw.perRequest(roleHandler, waitHeader),
 		rp.perRequest(roleHandler, waitConn), rp.created[roleDialer], rp.perRequest(roleHandler, waitLock), rp.perRequest(roleHandler, waitHeader),
 		gw.schedQ(roleReader, waitNet, 0.5), rp.schedQ(roleReader, waitNet, 0.5),
-		ms(gw.runnable)/float64(max(gw.requests(), 1)), ms(rp.runnable)/float64(max(rp.requests(), 1)))
+		ms(gw.allRunning())/float64(max(gw.requests(), 1)), ms(gw.runnable)/float64(max(gw.requests(), 1)),
+		ms(rp.allRunning())/float64(max(rp.requests(), 1)), ms(rp.runnable)/float64(max(rp.requests(), 1)))
 }
 
 // traceFiles are the execution trace files of ReverseProxy's process and the gateway's under

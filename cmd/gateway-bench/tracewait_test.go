@@ -94,6 +94,9 @@ func TestWaitProfileStep(t *testing.T) {
 	near("handler runnable after network", p.schedQ(roleHandler, waitNet, 0.9), 0.3)
 	near("handler runnable after the header", p.schedQ(roleHandler, waitHeader, 1), 0.2)
 	near("all runnable", ms(p.runnable), 1+0.5+0.2+0.3+2+1)
+	// Running: the handler 1-2, 5.5-6, 6.5-6.5, 10.2-10.4, 10.6-11, 31.3-32; the reader 2-3.
+	near("handler running", ms(p.running[roleHandler]), 1+0.5+0+0.2+0.4+0.7)
+	near("all running", ms(p.allRunning()), 1+0.5+0+0.2+0.4+0.7+1)
 	if p.created[roleHandler] != 1 || p.created[roleReader] != 1 {
 		t.Errorf("created %v, want one handler and one reader", p.created)
 	}
