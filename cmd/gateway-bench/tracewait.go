@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -66,9 +67,18 @@ type waitProfile struct {
 	sched    map[[2]string][]time.Duration // {role, kind of the wait before}: runnable time before running
 	runnable time.Duration                 // all goroutines' runnable time
 	running  map[string]time.Duration      // running time (on a P), by role
+	// lockSites is the handlers' lock waits by where they waited (the first frame outside the
+	// runtime and sync): summed length and count.
+	lockSites map[string]*siteWaits
 	// backendRequests counts the handlers' requests to a backend.
 	backendRequests int
 	gs              map[uint64]*goState // the builder's state
+}
+
+// siteWaits is the lock waits at one site.
+type siteWaits struct {
+	n     int
+	total time.Duration
 }
 
 type goState struct {
@@ -76,13 +86,14 @@ type goState struct {
 	state trace.GoState
 	since time.Duration
 	kind  string // the kind of the last wait, until the goroutine runs
+	site  string // where the last wait was
 	// lastWait is the kind of the last wait, kept while it runs.
 	lastWait string
 }
 
 func newWaitProfile() *waitProfile {
 	return &waitProfile{created: map[string]int{}, waits: map[[2]string][]time.Duration{},
-		sched: map[[2]string][]time.Duration{}, gs: map[uint64]*goState{}, running: map[string]time.Duration{}}
+		sched: map[[2]string][]time.Duration{}, gs: map[uint64]*goState{}, running: map[string]time.Duration{}, lockSites: map[string]*siteWaits{}}
 }
 
 // step records goroutine g moving from one state to another at time at; startFunc names the
@@ -100,6 +111,15 @@ func (p *waitProfile) step(g uint64, startFunc string, from, to trace.GoState, r
 	switch s.state {
 	case trace.GoWaiting:
 		p.waits[[2]string{s.role, s.kind}] = append(p.waits[[2]string{s.role, s.kind}], d)
+		if s.role == roleHandler && s.kind == waitLock {
+			w := p.lockSites[s.site]
+			if w == nil {
+				w = &siteWaits{}
+				p.lockSites[s.site] = w
+			}
+			w.n++
+			w.total += d
+		}
 	case trace.GoRunning:
 		p.running[s.role] += d
 	case trace.GoRunnable:
@@ -109,7 +129,7 @@ func (p *waitProfile) step(g uint64, startFunc string, from, to trace.GoState, r
 	}
 	switch to {
 	case trace.GoWaiting:
-		s.kind = waitKind(reason, site)
+		s.kind, s.site = waitKind(reason, site), site
 		// roundTrip waits twice for one request (the request written, then the header): a
 		// request is a header wait that does not follow one.
 		if s.role == roleHandler && s.kind == waitHeader && s.lastWait != waitHeader {
@@ -126,6 +146,28 @@ func (p *waitProfile) step(g uint64, startFunc string, from, to trace.GoState, r
 
 // requests is the backend requests the handlers sent.
 func (p *waitProfile) requests() int { return p.backendRequests }
+
+// topLockSites are the n sites where the handlers waited longest on locks, longest first, as
+// "site count/ms per request".
+func (p *waitProfile) topLockSites(n int) []string {
+	sites := make([]string, 0, len(p.lockSites))
+	for k := range p.lockSites {
+		sites = append(sites, k)
+	}
+	sort.Slice(sites, func(i, j int) bool {
+		a, b := p.lockSites[sites[i]], p.lockSites[sites[j]]
+		if a.total != b.total {
+			return a.total > b.total
+		}
+		return sites[i] < sites[j]
+	})
+	out := make([]string, 0, n)
+	for _, k := range sites[:min(n, len(sites))] {
+		w := p.lockSites[k]
+		out = append(out, fmt.Sprintf("%s %d/%.3f", k, w.n, ms(w.total)/float64(max(p.requests(), 1))))
+	}
+	return out
+}
 
 // allRunning is every goroutine's running time.
 func (p *waitProfile) allRunning() time.Duration {
@@ -272,6 +314,9 @@ func printTraceWaits(w io.Writer, names []string, profs []*waitProfile) {
 			fmt.Fprintf(w, " "+r.unit, r.f(p))
 		}
 		fmt.Fprintln(w)
+	}
+	for i, p := range profs {
+		fmt.Fprintf(w, "  %s's handler lock waits by site (count/ms per request), longest first: %s\n", names[i], strings.Join(p.topLockSites(6), "; "))
 	}
 }
 

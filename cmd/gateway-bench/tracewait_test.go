@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,6 +91,9 @@ func TestWaitProfileStep(t *testing.T) {
 	near("header wait", p.perRequest(roleHandler, waitHeader), 0.5+3.5)
 	near("handler network wait", p.perRequest(roleHandler, waitNet), 20)
 	near("lock wait", p.perRequest(roleHandler, waitLock), 0.2)
+	if got := p.topLockSites(3); len(got) != 1 || got[0] != "github.com/neuronetes/neuronetes/gateway/pick.(*Lease).FirstToken 1/0.200" {
+		t.Errorf("topLockSites = %q", got)
+	}
 	near("reader runnable after network", p.schedQ(roleReader, waitNet, 0.5), 1)
 	near("handler runnable after network", p.schedQ(roleHandler, waitNet, 0.9), 0.3)
 	near("handler runnable after the header", p.schedQ(roleHandler, waitHeader, 1), 0.2)
@@ -141,5 +145,30 @@ func TestReadTraceWaits(t *testing.T) {
 	}
 	if w := p.perRequest(roleHandler, waitHeader); w < 20 {
 		t.Errorf("header wait %.3f ms per request, want >= the backend's 20 ms", w)
+	}
+}
+
+// The lock sites come longest first (ties by name), at most n, per backend request.
+func TestTopLockSites(t *testing.T) {
+	p := newWaitProfile()
+	p.backendRequests = 2
+	p.lockSites = map[string]*siteWaits{
+		"a": {n: 1, total: 2 * time.Millisecond},
+		"b": {n: 3, total: 6 * time.Millisecond},
+		"c": {n: 1, total: 2 * time.Millisecond},
+		"d": {n: 1, total: time.Millisecond},
+	}
+	for _, tc := range []struct {
+		n    int
+		want []string
+	}{
+		{0, []string{}},
+		{1, []string{"b 3/3.000"}},
+		{3, []string{"b 3/3.000", "a 1/1.000", "c 1/1.000"}},
+		{9, []string{"b 3/3.000", "a 1/1.000", "c 1/1.000", "d 1/0.500"}},
+	} {
+		if got := p.topLockSites(tc.n); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("topLockSites(%d) = %q, want %q", tc.n, got, tc.want)
+		}
 	}
 }
