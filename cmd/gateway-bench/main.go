@@ -52,6 +52,7 @@ type options struct {
 	agentBin, gatewayBin  string
 	gatewayArgs, readyURL string
 	logDir                string
+	traceDir              string // overhead: execution traces of ReverseProxy and the gateway go here
 	pods                  int
 	loadFactor            float64 // -only model: the picker's load factor (< 0: the gateway's default)
 	overhead              overheadConfig
@@ -70,6 +71,7 @@ func parseOptions(args []string) (*options, error) {
 		"--listen={listen} --admin-listen={admin} --backends={backends} --max-body-bytes=67108864 --drain-delay=0s",
 		"gateway arguments: {listen} is its API host:port, {admin} its admin host:port, {backends} the comma-separated agent base URLs")
 	fs.StringVar(&o.readyURL, "gateway-ready", "http://{admin}/readyz", "gateway readiness URL")
+	fs.StringVar(&o.traceDir, "trace-dir", "", "overhead: take a Go execution trace of ReverseProxy's process and the gateway's (--debug-trace-file) into this directory and print, per backend request, where each one's goroutines wait (tracing costs both CPU: the TTFTs of such a run are not comparable with an untraced run's)")
 	fs.StringVar(&o.logDir, "logdir", "", "directory for the processes' logs (default: a temporary one)")
 	fs.IntVar(&o.pods, "pods", 4, "demo agents")
 	fs.IntVar(&o.overhead.streams, "streams", 200, "overhead: concurrent streamed requests")

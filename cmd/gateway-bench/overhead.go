@@ -44,6 +44,8 @@ type overheadStats struct {
 	// byPod is the TTFTs (ms) by the pod the response named (X-Neuronetes-Pod: the gateway and
 	// the bench's HTTP proxies set it); empty for a column whose responses name none.
 	byPod map[string][]float64
+	// spans are the requests that named their pod, with when they ran (joinedLoad).
+	spans []span
 }
 
 func (s *overheadStats) throughput() float64 { return float64(s.chunks) / s.elapsed.Seconds() }
@@ -70,7 +72,9 @@ func runWindow(ctx context.Context, cols []column, cfg overheadConfig, window ti
 			defer wg.Done()
 			col := cols[w%len(cols)]
 			for seq := 0; time.Now().Before(stopAt) && ctx.Err() == nil; seq++ {
+				t0 := time.Now()
 				r := stream(ctx, hc, col.url(w), overheadBody(w, seq, cfg.tokens))
+				t1 := time.Now()
 				if sts == nil {
 					continue
 				}
@@ -88,6 +92,7 @@ func runWindow(ctx context.Context, cols []column, cfg overheadConfig, window ti
 							st.byPod = map[string][]float64{}
 						}
 						st.byPod[r.pod] = append(st.byPod[r.pod], ms(r.ttft))
+						st.spans = append(st.spans, span{pod: r.pod, start: t0, end: t1})
 					}
 				}
 				st.chunks += r.chunks
@@ -240,6 +245,7 @@ func printOverhead(w io.Writer, cols []column, stats []*overheadStats) {
 		}
 		if len(s.byPod) > 0 {
 			fmt.Fprintf(w, "    by pod (requests, TTFT p50 ms): %s\n", fmtByPod(s.byPod))
+			fmt.Fprintf(w, "    load where it went: %s\n", fmtJoinedLoad(s.spans))
 		}
 	}
 }

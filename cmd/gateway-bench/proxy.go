@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/neuronetes/neuronetes/internal/exectrace"
 	"github.com/neuronetes/neuronetes/internal/serving"
 )
 
@@ -205,6 +206,7 @@ func proxyMain(args []string) error {
 	var ref refConfig
 	fs.IntVar(&ref.kvTokens, "kv-tokens", 1<<20, "prefix-reference: each backend's KV cache tokens")
 	fs.IntVar(&ref.blockSize, "block-size", 16, "prefix-reference: each backend's KV block size")
+	traceFile := fs.String("trace-file", "", "write a Go execution trace of this process to this file, ended at SIGTERM (empty: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -226,11 +228,17 @@ func proxyMain(args []string) error {
 	if err != nil {
 		return err
 	}
+	stopTrace, err := exectrace.Start(*traceFile)
+	if err != nil {
+		return err
+	}
 	go func() {
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 		<-sig
-
+		if err := stopTrace(); err != nil {
+			fmt.Fprintln(os.Stderr, "gateway-bench proxy:", err)
+		}
 		os.Exit(0)
 	}()
 	if *policy == policyTCP {

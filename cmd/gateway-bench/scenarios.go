@@ -89,15 +89,26 @@ func (o *options) runOverhead(ctx context.Context) (verdict, error) {
 	defer agents.stop()
 	backends := agents.urls()
 	cols := []column{{name: "direct", url: func(w int) string { return backends[w%len(backends)] + "/v1/chat/completions" }}}
+	rpTrace, gwTrace := o.traceFiles()
+	var rp *proc
 	for _, pc := range []struct{ name, policy string }{{"tcp-relay (floor)", policyTCP}, {"reverseproxy-rr", policyRR}} {
-		p, err := o.startProxy("overhead-"+pc.policy, pc.policy, backends)
+		var extra []string
+		if pc.policy == policyRR && rpTrace != "" {
+			extra = []string{"-trace-file=" + rpTrace}
+		}
+		p, err := o.startProxy("overhead-"+pc.policy, pc.policy, backends, extra...)
 		if err != nil {
 			return verdict{}, err
 		}
 		defer p.stop()
 		cols = append(cols, column{name: pc.name, url: constURL("http://" + p.addr + "/v1/chat/completions"), proxy: p})
+		rp = p
 	}
-	gw, gwErr := o.startGateway("overhead-gateway", backends)
+	var gwExtra []string
+	if gwTrace != "" {
+		gwExtra = []string{"--debug-trace-file=" + gwTrace}
+	}
+	gw, gwErr := o.startGateway("overhead-gateway", backends, gwExtra...)
 	if gwErr == nil {
 		defer gw.stop()
 		cols = append(cols, column{name: "gateway", url: constURL("http://" + gw.addr + "/v1/chat/completions"), proxy: gw})
@@ -111,6 +122,16 @@ func (o *options) runOverhead(ctx context.Context) (verdict, error) {
 	printOverhead(os.Stdout, cols, stats)
 	if gwErr != nil {
 		return verdict{text: "overhead: gateway absent (" + gwErr.Error() + ")"}, nil
+	}
+	traced := ""
+	if rpTrace != "" {
+		// The traces end when the processes do.
+		rp.stop()
+		gw.stop()
+		var err error
+		if traced, err = traceWaits(os.Stdout, rpTrace, gwTrace); err != nil {
+			return verdict{}, err
+		}
 	}
 	instr := math.NaN()
 	var iv instrVerdict
@@ -152,6 +173,13 @@ func (o *options) runOverhead(ctx context.Context) (verdict, error) {
 	if len(iv.runs) > 0 {
 		r := iv.runs[0]
 		text += fmt.Sprintf(" (per request, context: gateway %.0f vs ReverseProxy %.0f instructions, run 1)", r.gwReq, r.rpReq)
+	}
+	gp, go_ := joinedLoad(stats[3].spans)
+	rpp, rpo := joinedLoad(stats[2].spans)
+	text += fmt.Sprintf(" (pod load, sequential windows: a gateway request joins %.1f requests in flight on its pod, %.1f on each other pod; ReverseProxy %.1f and %.1f)",
+		gp, go_, rpp, rpo)
+	if traced != "" {
+		text += " (" + traced + ")"
 	}
 	if v.instrJudged && v.instrRatio > 1 {
 		text += " (instructions: " + instrWhy(iv.runs[0]) + ")"

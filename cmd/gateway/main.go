@@ -34,6 +34,7 @@ import (
 	"github.com/neuronetes/neuronetes/gateway/pick"
 	"github.com/neuronetes/neuronetes/gateway/quota"
 	"github.com/neuronetes/neuronetes/gateway/route"
+	"github.com/neuronetes/neuronetes/internal/exectrace"
 	"github.com/neuronetes/neuronetes/internal/serving"
 )
 
@@ -49,12 +50,22 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ctx = klog.NewContext(ctx, klog.Background().WithName("gateway"))
-	if err := run(ctx, &o); err != nil {
+	if err := traced(o.debugTraceFile, func() error { return run(ctx, &o) }); err != nil {
 		klog.FromContext(ctx).Error(err, "Gateway failed")
 		klog.Flush()
 		os.Exit(1)
 	}
 	klog.Flush()
+}
+
+// traced runs f with an execution trace written to path (--debug-trace-file; none when empty),
+// ended when f returns. A trace that cannot start fails before f runs.
+func traced(path string, f func() error) error {
+	stop, err := exectrace.Start(path)
+	if err != nil {
+		return fmt.Errorf("--debug-trace-file: %w", err)
+	}
+	return errors.Join(f(), stop())
 }
 
 // gw is the assembled gateway.

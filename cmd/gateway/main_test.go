@@ -120,3 +120,27 @@ func TestTLSReload(t *testing.T) {
 		t.Fatal("a missing certificate was accepted")
 	}
 }
+
+// --debug-trace-file is off unless given; given, the gateway's run is traced into it (a Go
+// execution trace), ended when the run ends.
+func TestDebugTraceFile(t *testing.T) {
+	o, err := parse(t, "--backends=127.0.0.1:8001")
+	if err != nil || o.debugTraceFile != "" {
+		t.Fatalf("default --debug-trace-file %q (%v), want empty: no trace", o.debugTraceFile, err)
+	}
+	path := filepath.Join(t.TempDir(), "gw.trace")
+	if o, err = parse(t, "--backends=127.0.0.1:8001", "--debug-trace-file="+path); err != nil || o.debugTraceFile != path {
+		t.Fatalf("--debug-trace-file: %q %v", o.debugTraceFile, err)
+	}
+	ran := false
+	if err := traced(o.debugTraceFile, func() error { ran = true; return nil }); err != nil || !ran {
+		t.Fatalf("traced: %v, ran %v", err, ran)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || !strings.HasPrefix(string(b), "go 1.") || len(b) < 100 {
+		t.Fatalf("trace file: %d bytes, %v", len(b), err)
+	}
+	if err := traced(filepath.Join(path, "under-a-file"), func() error { t.Error("ran without its trace"); return nil }); err == nil {
+		t.Error("an unwritable --debug-trace-file: no error")
+	}
+}

@@ -58,6 +58,9 @@ type options struct {
 
 	drainDelay, shutdownTimeout time.Duration
 	replica                     string
+	// debugTraceFile: an execution trace of the whole run is written there (a diagnostic; empty,
+	// the default, traces nothing).
+	debugTraceFile string
 
 	// AgentSession routes (/v1/sessions/{name}/...).
 	agentSessions                         bool
@@ -124,6 +127,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.replica, "replica-name", host, "this replica's name in the X-Neuronetes-Gateway response header (default: the host name, the pod's name in Kubernetes; empty sends none)")
 	fs.DurationVar(&o.drainDelay, "drain-delay", 5*time.Second, "after SIGTERM, how long /readyz fails before the listener closes")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 50*time.Second, "after the drain delay, how long open streams may run")
+	fs.StringVar(&o.debugTraceFile, "debug-trace-file", "", "diagnostic: write a Go execution trace (runtime/trace, for `go tool trace`) of the whole run to this file, ended at shutdown; it costs CPU on every request, so leave it empty (the default, no trace) in production")
 }
 
 func keySourcesString(ks []route.KeySource) string {

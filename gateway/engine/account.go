@@ -12,7 +12,9 @@ type usageState struct {
 	chunks    int // streamed chunks that carried a token
 	estimated int // completion tokens estimated from a whole response's text
 	accounted bool
-	first     bool // the first token (or the whole response) arrived
+	first     bool // the first token (or the whole response) arrived and was recorded
+	// firstAt is when a stream's first token arrived, until settleFirstToken records it.
+	firstAt time.Time
 }
 
 // count folds one chunk (or a whole response) into the request's usage and marks the first
@@ -40,13 +42,24 @@ func (r *request) count(c *openai.Chunk, whole bool) {
 	}
 }
 
-// markFirstToken records the first streamed token once: the request leaves the queue views and
-// its TTFT is now.
+// markFirstToken notes the first streamed token's arrival once (its TTFT is now);
+// settleFirstToken records it after the token left for the client.
 func (r *request) markFirstToken() {
-	if r.usage.first {
+	if r.usage.first || !r.usage.firstAt.IsZero() {
 		return // every later chunk: no clock read
 	}
-	r.firstToken(max(r.e.now().Sub(r.start), 1), true)
+	r.usage.firstAt = r.e.now()
+}
+
+// settleFirstToken records a noted first token: the request leaves the queue views, its lease
+// stops counting its prefill, and its TTFT is observed. It runs after the token was sent, as
+// these take locks shared by every request of the gateway: a lock held by a goroutine the
+// scheduler put aside would otherwise hold back this request's first token too.
+func (r *request) settleFirstToken() {
+	if r.usage.first || r.usage.firstAt.IsZero() {
+		return
+	}
+	r.firstToken(max(r.usage.firstAt.Sub(r.start), 1), true)
 }
 
 // firstToken marks the request's first token once; with observe, ttft is its TTFT for the

@@ -56,11 +56,15 @@ func (r *request) relayStream(ctx context.Context, x *proxy.Exchange) error {
 	fc := r.newFilters(ctx)
 	var lastID, lastModel string
 	usageSent := false
+	defer r.settleFirstToken() // a stream that ends or breaks at its first token
 	for {
 		if r.held && !x.Stream.HasEvent() { // nothing more at hand: send what is held
 			if err := r.flushHeld(); err != nil {
 				return err
 			}
+		}
+		if !r.held {
+			r.settleFirstToken() // the first token has been sent
 		}
 		data, err := x.Stream.Next()
 		if err != nil {

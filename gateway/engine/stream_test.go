@@ -434,3 +434,81 @@ func TestWholeResponseTTFT(t *testing.T) {
 		})
 	}
 }
+
+// The first token leaves for the client before the gateway records it: leaving the queue views,
+// the lease's prefill and the TTFT histogram take locks every request shares, and a lock held by
+// a goroutine the scheduler put aside must not hold back a first token. The TTFT recorded is
+// still the token's arrival, not the end of its write.
+func TestFirstTokenSentBeforeItsBookkeeping(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		first string // the first event: decoded (no id before it) or scanned
+	}{
+		{"decoded first chunk", chunkJSON("first ", "")},
+		{"scanned after a role chunk", `{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}` + "\n\ndata: " + chunkJSON("first ", "")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBackend(t)
+			b.set(func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				fmt.Fprintf(w, "data: %s\n\n", tc.first)
+				w.(http.Flusher).Flush()
+				time.Sleep(20 * time.Millisecond)
+				fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", chunkJSON("last", "stop"))
+			})
+			h := newHarness(t, b)
+			s := newSink()
+			var atFirst struct {
+				queued int
+				ttfts  int
+				at     time.Time
+			}
+			s.onEvent = func() {
+				if !strings.Contains(s.events[len(s.events)-1], "first") {
+					return
+				}
+				for _, v := range h.e.Pools.Queued(h.pool.Ref) {
+					atFirst.queued += v
+				}
+				atFirst.ttfts = testutil.CollectAndCount(h.e.Metrics.TTFT)
+				time.Sleep(50 * time.Millisecond) // a slow write
+				atFirst.at = time.Now()
+			}
+			start := time.Now()
+			h.e.Handle(context.Background(), Inbound{Route: "chat", Header: http.Header{}, Body: []byte(chat(true, "")), Protocol: "http", Tenant: anyone}, s)
+			if s.text() != "first last" || atFirst.at.IsZero() {
+				t.Fatalf("text %q, first token seen %v", s.text(), atFirst.at)
+			}
+			if atFirst.queued <= 0 || atFirst.ttfts != 0 {
+				t.Errorf("when the first token was written: %d prompt tokens still queued, %d TTFT series; want the request still queued and no TTFT yet",
+					atFirst.queued, atFirst.ttfts)
+			}
+			if n := testutil.CollectAndCount(h.e.Metrics.TTFT); n != 1 {
+				t.Fatalf("TTFT series %d after the stream, want 1", n)
+			}
+			// The write took 50 ms (onEvent); the TTFT is the token's arrival, before it.
+			if ttft := ttftSum(t, h); ttft <= 0 || ttft >= atFirst.at.Sub(start).Seconds() {
+				t.Errorf("TTFT %v s, want the first token's arrival, before the end of its write %v after the start", ttft, atFirst.at.Sub(start))
+			}
+			h.assertReleased(t)
+		})
+	}
+}
+
+// ttftSum is the TTFT histogram's sum of seconds.
+func ttftSum(t *testing.T, h *harness) float64 {
+	t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == "neuronetes_ttft_seconds" {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	return sum
+}

@@ -17,7 +17,10 @@
 #    same wall time comes first, so each one's instructions per request are printed too (short
 #    phase less its chunks and the idle phase, by function; context, not judged), and the
 #    verdict prints ReverseProxy's added TTFT p50 beside the gateway's, naming it when
-#    ReverseProxy misses relay + 2 ms too.
+#    ReverseProxy misses relay + 2 ms too, and the load a request joined on its pod (the gateway's
+#    and ReverseProxy's). With NN_BENCH_ARGS="-trace-dir DIR" both processes are traced
+#    (runtime/trace; the gateway's --debug-trace-file) and the bench prints, per backend request,
+#    where each one's goroutines waited (backend connection, locks, response header, scheduler).
 #    Targets: the gateway's instructions per chunk <= 1.0x ReverseProxy's (the process CPU time
 #    per chunk in the pair windows, with user and system CPU, reads, writes and context
 #    switches, is printed as context; -instr-runs 0 judges on it instead), added TTFT p50 <= the
