@@ -190,6 +190,20 @@ func (m *CapacityModel) Allowance() time.Duration {
 	return time.Duration(AdaptiveMarginRatio * float64(max(m.slo-time.Duration(q*float64(time.Second)), 0)))
 }
 
+// QueueDrain is the prompt tokens one replica prefills within the slack the
+// SLO leaves a request at the model's prefill quantile: the prefill rate x
+// (SLO - the (1 - budget) quantile of the prefill times), the queue one
+// replica serves before the requests in it run out of slack. ok is false
+// without a prefill histogram or a rate.
+func (m *CapacityModel) QueueDrain() (tokens float64, ok bool) {
+	tps, _ := m.PrefillTPS()
+	q, ok := m.prefillQuantile(1 - m.budget)
+	if !ok || tps <= 0 {
+		return 0, false
+	}
+	return tps * math.Max(m.slo.Seconds()-q, 0), true
+}
+
 // prefillQuantile interpolates the q-quantile of the prefill histogram; a
 // quantile in the +Inf bucket (stored as math.MaxFloat64) is its lower bound.
 func (m *CapacityModel) prefillQuantile(q float64) (float64, bool) {

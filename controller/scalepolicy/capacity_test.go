@@ -320,3 +320,55 @@ func TestAdaptiveMemoryShrinksOnlyOnExercisedLoad(t *testing.T) {
 		})
 	}
 }
+
+func TestAdaptiveBacklogDrainsOverTheSLOsSlack(t *testing.T) {
+	// 400 prompt tokens/s offered to replicas that prefill 400 tokens/s
+	// (about one replica of need), under a 20 s SLO; the tokens-in-queue
+	// target is what one replica prefills in half the SLO (4,000). Then
+	// 30,000 prompt tokens queue. Drained over half the SLO they ask 7.5
+	// replicas; with the capacity model and short prefills (slack 19.7 s)
+	// they ask 30,000 / (400 x 19.7) = 3.8, and with prefills of 12 s
+	// (slack 5 s, shorter than half the SLO) the configured target again.
+	tests := []struct {
+		name     string
+		capacity bool
+		prefill  float64
+		want     int32
+	}{
+		{"configured target", false, 0.25, 9},
+		{"capacity model: drained over the slack", true, 0.25, 5},
+		{"capacity model, slack under half the SLO: the configured target", true, 12, 9},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Policy{MinReplicas: 1, MaxReplicas: 100,
+				Metrics: []MetricSpec{{Type: TokensPerSecond, Target: 400}, {Type: TokensInQueue, Target: 400 * 10}},
+				SLO: SLOTarget{Enabled: true, TTFT: 20 * time.Second,
+					Adaptive: Adaptive{Enabled: true, Attainment: 0.99, Capacity: tc.capacity}}}
+			a, err := New(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, c := prefillHist(10, tc.prefill)
+			cur := int32(1)
+			var d Decision
+			for i := range 61 {
+				queued := 0.0
+				if i == 60 {
+					queued = 30000
+				}
+				d = a.Decide(Input{Now: t0.Add(time.Duration(i) * 5 * time.Second), CurrentReplicas: cur, QueueLag: -1,
+					Metrics: map[MetricType]MetricValue{TokensPerSecond: {Value: 400 / float64(cur), Valid: true},
+						TokensInQueue: {Value: queued / float64(cur), Valid: true}},
+					Offered: OfferedDemand{Valid: true, PromptTokensPerSecond: 400},
+					TTFT:    TTFTCounts{Total: 10, WithinSLO: 10, WithinMargin: 10},
+					Capacity: CapacitySample{PromptTokens: 2000, PrefillSeconds: 5, PrefillBounds: b,
+						PrefillCumulative: c}})
+				cur = d.Desired
+			}
+			if d.Desired != tc.want {
+				t.Fatalf("got %d, want %d: %s", d.Desired, tc.want, d.Message)
+			}
+		})
+	}
+}
