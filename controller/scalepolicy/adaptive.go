@@ -83,7 +83,9 @@ type adapter struct {
 	capacity *CapacityModel
 	slo      time.Duration
 	budget   float64 // the misses aimed at, as a share of requests
-	st       AdaptiveState
+	// drain is the time the tokens-in-queue backlog is drained over (0: unknown).
+	drain float64
+	st    AdaptiveState
 }
 
 // newAdapter returns the adaptation of an SLO target; priorTPS is the
@@ -314,7 +316,9 @@ func (a *adapter) decide(in Input, need, logged, backlog float64, ok bool) float
 	// at full evidence, and the memory left the pool short of the load that
 	// had just returned).
 	recent := a.meanPeak(now.Add(-startupLag), now)
-	target := math.Max(math.Max(a.headroom()*peak, recent), need+backlog)
+	// A start pays only if the queue outlasts it (startFloor).
+	floor := a.startFloor(need, backlog, float64(in.CurrentReplicas), float64(ready))
+	target := math.Max(math.Max(a.headroom()*peak, recent), floor)
 	b.Provision = target
 	return target
 }

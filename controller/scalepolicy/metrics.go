@@ -248,6 +248,7 @@ func (a *Autoscaler) adaptiveRecommendation(in Input, ratios map[MetricType]floa
 	if off, ok := a.offeredNeed(in); ok {
 		logged = off
 	}
+	a.adapt.drain = a.drainSeconds()
 	target := a.adapt.decide(in, rate, logged, backlog, ok)
 	if !ok {
 		return in.CurrentReplicas, ReasonNoMetrics, detail
@@ -288,4 +289,20 @@ func (a *Autoscaler) offeredNeed(in Input) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// drainSeconds is the time the tokens-in-queue backlog is drained over: its
+// target over one replica's prefill rate (0: no tokens-in-queue metric or no
+// capacity model).
+func (a *Autoscaler) drainSeconds() float64 {
+	if a.adapt.capacity == nil {
+		return 0
+	}
+	tps, _ := a.adapt.capacity.PrefillTPS()
+	for _, m := range a.policy.Metrics {
+		if m.Type == TokensInQueue && tps > 0 {
+			return a.demandTarget(m) / tps
+		}
+	}
+	return 0
 }
