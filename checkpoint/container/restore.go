@@ -265,6 +265,13 @@ func adaptSpec(spec, host *specs.Spec, name string) error {
 	if host.Linux.CgroupsPath != "" {
 		spec.Linux.CgroupsPath = path.Join(path.Dir(host.Linux.CgroupsPath), name)
 	}
+	// The runc shim serves every container whose spec names the same group in one process
+	// (containerd-shim-runc-v2's group annotations): the source pod's sandbox ID would put the
+	// restored task into the source pod's shim, which is being stopped with that pod after a
+	// suspension. Without them the restored container gets a shim of its own.
+	for _, a := range shimGroupAnnotations {
+		delete(spec.Annotations, a)
+	}
 	hostMounts := map[string]specs.Mount{}
 	for _, m := range host.Mounts {
 		hostMounts[m.Destination] = m
@@ -286,6 +293,10 @@ func adaptSpec(spec, host *specs.Spec, name string) error {
 	}
 	return nil
 }
+
+// shimGroupAnnotations are the annotations by which containerd-shim-runc-v2 runs a container
+// in the shim of its group (the first one set names the group).
+var shimGroupAnnotations = []string{"io.containerd.runc.v2.group", "io.kubernetes.cri.sandbox-id"}
 
 func hasOpt(opts []string, o string) bool {
 	for _, x := range opts {

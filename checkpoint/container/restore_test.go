@@ -27,6 +27,9 @@ func TestAdaptSpec(t *testing.T) {
 				{Destination: "/etc/hosts", Type: "bind", Source: "/gone/pod-a/etc-hosts", Options: []string{"rbind"}},
 				{Destination: "/data", Type: "bind", Source: existing, Options: []string{"rbind"}},
 			},
+			// The source pod's CRI annotations: its sandbox names the runc shim group.
+			Annotations: map[string]string{"io.kubernetes.cri.sandbox-id": "oldsandbox", "io.containerd.runc.v2.group": "oldsandbox",
+				"io.kubernetes.cri.container-name": "agent"},
 		}
 	}
 	host := &specs.Spec{
@@ -45,7 +48,7 @@ func TestAdaptSpec(t *testing.T) {
 		mutate  func(s, h *specs.Spec)
 		wantErr string
 	}{
-		{name: "joins host namespaces, cgroup parent and mounts"},
+		{name: "joins host namespaces, cgroup parent and mounts, not the source pod's shim"},
 		{name: "missing mount on host", mutate: func(s, _ *specs.Spec) {
 			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/var/run/secrets", Type: "bind", Source: "/gone/secret"})
 		}, wantErr: "/var/run/secrets"},
@@ -89,6 +92,15 @@ func TestAdaptSpec(t *testing.T) {
 			}
 			if s.Mounts[1].Source != "/pods/warm/etc-hosts" || s.Mounts[2].Source != existing || s.Mounts[0].Source != "proc" {
 				t.Errorf("mounts %+v", s.Mounts)
+			}
+			// Not the source pod's shim (it is stopped with that pod): a shim of its own.
+			for _, a := range shimGroupAnnotations {
+				if v, ok := s.Annotations[a]; ok {
+					t.Errorf("annotation %s=%q left: the restored task would join the source pod's shim", a, v)
+				}
+			}
+			if s.Annotations["io.kubernetes.cri.container-name"] != "agent" {
+				t.Errorf("annotations %v: only the shim group is dropped", s.Annotations)
 			}
 		})
 	}
