@@ -83,9 +83,7 @@ type adapter struct {
 	capacity *CapacityModel
 	slo      time.Duration
 	budget   float64 // the misses aimed at, as a share of requests
-	// drain is the time the tokens-in-queue backlog is drained over (0: unknown).
-	drain float64
-	st    AdaptiveState
+	st       AdaptiveState
 }
 
 // newAdapter returns the adaptation of an SLO target; priorTPS is the
@@ -261,9 +259,10 @@ func (a *adapter) marginOf(now time.Time, loose bool) bool {
 // the headroom x the peak logged need within the memory, and at least the
 // need plus the backlog. need is the demand in replicas at the metric targets
 // (the running sequences included); logged is the part of it the history
-// remembers, the offered demand where it is measured (else need); ok is false
-// when no metric was valid, and the need then enters no history.
-func (a *adapter) decide(in Input, need, logged, backlog float64, ok bool) float64 {
+// remembers, the offered demand where it is measured (else need); drain is the
+// seconds the backlog is drained over (startFloor); ok is false when no metric
+// was valid, and the need then enters no history.
+func (a *adapter) decide(in Input, need, logged, backlog, drain float64, ok bool) float64 {
 	now, st := in.Now, &a.st
 	dt := 0.0
 	if !st.Last.IsZero() && now.After(st.Last) {
@@ -317,7 +316,7 @@ func (a *adapter) decide(in Input, need, logged, backlog float64, ok bool) float
 	// had just returned).
 	recent := a.meanPeak(now.Add(-startupLag), now)
 	// A start pays only if the queue outlasts it (startFloor).
-	floor := a.startFloor(need, backlog, float64(in.CurrentReplicas), float64(ready))
+	floor := a.startFloor(need, backlog, drain, float64(in.CurrentReplicas), float64(ready))
 	target := math.Max(math.Max(a.headroom()*peak, recent), floor)
 	b.Provision = target
 	return target

@@ -187,14 +187,15 @@ func (a *Autoscaler) demand(in Input, ratios map[MetricType]float64) (rate, back
 		if m.Type == TokensPerSecond && in.Offered.Valid {
 			continue // sized from the offered prompt tokens below
 		}
-		r := v.Value / a.demandTarget(m)
+		target := a.demandTarget(m)
+		r := v.Value / target
 		ratios[m.Type] = r
 		if backlogMetric(m.Type) {
 			backlogs = append(backlogs, r)
 		} else {
 			rates = append(rates, r)
 		}
-		seen = append(seen, fmt.Sprintf("%s %.3g/%.3g", m.Type, v.Value, a.demandTarget(m)))
+		seen = append(seen, fmt.Sprintf("%s %.3g/%.3g", m.Type, v.Value, target))
 	}
 	offered, haveOffered := a.offeredNeed(in)
 	if len(rates)+len(backlogs) == 0 && !haveOffered {
@@ -248,8 +249,7 @@ func (a *Autoscaler) adaptiveRecommendation(in Input, ratios map[MetricType]floa
 	if off, ok := a.offeredNeed(in); ok {
 		logged = off
 	}
-	a.adapt.drain = a.drainSeconds()
-	target := a.adapt.decide(in, rate, logged, backlog, ok)
+	target := a.adapt.decide(in, rate, logged, backlog, a.drainSeconds(), ok)
 	if !ok {
 		return in.CurrentReplicas, ReasonNoMetrics, detail
 	}
