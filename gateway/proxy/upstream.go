@@ -247,15 +247,13 @@ func (x *Exchange) ReadAll(limit int64) ([]byte, error) {
 
 // Close ends the exchange: the backend connection is closed if the body was not read to its end
 // (so a cancelled client cancels the backend at once). A stream read to its [DONE] event is
-// drained first (at most drainBytes within drainTimeout), before Close returns, as
-// httputil.ReverseProxy reads a body to its end: a model server ends the chunked body just
-// after [DONE], and a body read to its end puts the connection back in the pool before the
-// client's response ends, so the client's next request finds it there instead of dialling a
-// new one (and no goroutine per stream queues for the scheduler to do it).
+// drained first, in the background (at most drainBytes within drainTimeout): a model server
+// ends the chunked body just after [DONE], and a body read to its end keeps the connection in
+// the pool for the next request instead of a new connection per stream.
 func (x *Exchange) Close() {
 	if x.Stream != nil && x.Stream.done && x.Resp != nil {
 		x.timer.Stop()
-		x.drain()
+		go x.drain()
 		return
 	}
 	x.close()
