@@ -3,10 +3,8 @@ package agentsession
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,7 +22,8 @@ func poolSession(s *nnv1.AgentSession) bool {
 		return true
 	}
 	for _, o := range s.OwnerReferences {
-		if o.Kind == "AgentPool" {
+		// Any group: a reference that only looks like a pool's is refused, not ignored.
+		if o.Kind == nnv1.AgentPoolKind {
 			return true
 		}
 	}
@@ -41,11 +40,11 @@ func PoolRefusal(s *nnv1.AgentSession, pool *nnv1.AgentPool) string {
 		return ""
 	}
 	name := s.Labels[nnv1.PoolSessionLabel]
-	o := metav1.GetControllerOf(s)
-	if o == nil || o.Kind != "AgentPool" || !strings.HasPrefix(o.APIVersion, nnv1.GroupVersion.Group+"/") || o.Name != name || name == "" {
+	owner, uid, ok := nnv1.PoolOwner(s)
+	if !ok || owner != name || name == "" {
 		return fmt.Sprintf("metadata.ownerReferences: a pool's session must be controlled by the AgentPool its label %s names", nnv1.PoolSessionLabel)
 	}
-	if pool == nil || pool.UID != o.UID {
+	if pool == nil || pool.UID != uid {
 		return fmt.Sprintf("metadata.ownerReferences: AgentPool %s does not exist (or is not this session's owner)", name)
 	}
 	ss := pool.Spec.Sessions
@@ -114,7 +113,7 @@ func PoolFull(s *nnv1.AgentSession, pool *nnv1.AgentPool, others []nnv1.AgentSes
 	n := 0
 	for i := range others {
 		o := &others[i]
-		if ref := metav1.GetControllerOf(o); o.Name == s.Name || ref == nil || ref.Kind != "AgentPool" || ref.UID != pool.UID || !holdsPod(o) {
+		if _, uid, ok := nnv1.PoolOwner(o); o.Name == s.Name || !ok || uid != pool.UID || !holdsPod(o) {
 			continue
 		}
 		n++

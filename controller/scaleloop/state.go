@@ -118,7 +118,7 @@ func (s *ConfigMapStore) Save(ctx context.Context, pool *v1alpha1.AgentPool, st 
 	cm.Name, cm.Namespace = key.Name, key.Namespace
 	cm.Labels = map[string]string{v1alpha1.PoolLabel: pool.Name, "app.kubernetes.io/component": stateComponent}
 	yes := true
-	cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "AgentPool",
+	cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.AgentPoolKind,
 		Name: pool.Name, UID: pool.UID, BlockOwnerDeletion: &yes}}
 	rv, known := s.version(key)
 	if !known {

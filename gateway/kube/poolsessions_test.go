@@ -76,7 +76,8 @@ func TestSessionsOf(t *testing.T) {
 }
 
 // TestPoolActive: the pool's sessions that are not Suspended, counted only when the pool named
-// by the label controls them; other pools' and other namespaces' sessions do not count.
+// by the label controls them (an owner of that name in another API group does not); other
+// pools' and other namespaces' sessions do not count.
 func TestPoolActive(t *testing.T) {
 	s, err := Scheme()
 	if err != nil {
@@ -90,7 +91,9 @@ func TestPoolActive(t *testing.T) {
 		x.Status.Phase = phase
 		return x
 	}
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
+	foreign := sess("a", "chat-7", "chat", "chat", v1alpha1.SessionRunning)
+	foreign.OwnerReferences[0].APIVersion = "evil.io/v1" // an "AgentPool" of another group
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(foreign,
 		sess("a", "chat-1", "chat", "chat", v1alpha1.SessionRunning),
 		sess("a", "chat-2", "chat", "chat", v1alpha1.SessionPending),
 		sess("a", "chat-3", "chat", "chat", v1alpha1.SessionResuming),

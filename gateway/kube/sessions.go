@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -83,7 +81,7 @@ func (l *SessionLookup) PoolActive(namespace, pool string) ([]string, error) {
 	var names []string
 	for i := range list.Items {
 		s := &list.Items[i]
-		if o := metav1.GetControllerOf(s); o == nil || o.Kind != "AgentPool" || o.Name != pool {
+		if name, _, ok := v1alpha1.PoolOwner(s); !ok || name != pool {
 			continue
 		}
 		if s.Status.Phase != v1alpha1.SessionSuspended {
@@ -95,8 +93,8 @@ func (l *SessionLookup) PoolActive(namespace, pool string) ([]string, error) {
 
 func (l *SessionLookup) view(ctx context.Context, s *v1alpha1.AgentSession) sessionroute.View {
 	v := sessionroute.View{Found: true, Phase: s.Status.Phase, Pool: s.Labels[v1alpha1.PoolSessionLabel]}
-	if o := metav1.GetControllerOf(s); o != nil && o.Kind == "AgentPool" && strings.HasPrefix(o.APIVersion, v1alpha1.GroupVersion.Group+"/") {
-		v.PoolUID = string(o.UID)
+	if _, uid, ok := v1alpha1.PoolOwner(s); ok {
+		v.PoolUID = string(uid)
 	}
 	if s.Status.TransitionTime != nil {
 		v.PhaseSince = s.Status.TransitionTime.Time

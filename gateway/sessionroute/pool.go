@@ -49,7 +49,7 @@ func PoolSession(namespace, name string, o PoolOwner) (*v1alpha1.AgentSession, e
 	s := &v1alpha1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
 			Labels: map[string]string{v1alpha1.PoolSessionLabel: o.Pool},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "AgentPool",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.AgentPoolKind,
 				Name: o.Pool, UID: types.UID(o.UID), Controller: &t}}},
 		Spec: v1alpha1.AgentSessionSpec{ClassRef: v1alpha1.LocalObjectReference{Name: o.Class},
 			IdleTimeout: &metav1.Duration{Duration: o.IdleTimeout}},
