@@ -265,7 +265,7 @@ func runTrace(o options, l loaded, tunings []*scalesim.Tuning, target float64) (
 	}
 	parallel(o.parallel, len(jobs), func(i int) { jobs[i]() })
 	out := scalesim.Outcome{Trace: tr.Name, SLO: m.SLO, Oracle: oracle, Causal: ref, Impl: impl, Results: res,
-		NeedSeconds: scalesim.NeedSeconds(tr, m)}
+		NeedSeconds: scalesim.NeedSeconds(tr, m), Slacks: scalesim.Slacks(tr, m)}
 	out.Iso = scalesim.BestIsoCosts(tr, m, o.cfg, out.NeuroNetes().ReplicaSeconds, curve[0], o.parallel)
 	scalesim.WriteOutcome(os.Stdout, out, target)
 	if d, ok := pols[0].(*scalesim.Decider); ok {

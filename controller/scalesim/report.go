@@ -41,6 +41,9 @@ type Outcome struct {
 	// NeedSeconds is the trace's need integrated over the evaluated part
 	// (NeedSeconds), for the mean utilization of each policy's replicas.
 	NeedSeconds float64
+	// Slacks are the evaluated requests' slacks (Slacks), for the requests
+	// that decide a baseline's comparison at NeuroNetes' cost (Compare).
+	Slacks []float64
 }
 
 // NeuroNetes returns the NeuroNetes result (the first of Results).
@@ -131,6 +134,7 @@ func WriteOutcome(w io.Writer, o Outcome, attainment float64) {
 		writeIsoCost(w, o.Oracle, o.NeuroNetes(), o.Results, o.Iso)
 	}
 	writeWhy(w, o)
+	writeVersus(w, o)
 	if fails := o.Failures(attainment); len(fails) > 0 {
 		fmt.Fprintf(w, "trace verdict %s: NOT MET: %s\n\n", o.Trace, strings.Join(fails, "; "))
 	} else {
