@@ -145,7 +145,7 @@ func writeVersus(w io.Writer, o Outcome) {
 // String is one report line.
 func (v Versus) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "decided by: neuronetes misses %d requests, %s at our cost %d; %d both miss; neuronetes alone misses %d",
+	fmt.Fprintf(&b, "decided by: missed requests: neuronetes %d, %s at our cost %d, both %d; neuronetes alone %d",
 		v.Ours, v.Policy, v.Theirs, v.Shared, v.only())
 	if len(v.OursOnly) > 0 {
 		var es []string
@@ -156,7 +156,7 @@ func (v Versus) String() string {
 	}
 	fmt.Fprintf(&b, ", %s alone %d", v.Policy, v.TheirsOnly)
 	if !math.IsInf(v.Slack, -1) {
-		fmt.Fprintf(&b, "; every request neuronetes misses could wait at most %.1f s (the SLO less its own prefill); the trace has %d such requests: neuronetes misses %d of them, %s %d",
+		fmt.Fprintf(&b, "; the most any request neuronetes misses could wait: %.1f s (the SLO less its own prefill); requests of the trace that could wait no more: %d, missed by neuronetes %d, by %s %d",
 			v.Slack, v.Tight, v.TightOurs, v.Policy, v.TightTheirs)
 	}
 	return b.String()

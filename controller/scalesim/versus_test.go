@@ -72,7 +72,7 @@ func TestWriteVersusOnlyForABaselineAsGoodAtOurCost(t *testing.T) {
 	var buf bytes.Buffer
 	writeVersus(&buf, o)
 	got := buf.String()
-	want := "decided by: neuronetes misses 2 requests, hpa at our cost 1; 1 both miss; neuronetes alone misses 1 (1 at 50-50 s (serving replicas: neuronetes NaN, hpa NaN)), hpa alone 0; every request neuronetes misses could wait at most 1.0 s (the SLO less its own prefill); the trace has 2 such requests: neuronetes misses 2 of them, hpa 1\n"
+	want := "decided by: missed requests: neuronetes 2, hpa at our cost 1, both 1; neuronetes alone 1 (1 at 50-50 s (serving replicas: neuronetes NaN, hpa NaN)), hpa alone 0; the most any request neuronetes misses could wait: 1.0 s (the SLO less its own prefill); requests of the trace that could wait no more: 2, missed by neuronetes 2, by hpa 1\n"
 	if got != want {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
