@@ -19,9 +19,13 @@ type QueueConfig struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=255
 	QueueName string `json:"queueName"`
-	// URL of the broker: nats://host:port, kafka://host:port[,host:port] (or host:port[,...]),
-	// redis://[:password@]host:port[/db]. Optional: the controller's and dispatcher's default
-	// for the provider otherwise.
+	// URL of the broker: nats://host:port; for kafka host:port[,host:port...] or
+	// kafka://host:port[,...] (plaintext), or kafkas://[user:password@]host:port[,...] (TLS,
+	// verified against the system roots for the host dialed; user:password, percent-encoded
+	// where needed, authenticates with SASL, ?sasl=plain (default), scram-sha-256 or
+	// scram-sha-512; credentials are refused over kafka://); redis://[:password@]host:port[/db]
+	// or rediss:// (TLS). Optional: the controller's and dispatcher's default for the provider
+	// otherwise.
 	// +kubebuilder:validation:MaxLength=2048
 	// +optional
 	URL string `json:"url,omitempty"`

@@ -9,6 +9,7 @@ import (
 
 	"github.com/neuronetes/neuronetes/controller/scaleloop"
 	"github.com/neuronetes/neuronetes/internal/egress"
+	"github.com/neuronetes/neuronetes/internal/kafkaconn"
 )
 
 // queueLagOptions are the default brokers of kafka and redis ToolBindings for queue-lag scaling
@@ -25,7 +26,7 @@ var queueEgress egress.Flags
 
 func init() {
 	queueEgress.Register(flag.CommandLine)
-	flag.StringVar(&queueLag.kafkaURL, "kafka-url", "", "Kafka brokers (host:port,...) of ToolBindings that name no queueConfig.url (queue-lag scaling)")
+	flag.StringVar(&queueLag.kafkaURL, "kafka-url", "", "Kafka brokers of ToolBindings that name no queueConfig.url (queue-lag scaling): host:port[,...], kafka://host:port[,...], or kafkas://[user:pass@]host:port[,...][?sasl=plain|scram-sha-256|scram-sha-512] (TLS, SASL)")
 	flag.StringVar(&queueLag.redisURL, "redis-queue-url", "", "Redis (redis://host:port/db) of redis-provider ToolBindings that name no queueConfig.url (queue-lag scaling)")
 }
 
@@ -35,6 +36,11 @@ func (o queueLagOptions) apply(l *scaleloop.Loop, mgr ctrl.Manager, natsURL stri
 	pol, err := queueEgress.Policy()
 	if err != nil {
 		return err
+	}
+	if o.kafkaURL != "" {
+		if _, err := kafkaconn.ParseURL("--kafka-url", o.kafkaURL); err != nil {
+			return err
+		}
 	}
 	dial := pol.WithHosts(natsURL, o.kafkaURL, o.redisURL).Dialer(egress.DefaultDialTimeout)
 	if l.Lag != nil {

@@ -35,6 +35,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--gateway-url=http://g", "--redis-addr=r", "--static-bindings=f", "--static-model=m", "--tool-callers=1.2.3.4"}, "not ip=namespace/pool"},
 		{[]string{"--gateway-url=http://g", "--redis-addr=r", "--static-bindings=f", "--static-model=m", "--static-pool-replicas=0"}, "--static-pool-replicas must be >= 1"},
 		{[]string{"--gateway-url=http://g", "--redis-addr=r", "--status-period=0s"}, "--status-period"},
+		{[]string{"--gateway-url=http://g", "--redis-addr=r", "--kafka-url=kafkas://u:p@k0:9093,k1:9093?sasl=scram-sha-512"}, ""},
+		{[]string{"--gateway-url=http://g", "--redis-addr=r", "--kafka-url=kafka://u:p@k0:9092"}, "--kafka-url: SASL credentials need kafkas:// (TLS)"},
 	} {
 		fs := flag.NewFlagSet("d", flag.ContinueOnError)
 		o := options{}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/neuronetes/neuronetes/dispatcher/toolproxy"
 	"github.com/neuronetes/neuronetes/internal/egress"
+	"github.com/neuronetes/neuronetes/internal/kafkaconn"
 	"github.com/neuronetes/neuronetes/internal/redisconn"
 )
 
@@ -56,7 +57,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	o.redisConn.Register(fs)
 	fs.StringVar(&o.redisPrefix, "redis-prefix", "nn:dispatch:", "prefix of the dispatcher's Redis keys")
 	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server of ToolBindings that name no queueConfig.url")
-	fs.StringVar(&o.kafkaURL, "kafka-url", "", "Kafka brokers (host:port,...) of ToolBindings that name no queueConfig.url")
+	fs.StringVar(&o.kafkaURL, "kafka-url", "", "Kafka brokers of ToolBindings that name no queueConfig.url: host:port[,...], kafka://host:port[,...], or kafkas://[user:pass@]host:port[,...][?sasl=plain|scram-sha-256|scram-sha-512] (TLS, SASL)")
 	fs.StringVar(&o.redisQueueURL, "redis-queue-url", "", "Redis (redis://host:port/db) of redis-provider ToolBindings that name no queueConfig.url (default --redis-addr)")
 	fs.StringVar(&o.adminListen, "admin-listen", ":9091", "address of /metrics, /healthz, /readyz and /audit")
 	fs.StringVar(&o.toolListen, "tool-listen", ":8091", "address of the tool proxy (POST /v1/tools/<namespace>/<tool>; empty disables)")
@@ -97,6 +98,11 @@ func (o *options) validate() error {
 	}
 	if _, err := o.egress.Policy(); err != nil {
 		errs = append(errs, err)
+	}
+	if o.kafkaURL != "" {
+		if _, err := kafkaconn.ParseURL("--kafka-url", o.kafkaURL); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if o.member == "" {
 		o.member = os.Getenv("POD_NAME")

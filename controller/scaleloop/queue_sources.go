@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	v1alpha1 "github.com/neuronetes/neuronetes/api/v1alpha1"
+	"github.com/neuronetes/neuronetes/internal/kafkaconn"
 	"github.com/neuronetes/neuronetes/internal/queuelag"
 	"github.com/neuronetes/neuronetes/internal/redisconn"
 )
@@ -49,7 +50,8 @@ func NATSQueueName(b *v1alpha1.ToolBinding) string {
 // default group (everything is lag until a consumer commits).
 type QueueLag struct {
 	// Dial connects to brokers (a ToolBinding's queueConfig.url is user-chosen: the controller
-	// passes the egress policy's dialer); nil dials directly.
+	// passes the egress policy's dialer); nil dials directly. TLS URLs (kafkas://, rediss://)
+	// do their handshake over Dial's connection.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// DefaultKafkaURL and DefaultRedisURL serve bindings without queueConfig.url.
 	DefaultKafkaURL, DefaultRedisURL string
@@ -87,11 +89,11 @@ func (s *QueueLag) Lag(ctx context.Context, b *v1alpha1.ToolBinding) (int64, err
 	q := b.Spec.QueueConfig
 	switch q.Provider {
 	case "kafka":
-		url := q.URL
+		url, field := q.URL, "queueConfig.url"
 		if url == "" {
-			url = s.DefaultKafkaURL
+			url, field = s.DefaultKafkaURL, "--kafka-url"
 		}
-		c, err := s.kafkaClient(url)
+		c, err := s.kafkaClient(field, url)
 		if err != nil {
 			return 0, err
 		}
@@ -110,8 +112,10 @@ func (s *QueueLag) Lag(ctx context.Context, b *v1alpha1.ToolBinding) (int64, err
 	return 0, fmt.Errorf("provider %s has no lag source", q.Provider)
 }
 
-func (s *QueueLag) kafkaClient(url string) (*kgo.Client, error) {
-	url = strings.TrimPrefix(url, "kafka://")
+// kafkaClient returns the cached client of url (internal/kafkaconn: TLS and SASL as the URL
+// says, every connection through Dial); field names the setting in errors. The cache key is the
+// whole URL: two URLs of the same brokers may differ in TLS or credentials.
+func (s *QueueLag) kafkaClient(field, url string) (*kgo.Client, error) {
 	if url == "" {
 		return nil, errors.New("queueConfig.url: empty Kafka URL and no --kafka-url")
 	}
@@ -120,13 +124,13 @@ func (s *QueueLag) kafkaClient(url string) (*kgo.Client, error) {
 	if c := s.kafka[url]; c != nil {
 		return c, nil
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(url, ",")...)}
-	if s.Dial != nil {
-		opts = append(opts, kgo.Dialer(s.Dial))
-	}
-	c, err := kgo.NewClient(opts...)
+	o, err := kafkaconn.ParseURL(field, url)
 	if err != nil {
-		return nil, fmt.Errorf("kafka %s: %w", url, err)
+		return nil, err
+	}
+	c, err := kgo.NewClient(o.Opts(s.Dial)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka %s: %w", o, err)
 	}
 	if s.kafka == nil {
 		s.kafka = map[string]*kgo.Client{}

@@ -226,8 +226,9 @@ func TestPodURL(t *testing.T) {
 
 func TestWithHosts(t *testing.T) {
 	base := &Policy{AllowHosts: []string{"a.example"}}
-	q := base.WithHosts("nats://nats.queues.svc:4222,nats://n2:4222", "kafka-0:9092,kafka-1:9092", "redis://r.svc:6379/0", "", "10.0.0.9:6379")
-	want := []string{"a.example", "nats.queues.svc", "n2", "kafka-0", "kafka-1", "r.svc", "10.0.0.9"}
+	q := base.WithHosts("nats://nats.queues.svc:4222,nats://n2:4222", "kafka-0:9092,kafka-1:9092", "redis://r.svc:6379/0", "", "10.0.0.9:6379",
+		"kafkas://u:p%2Cw@k2:9093,k3:9093?sasl=scram-sha-256")
+	want := []string{"a.example", "nats.queues.svc", "n2", "kafka-0", "kafka-1", "r.svc", "10.0.0.9", "k2", "k3"}
 	if strings.Join(q.AllowHosts, ",") != strings.Join(want, ",") {
 		t.Fatalf("AllowHosts %v, want %v", q.AllowHosts, want)
 	}

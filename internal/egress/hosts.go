@@ -6,7 +6,8 @@ import (
 )
 
 // URLHosts returns the host names of an admin's broker or endpoint setting: a URL
-// (nats://h:p, redis://h:p/0), host:port, or a comma-separated list of either.
+// (nats://h:p, redis://h:p/0, kafkas://user:pass@h:p,h2:p?sasl=...), host:port, or a
+// comma-separated list of either.
 func URLHosts(v string) []string {
 	var out []string
 	for _, part := range SplitList(v) {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/neuronetes/neuronetes/dispatcher/queue"
+	"github.com/neuronetes/neuronetes/internal/kafkaconn"
 )
 
 // HeaderPublishID carries an outgoing record's idempotency id.
@@ -31,59 +33,62 @@ const HeaderPublishID = "neuronetes-publish-id"
 // Provider connects to Kafka clusters.
 type Provider struct {
 	// Dial connects to brokers (seeds and the brokers their metadata names); nil dials directly.
-	// The dispatcher passes the egress policy's dialer: queueConfig.url is user-chosen.
+	// The dispatcher passes the egress policy's dialer: queueConfig.url is user-chosen. A
+	// kafkas:// URL does its TLS handshake over Dial's connection (internal/kafkaconn).
 	Dial func(ctx context.Context, network, host string) (net.Conn, error)
-	// DefaultURL is used when a binding names none: host:port[,host:port...], optionally
-	// prefixed kafka://.
+	// DefaultURL is used when a binding names none; its form is queueConfig.url's
+	// (internal/kafkaconn: host:port[,...], kafka://, kafkas:// with optional SASL).
 	DefaultURL string
 
 	mu     sync.Mutex
-	shared map[string]*kgo.Client // producers and admin clients per URL
+	shared map[string]*sharedClient // producers and admin clients per URL
+}
+
+// sharedClient is the non-group client of one URL and the options it was built with (the
+// search for an earlier publish builds its own consumer from them).
+type sharedClient struct {
+	cl   *kgo.Client
+	opts []kgo.Opt
 }
 
 // Name implements queue.Provider.
 func (p *Provider) Name() string { return "kafka" }
 
-func (p *Provider) seeds(url string) ([]string, error) {
+// conn parses the URL of a binding (DefaultURL when empty); the whole URL, returned as key,
+// tells shared clients apart (two URLs of the same seeds may differ in TLS or credentials).
+func (p *Provider) conn(url string) (o *kafkaconn.Options, key string, err error) {
+	field := "queueConfig.url"
 	if url == "" {
-		url = p.DefaultURL
+		url, field = p.DefaultURL, "--kafka-url"
 	}
-	url = strings.TrimPrefix(url, "kafka://")
 	if url == "" {
-		return nil, errors.New("queueConfig.url: empty and the dispatcher has no default Kafka URL (--kafka-url)")
+		return nil, "", errors.New("queueConfig.url: empty and the dispatcher has no default Kafka URL (--kafka-url)")
 	}
-	return strings.Split(url, ","), nil
+	o, err = kafkaconn.ParseURL(field, url)
+	return o, url, err
 }
 
 // client returns the shared non-group client of url (producer and admin).
-func (p *Provider) client(url string) (*kgo.Client, error) {
-	seeds, err := p.seeds(url)
+func (p *Provider) client(url string) (*sharedClient, error) {
+	o, k, err := p.conn(url)
 	if err != nil {
 		return nil, err
 	}
-	k := strings.Join(seeds, ",")
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c := p.shared[k]; c != nil {
 		return c, nil
 	}
-	c, err := kgo.NewClient(p.dialOpt(), kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
+	opts := o.Opts(p.Dial)
+	c, err := kgo.NewClient(append(slices.Clip(opts), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka %s: %w", k, err)
+		return nil, fmt.Errorf("kafka %s: %w", o, err)
 	}
 	if p.shared == nil {
-		p.shared = map[string]*kgo.Client{}
+		p.shared = map[string]*sharedClient{}
 	}
-	p.shared[k] = c
-	return c, nil
-}
-
-// dialOpt is the client option of Dial (a no-op without one).
-func (p *Provider) dialOpt() kgo.Opt {
-	if p.Dial == nil {
-		return kgo.WithHooks()
-	}
-	return kgo.Dialer(p.Dial)
+	p.shared[k] = &sharedClient{cl: c, opts: opts}
+	return p.shared[k], nil
 }
 
 // Close closes the shared clients.
@@ -91,7 +96,7 @@ func (p *Provider) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for k, c := range p.shared {
-		c.Close()
+		c.cl.Close()
 		delete(p.shared, k)
 	}
 }
@@ -99,7 +104,7 @@ func (p *Provider) Close() {
 // Consumer implements queue.Provider. The session timeout is AckWait (at least 6 s, the
 // brokers' usual minimum): a member silent that long loses its partitions.
 func (p *Provider) Consumer(ctx context.Context, o queue.Options) (queue.Consumer, error) {
-	seeds, err := p.seeds(o.URL)
+	conn, _, err := p.conn(o.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -108,13 +113,13 @@ func (p *Provider) Consumer(ctx context.Context, o queue.Options) (queue.Consume
 	}
 	session := max(o.AckWait, 6*time.Second)
 	c := &consumer{t: newTracker(), topic: o.Queue, revokeWait: max(o.AckWait, time.Second), log: klog.FromContext(ctx).WithValues("topic", o.Queue, "group", o.Group)}
-	cl, err := kgo.NewClient(p.dialOpt(), kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(o.Group), kgo.ConsumeTopics(o.Queue),
+	cl, err := kgo.NewClient(append(conn.Opts(p.Dial), kgo.ConsumerGroup(o.Group), kgo.ConsumeTopics(o.Queue),
 		kgo.ClientID("neuronetes-dispatcher-"+o.Member), kgo.DisableAutoCommit(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.SessionTimeout(session), kgo.HeartbeatInterval(session/5),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(time.Second),
-		kgo.OnPartitionsRevoked(c.revoked), kgo.OnPartitionsLost(c.lost))
+		kgo.OnPartitionsRevoked(c.revoked), kgo.OnPartitionsLost(c.lost))...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka consumer %s group %s: %w", o.Queue, o.Group, err)
+		return nil, fmt.Errorf("kafka %s consumer %s group %s: %w", conn, o.Queue, o.Group, err)
 	}
 	c.cl = cl
 	c.stop = make(chan struct{})
@@ -249,12 +254,13 @@ func (p *Provider) Publisher(_ context.Context, url string) (queue.Publisher, er
 	if err != nil {
 		return nil, err
 	}
-	return &publisher{cl: c, adm: kadm.NewClient(c)}, nil
+	return &publisher{cl: c.cl, adm: kadm.NewClient(c.cl), opts: c.opts}, nil
 }
 
 type publisher struct {
-	cl  *kgo.Client
-	adm *kadm.Client
+	cl   *kgo.Client
+	adm  *kadm.Client
+	opts []kgo.Opt // the URL's connection options (internal/kafkaconn)
 }
 
 // Publish implements queue.Publisher.

@@ -16,5 +16,5 @@ func (p *Provider) Lag(ctx context.Context, o queue.Options) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return queuelag.Kafka(ctx, kadm.NewClient(c), o.Queue, o.Group)
+	return queuelag.Kafka(ctx, kadm.NewClient(c.cl), o.Queue, o.Group)
 }

@@ -3,7 +3,7 @@ package kafkaq
 import (
 	"context"
 	"fmt"
-	"net"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -38,12 +38,7 @@ func (p *publisher) published(ctx context.Context, topic, id string, since time.
 	if len(want) == 0 {
 		return false, nil
 	}
-	seeds := p.cl.OptValue(kgo.SeedBrokers).([]string)
-	opts := []kgo.Opt{kgo.SeedBrokers(seeds...)}
-	if d, ok := p.cl.OptValue(kgo.Dialer).(func(context.Context, string, string) (net.Conn, error)); ok && d != nil {
-		opts = append(opts, kgo.Dialer(d))
-	}
-	cl, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}))...)
+	cl, err := kgo.NewClient(append(slices.Clip(p.opts), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}))...)
 	if err != nil {
 		return false, err
 	}
