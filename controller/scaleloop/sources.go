@@ -14,6 +14,7 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
+	"github.com/neuronetes/neuronetes/internal/credurl"
 	"github.com/neuronetes/neuronetes/internal/queuelag"
 )
 
@@ -90,7 +91,7 @@ func (l *LagSource) Lag(ctx context.Context, url, queueName string) (int64, erro
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return 0, fmt.Errorf("jetstream %s: %w", url, err)
+		return 0, fmt.Errorf("jetstream %s: %w", credurl.Redact(url), credurl.Error(err, url))
 	}
 	return queuelag.NATS(ctx, js, stream, consumer)
 }
@@ -108,7 +109,7 @@ func (l *LagSource) conn(url string, timeout time.Duration) (*nats.Conn, error) 
 	}
 	c, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", url, err)
+		return nil, fmt.Errorf("connect %s: %w", credurl.Redact(url), credurl.Error(err, url))
 	}
 	l.conns[url] = c
 	return c, nil

@@ -31,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/neuronetes/neuronetes/internal/credurl"
 	"github.com/neuronetes/neuronetes/internal/tlsdial"
 )
 
@@ -71,7 +72,7 @@ func (o *Options) String() string { return o.redacted }
 // ParseURL parses a Kafka URL (see the package comment); field names the setting in the error
 // ("queueConfig.url", "--kafka-url"). Errors show the URL with its password redacted.
 func ParseURL(field, raw string) (*Options, error) {
-	o := &Options{redacted: Redact(raw)}
+	o := &Options{redacted: credurl.Redact(raw)}
 	fail := func(format string, args ...any) (*Options, error) {
 		return nil, fmt.Errorf("%s %q: %s", field, o.redacted, fmt.Sprintf(format, args...))
 	}
@@ -202,29 +203,6 @@ func parseSeed(s string) (string, error) {
 		return "", fmt.Errorf("broker %q: port %q is not a number from 1 to 65535", s, port)
 	}
 	return net.JoinHostPort(host, port), nil
-}
-
-// Redact returns raw with the password of its userinfo replaced by "xxxxx" (the user kept, as
-// net/url's URL.Redacted does; a userinfo without a colon is replaced whole); raw itself when
-// it holds no userinfo.
-func Redact(raw string) string {
-	prefix, rest := "", raw
-	if i := strings.Index(raw, "://"); i >= 0 {
-		prefix, rest = raw[:i+3], raw[i+3:]
-	}
-	end := len(rest)
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		end = i
-	}
-	at := strings.LastIndexByte(rest[:end], '@')
-	if at < 0 {
-		return raw
-	}
-	user, _, ok := strings.Cut(rest[:at], ":")
-	if !ok {
-		return prefix + "xxxxx" + rest[at:] // no colon: the whole userinfo may be a secret
-	}
-	return prefix + user + ":xxxxx" + rest[at:]
 }
 
 // Opts returns the franz-go client options of o: the seed brokers, SASL when the URL carries

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/neuronetes/neuronetes/internal/credurl"
 	"github.com/neuronetes/neuronetes/internal/tlsdial"
 )
 
@@ -14,14 +15,15 @@ import (
 type Dialer = tlsdial.Dialer
 
 // ParseURL parses a Redis URL, "host:port" or redis:// or rediss:// (TLS),
-// into client options; field names the setting in the error ("queueConfig.url").
+// into client options; field names the setting in the error ("queueConfig.url"), which never
+// shows the URL's password.
 func ParseURL(field, url string) (*redis.Options, error) {
 	if !strings.Contains(url, "://") {
 		url = "redis://" + url
 	}
 	o, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("%s %q: %w", field, url, err)
+		return nil, fmt.Errorf("%s %q: %w", field, credurl.Redact(url), credurl.Error(err, url))
 	}
 	return o, nil
 }

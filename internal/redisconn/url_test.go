@@ -79,10 +79,15 @@ func TestSetDialerKeepsTLS(t *testing.T) {
 	}
 }
 
-// TestParseURLNamesTheField refuses a malformed URL naming the setting.
+// TestParseURLNamesTheField refuses a malformed URL naming the setting, never its password.
 func TestParseURLNamesTheField(t *testing.T) {
 	if _, err := ParseURL("queueConfig.url", "redis://host:6379/notadb"); err == nil || !strings.Contains(err.Error(), "queueConfig.url") {
 		t.Fatalf("err = %v, want one naming queueConfig.url", err)
+	}
+	for _, bad := range []string{"rediss://u:s3cret@host:6379/notadb", "redis://u:s3cret@host:port/0"} {
+		if _, err := ParseURL("queueConfig.url", bad); err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Fatalf("ParseURL(%s) err = %v, want one that hides the password", bad, err)
+		}
 	}
 	o, err := ParseURL("queueConfig.url", "r.example:6380/2")
 	if err != nil || o.Addr != "r.example:6380" || o.DB != 2 || o.TLSConfig != nil {

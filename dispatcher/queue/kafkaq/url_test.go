@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/neuronetes/neuronetes/dispatcher/queue"
+	"github.com/neuronetes/neuronetes/internal/credurl"
 	"github.com/neuronetes/neuronetes/internal/kafkaconn"
 	"github.com/neuronetes/neuronetes/internal/kafkaconn/kafkatest"
 )
@@ -55,11 +56,11 @@ func TestSharedClientPerURL(t *testing.T) {
 			t.Fatal(err)
 		}
 		if other, ok := seen[c]; ok {
-			t.Fatalf("%s shares the client of %s", kafkaconn.Redact(u), kafkaconn.Redact(other))
+			t.Fatalf("%s shares the client of %s", credurl.Redact(u), credurl.Redact(other))
 		}
 		seen[c] = u
 		if again, _ := p.client(u); again != c {
-			t.Fatalf("%s: a second client", kafkaconn.Redact(u))
+			t.Fatalf("%s: a second client", credurl.Redact(u))
 		}
 	}
 }

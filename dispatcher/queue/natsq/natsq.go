@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/neuronetes/neuronetes/dispatcher/queue"
+	"github.com/neuronetes/neuronetes/internal/credurl"
 	"github.com/neuronetes/neuronetes/internal/queuelag"
 )
 
@@ -68,13 +69,13 @@ func (p *Provider) js(url string) (jetstream.JetStream, error) {
 		}
 		nc, err = nats.Connect(url, opts...)
 		if err != nil {
-			return nil, fmt.Errorf("connect %s: %w", url, err)
+			return nil, fmt.Errorf("connect %s: %w", credurl.Redact(url), credurl.Error(err, url))
 		}
 		p.conns[url] = nc
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream %s: %w", url, err)
+		return nil, fmt.Errorf("jetstream %s: %w", credurl.Redact(url), credurl.Error(err, url))
 	}
 	return js, nil
 }
