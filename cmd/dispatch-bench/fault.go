@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/neuronetes/neuronetes/internal/benchproc"
 )
 
 // faultDrill is the process-level fault drill (-fault): per provider, two dispatcher processes
@@ -20,14 +22,13 @@ import (
 func faultDrill(c config, ledgerBin string, n int) int {
 	e := &env{}
 	defer e.stop()
-	e.redisAt = freeAddr()
-	_, port, _ := strings.Cut(e.redisAt, ":")
 	var err error
-	if e.redis, err = start(c.logdir, "redis", c.redisBin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", c.logdir); err != nil {
+	if e.redis, err = startRedis(c); err != nil {
 		fmt.Printf("VERDICT: NOT MEASURED: %v\n", err)
 		return 2
 	}
-	if err := waitTCP(e.redisAt, 10*time.Second); err != nil {
+	e.redisAt = e.redis.Addr
+	if err := e.redis.WaitTCP(10 * time.Second); err != nil {
 		fmt.Printf("VERDICT: NOT MEASURED: %v\n", err)
 		return 2
 	}
@@ -64,29 +65,39 @@ func faultOne(c config, e *env, ledgerBin, p string, n int) (string, bool, error
 	defer closeB()
 	round := "fault-" + p
 	ledger := "ledger:" + p
-	var agents []*proc
+	var agents []*benchproc.Proc
 	var backends []string
 	for i := 0; i < 3; i++ {
-		addr := freeAddr()
-		a, err := start(c.logdir, fmt.Sprintf("%s-agent-%d", p, i), ledgerBin, "--listen="+addr, "--redis="+e.redisAt, "--ledger="+ledger,
+		addr, err := benchproc.FreeAddr()
+		if err != nil {
+			return "", false, err
+		}
+		a, err := benchproc.Start(fmt.Sprintf("%s-agent-%d", p, i), c.logdir, addr, nil, ledgerBin, "--listen="+addr, "--redis="+e.redisAt, "--ledger="+ledger,
 			"--latency=150ms", fmt.Sprintf("--name=%s-agent-%d", p, i))
 		if err != nil {
 			return "", false, err
 		}
-		defer a.stop()
+		defer a.Stop()
 		agents = append(agents, a)
 		backends = append(backends, "http://"+addr)
-		if err := waitHTTP("http://"+addr+"/readyz", 30*time.Second); err != nil {
+		if err := a.WaitHTTP("http://"+addr+"/readyz", 30*time.Second); err != nil {
 			return "", false, err
 		}
 	}
-	gwAddr, gwAdmin := freeAddr(), freeAddr()
-	gw, err := start(c.logdir, p+"-gateway", c.gatewayBin, "--backends="+strings.Join(backends, ","), "--listen="+gwAddr, "--admin-listen="+gwAdmin, "--drain-delay=0s")
+	gwAddr, err := benchproc.FreeAddr()
 	if err != nil {
 		return "", false, err
 	}
-	defer gw.stop()
-	if err := waitHTTP("http://"+gwAdmin+"/readyz", 30*time.Second); err != nil {
+	gwAdmin, err := benchproc.FreeAddr()
+	if err != nil {
+		return "", false, err
+	}
+	gw, err := benchproc.Start(p+"-gateway", c.logdir, gwAddr, nil, c.gatewayBin, "--backends="+strings.Join(backends, ","), "--listen="+gwAddr, "--admin-listen="+gwAdmin, "--drain-delay=0s")
+	if err != nil {
+		return "", false, err
+	}
+	defer gw.Stop()
+	if err := gw.WaitHTTP("http://"+gwAdmin+"/readyz", 30*time.Second); err != nil {
 		return "", false, err
 	}
 	q, err := b.prepare(round)
@@ -109,18 +120,21 @@ spec:
 `, round, p, q, results, dead)), 0o600); err != nil {
 		return "", false, err
 	}
-	disp := map[string]*proc{}
+	disp := map[string]*benchproc.Proc{}
 	for _, m := range []string{"d-a", "d-b"} {
-		admin := freeAddr()
-		d, err := start(c.logdir, p+"-dispatcher-"+m, c.dispatcherBin, "--static-bindings="+file, "--static-model=bench", "--static-pool-replicas=3",
+		admin, err := benchproc.FreeAddr()
+		if err != nil {
+			return "", false, err
+		}
+		d, err := benchproc.Start(p+"-dispatcher-"+m, c.logdir, "", nil, c.dispatcherBin, "--static-bindings="+file, "--static-model=bench", "--static-pool-replicas=3",
 			"--gateway-url=http://"+gwAddr, "--redis-addr="+e.redisAt, "--redis-prefix=drill:"+p+":", urlFlag(p)+"="+b.url(),
 			"--admin-listen="+admin, "--tool-listen=", "--member="+m, "--status-period=1s", "--audit-log=", "-v=2")
 		if err != nil {
 			return "", false, err
 		}
-		defer d.stop()
+		defer d.Stop()
 		disp[m] = d
-		if err := waitHTTP("http://"+admin+"/readyz", 30*time.Second); err != nil {
+		if err := d.WaitHTTP("http://"+admin+"/readyz", 30*time.Second); err != nil {
 			return "", false, err
 		}
 	}
@@ -152,9 +166,10 @@ spec:
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	disp["d-a"].stop()
+	// SIGKILL, not SIGTERM: the drill is a crash, with no drain.
+	disp["d-a"].Kill()
 	killAt := time.Now()
-	agents[0].stop()
+	agents[0].Kill()
 	podAt := time.Now()
 	victim := p + "-agent-0"
 	for count() < n {

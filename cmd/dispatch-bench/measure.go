@@ -13,69 +13,91 @@ import (
 	"time"
 
 	"github.com/neuronetes/neuronetes/dispatcher/queue"
+	"github.com/neuronetes/neuronetes/internal/benchproc"
 )
 
 // env is the processes every round shares.
 type env struct {
-	agents  []*proc
+	agents  benchproc.Group
 	urls    []string
-	gateway *proc
+	gateway *benchproc.Proc
 	gwURL   string
-	redis   *proc
+	redis   *benchproc.Proc
 	redisAt string
 }
 
-func startEnv(c config) (*env, error) {
+func startEnv(c config) (_ *env, err error) {
 	e := &env{}
+	defer func() {
+		if err != nil {
+			e.stop()
+		}
+	}()
 	var backends []string
 	for i := 0; i < c.agents; i++ {
-		addr := freeAddr()
-		p, err := start(c.logdir, fmt.Sprintf("agent-%d", i), c.agentBin, "--listen="+addr, "--model=bench",
+		addr, err := benchproc.FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		p, err := benchproc.Start(fmt.Sprintf("agent-%d", i), c.logdir, addr, nil, c.agentBin, "--listen="+addr, "--model=bench",
 			fmt.Sprintf("--max-running=%d", c.slots), fmt.Sprintf("--token-rate=%g", c.tokenRate), fmt.Sprintf("--default-max-tokens=%d", c.tokens),
 			"--ttft-base=20ms", "--prefill-rate=1e9", "--drain-timeout=1s")
 		if err != nil {
-			e.stop()
 			return nil, err
 		}
 		e.agents = append(e.agents, p)
 		e.urls = append(e.urls, "http://"+addr)
 		backends = append(backends, "http://"+addr)
 	}
-	e.redisAt = freeAddr()
-	_, port, _ := strings.Cut(e.redisAt, ":")
-	var err error
-	if e.redis, err = start(c.logdir, "redis", c.redisBin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", c.logdir); err != nil {
-		e.stop()
+	if e.redis, err = startRedis(c); err != nil {
 		return nil, err
 	}
-	gwAddr, gwAdmin := freeAddr(), freeAddr()
-	if e.gateway, err = start(c.logdir, "gateway", c.gatewayBin, "--backends="+strings.Join(backends, ","), "--listen="+gwAddr,
+	e.redisAt = e.redis.Addr
+	gwAddr, err := benchproc.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	gwAdmin, err := benchproc.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	if e.gateway, err = benchproc.Start("gateway", c.logdir, gwAddr, nil, c.gatewayBin, "--backends="+strings.Join(backends, ","), "--listen="+gwAddr,
 		"--admin-listen="+gwAdmin, "--drain-delay=0s"); err != nil {
-		e.stop()
 		return nil, err
 	}
 	e.gwURL = "http://" + gwAddr
-	for _, u := range e.urls {
-		if err := waitHTTP(u+"/readyz", 30*time.Second); err != nil {
-			e.stop()
+	for _, a := range e.agents {
+		if err := a.WaitHTTP("http://"+a.Addr+"/readyz", 30*time.Second); err != nil {
 			return nil, err
 		}
 	}
-	if err := waitHTTP("http://"+gwAdmin+"/readyz", 30*time.Second); err != nil {
-		e.stop()
+	if err := e.gateway.WaitHTTP("http://"+gwAdmin+"/readyz", 30*time.Second); err != nil {
 		return nil, err
 	}
-	if err := waitTCP(e.redisAt, 10*time.Second); err != nil {
-		e.stop()
+	if err := e.redis.WaitTCP(10 * time.Second); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
-func (e *env) stop() {
-	for _, p := range append(append([]*proc{}, e.agents...), e.gateway, e.redis) {
-		p.stop()
+// startRedis runs redis-server on a free loopback port (its Addr), without persistence.
+func startRedis(c config) (*benchproc.Proc, error) {
+	addr, err := benchproc.FreeAddr()
+	if err != nil {
+		return nil, err
 	}
+	_, port, _ := strings.Cut(addr, ":")
+	return benchproc.Start("redis", c.logdir, addr, nil, c.redisBin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", c.logdir)
+}
+
+// stop stops every process of e that was started (SIGTERM, then SIGKILL after a grace).
+func (e *env) stop() {
+	append(append(benchproc.Group{}, e.agents...), e.gateway, e.redis).Stop()
+}
+
+// cpuTime is the user plus system CPU time p has used so far.
+func cpuTime(p *benchproc.Proc) time.Duration {
+	return time.Duration(p.CPUSeconds() * float64(time.Second))
 }
 
 // arrivals records results by message id.
@@ -199,7 +221,7 @@ func (e *env) consume(c config, b broker, col, round, q, dest string) (func(), f
 		cpu := func() time.Duration { return 0 }
 		if col == "bare-via-gateway" {
 			targets = []string{e.gwURL}
-			cpu = e.gateway.cpu
+			cpu = func() time.Duration { return cpuTime(e.gateway) }
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		cons, err := b.queueProvider().Consumer(ctx, queue.Options{URL: b.url(), Queue: q, Group: "bench-" + round, Member: "bare", AckWait: 30 * time.Second})
@@ -232,20 +254,23 @@ spec:
 `, round, b.provider(), q, c.prefetch, dest, strings.Replace(dest, "out", "dead", 1))), 0o600); err != nil {
 		return nil, nil, nil, err
 	}
-	admin := freeAddr()
-	d, err := start(c.logdir, "dispatcher-"+round, c.dispatcherBin, "--static-bindings="+file, "--static-model=bench",
+	admin, err := benchproc.FreeAddr()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	d, err := benchproc.Start("dispatcher-"+round, c.logdir, "", nil, c.dispatcherBin, "--static-bindings="+file, "--static-model=bench",
 		fmt.Sprintf("--static-pool-replicas=%d", c.agents), "--gateway-url="+e.gwURL, "--redis-addr="+e.redisAt, "--redis-prefix=b:"+round+":",
 		urlFlag(b.provider())+"="+b.url(), "--admin-listen="+admin, "--tool-listen=", "--member=bench", "--drain-timeout=0s", "--audit-log=", "-v=2")
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := waitHTTP("http://"+admin+"/readyz", 30*time.Second); err != nil {
-		d.stop()
+	if err := d.WaitHTTP("http://"+admin+"/readyz", 30*time.Second); err != nil {
+		d.Stop()
 		return nil, nil, nil, err
 	}
-	cpu := func() time.Duration { return d.cpu() + e.gateway.cpu() + e.redis.cpu() }
+	cpu := func() time.Duration { return cpuTime(d) + cpuTime(e.gateway) + cpuTime(e.redis) }
 	failures := func() int64 { return scrapeRetries("http://" + admin + "/metrics") }
-	return d.stop, cpu, failures, nil
+	return d.Stop, cpu, failures, nil
 }
 
 // scrapeRetries reads the dispatcher's retried counter.

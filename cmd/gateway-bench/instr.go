@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/neuronetes/neuronetes/internal/benchproc"
 )
 
 // The overhead target is judged on instructions, which do not move with machine load: the
@@ -184,9 +186,9 @@ func (o *options) startCallgrind(name, addr, bin string, args ...string) (*cgPro
 
 // control runs callgrind_control with arg against the process.
 func (c *cgProc) control(arg string) error {
-	out, err := exec.Command("callgrind_control", arg, strconv.Itoa(c.cmd.Process.Pid)).CombinedOutput()
+	out, err := exec.Command("callgrind_control", arg, strconv.Itoa(c.Pid())).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("callgrind_control %s %s: %w: %s", arg, c.name, err, out)
+		return fmt.Errorf("callgrind_control %s %s: %w: %s", arg, c.Name, err, out)
 	}
 	return nil
 }
@@ -206,7 +208,7 @@ func (c *cgProc) dump(label string) (instrCount, error) {
 			return parseCallgrind(f)
 		}
 		if time.Now().After(deadline) {
-			return instrCount{}, fmt.Errorf("%s: no callgrind dump %s", c.name, path)
+			return instrCount{}, fmt.Errorf("%s: no callgrind dump %s", c.Name, path)
 		}
 	}
 }
@@ -219,7 +221,7 @@ func (o *options) instrRunOnce(ctx context.Context, run int, agent string) (inst
 	if err != nil {
 		return instrRun{}, err
 	}
-	rpAddr, err := freeAddr()
+	rpAddr, err := benchproc.FreeAddr()
 	if err != nil {
 		return instrRun{}, err
 	}
@@ -228,12 +230,12 @@ func (o *options) instrRunOnce(ctx context.Context, run int, agent string) (inst
 	if err != nil {
 		return instrRun{}, err
 	}
-	defer rp.stop()
-	gwAddr, err := freeAddr()
+	defer rp.Stop()
+	gwAddr, err := benchproc.FreeAddr()
 	if err != nil {
 		return instrRun{}, err
 	}
-	admin, err := freeAddr()
+	admin, err := benchproc.FreeAddr()
 	if err != nil {
 		return instrRun{}, err
 	}
@@ -245,11 +247,11 @@ func (o *options) instrRunOnce(ctx context.Context, run int, agent string) (inst
 	if err != nil {
 		return instrRun{}, err
 	}
-	defer gw.stop()
-	if err := rp.waitTCP(2 * time.Minute); err != nil {
+	defer gw.Stop()
+	if err := rp.WaitTCP(2 * time.Minute); err != nil {
 		return instrRun{}, err
 	}
-	if err := gw.waitHTTP(rr.Replace(o.readyURL), 3*time.Minute); err != nil {
+	if err := gw.WaitHTTP(rr.Replace(o.readyURL), 3*time.Minute); err != nil {
 		return instrRun{}, err
 	}
 	urls := []string{"http://" + rpAddr + "/v1/chat/completions", "http://" + gwAddr + "/v1/chat/completions"}
@@ -286,7 +288,7 @@ func (o *options) instrRunOnce(ctx context.Context, run int, agent string) (inst
 			}
 		}
 	}
-	r := instrRun{load: loadAvg(), chunks: chunks[1][0] - chunks[0][0]}
+	r := instrRun{load: benchproc.LoadAvg(), chunks: chunks[1][0] - chunks[0][0]}
 	if chunks[1][1]-chunks[0][1] != r.chunks || r.chunks <= 0 {
 		return r, fmt.Errorf("chunks between the phases differ: ReverseProxy %d, gateway %d", r.chunks, chunks[1][1]-chunks[0][1])
 	}

@@ -25,6 +25,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/neuronetes/neuronetes/internal/benchproc"
 )
 
 func main() {
@@ -121,7 +123,7 @@ func run(args []string) (bool, error) {
 	defer stop()
 	cores, _ := os.ReadFile("/proc/cpuinfo")
 	fmt.Printf("gateway-bench: %d CPU cores, load average %s at start; client, proxies, gateway and %d agents share them\n",
-		strings.Count(string(cores), "processor\t:"), loadAvg(), o.pods)
+		strings.Count(string(cores), "processor\t:"), benchproc.LoadAvg(), o.pods)
 
 	var verdicts []string
 	pass := true
@@ -163,7 +165,7 @@ func run(args []string) (bool, error) {
 		verdicts = append(verdicts, v.text)
 		pass = pass && v.ok
 	}
-	fmt.Printf("load average %s at the end\n", loadAvg())
+	fmt.Printf("load average %s at the end\n", benchproc.LoadAvg())
 	word := "PASS"
 	if !pass {
 		word = "FAIL"
@@ -184,7 +186,7 @@ func (o *options) startProxy(name, policy string, backends []string, extra ...st
 	if err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
+	addr, err := benchproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -193,8 +195,8 @@ func (o *options) startProxy(name, policy string, backends []string, extra ...st
 	if err != nil {
 		return nil, err
 	}
-	if err := p.waitTCP(10 * time.Second); err != nil {
-		p.stop()
+	if err := p.WaitTCP(10 * time.Second); err != nil {
+		p.Stop()
 		return nil, err
 	}
 	return p, nil
@@ -205,11 +207,11 @@ func (o *options) startGateway(name string, backends []string, extra ...string) 
 	if o.gatewayBin == "" {
 		return nil, errNoGateway
 	}
-	addr, err := freeAddr()
+	addr, err := benchproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	admin, err := freeAddr()
+	admin, err := benchproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -218,8 +220,8 @@ func (o *options) startGateway(name string, backends []string, extra ...string) 
 	if err != nil {
 		return nil, err
 	}
-	if err := p.waitHTTP(r.Replace(o.readyURL), 30*time.Second); err != nil {
-		p.stop()
+	if err := p.WaitHTTP(r.Replace(o.readyURL), 30*time.Second); err != nil {
+		p.Stop()
 		return nil, err
 	}
 	p.admin = admin

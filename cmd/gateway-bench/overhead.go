@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/neuronetes/neuronetes/internal/benchproc"
 )
 
 // overheadConfig shapes the overhead benchmark.
@@ -125,12 +127,12 @@ func runOverhead(ctx context.Context, cols []column, agents group, cfg overheadC
 			n0, c0, e0 := len(stats[i].ttfts), stats[i].chunks, stats[i].elapsed
 			measure(ctx, cols[i:i+1], agents, cfg, stats[i:i+1])
 			fmt.Fprintf(logw, "  round %d %-22s %6d requests  %8.0f chunks/s  load %s\n", round+1, col.name,
-				len(stats[i].ttfts)-n0, float64(stats[i].chunks-c0)/(stats[i].elapsed-e0).Seconds(), loadAvg())
+				len(stats[i].ttfts)-n0, float64(stats[i].chunks-c0)/(stats[i].elapsed-e0).Seconds(), benchproc.LoadAvg())
 		}
 		if pair != nil {
 			measure(ctx, cols[2:4], agents, cfg, pair)
 			fmt.Fprintf(logw, "  round %d %-22s %6.1f vs %.1f µs/chunk (%.3fx)  load %s\n", round+1, "pair rp+gateway at once",
-				pair[0].roundCPU[round], pair[1].roundCPU[round], pair[1].roundCPU[round]/pair[0].roundCPU[round], loadAvg())
+				pair[0].roundCPU[round], pair[1].roundCPU[round], pair[1].roundCPU[round]/pair[0].roundCPU[round], benchproc.LoadAvg())
 		}
 	}
 	return stats, pair
@@ -140,23 +142,23 @@ func runOverhead(ctx context.Context, cols []column, agents group, cfg overheadC
 // and adds each column's requests, chunks and proxy CPU to sts, one round.
 func measure(ctx context.Context, cols []column, agents group, cfg overheadConfig, sts []*overheadStats) {
 	runWindow(ctx, cols, cfg, time.Second, nil) // warm-up: connections and caches
-	cpu0 := agents.cpu() + selfCPU()
+	cpu0 := agents.cpu() + benchproc.SelfCPU()
 	px0 := make([]float64, len(cols))
 	k0 := make([]procCounters, len(cols))
 	c0 := make([]int, len(cols))
 	for i, col := range cols {
 		if col.proxy != nil {
-			px0[i], k0[i] = col.proxy.cpuSeconds(), countersOf(col.proxy.cmd.Process.Pid)
+			px0[i], k0[i] = col.proxy.CPUSeconds(), countersOf(col.proxy.Pid())
 		}
 		c0[i] = sts[i].chunks
 	}
 	runWindow(ctx, cols, cfg, cfg.window, sts)
-	shared := (agents.cpu() + selfCPU() - cpu0) / float64(len(cols))
+	shared := (agents.cpu() + benchproc.SelfCPU() - cpu0) / float64(len(cols))
 	for i, col := range cols {
 		st := sts[i]
 		if col.proxy != nil {
-			px := col.proxy.cpuSeconds() - px0[i]
-			st.counters = st.counters.add(countersOf(col.proxy.cmd.Process.Pid).sub(k0[i]))
+			px := col.proxy.CPUSeconds() - px0[i]
+			st.counters = st.counters.add(countersOf(col.proxy.Pid()).sub(k0[i]))
 			st.proxyCPU += px
 			st.allCPU += px
 			st.roundCPU = append(st.roundCPU, 1e6*px/float64(max(st.chunks-c0[i], 1)))
@@ -274,7 +276,7 @@ func fmtRounds(xs []float64) string {
 
 // loadValue is the 1-minute load average (NaN when unreadable).
 func loadValue() float64 {
-	v, err := strconv.ParseFloat(loadAvg(), 64)
+	v, err := strconv.ParseFloat(benchproc.LoadAvg(), 64)
 	if err != nil {
 		return math.NaN()
 	}

@@ -5,36 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/neuronetes/neuronetes/internal/benchproc"
 )
 
-// proc is a child process the bench started; it dies with the bench (Pdeathsig).
+// proc is a child process the bench started (benchproc.Proc), with what the bench keeps beside it.
 type proc struct {
-	name string
-	addr string // host:port it serves on
-	cmd  *exec.Cmd
-	log  string // its output file
-	done chan struct{}
-	kv   string // an agent's KV-event address host:port ("" when it publishes none)
+	*benchproc.Proc
+	kv string // an agent's KV-event address host:port ("" when it publishes none)
 	// admin is the gateway's admin host:port.
 	admin string
-}
-
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // start runs bin with args, its output in logDir/name.log.
@@ -44,153 +29,30 @@ func start(name, logDir, addr, bin string, args ...string) (*proc, error) {
 
 // startEnv is start with env added to the bench's own environment.
 func startEnv(name, logDir, addr string, env []string, bin string, args ...string) (*proc, error) {
-	logPath := filepath.Join(logDir, name+".log")
-	f, err := os.Create(logPath)
+	p, err := benchproc.Start(name, logDir, addr, env, bin, args...)
 	if err != nil {
-		return nil, fmt.Errorf("%s log: %w", name, err)
+		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if env != nil {
-		cmd.Env = append(os.Environ(), env...)
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("starting %s (%s): %w", name, bin, err)
-	}
-	p := &proc{name: name, addr: addr, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// waitHTTP polls url until it answers 200, the process exits, or timeout passes.
-func (p *proc) waitHTTP(url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	hc := &http.Client{Timeout: time.Second}
-	for {
-		resp, err := hc.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("%s exited before it was ready; its log %s:\n%s", p.name, p.log, tail(p.log))
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready at %s after %s; its log %s:\n%s", p.name, url, timeout, p.log, tail(p.log))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// waitTCP waits until the process accepts connections.
-func (p *proc) waitTCP(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		c, err := net.DialTimeout("tcp", p.addr, time.Second)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("%s exited before it listened; its log %s:\n%s", p.name, p.log, tail(p.log))
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not listening on %s after %s:\n%s", p.name, p.addr, timeout, tail(p.log))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// stop sends SIGTERM, then SIGKILL after a grace period, and waits for the exit.
-func (p *proc) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(3 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-// cpuSeconds is the user plus system CPU time the process has used so far.
-func (p *proc) cpuSeconds() float64 { return cpuOf(p.cmd.Process.Pid) }
-
-// cpuOf reads utime+stime of pid from /proc (0 when unreadable).
-func cpuOf(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ is 100 on Linux
-}
-
-// selfCPU is the bench process's own CPU seconds.
-func selfCPU() float64 { return cpuOf(os.Getpid()) }
-
-// loadAvg is the 1-minute load average, for the report.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Fields(string(b))[0]
-}
-
-func tail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
+	return &proc{Proc: p}, nil
 }
 
 // group is a set of processes stopped together.
 type group []*proc
 
-func (g group) stop() {
-	for _, p := range g {
-		p.stop()
+// procs is g as a benchproc.Group.
+func (g group) procs() benchproc.Group {
+	out := make(benchproc.Group, len(g))
+	for i, p := range g {
+		out[i] = p.Proc
 	}
+	return out
 }
 
-func (g group) cpu() float64 {
-	var s float64
-	for _, p := range g {
-		s += p.cpuSeconds()
-	}
-	return s
-}
+// stop stops each process in turn (benchproc.Group.Stop).
+func (g group) stop() { g.procs().Stop() }
+
+// cpu is the CPU seconds the processes have used so far, summed.
+func (g group) cpu() float64 { return g.procs().CPU() }
 
 // agentFlags are the demo agent's flags for a scenario.
 type agentFlags struct {
@@ -207,7 +69,7 @@ type agentFlags struct {
 func startAgents(ctx context.Context, bin, logDir, tag string, n int, f agentFlags) (group, error) {
 	var g group
 	for i := 0; i < n; i++ {
-		addr, err := freeAddr()
+		addr, err := benchproc.FreeAddr()
 		if err != nil {
 			g.stop()
 			return nil, err
@@ -218,7 +80,7 @@ func startAgents(ctx context.Context, bin, logDir, tag string, n int, f agentFla
 			fmt.Sprintf("--block-size=%d", f.blockSize), "--max-body-bytes=67108864", "--drain-timeout=1s"}
 		var kv string
 		if f.kvEvents {
-			if kv, err = freeAddr(); err != nil {
+			if kv, err = benchproc.FreeAddr(); err != nil {
 				g.stop()
 				return nil, err
 			}
@@ -233,7 +95,7 @@ func startAgents(ctx context.Context, bin, logDir, tag string, n int, f agentFla
 		g = append(g, p)
 	}
 	for _, p := range g {
-		if err := p.waitHTTP("http://"+p.addr+"/readyz", 20*time.Second); err != nil {
+		if err := p.WaitHTTP("http://"+p.Addr+"/readyz", 20*time.Second); err != nil {
 			g.stop()
 			return nil, err
 		}
@@ -248,7 +110,7 @@ func startAgents(ctx context.Context, bin, logDir, tag string, n int, f agentFla
 func (g group) urls() []string {
 	out := make([]string, len(g))
 	for i, p := range g {
-		out[i] = "http://" + p.addr
+		out[i] = "http://" + p.Addr
 	}
 	return out
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/neuronetes/neuronetes/internal/benchproc"
 )
 
 // routingStats is one policy's replay.
@@ -192,7 +194,7 @@ func printRouting(w io.Writer, names []string, stats []*routingStats, shared flo
 	fmt.Fprintf(w, "(%s is this bench's own router, shown for what cache- and load-aware routing reaches here; the greedy oracle\n"+
 		" sends each request, in the model, to the pod where its first token comes soonest given every pod's exact state; neither is a target)\n",
 		policyReference)
-	fmt.Fprintf(w, "(measured columns are wall-clock on this machine, load average %s now; the model columns replay each policy's decisions without CPU noise)\n", loadAvg())
+	fmt.Fprintf(w, "(measured columns are wall-clock on this machine, load average %s now; the model columns replay each policy's decisions without CPU noise)\n", benchproc.LoadAvg())
 }
 
 // podShares formats each pod's share of the prompt tokens it was sent.

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/neuronetes/neuronetes/internal/benchproc"
 )
 
 // routingConfig shapes the routing-quality benchmark. Rates are given in trace time and scaled by
@@ -100,8 +102,8 @@ func (o *options) runOverhead(ctx context.Context) (verdict, error) {
 		if err != nil {
 			return verdict{}, err
 		}
-		defer p.stop()
-		cols = append(cols, column{name: pc.name, url: constURL("http://" + p.addr + "/v1/chat/completions"), proxy: p})
+		defer p.Stop()
+		cols = append(cols, column{name: pc.name, url: constURL("http://" + p.Addr + "/v1/chat/completions"), proxy: p})
 		rp = p
 	}
 	var gwExtra []string
@@ -110,8 +112,8 @@ func (o *options) runOverhead(ctx context.Context) (verdict, error) {
 	}
 	gw, gwErr := o.startGateway("overhead-gateway", backends, gwExtra...)
 	if gwErr == nil {
-		defer gw.stop()
-		cols = append(cols, column{name: "gateway", url: constURL("http://" + gw.addr + "/v1/chat/completions"), proxy: gw})
+		defer gw.Stop()
+		cols = append(cols, column{name: "gateway", url: constURL("http://" + gw.Addr + "/v1/chat/completions"), proxy: gw})
 	} else if !errors.Is(gwErr, errNoGateway) {
 		return verdict{}, gwErr
 	}
@@ -126,8 +128,8 @@ func (o *options) runOverhead(ctx context.Context) (verdict, error) {
 	traced := ""
 	if rpTrace != "" {
 		// The traces end when the processes do.
-		rp.stop()
-		gw.stop()
+		rp.Stop()
+		gw.Stop()
 		var err error
 		if traced, err = traceWaits(os.Stdout, rpTrace, gwTrace); err != nil {
 			return verdict{}, err
@@ -147,7 +149,7 @@ func (o *options) runOverhead(ctx context.Context) (verdict, error) {
 		v.floorRatio, v.floorP50)
 	judged := "judged"
 	if v.instrJudged {
-		judged = fmt.Sprintf("context at load average %.2f-%s; the instructions judge", load0, loadAvg())
+		judged = fmt.Sprintf("context at load average %.2f-%s; the instructions judge", load0, benchproc.LoadAvg())
 	}
 	fmt.Printf("CPU per chunk, gateway over ReverseProxy: %.3fx with both at once (pair windows, by round %s vs %s µs/chunk; %s), %.3fx in the sequential windows (context)\n",
 		v.cpuRatio, fmtRounds(pair[1].roundCPU), fmtRounds(pair[0].roundCPU), judged, v.seqRatio)
@@ -249,7 +251,7 @@ func (o *options) routingWindow(ctx context.Context, trace string, start time.Du
 		}
 		stats = append(stats, st)
 		ran = append(ran, name)
-		fmt.Printf("  %-14s done: %d requests, load %s\n", name, len(st.ttfts), loadAvg())
+		fmt.Printf("  %-14s done: %d requests, load %s\n", name, len(st.ttfts), benchproc.LoadAvg())
 		switch name {
 		case "gateway":
 			w.gateway = st
@@ -303,10 +305,10 @@ func (o *options) replayPolicy(ctx context.Context, name string, flags agentFlag
 	if err != nil {
 		return nil, err
 	}
-	defer front.stop()
-	cpu0 := front.cpuSeconds()
-	st := replayTrace(ctx, "http://"+front.addr+"/v1/chat/completions", reqs)
-	st.frontCPU = front.cpuSeconds() - cpu0
+	defer front.Stop()
+	cpu0 := front.CPUSeconds()
+	st := replayTrace(ctx, "http://"+front.Addr+"/v1/chat/completions", reqs)
+	st.frontCPU = front.CPUSeconds() - cpu0
 	if name == "gateway" {
 		printKVIndex(front.admin)
 	}
@@ -318,7 +320,7 @@ func (o *options) replayPolicy(ctx context.Context, name string, flags agentFlag
 	}
 	index := map[string]int{}
 	for i, p := range agents {
-		index[p.addr] = i
+		index[p.Addr] = i
 	}
 	assign := make([]int, len(reqs))
 	unknown := 0
@@ -335,7 +337,7 @@ func (o *options) replayPolicy(ctx context.Context, name string, flags agentFlag
 	}
 	st.assign = assign
 	if name == "gateway" {
-		if st.views, err = readViews(front.log, st.ids, index); err != nil {
+		if st.views, err = readViews(front.Log, st.ids, index); err != nil {
 			return nil, err
 		}
 	}

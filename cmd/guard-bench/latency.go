@@ -18,6 +18,7 @@ import (
 
 	nnv1 "github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/gateway/guard"
+	"github.com/neuronetes/neuronetes/internal/benchproc"
 )
 
 // latencyTarget is the largest guarded/plain median latency ratio at 8 KiB.
@@ -81,31 +82,37 @@ func latencyBench(agentBin, gatewayBin, logDir string, requests int) ([]string, 
 }
 
 func runBackend(be backend, agentBin, gatewayBin, logDir, policyFile string) (string, bool, error) {
-	agentAddr, err := freeAddr()
+	agentAddr, err := benchproc.FreeAddr()
 	if err != nil {
 		return "", false, err
 	}
-	agent, err := start("guard-bench-agent", logDir, agentBin, append([]string{"--listen=" + agentAddr, "--model=bench",
+	agent, err := benchproc.Start("guard-bench-agent", logDir, agentAddr, nil, agentBin, append([]string{"--listen=" + agentAddr, "--model=bench",
 		"--token-rate=1000", "--max-running=4"}, be.args...)...)
 	if err != nil {
 		return "", false, err
 	}
-	defer agent.stop()
-	if err := agent.waitHTTP("http://"+agentAddr+"/readyz", 30*time.Second); err != nil {
+	defer agent.Stop()
+	if err := agent.WaitHTTP("http://"+agentAddr+"/readyz", 30*time.Second); err != nil {
 		return "", false, err
 	}
 	var urls [2]string
 	for i, extra := range [][]string{nil, {"--guardrail-policy=" + policyFile}} {
-		listen, _ := freeAddr()
-		admin, _ := freeAddr()
+		listen, err := benchproc.FreeAddr()
+		if err != nil {
+			return "", false, err
+		}
+		admin, err := benchproc.FreeAddr()
+		if err != nil {
+			return "", false, err
+		}
 		name := []string{"guard-bench-gateway-plain", "guard-bench-gateway-guarded"}[i]
-		g, err := start(name, logDir, gatewayBin, append([]string{"--backends=http://" + agentAddr, "--static-model=bench",
+		g, err := benchproc.Start(name, logDir, listen, nil, gatewayBin, append([]string{"--backends=http://" + agentAddr, "--static-model=bench",
 			"--listen=" + listen, "--admin-listen=" + admin, "--scrape-interval=0s"}, extra...)...)
 		if err != nil {
 			return "", false, err
 		}
-		defer g.stop()
-		if err := g.waitHTTP("http://"+admin+"/readyz", 30*time.Second); err != nil {
+		defer g.Stop()
+		if err := g.WaitHTTP("http://"+admin+"/readyz", 30*time.Second); err != nil {
 			return "", false, err
 		}
 		urls[i] = "http://" + listen + "/v1/chat/completions"
