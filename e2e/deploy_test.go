@@ -203,6 +203,9 @@ func installRelease(t *testing.T, e *Env) *deployRelease {
 		fmt.Sprintf("--set driver.metricsPort=%d --set driver.metricsBindAddress=127.0.0.1", deployDriverPort),
 		"--set nodeagent.metricsPort=19465 --set nodeagent.probePort=19466",
 		"--set nodeagent.runDir=/var/run/neuronetes-e2e --set nodeagent.cacheDir=/var/lib/neuronetes-e2e/models",
+		// The node agent's checkpointing (on in values/local.yaml): the release's own store and
+		// staging directory on the node (SessionSuspendResumeChart, SessionWarmRestoreHost).
+		"--set nodeagent.checkpoint.storeDir=" + deployCheckpointStore + " --set nodeagent.checkpoint.workDir=" + deployCheckpointWork,
 		// The session controller's RBAC, admission policies and NetworkPolicy file (RBACAllowlist,
 		// AdmissionPolicies).
 		"--set controller.agentSessions.enabled=true --set controller.agentSessions.restoreHostImage=" + cluster.PauseImage,
@@ -217,6 +220,7 @@ func installRelease(t *testing.T, e *Env) *deployRelease {
 		for _, f := range r.afterUninstall {
 			f()
 		}
+		removeDeployCheckpointDirs(t)
 	})
 	cmd := exec.Command("bash", "hack/deploy-local.sh")
 	cmd.Dir = e.Root
@@ -285,6 +289,7 @@ func TestDeployLocal(t *testing.T) {
 		deployAttackAgentEgressOverDNSPort(t, e, r)
 	})
 	t.Run("AttackSessionEgress", func(t *testing.T) { deployAttackSessionEgress(t, e, r) })
+	t.Run("SessionSuspendResumeChart", func(t *testing.T) { deploySessionSuspendResumeChart(t, e, r) })
 	t.Run("SessionWarmPool", func(t *testing.T) { deploySessionWarmPool(t, e, r) })
 	t.Run("SessionWarmRestoreHost", func(t *testing.T) { deploySessionWarmRestoreHost(t, e, r) })
 	t.Run("PoolThroughSessions", func(t *testing.T) { deployPoolThroughSessions(t, e, r) })

@@ -72,8 +72,8 @@ func sessionAgentTurn(ip, text string) (string, error) {
 }
 
 // deploySessionWarmRestoreHost is TestDeployLocal's subtest SessionWarmRestoreHost. The node
-// agent's checkpointing runs in-process (the chart's node agent image carries no CRIU); the
-// controller, its RBAC, its admission policies and the session NetworkPolicy are the chart's.
+// agent that checkpoints and restores, the controller, its RBAC, its admission policies and the
+// session NetworkPolicy are the chart's.
 // The tool proxy is a stand-in pod with the chart dispatcher's labels on dispatcher.toolPort
 // (local values leave the dispatcher off: it needs a broker), which is what the chart's session
 // policy admits. A session of a class keeping one warm restore host serves three turns, is
@@ -91,7 +91,7 @@ func deploySessionWarmRestoreHost(t *testing.T, e *Env, r *deployRelease) {
 	t.Cleanup(func() {
 		_, _ = e.KubectlErr("label", "namespace", ns, "--overwrite", "pod-security.kubernetes.io/enforce=restricted")
 	})
-	engine := startSessionNodeAgent(ctx, t, e, sock)
+	engine := chartRestoreCleaner(t, sock)
 	c := crClient(t, e.Config)
 
 	netcheckImg := e.Image(t, "netcheck", "./e2e/cmd/netcheck")

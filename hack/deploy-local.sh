@@ -8,7 +8,8 @@
 #                                             stop the Redis it started)
 #
 # The chart is installed with the values a real cluster uses (deploy/helm/values/local.yaml adds only
-# local images, mock NVML, no GPU node label and a smaller gateway CPU request). Redis for injected sidecars is a host redis-server on
+# local images, mock NVML, no GPU node label, a smaller gateway CPU request and the node agent's
+# checkpointing, whose containerd socket this script sets to the local cluster's). Redis for injected sidecars is a host redis-server on
 # the cluster bridge behind a Service `redis` (no selector; an EndpointSlice names the host address) in
 # the release namespace, so sidecars reach it as redis.<namespace>.svc.cluster.local:6379 through
 # CoreDNS and kube-proxy, as they would reach a Redis Service on a real cluster.
@@ -176,7 +177,8 @@ log "helm upgrade --install $RELEASE into $NAMESPACE"
 # shellcheck disable=SC2086
 "$HELM" upgrade --install "$RELEASE" "$CHART" --kubeconfig "$KUBECONFIG_FILE" \
 	--namespace "$NAMESPACE" --create-namespace \
-	-f deploy/helm/values/local.yaml --set "redis.address=redis.$NAMESPACE.svc.cluster.local:6379" "${extra[@]}" ${HELM_ARGS:-} \
+	-f deploy/helm/values/local.yaml --set "redis.address=redis.$NAMESPACE.svc.cluster.local:6379" \
+	--set "nodeagent.checkpoint.containerdSocket=$ROOT/.local/containerd/containerd.sock" "${extra[@]}" ${HELM_ARGS:-} \
 	--wait --timeout "$HELM_TIMEOUT"
 "$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" -n "$NAMESPACE" get daemonset,deployment,pods -o wide
 log "ready: kubectl --kubeconfig .local/kubeconfig get resourceslices"

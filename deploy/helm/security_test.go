@@ -154,3 +154,53 @@ func TestChartImageDigests(t *testing.T) {
 		}
 	}
 }
+
+// TestChartCheckpointNodePaths: with checkpoints the node agent sees the node's PIDs (hostPID: a
+// dump reads /proc/<pid>/maps of the container's processes) and mounts its CRIU staging directory
+// from the node at the same path (containerd's runc shim writes the dumps there and restores from
+// there); without checkpoints it has neither.
+func TestChartCheckpointNodePaths(t *testing.T) {
+	cases := []struct {
+		name    string
+		set     []string
+		workDir string // "" when checkpoints are off
+	}{
+		{"off", nil, ""},
+		{"default work dir", []string{`nodeagent.checkpoint.enabled=true`}, "/dev/shm/neuronetes-checkpoint"},
+		{"own work dir", []string{`nodeagent.checkpoint.enabled=true`, `nodeagent.checkpoint.workDir="/var/lib/nn-work/"`}, "/var/lib/nn-work"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := render(t, nil, tc.set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds := find(objs, "DaemonSet", "nn-neuronetes-nodeagent")
+			on := tc.workDir != ""
+			if got, _ := get(ds, "spec", "template", "spec", "hostPID").(bool); got != on {
+				t.Errorf("hostPID = %v, want %v", got, on)
+			}
+			ctr := container(ds, "nodeagent")
+			if got := contains(args(ctr), "--checkpoint-work-dir="+tc.workDir); got != on {
+				t.Errorf("--checkpoint-work-dir=%s present = %v, want %v (args %v)", tc.workDir, got, on, args(ctr))
+			}
+			mount := ""
+			mounts, _ := get(ctr, "volumeMounts").([]any)
+			for _, m := range mounts {
+				if get(m, "name") == "checkpoint-work" {
+					mount = fmt.Sprint(get(m, "mountPath"))
+				}
+			}
+			host := ""
+			vols, _ := get(ds, "spec", "template", "spec", "volumes").([]any)
+			for _, v := range vols {
+				if get(v, "name") == "checkpoint-work" {
+					host = fmt.Sprint(get(v, "hostPath", "path"))
+				}
+			}
+			if mount != tc.workDir || host != tc.workDir {
+				t.Errorf("checkpoint-work mounted at %q from node path %q, want both %q", mount, host, tc.workDir)
+			}
+		})
+	}
+}

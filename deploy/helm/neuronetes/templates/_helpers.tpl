@@ -139,6 +139,12 @@ the chart's Redis; empty when gateway.redis.enabled is false (each replica keeps
 {{- end -}}
 {{- end -}}
 
+{{/* The node agent's CRIU staging directory (nodeagent.checkpoint.workDir, else the node agent's
+default), a hostPath at the same path: containerd's runc shim on the node writes and reads it. */}}
+{{- define "neuronetes.checkpointWorkDir" -}}
+{{- .Values.nodeagent.checkpoint.workDir | default "/dev/shm/neuronetes-checkpoint" | trimSuffix "/" -}}
+{{- end -}}
+
 {{/* The Secret holding the checkpoint manifest signing key (key "key"). */}}
 {{- define "neuronetes.checkpointSigningSecret" -}}
 {{- .Values.nodeagent.checkpoint.signingKeySecret | default (printf "%s-checkpoint-signing" (include "neuronetes.fullname" .)) -}}
