@@ -195,6 +195,9 @@ func (e *Engine) Checkpoint(ctx context.Context, id string, k store.Key, ckID st
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint task of %s: %w%s", id, err, criuLog(work, "dump.log"))
 	}
+	if err := dumpWritten(images); err != nil {
+		return nil, fmt.Errorf("checkpoint task of %s: %w", id, err)
+	}
 	logger.V(2).Info("Container dumped", "duration", time.Since(start), "mappedFiles", len(mapped), "workspace", ws)
 	if err := checkpoint.RecordMappedFiles(dir, mapped, &e.digests); err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, err)
@@ -220,6 +223,16 @@ func (e *Engine) Checkpoint(ctx context.Context, id string, k store.Key, ckID st
 	e.cacheKeep(ctx, dir, m)
 	logger.Info("Checkpointed container", "bytes", m.TotalBytes, "newBytes", m.NewBytes, "duration", time.Since(start))
 	return m, nil
+}
+
+// dumpWritten fails unless CRIU's images are in images: a dump that runc ran against another
+// directory (a staging directory the node agent does not share with containerd's shim) reports
+// success but leaves nothing here, and storing that would lose the container's memory silently.
+func dumpWritten(images string) error {
+	if _, err := os.Stat(filepath.Join(images, "inventory.img")); err != nil {
+		return fmt.Errorf("CRIU wrote no images to %s (is the checkpoint work directory the same on the node as in the node agent?): %w", images, err)
+	}
+	return nil
 }
 
 // criuLog returns the error lines (or the tail) of a CRIU log left in a

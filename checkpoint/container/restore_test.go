@@ -2,6 +2,8 @@ package container
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -135,5 +137,23 @@ func TestBindResolver(t *testing.T) {
 				t.Fatalf("resolve(%q) = %q, %v; want %q, %v", tt.path, got, ok, tt.want, tt.ok)
 			}
 		})
+	}
+}
+
+// TestDumpWritten: a dump whose images are not where the node agent looks (no inventory.img)
+// is an error, not an empty checkpoint.
+func TestDumpWritten(t *testing.T) {
+	dir := t.TempDir()
+	if err := dumpWritten(dir); err == nil || !strings.Contains(err.Error(), "CRIU wrote no images") {
+		t.Fatalf("empty images dir: err %v", err)
+	}
+	if err := dumpWritten(filepath.Join(dir, "missing")); err == nil {
+		t.Fatal("missing images dir: no error")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "inventory.img"), []byte{0}, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := dumpWritten(dir); err != nil {
+		t.Fatalf("with inventory.img: %v", err)
 	}
 }
