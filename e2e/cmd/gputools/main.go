@@ -227,10 +227,12 @@ func daemon() error {
 		return err
 	}
 	defer logf.Close()
+	// Recorded before the pid file makes this daemon findable: a client (or the starter, which
+	// returns once it is) must never record a call before the daemon's start.
+	_ = record(Call{Tool: "mps-daemon", Event: "started"})
 	if err := os.WriteFile(pidFile(pipe), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return err
 	}
-	_ = record(Call{Tool: "mps-daemon", Event: "started"})
 	fmt.Fprintf(logf, "[%s] daemon started\n", time.Now().UTC().Format(time.RFC3339))
 	for {
 		f, err := os.Open(control)
