@@ -16,10 +16,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/neuronetes/neuronetes/api/v1alpha1"
 	"github.com/neuronetes/neuronetes/checkpoint/container"
 	"github.com/neuronetes/neuronetes/nodeagent/snapshot"
@@ -102,26 +98,7 @@ func deploySessionSuspendResumeChart(t *testing.T, e *Env, r *deployRelease) {
 			t.Logf("chart node agent log:\n%s", logs)
 		}
 	})
-	waitPhase := func(want v1alpha1.AgentSessionPhase) *v1alpha1.AgentSession {
-		t.Helper()
-		var s v1alpha1.AgentSession
-		Eventually(t, 2*time.Minute, "session ck-chart-s "+string(want), func() (bool, error) {
-			if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "ck-chart-s"}, &s); err != nil {
-				return false, err
-			}
-			return s.Status.Phase == want, fmt.Errorf("phase %q, conditions %+v", s.Status.Phase, s.Status.Conditions)
-		})
-		return &s
-	}
-	suspend := func(on bool) {
-		t.Helper()
-		patch := fmt.Sprintf(`{"spec":{"suspend":%v}}`, on)
-		if err := c.Patch(ctx, &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ck-chart-s"}}, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	first := waitPhase(v1alpha1.SessionRunning).Status.PodName
+	first := waitSessionPhase(ctx, t, c, ns, "ck-chart-s", v1alpha1.SessionRunning, 2*time.Minute).Status.PodName
 	ip := podIPOf(t, c, ns, first)
 	Eventually(t, 30*time.Second, "session agent of "+first+" answers /readyz", func() (bool, error) { return agentReady(ip) })
 	for i := 1; i <= 2; i++ {
@@ -136,12 +113,12 @@ func deploySessionSuspendResumeChart(t *testing.T, e *Env, r *deployRelease) {
 	}
 
 	start := time.Now()
-	suspend(true)
-	ck := waitPhase(v1alpha1.SessionSuspended).Status.LastCheckpoint
+	setSessionSuspend(ctx, t, c, ns, "ck-chart-s", true)
+	ck := waitSessionPhase(ctx, t, c, ns, "ck-chart-s", v1alpha1.SessionSuspended, 2*time.Minute).Status.LastCheckpoint
 	t.Logf("[e2e] suspended %s by the chart's node agent in %s: checkpoint %s", first, time.Since(start).Round(time.Millisecond), ck)
 	start = time.Now()
-	suspend(false)
-	s := waitPhase(v1alpha1.SessionRunning)
+	setSessionSuspend(ctx, t, c, ns, "ck-chart-s", false)
+	s := waitSessionPhase(ctx, t, c, ns, "ck-chart-s", v1alpha1.SessionRunning, 2*time.Minute)
 	t.Logf("[e2e] resumed into %s in %s", s.Status.PodName, time.Since(start).Round(time.Millisecond))
 	if s.Status.PodName == first {
 		t.Fatalf("resumed in the suspended pod %s", first)

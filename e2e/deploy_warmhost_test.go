@@ -130,24 +130,7 @@ func deploySessionWarmRestoreHost(t *testing.T, e *Env, r *deployRelease) {
 		}
 		return &s
 	}
-	waitPhase := func(want v1alpha1.AgentSessionPhase) *v1alpha1.AgentSession {
-		t.Helper()
-		var s *v1alpha1.AgentSession
-		Eventually(t, 2*time.Minute, "session np-host-s "+string(want), func() (bool, error) {
-			s = session()
-			return s.Status.Phase == want, fmt.Errorf("phase %q, conditions %+v", s.Status.Phase, s.Status.Conditions)
-		})
-		return s
-	}
-	suspend := func(on bool) {
-		t.Helper()
-		patch := fmt.Sprintf(`{"spec":{"suspend":%v}}`, on)
-		if err := c.Patch(ctx, &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "np-host-s"}}, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	s := waitPhase(v1alpha1.SessionRunning)
+	s := waitSessionPhase(ctx, t, c, ns, "np-host-s", v1alpha1.SessionRunning, 2*time.Minute)
 	first, oldSA := s.Status.PodName, s.Status.ServiceAccountName
 	if first != "np-host-s-1" || oldSA != "session-np-host-s" {
 		t.Fatalf("fresh session in pod %q as %q, want np-host-s-1 as session-np-host-s", first, oldSA)
@@ -165,8 +148,8 @@ func deploySessionWarmRestoreHost(t *testing.T, e *Env, r *deployRelease) {
 		t.Fatal(err)
 	}
 
-	suspend(true)
-	s = waitPhase(v1alpha1.SessionSuspended)
+	setSessionSuspend(ctx, t, c, ns, "np-host-s", true)
+	s = waitSessionPhase(ctx, t, c, ns, "np-host-s", v1alpha1.SessionSuspended, 2*time.Minute)
 	t.Logf("suspended %s: checkpoint %s", first, s.Status.LastCheckpoint)
 	Eventually(t, 2*time.Minute, "a running warm restore host of np-host", func() (bool, error) {
 		var l corev1.PodList
@@ -175,8 +158,8 @@ func deploySessionWarmRestoreHost(t *testing.T, e *Env, r *deployRelease) {
 		}
 		return len(l.Items) == 1 && l.Items[0].Status.Phase == corev1.PodRunning, fmt.Errorf("%d hosts", len(l.Items))
 	})
-	suspend(false)
-	s = waitPhase(v1alpha1.SessionRunning)
+	setSessionSuspend(ctx, t, c, ns, "np-host-s", false)
+	s = waitSessionPhase(ctx, t, c, ns, "np-host-s", v1alpha1.SessionRunning, 2*time.Minute)
 	checkWarmHostClaimed(ctx, t, c, s)
 	host := s.Status.PodName
 

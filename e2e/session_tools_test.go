@@ -424,6 +424,30 @@ func podIPOf(t *testing.T, c client.Client, ns, name string) string {
 	return p.Status.PodIP
 }
 
+// waitSessionPhase waits up to timeout for AgentSession ns/name to reach phase want and returns
+// it as last read; a read that fails is retried, and the last error is the failure's message.
+func waitSessionPhase(ctx context.Context, t *testing.T, c client.Client, ns, name string, want v1alpha1.AgentSessionPhase, timeout time.Duration) *v1alpha1.AgentSession {
+	t.Helper()
+	var s v1alpha1.AgentSession
+	Eventually(t, timeout, "session "+name+" "+string(want), func() (bool, error) {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &s); err != nil {
+			return false, err
+		}
+		return s.Status.Phase == want, fmt.Errorf("phase %q, conditions %+v", s.Status.Phase, s.Status.Conditions)
+	})
+	return &s
+}
+
+// setSessionSuspend sets spec.suspend of AgentSession ns/name (a merge patch of that field only).
+func setSessionSuspend(ctx context.Context, t *testing.T, c client.Client, ns, name string, on bool) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"suspend":%v}}`, on)
+	if err := c.Patch(ctx, &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+		client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // logSessionObjects logs a namespace's AgentCheckpoints and events (a failed test's context).
 func logSessionObjects(t *testing.T, c client.Client, ns string) {
 	var cks v1alpha1.AgentCheckpointList
